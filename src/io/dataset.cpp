@@ -1,0 +1,68 @@
+#include "io/dataset.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+
+#include "common/errors.hpp"
+
+namespace km {
+
+namespace {
+constexpr std::size_t kPage = 4096;
+}
+
+template <class T>
+HostBuffer<T>::HostBuffer(std::size_t count) : size_(count) {
+  if (count == 0) return;
+  if (count > std::numeric_limits<std::size_t>::max() / sizeof(T) - kPage)
+    throw InputError(strprintf("cannot allocate %zu values: size overflows", count));
+  std::size_t bytes = (count * sizeof(T) + kPage - 1) / kPage * kPage;
+  void* p = std::aligned_alloc(kPage, bytes);
+  if (!p)
+    throw InputError(strprintf("out of host memory allocating %.1f MiB", bytes / 1048576.0));
+  ptr_.reset(static_cast<T*>(p));
+}
+
+template <class T>
+void HostBuffer<T>::Free::operator()(T* p) const {
+  std::free(p);
+}
+
+template <class T>
+void check_finite(const Dataset<T>& data, const std::string& what) {
+  const std::size_t total = data.n * data.d;
+  const T* v = data.values.data();
+  // Parallel scan for the first bad value; cheap next to reading the file.
+  std::size_t first_bad = total;
+#pragma omp parallel for reduction(min : first_bad) schedule(static)
+  for (std::size_t i = 0; i < total; ++i)
+    if (!std::isfinite(v[i]) && i < first_bad) first_bad = i;
+  if (first_bad < total) {
+    const std::size_t obj = first_bad / data.d, coord = first_bad % data.d;
+    throw InputError(strprintf("%s: value %s at object %zu, coordinate %zu (NaN/Inf are not allowed)",
+                               what.c_str(), std::isnan(v[first_bad]) ? "NaN" : "Inf", obj, coord));
+  }
+}
+
+void check_shape(std::int64_t n, std::int64_t d, std::size_t element_size, const std::string& what) {
+  if (n <= 0 || d <= 0)
+    throw InputError(strprintf("%s: invalid shape %lld x %lld (both must be positive)", what.c_str(),
+                               static_cast<long long>(n), static_cast<long long>(d)));
+  // Objects are indexed with 64-bit integers everywhere, so the limit is what one
+  // allocation can address; d is also kept below 2^31 so a row fits an int loop.
+  const auto un = static_cast<unsigned long long>(n), ud = static_cast<unsigned long long>(d);
+  if (ud > (1ull << 31) || un > (std::numeric_limits<std::size_t>::max() / element_size) / ud)
+    throw InputError(strprintf("%s: absurd shape %lld x %lld (too large to address)", what.c_str(),
+                               static_cast<long long>(n), static_cast<long long>(d)));
+}
+
+template class HostBuffer<float>;
+template class HostBuffer<double>;
+template class HostBuffer<std::int32_t>;
+template class HostBuffer<std::int64_t>;
+template void check_finite(const Dataset<float>&, const std::string&);
+template void check_finite(const Dataset<double>&, const std::string&);
+
+}  // namespace km

@@ -1,0 +1,59 @@
+// Dataset<T>: N objects x d coordinates, row-major and contiguous, in one page-aligned
+// host allocation (page alignment lets a GPU implementation pin it in place with
+// cudaHostRegister instead of copying it). Every implementation reads this one type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace km {
+
+// Owning, page-aligned, uninitialised array of T. Move-only.
+template <class T>
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(std::size_t count);
+  HostBuffer(HostBuffer&&) noexcept = default;
+  HostBuffer& operator=(HostBuffer&&) noexcept = default;
+
+  T* data() { return ptr_.get(); }
+  const T* data() const { return ptr_.get(); }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return ptr_[i]; }
+  const T& operator[](std::size_t i) const { return ptr_[i]; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const;
+  };
+  std::unique_ptr<T[], Free> ptr_;
+  std::size_t size_ = 0;
+};
+
+template <class T>
+struct Dataset {
+  std::size_t n = 0;  // objects
+  std::size_t d = 0;  // coordinates per object
+  HostBuffer<T> values;  // n*d, row-major: object i is values[i*d .. i*d+d)
+  std::string source;    // where it came from, for reports ("uniform", a path...)
+
+  Dataset() = default;
+  Dataset(std::size_t n_, std::size_t d_, std::string source_ = {})
+      : n(n_), d(d_), values(n_ * d_), source(std::move(source_)) {}
+
+  const T* row(std::size_t i) const { return values.data() + i * d; }
+  T* row(std::size_t i) { return values.data() + i * d; }
+};
+
+// Throws InputError naming the first object/coordinate that is NaN or infinite.
+template <class T>
+void check_finite(const Dataset<T>& data, const std::string& what);
+
+// Refuses shapes whose element count or byte size does not fit size_t/our int types.
+void check_shape(std::int64_t n, std::int64_t d, std::size_t element_size, const std::string& what);
+
+}  // namespace km

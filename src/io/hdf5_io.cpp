@@ -1,0 +1,173 @@
+// HDF5 input and output through the C API (HDF5 1.10+).
+#include <hdf5.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "io/load.hpp"
+#include "io/write.hpp"
+
+namespace km {
+
+namespace {
+
+// Owns one HDF5 identifier and closes it with the matching H5?close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  Closer close_;
+};
+
+// HDF5 prints its error stack to stderr by default; we report our own one-line errors.
+void silence_hdf5() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+template <class T>
+hid_t native_type() {
+  return std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+}
+
+struct FindState {
+  std::vector<std::string> two_d;  // paths of 2-D datasets
+};
+
+// HDF5 1.10.3+ and 1.12 both provide the "2" object API; 1.12 renames its info struct.
+#if H5_VERSION_GE(1, 12, 0)
+using ObjectInfo = H5O_info1_t;
+#else
+using ObjectInfo = H5O_info_t;
+#endif
+
+herr_t collect_2d(hid_t obj, const char* name, const ObjectInfo* info, void* op_data) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  Handle ds(H5Dopen2(obj, name, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) return 0;
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  if (space.ok() && H5Sget_simple_extent_ndims(space.get()) == 2)
+    static_cast<FindState*>(op_data)->two_d.push_back(std::string("/") + name);
+  return 0;
+}
+
+}  // namespace
+
+template <class T>
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
+  silence_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw InputError(strprintf("'%s': not an HDF5 file (or empty)", path.c_str()));
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) throw InputError(strprintf("cannot open '%s' as HDF5", path.c_str()));
+
+  std::string name = dataset_name;
+  if (name.empty()) {
+    FindState found;
+    H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_NATIVE, collect_2d, &found, H5O_INFO_BASIC);
+    if (found.two_d.empty())
+      throw InputError(strprintf("'%s': no 2-D dataset in the file", path.c_str()));
+    if (found.two_d.size() > 1)
+      throw InputError(strprintf("'%s': %zu 2-D datasets (%s, %s, ...); name one with --dataset", path.c_str(),
+                                 found.two_d.size(), found.two_d[0].c_str(), found.two_d[1].c_str()));
+    name = found.two_d[0];
+  } else {
+    // Check each link on the way so a missing group is an error, not an HDF5 failure.
+    std::string partial;
+    std::size_t pos = name.front() == '/' ? 1 : 0;
+    partial = name.front() == '/' ? "/" : "";
+    bool exists = true;
+    while (exists) {
+      std::size_t slash = name.find('/', pos);
+      partial += name.substr(pos, slash == std::string::npos ? slash : slash - pos);
+      exists = H5Lexists(file.get(), partial.c_str(), H5P_DEFAULT) > 0;
+      if (slash == std::string::npos) break;
+      partial += "/";
+      pos = slash + 1;
+    }
+    if (!exists) throw InputError(strprintf("'%s': no dataset named '%s'", path.c_str(), name.c_str()));
+    ObjectInfo info;
+    herr_t got = H5Oget_info_by_name2(file.get(), name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT);
+    if (got < 0 || info.type != H5O_TYPE_DATASET)
+      throw InputError(strprintf("'%s': '%s' is not a dataset", path.c_str(), name.c_str()));
+  }
+
+  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank != 2)
+    throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed",
+                               path.c_str(), name.c_str(), rank));
+  hsize_t dims[2];
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls == H5T_INTEGER)
+    throw InputError(strprintf("'%s': dataset '%s' has an integer type; refused (store it as float32/float64)",
+                               path.c_str(), name.c_str()));
+  if (cls != H5T_FLOAT)
+    throw InputError(strprintf("'%s': dataset '%s' is not a floating-point dataset", path.c_str(), name.c_str()));
+  check_shape(static_cast<std::int64_t>(dims[0]), static_cast<std::int64_t>(dims[1]), sizeof(T),
+              "'" + path + "' dataset '" + name + "'");
+
+  Dataset<T> data(dims[0], dims[1], path + ":" + name);
+  // HDF5 converts float<->double itself, in strips, straight into our buffer.
+  if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.values.data()) < 0)
+    throw InputError(strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str()));
+  return data;
+}
+
+template <class T>
+void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
+  silence_hdf5();
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.ok()) throw InputError(strprintf("cannot create '%s'", path.c_str()));
+  auto fail = [&](const char* what) { throw InputError(strprintf("'%s': failed to write %s", path.c_str(), what)); };
+
+  hsize_t cdims[2] = {r.k, r.d};
+  Handle cspace(H5Screate_simple(2, cdims, nullptr), H5Sclose);
+  Handle cds(H5Dcreate2(file.get(), "centroids", native_type<T>(), cspace.get(), H5P_DEFAULT, H5P_DEFAULT,
+                        H5P_DEFAULT),
+             H5Dclose);
+  if (!cds.ok() || H5Dwrite(cds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.centroids) < 0)
+    fail("/centroids");
+
+  hsize_t ldims[1] = {r.n};
+  Handle lspace(H5Screate_simple(1, ldims, nullptr), H5Sclose);
+  Handle lds(H5Dcreate2(file.get(), "labels", H5T_STD_I32LE, lspace.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose);
+  if (!lds.ok() || H5Dwrite(lds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, r.labels) < 0)
+    fail("/labels");
+
+  Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a1(H5Acreate2(file.get(), "inertia", H5T_IEEE_F64LE, scalar.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a1.ok() || H5Awrite(a1.get(), H5T_NATIVE_DOUBLE, &r.inertia) < 0) fail("attribute inertia");
+  const std::int32_t iterations = r.iterations;
+  Handle a2(H5Acreate2(file.get(), "iterations", H5T_STD_I32LE, scalar.get(), H5P_DEFAULT, H5P_DEFAULT),
+            H5Aclose);
+  if (!a2.ok() || H5Awrite(a2.get(), H5T_NATIVE_INT32, &iterations) < 0) fail("attribute iterations");
+  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) fail("the file");
+}
+
+template Dataset<float> load_hdf5(const std::string&, const std::string&);
+template Dataset<double> load_hdf5(const std::string&, const std::string&);
+template void write_hdf5_file(const std::string&, const ResultView<float>&);
+template void write_hdf5_file(const std::string&, const ResultView<double>&);
+
+}  // namespace km

@@ -1,0 +1,370 @@
+#include "io/load.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <type_traits>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "io/text_reader.hpp"
+
+namespace km {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+// RAII FILE* for the binary readers.
+struct File {
+  std::FILE* f = nullptr;
+  explicit File(const std::string& path) {
+    f = std::fopen(path.c_str(), "rb");
+    if (!f) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  }
+  ~File() {
+    if (f) std::fclose(f);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+};
+
+std::uint64_t file_size(const std::string& path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  if (ec) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), ec.message().c_str()));
+  return size;
+}
+
+void read_exact(std::FILE* f, void* dst, std::size_t bytes, const std::string& path) {
+  if (std::fread(dst, 1, bytes, f) != bytes)
+    throw InputError(strprintf("'%s': unexpected end of file", path.c_str()));
+}
+
+// Reads count little-endian values of type S from f into dst (type T), converting in
+// chunks so the file is never held twice.
+template <class S, class T>
+void read_values(std::FILE* f, T* dst, std::size_t count, const std::string& path) {
+  if constexpr (std::is_same_v<S, T>) {
+    read_exact(f, dst, count * sizeof(T), path);
+  } else {
+    constexpr std::size_t kChunk = 1 << 16;
+    std::vector<S> chunk(std::min(count, kChunk));
+    for (std::size_t done = 0; done < count;) {
+      std::size_t now = std::min(kChunk, count - done);
+      read_exact(f, chunk.data(), now * sizeof(S), path);
+      for (std::size_t i = 0; i < now; ++i) dst[done + i] = static_cast<T>(chunk[i]);
+      done += now;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- .bin
+template <class T>
+Dataset<T> load_bin(const std::string& path) {
+  const std::uint64_t size = file_size(path);
+  if (size == 0) throw InputError(strprintf("'%s': empty file", path.c_str()));
+  if (size < 8)
+    throw InputError(strprintf("'%s': %llu bytes is too short for the .bin header (int32 N, int32 d)",
+                               path.c_str(), static_cast<unsigned long long>(size)));
+  File file(path);
+  std::int32_t header[2];
+  read_exact(file.f, header, sizeof header, path);
+  check_shape(header[0], header[1], sizeof(float), "'" + path + "' header");
+  const std::uint64_t n = static_cast<std::uint64_t>(header[0]), d = static_cast<std::uint64_t>(header[1]);
+  const std::uint64_t expect = 8 + n * d * sizeof(float);
+  if (size < expect)
+    throw InputError(strprintf("'%s': truncated: header says %llu x %llu float32 (%llu bytes) but the file has %llu",
+                               path.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
+                               static_cast<unsigned long long>(expect), static_cast<unsigned long long>(size)));
+  if (size > expect)
+    throw InputError(strprintf("'%s': %llu bytes after the %llu x %llu float32 its header declares (not a classic .bin?)",
+                               path.c_str(), static_cast<unsigned long long>(size - expect),
+                               static_cast<unsigned long long>(n), static_cast<unsigned long long>(d)));
+  Dataset<T> data(n, d, path);
+  read_values<float>(file.f, data.values.data(), n * d, path);
+  return data;
+}
+
+// ---------------------------------------------------------------- .npy
+std::string npy_field(const std::string& header, const std::string& key, const std::string& path) {
+  auto at = header.find("'" + key + "'");
+  if (at == std::string::npos)
+    throw InputError(strprintf("'%s': .npy header has no '%s'", path.c_str(), key.c_str()));
+  auto colon = header.find(':', at);
+  if (colon == std::string::npos)
+    throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
+  std::size_t i = colon + 1;
+  while (i < header.size() && header[i] == ' ') ++i;
+  std::size_t j = i;
+  if (i < header.size() && (header[i] == '\'' || header[i] == '"')) {
+    j = header.find(header[i], i + 1);
+    if (j == std::string::npos) throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
+    return header.substr(i + 1, j - i - 1);
+  }
+  if (i < header.size() && header[i] == '(') {
+    j = header.find(')', i);
+    if (j == std::string::npos) throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
+    return header.substr(i, j - i + 1);
+  }
+  while (j < header.size() && header[j] != ',' && header[j] != '}') ++j;
+  return header.substr(i, j - i);
+}
+
+template <class T>
+Dataset<T> load_npy(const std::string& path) {
+  const std::uint64_t size = file_size(path);
+  if (size == 0) throw InputError(strprintf("'%s': empty file", path.c_str()));
+  File file(path);
+  unsigned char pre[10];
+  if (size < sizeof pre || std::fread(pre, 1, sizeof pre, file.f) != sizeof pre ||
+      std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    throw InputError(strprintf("'%s': not a NumPy .npy file (bad magic)", path.c_str()));
+  std::uint64_t header_len, prefix;
+  if (pre[6] == 1) {
+    header_len = pre[8] | (pre[9] << 8);
+    prefix = 10;
+  } else if (pre[6] == 2 || pre[6] == 3) {
+    unsigned char more[2];
+    read_exact(file.f, more, 2, path);
+    header_len = pre[8] | (pre[9] << 8) | (std::uint64_t(more[0]) << 16) | (std::uint64_t(more[1]) << 24);
+    prefix = 12;
+  } else {
+    throw InputError(strprintf("'%s': unsupported .npy version %d", path.c_str(), pre[6]));
+  }
+  if (prefix + header_len > size) throw InputError(strprintf("'%s': truncated .npy header", path.c_str()));
+  std::string header(header_len, '\0');
+  read_exact(file.f, header.data(), header_len, path);
+
+  const std::string descr = npy_field(header, "descr", path);
+  const std::string order = npy_field(header, "fortran_order", path);
+  const std::string shape = npy_field(header, "shape", path);
+  if (order.find("True") != std::string::npos)
+    throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
+  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
+    throw InputError(strprintf("'%s': dtype '%s' is not little-endian float32/float64", path.c_str(), descr.c_str()));
+  const char kind = descr[1];
+  const std::string width = descr.substr(2);
+  if (kind == 'i' || kind == 'u' || kind == 'b')
+    throw InputError(strprintf("'%s': integer dtype '%s' is refused; convert it with .astype(np.float64) first",
+                               path.c_str(), descr.c_str()));
+  if (kind != 'f' || (width != "4" && width != "8"))
+    throw InputError(strprintf("'%s': dtype '%s' is not float32 or float64", path.c_str(), descr.c_str()));
+
+  // shape "(N, d)": exactly two integers.
+  std::vector<long long> dims;
+  for (std::size_t i = 0; i < shape.size();) {
+    if (std::isdigit(static_cast<unsigned char>(shape[i])) || shape[i] == '-') {
+      std::size_t used = 0;
+      dims.push_back(std::stoll(shape.substr(i), &used));
+      i += used;
+    } else {
+      ++i;
+    }
+  }
+  if (dims.size() != 2)
+    throw InputError(strprintf("'%s': array has shape %s; a 2-D (objects, coords) array is needed",
+                               path.c_str(), shape.c_str()));
+  const std::size_t elem = width == "4" ? 4 : 8;
+  check_shape(dims[0], dims[1], elem, "'" + path + "'");
+  const std::uint64_t n = dims[0], d = dims[1];
+  const std::uint64_t expect = prefix + header_len + n * d * elem;
+  if (size < expect)
+    throw InputError(strprintf("'%s': truncated: shape %llu x %llu needs %llu bytes, the file has %llu", path.c_str(),
+                               static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
+                               static_cast<unsigned long long>(expect), static_cast<unsigned long long>(size)));
+  Dataset<T> data(n, d, path);
+  if (elem == 4)
+    read_values<float>(file.f, data.values.data(), n * d, path);
+  else
+    read_values<double>(file.f, data.values.data(), n * d, path);
+  return data;
+}
+
+// ---------------------------------------------------------------- .csv / .txt
+// Two streaming passes: the first finds the shape (and the header / id column), the
+// second parses straight into the exactly-sized buffer.
+struct TextShape {
+  std::size_t rows = 0, cols = 0;  // data rows, data columns
+  bool header = false;             // csv: first non-empty line is a header
+  bool id_column = false;          // txt: first token is an object id
+};
+
+TextShape scan_csv(const std::string& path) {
+  LineReader reader(path);
+  TextShape s;
+  std::string_view line;
+  std::vector<std::string_view> cells;
+  bool first = true;
+  std::size_t first_line = 0;
+  while (reader.next(line)) {
+    if (trim(line).empty()) continue;
+    split(line, ',', cells);
+    if (first) {
+      first = false;
+      first_line = reader.line_number();
+      s.cols = cells.size();
+      std::size_t numeric = 0;
+      for (auto c : cells) {
+        double v;
+        numeric += parse_number(c, v) ? 1 : 0;
+      }
+      if (numeric == 0) {
+        s.header = true;
+        continue;
+      }
+    } else if (cells.size() != s.cols) {
+      throw InputError(strprintf("'%s' line %zu: ragged rows: %zu cells where line %zu has %zu", path.c_str(),
+                                 reader.line_number(), cells.size(), first_line, s.cols));
+    }
+    ++s.rows;
+  }
+  if (s.rows == 0)
+    throw InputError(strprintf("'%s': empty file: no data rows", path.c_str()));
+  return s;
+}
+
+TextShape scan_txt(const std::string& path, std::optional<std::size_t> coords) {
+  LineReader reader(path);
+  TextShape s;
+  std::string_view line;
+  std::vector<std::string_view> tokens;
+  bool ids_sequential = true;
+  long long expect_id = 0;
+  std::size_t first_line = 0;
+  while (reader.next(line)) {
+    split(line, 0, tokens);
+    if (tokens.empty()) continue;
+    if (s.rows == 0) {
+      s.cols = tokens.size();
+      first_line = reader.line_number();
+    } else if (tokens.size() != s.cols) {
+      throw InputError(strprintf("'%s' line %zu: ragged rows: %zu values where line %zu has %zu", path.c_str(),
+                                 reader.line_number(), tokens.size(), first_line, s.cols));
+    }
+    if (ids_sequential) {
+      if (!is_integer_token(tokens[0])) {
+        ids_sequential = false;
+      } else {
+        long long id = std::atoll(std::string(tokens[0]).c_str());
+        if (s.rows == 0 && (id == 0 || id == 1))
+          expect_id = id;
+        if (id != expect_id) ids_sequential = false;
+        ++expect_id;
+      }
+    }
+    ++s.rows;
+  }
+  if (s.rows == 0) throw InputError(strprintf("'%s': empty file: no data rows", path.c_str()));
+  // The leading id is recognised by --coords (d+1 tokens) or, without it, by a first
+  // column of consecutive integers starting at 0 or 1 (the classic format's numbering).
+  if (coords) {
+    if (s.cols == *coords + 1) {
+      s.id_column = true;
+    } else if (s.cols != *coords) {
+      throw InputError(strprintf("--coords=%zu but '%s' has %zu values per line", *coords, path.c_str(), s.cols));
+    }
+  } else {
+    s.id_column = ids_sequential && s.cols >= 2;
+  }
+  if (s.id_column) --s.cols;
+  return s;
+}
+
+template <class T>
+Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std::size_t>& coords) {
+  TextShape s = csv ? scan_csv(path) : scan_txt(path, coords);
+  check_shape(static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.cols), sizeof(T), "'" + path + "'");
+  Dataset<T> data(s.rows, s.cols, path);
+  LineReader reader(path);
+  std::string_view line;
+  std::vector<std::string_view> cells;
+  std::size_t row = 0;
+  bool skip_header = s.header;
+  const std::size_t skip = s.id_column ? 1 : 0;
+  while (row < s.rows && reader.next(line)) {
+    if (csv) {
+      if (trim(line).empty()) continue;
+      if (skip_header) {
+        skip_header = false;
+        continue;
+      }
+      split(line, ',', cells);
+    } else {
+      split(line, 0, cells);
+      if (cells.empty()) continue;
+    }
+    if (cells.size() != s.cols + skip)  // the file changed under us
+      throw InputError(strprintf("'%s' line %zu: ragged rows", path.c_str(), reader.line_number()));
+    if (skip && !is_integer_token(cells[0]))
+      throw InputError(strprintf("'%s' line %zu: '%.*s' is not an integer object id", path.c_str(),
+                                 reader.line_number(), static_cast<int>(cells[0].size()), cells[0].data()));
+    T* out = data.row(row);
+    for (std::size_t j = 0; j < s.cols; ++j) {
+      std::string_view cell = cells[j + skip];
+      if (!parse_number(cell, out[j]))
+        throw InputError(strprintf("'%s' line %zu, column %zu: '%.*s' is not a number", path.c_str(),
+                                   reader.line_number(), j + skip + 1, static_cast<int>(cell.size()), cell.data()));
+      if (!std::isfinite(out[j]))
+        throw InputError(strprintf("'%s' line %zu, column %zu: value '%.*s' is NaN/Inf or out of range",
+                                   path.c_str(), reader.line_number(), j + skip + 1, static_cast<int>(cell.size()),
+                                   cell.data()));
+    }
+    ++row;
+  }
+  if (row != s.rows) throw InputError(strprintf("'%s': file changed while reading", path.c_str()));
+  return data;
+}
+
+}  // namespace
+
+Format format_from_path(const std::string& path) {
+  const std::string ext = lower_extension(path);
+  if (ext == ".h5" || ext == ".hdf5") return Format::hdf5;
+  if (ext == ".csv") return Format::csv;
+  if (ext == ".npy") return Format::npy;
+  if (ext == ".bin") return Format::bin;
+  if (ext == ".txt") return Format::txt;
+  throw InputError(strprintf("'%s': unknown extension '%s' (expected .h5, .hdf5, .csv, .npy, .bin or .txt)",
+                             path.c_str(), ext.c_str()));
+}
+
+template <class T>
+Dataset<T> load(const std::string& path, const LoadOptions& options) {
+  const Format format = format_from_path(path);
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw InputError(strprintf("cannot open '%s': no such file", path.c_str()));
+  if (fs::is_directory(status)) throw InputError(strprintf("cannot open '%s': it is a directory", path.c_str()));
+
+  Dataset<T> data;
+  switch (format) {
+    case Format::hdf5: data = load_hdf5<T>(path, options.dataset); break;
+    case Format::csv: data = load_text<T>(path, true, options.coords); break;
+    case Format::txt: data = load_text<T>(path, false, options.coords); break;
+    case Format::npy: data = load_npy<T>(path); break;
+    case Format::bin: data = load_bin<T>(path); break;
+  }
+  if (format != Format::csv && format != Format::txt) check_finite(data, "'" + path + "'");
+  if (options.coords && *options.coords != data.d)
+    throw InputError(strprintf("--coords=%zu but '%s' has %zu coordinates per object", *options.coords,
+                               path.c_str(), data.d));
+  return data;
+}
+
+template Dataset<float> load(const std::string&, const LoadOptions&);
+template Dataset<double> load(const std::string&, const LoadOptions&);
+
+}  // namespace km

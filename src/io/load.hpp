@@ -1,0 +1,34 @@
+// The data front end: one load() that dispatches on the file extension.
+//   .h5/.hdf5  2-D float/double dataset (options.dataset names it, else the only 2-D one)
+//   .csv       numbers, optional header row
+//   .npy       2-D float32/float64, C order
+//   .bin       classic binary: int32 N, int32 d, then N*d float32 row-major
+//   .txt       classic text: one object per line, blank-separated, optional leading integer id
+// Every reader streams into one exactly-sized buffer (no second copy) and refuses NaN/Inf.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "io/dataset.hpp"
+
+namespace km {
+
+struct LoadOptions {
+  std::string dataset;                 // HDF5 dataset path; empty = the only 2-D dataset
+  std::optional<std::size_t> coords;   // --coords given by the user: must match the file
+};
+
+enum class Format { hdf5, csv, npy, bin, txt };
+
+// Throws InputError for an unknown extension.
+Format format_from_path(const std::string& path);
+
+template <class T>
+Dataset<T> load(const std::string& path, const LoadOptions& options = {});
+
+// Implemented in hdf5_io.cpp.
+template <class T>
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name);
+
+}  // namespace km

@@ -1,0 +1,124 @@
+#include "io/text_reader.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "common/errors.hpp"
+
+namespace km {
+
+namespace {
+constexpr std::size_t kChunk = 1 << 20;
+}
+
+LineReader::LineReader(const std::string& path) : path_(path), buf_(kChunk) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (!file_) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+}
+
+LineReader::~LineReader() {
+  if (file_) std::fclose(file_);
+}
+
+bool LineReader::refill() {
+  if (eof_) return false;
+  // Keep the unfinished line at the front, grow only if one line exceeds the buffer.
+  std::size_t keep = end_ - begin_;
+  if (begin_ > 0 && keep > 0) std::memmove(buf_.data(), buf_.data() + begin_, keep);
+  begin_ = 0;
+  end_ = keep;
+  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+  std::size_t got = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_);
+  if (got == 0) {
+    if (std::ferror(file_)) throw InputError(strprintf("error reading '%s'", path_.c_str()));
+    eof_ = true;
+    return false;
+  }
+  end_ += got;
+  return true;
+}
+
+bool LineReader::next(std::string_view& line) {
+  for (;;) {
+    const char* start = buf_.data() + begin_;
+    const void* nl = std::memchr(start, '\n', end_ - begin_);
+    if (nl) {
+      std::size_t len = static_cast<const char*>(nl) - start;
+      line = std::string_view(start, len);
+      begin_ += len + 1;
+      break;
+    }
+    if (!refill()) {
+      if (begin_ == end_) return false;
+      line = std::string_view(buf_.data() + begin_, end_ - begin_);  // last line, no newline
+      begin_ = end_;
+      break;
+    }
+  }
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  ++line_no_;
+  return true;
+}
+
+template <class T>
+bool parse_number(std::string_view token, T& out) {
+  if (!token.empty() && token.front() == '+') token.remove_prefix(1);
+  if (token.empty()) return false;
+  const char* first = token.data();
+  const char* last = first + token.size();
+  auto [ptr, ec] = std::from_chars(first, last, out);
+  if (ec == std::errc::result_out_of_range) {
+    // from_chars leaves out unchanged on overflow/underflow: decide which.
+    double probe = std::strtod(std::string(token).c_str(), nullptr);
+    out = std::abs(probe) >= 1 ? (probe > 0 ? std::numeric_limits<T>::infinity()
+                                            : -std::numeric_limits<T>::infinity())
+                               : T(0);
+    return true;
+  }
+  return ec == std::errc() && ptr == last;
+}
+
+bool is_integer_token(std::string_view token) {
+  if (!token.empty() && (token.front() == '+' || token.front() == '-')) token.remove_prefix(1);
+  if (token.empty()) return false;
+  for (char c : token)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+void split(std::string_view line, char sep, std::vector<std::string_view>& cells) {
+  cells.clear();
+  if (sep != 0) {
+    std::size_t pos = 0;
+    for (;;) {
+      std::size_t at = line.find(sep, pos);
+      cells.push_back(trim(line.substr(pos, at == std::string_view::npos ? at : at - pos)));
+      if (at == std::string_view::npos) break;
+      pos = at + 1;
+    }
+    return;
+  }
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    std::size_t j = i;
+    while (j < line.size() && line[j] != ' ' && line[j] != '\t' && line[j] != '\r') ++j;
+    if (j > i) cells.push_back(line.substr(i, j - i));
+    i = j;
+  }
+}
+
+template bool parse_number(std::string_view, float&);
+template bool parse_number(std::string_view, double&);
+
+}  // namespace km

@@ -1,0 +1,49 @@
+// Streaming helpers for the text formats: a chunked line reader (the file is never held
+// whole in memory) and strict number parsing.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace km {
+
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path);  // throws InputError when it cannot open
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Next line without its "\n" or "\r\n"; false at end of file. The view lives until
+  // the next call.
+  bool next(std::string_view& line);
+  std::size_t line_number() const { return line_no_; }
+
+ private:
+  bool refill();
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  std::vector<char> buf_;
+  std::size_t begin_ = 0, end_ = 0;
+  bool eof_ = false;
+  std::size_t line_no_ = 0;
+};
+
+// Parses the whole token as a number (optional leading '+'); false if anything is left
+// over or it is not a number. Out-of-range values parse as +-Inf so callers report them
+// with the NaN/Inf rule.
+template <class T>
+bool parse_number(std::string_view token, T& out);
+
+// True when the token is an optionally signed decimal integer.
+bool is_integer_token(std::string_view token);
+
+std::string_view trim(std::string_view s);
+
+// Splits on a single-character separator (CSV) or on runs of blanks (sep == 0).
+void split(std::string_view line, char sep, std::vector<std::string_view>& cells);
+
+}  // namespace km

@@ -1,0 +1,54 @@
+#include "kmeans/cpu_steps.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace km {
+
+template <class T>
+double finalize_centroids(const double* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
+                          T* centroids) {
+  double shift = 0;
+  for (std::size_t c = 0; c < k; ++c) {
+    if (counts[c] == 0) continue;  // empty cluster keeps its previous centroid
+    const double inv = 1.0 / static_cast<double>(counts[c]);
+    for (std::size_t j = 0; j < d; ++j) {
+      const T updated = static_cast<T>(sums[c * d + j] * inv);
+      const double delta = static_cast<double>(updated) - static_cast<double>(centroids[c * d + j]);
+      shift += delta * delta;
+      centroids[c * d + j] = updated;
+    }
+  }
+  return shift;
+}
+
+template <class T>
+double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels) {
+  constexpr std::size_t kChunk = 1 << 14;
+  const std::size_t d = data.d, chunks = (data.n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks);
+#pragma omp parallel for schedule(static)
+  for (std::size_t c = 0; c < chunks; ++c) {
+    double s = 0;
+    const std::size_t end = std::min(data.n, (c + 1) * kChunk);
+    for (std::size_t i = c * kChunk; i < end; ++i) {
+      const T* x = data.row(i);
+      const T* m = centroids + static_cast<std::size_t>(labels[i]) * d;
+      for (std::size_t j = 0; j < d; ++j) {
+        const double diff = static_cast<double>(x[j]) - static_cast<double>(m[j]);
+        s += diff * diff;
+      }
+    }
+    partial[c] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, float*);
+template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*);
+template double inertia(const Dataset<float>&, const float*, const std::int32_t*);
+template double inertia(const Dataset<double>&, const double*, const std::int32_t*);
+
+}  // namespace km

@@ -1,0 +1,37 @@
+#include "kmeans/params.hpp"
+
+#include <cmath>
+
+#include "common/errors.hpp"
+
+namespace km {
+
+const char* to_string(Init init) {
+  switch (init) {
+    case Init::first: return "first";
+    case Init::random: return "random";
+    case Init::kmeanspp: return "kmeans++";
+  }
+  return "?";
+}
+
+Init init_from_string(const std::string& name) {
+  if (name == "first") return Init::first;
+  if (name == "random") return Init::random;
+  if (name == "kmeans++") return Init::kmeanspp;
+  throw UsageError("--init must be first, random or kmeans++, not '" + name + "'");
+}
+
+void validate(const Params& p) {
+  if (p.k < 1) throw UsageError(strprintf("--clusters=%d: need at least 1 cluster", p.k));
+  if (p.loops < 1) throw UsageError(strprintf("--loops=%d: need at least 1 loop", p.loops));
+  if (!(p.threshold >= 0 && p.threshold <= 1))
+    throw UsageError(strprintf("--threshold=%g: must be a fraction in [0, 1]", p.threshold));
+  if (p.tol && !(*p.tol >= 0 && std::isfinite(*p.tol)))
+    throw UsageError(strprintf("--tol=%g: must be finite and >= 0", *p.tol));
+  if (p.block < 32 || p.block > 1024 || p.block % 32 != 0)
+    throw UsageError(strprintf("--block=%d: must be a multiple of 32 in 32..1024", p.block));
+  if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
+}
+
+}  // namespace km

@@ -1,0 +1,54 @@
+// The one algorithm contract shared by every implementation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "timing/timer.hpp"
+
+namespace km {
+
+enum class Init { first, random, kmeanspp };
+const char* to_string(Init init);
+Init init_from_string(const std::string& name);  // throws UsageError
+
+struct Params {
+  int k = 16;                  // clusters
+  int loops = 10;              // at most this many Lloyd iterations
+  double threshold = 0.0;      // stop when changed/N <= threshold (the lab rule)
+  std::optional<double> tol;   // stop when summed squared centroid shift <= tol (scikit-learn rule)
+  Init init = Init::first;
+  std::uint64_t seed = 0;      // for random and k-means++ init
+  int block = 128;             // GPU threads per block
+  int threads = 0;             // CPU threads; 0 = all
+};
+
+// Seconds outside the loop. load is filled by the caller that loads the data.
+struct RunSeconds {
+  double load = 0;    // reading or generating the data
+  double init = 0;    // choosing the initial centroids
+  double setup = 0;   // one-time allocation, upload and layout change
+  double loop = 0;    // the Lloyd iterations
+  double finish = 0;  // final labels, inertia and copies back
+  double total() const { return load + init + setup + loop + finish; }
+};
+
+template <class T>
+struct Result {
+  std::vector<T> centroids;           // k*d row-major
+  std::vector<std::int32_t> labels;   // n: nearest final centroid
+  double inertia = 0;                 // sum of squared distances to the nearest final centroid
+  int iterations = 0;
+  bool converged = false;             // a stop rule fired (not just the loop limit)
+  std::vector<IterationStats> per_iteration;
+  RunSeconds seconds;
+  std::string device = "cpu";
+  int threads = 1;                    // CPU threads the implementation used
+};
+
+// Checks Params on its own (independent of data); throws UsageError.
+void validate(const Params& params);
+
+}  // namespace km

@@ -1,0 +1,67 @@
+// seq: the trusted reference. Plain, obviously correct, one thread.
+#include <algorithm>
+
+#include "kmeans/cpu_steps.hpp"
+#include "kmeans/registry.hpp"
+
+namespace km {
+
+namespace {
+
+template <class T>
+class SeqEngine final : public Engine<T> {
+ public:
+  void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
+    data_ = &data;
+    k_ = initial.size() / data.d;
+    centroids_ = initial;
+    labels_.assign(data.n, -1);  // so the first iteration counts every object as changed
+    sums_.assign(k_ * data.d, 0.0);
+    counts_.assign(k_, 0);
+  }
+
+  void iterate(IterationStats& stats) override {
+    HostPhase phase(stats.cpu);
+    const std::size_t n = data_->n, d = data_->d;
+    std::fill(sums_.begin(), sums_.end(), 0.0);
+    std::fill(counts_.begin(), counts_.end(), 0);
+    std::int64_t changed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const T* x = data_->row(i);
+      const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d);
+      if (label != labels_[i]) ++changed;
+      labels_[i] = label;
+      ++counts_[label];
+      for (std::size_t j = 0; j < d; ++j) sums_[label * d + j] += static_cast<double>(x[j]);
+    }
+    stats.changed = changed;
+    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data());
+  }
+
+  void read_centroids(std::vector<T>& out) override { out = centroids_; }
+
+  void final_labels(std::vector<std::int32_t>& out) override {
+    out.resize(data_->n);
+    for (std::size_t i = 0; i < data_->n; ++i) out[i] = nearest_centroid(data_->row(i), centroids_.data(), k_, data_->d);
+  }
+
+ private:
+  const Dataset<T>* data_ = nullptr;
+  std::size_t k_ = 0;
+  std::vector<T> centroids_;
+  std::vector<std::int32_t> labels_;
+  std::vector<double> sums_;
+  std::vector<std::int64_t> counts_;
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<Engine<T>> make_seq_engine(const Params&) {
+  return std::make_unique<SeqEngine<T>>();
+}
+
+template std::unique_ptr<Engine<float>> make_seq_engine(const Params&);
+template std::unique_ptr<Engine<double>> make_seq_engine(const Params&);
+
+}  // namespace km

@@ -1,0 +1,38 @@
+// Reports are views of the run's data: a table for people, JSON and CSV for scripts.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kmeans/params.hpp"
+
+namespace km {
+
+struct RunReport {
+  std::string impl, precision, device, source;
+  std::size_t objects = 0, coords = 0, clusters = 0;
+  int block = 0, threads = 0, loops = 0;
+  double threshold = 0;
+  std::optional<double> tol;
+  std::string init;
+  int iterations = 0;
+  bool converged = false;
+  double inertia = 0;
+  RunSeconds seconds;
+  std::vector<IterationStats> per_iteration;
+};
+
+// Sum of the per-iteration phases (h2d, kernel, cpu, d2h in the fields, total in total).
+IterationStats phase_totals(const std::vector<IterationStats>& per_iteration);
+
+void write_table(std::ostream& out, const RunReport& report);
+void write_json(std::ostream& out, const RunReport& report);
+void write_csv(std::ostream& out, const RunReport& report);
+
+// Minimal JSON building blocks, shared with the other programs' reports.
+std::string json_string(const std::string& s);
+std::string json_number(double v);
+
+}  // namespace km

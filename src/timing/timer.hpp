@@ -1,0 +1,47 @@
+// The timing layer. Timings are data: every iteration yields one IterationStats, and the
+// reports (table, JSON, CSV) are views of a vector of them.
+//   h2d     host -> device copies          (CUDA events, device implementations)
+//   kernel  device compute                 (CUDA events)
+//   cpu     host compute inside the loop   (steady clock)
+//   d2h     device -> host copies          (CUDA events)
+//   total   the whole iteration, host steady clock, measured by the shared driver
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace km {
+
+struct IterationStats {
+  double h2d = 0, kernel = 0, cpu = 0, d2h = 0;  // seconds
+  double total = 0;                              // seconds, wall clock of the iteration
+  std::int64_t changed = 0;                      // objects whose cluster changed
+  double shift = 0;                              // summed squared centroid shift
+};
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Adds the wall time of a scope to a phase: `{ HostPhase t(stats.cpu); ...work... }`.
+class HostPhase {
+ public:
+  explicit HostPhase(double& sink) : sink_(sink) {}
+  ~HostPhase() { sink_ += watch_.seconds(); }
+  HostPhase(const HostPhase&) = delete;
+  HostPhase& operator=(const HostPhase&) = delete;
+
+ private:
+  double& sink_;
+  Stopwatch watch_;
+};
+
+}  // namespace km
