@@ -8,19 +8,16 @@
 //    distance bit-identical to seq's (no reassociation), hence the same labels;
 //  - centroids processed in chunks that stay in L1 while a block of objects streams by;
 //  - the assignment kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked
-//    at run time (target_clones), so the default build stays portable.
+//    at run time, so the default build stays portable.
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/registry.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KM_CLONES
-#endif
 
 namespace km {
 
@@ -32,58 +29,130 @@ constexpr std::size_t kChunkBytes = 32768;  // target size of one centroid chunk
 
 std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
 
-// Labels of `count` objects starting at x (row-major), against centroids ct ([d][kp]).
-// dist: kc scratch values; best: count scratch values.
+// Distances from kGroup objects (rows of x, stride d) to the VB/sizeof(T) consecutive
+// centroids of ct ([d][kp], already offset to the first of them) that fill one vector
+// register of VB bytes, into out[r * out_stride + lane]. Element-wise vector arithmetic
+// rounds exactly like the scalar code, so every distance keeps seq's order of operations.
+// Four independent sums hide the add latency and share each centroid load; they are
+// named variables, not an array, so that they stay in registers.
+template <class T, int VB>
+[[gnu::always_inline]] inline void vector_distances4(const T* __restrict x, std::size_t d, const T* __restrict ct,
+                                                     std::size_t kp, T* __restrict out, std::size_t out_stride) {
+  typedef T V __attribute__((vector_size(VB)));
+  V a0{}, a1{}, a2{}, a3{};
+  const T *x0 = x, *x1 = x + d, *x2 = x + 2 * d, *x3 = x + 3 * d;
+  for (std::size_t j = 0; j < d; ++j) {
+    V row;
+    std::memcpy(&row, ct + j * kp, sizeof row);
+    const V e0 = x0[j] - row, e1 = x1[j] - row, e2 = x2[j] - row, e3 = x3[j] - row;
+    a0 += e0 * e0;
+    a1 += e1 * e1;
+    a2 += e2 * e2;
+    a3 += e3 * e3;
+  }
+  std::memcpy(out, &a0, sizeof(V));
+  std::memcpy(out + out_stride, &a1, sizeof(V));
+  std::memcpy(out + 2 * out_stride, &a2, sizeof(V));
+  std::memcpy(out + 3 * out_stride, &a3, sizeof(V));
+}
+
+template <class T, int VB>
+[[gnu::always_inline]] inline void vector_distances1(const T* __restrict x, std::size_t d, const T* __restrict ct,
+                                                     std::size_t kp, T* __restrict out) {
+  typedef T V __attribute__((vector_size(VB)));
+  V a{};
+  for (std::size_t j = 0; j < d; ++j) {
+    V row;
+    std::memcpy(&row, ct + j * kp, sizeof row);
+    const V e = x[j] - row;
+    a += e * e;
+  }
+  std::memcpy(out, &a, sizeof(V));
+}
+
+// Continues the running minimum over one chunk of centroids. Equivalent to scanning in
+// centroid order with strict '<' (the lowest index wins ties): the chunk's minimum
+// replaces the best only if strictly smaller, and then its first occurrence is taken.
+// Padding lanes hold +Inf (their centroids' coordinates are +Inf), so the minimum runs
+// over whole kLane groups: a vector minimum, a tree within the group, then a bit mask of
+// the lanes equal to it.
 template <class T>
-[[gnu::always_inline]] inline void assign_block_impl(const T* __restrict x, std::size_t count, std::size_t d,
-                                                     const T* __restrict ct, std::size_t k, std::size_t kp,
-                                                     std::size_t kc, std::int32_t* __restrict labels,
-                                                     T* __restrict best, T* __restrict dist) {
-  for (std::size_t c0 = 0; c0 < k; c0 += kc) {
-    const std::size_t cn = std::min(kc, k - c0);
-    const std::size_t cnp = round_up(cn, kLane);
-    for (std::size_t i = 0; i < count; ++i) {
-      const T* xi = x + i * d;
-      for (std::size_t c = 0; c < cnp; ++c) dist[c] = 0;
-      for (std::size_t j = 0; j < d; ++j) {
-        const T xj = xi[j];
-        const T* __restrict row = ct + j * kp + c0;
-        for (std::size_t c = 0; c < cnp; ++c) {
-          const T diff = xj - row[c];
-          dist[c] += diff * diff;
-        }
-      }
-      // Continue the running minimum in centroid order, strict '<': lowest index wins.
-      std::size_t c = 0;
-      T bd;
-      std::int32_t bl;
-      if (c0 == 0) {
-        bd = dist[0];
-        bl = 0;
-        c = 1;
-      } else {
-        bd = best[i];
-        bl = labels[i];
-      }
-      for (; c < cn; ++c) {
-        if (dist[c] < bd) {
-          bd = dist[c];
-          bl = static_cast<std::int32_t>(c0 + c);
-        }
-      }
-      best[i] = bd;
-      labels[i] = bl;
+[[gnu::always_inline]] inline void chunk_argmin(const T* __restrict dist, std::size_t c0, std::size_t cnp,
+                                                std::int32_t& label, T& best) {
+  T m[kLane];
+  for (std::size_t l = 0; l < kLane; ++l) m[l] = dist[l];
+  for (std::size_t c = kLane; c < cnp; c += kLane)
+    for (std::size_t l = 0; l < kLane; ++l) m[l] = dist[c + l] < m[l] ? dist[c + l] : m[l];
+  for (std::size_t w = kLane / 2; w >= 1; w /= 2)
+    for (std::size_t l = 0; l < w; ++l) m[l] = m[l + w] < m[l] ? m[l + w] : m[l];
+  const T low = m[0];
+  if (c0 != 0 && !(low < best)) return;
+  for (std::size_t c = 0; c < cnp; c += kLane) {
+    unsigned mask = 0;
+    for (std::size_t l = 0; l < kLane; ++l) mask |= static_cast<unsigned>(dist[c + l] == low) << l;
+    if (mask) {
+      label = static_cast<std::int32_t>(c0 + c + static_cast<std::size_t>(__builtin_ctz(mask)));
+      best = low;
+      return;
     }
   }
 }
 
-KM_CLONES void assign_block(const float* x, std::size_t count, std::size_t d, const float* ct, std::size_t k,
-                            std::size_t kp, std::size_t kc, std::int32_t* labels, float* best, float* dist) {
-  assign_block_impl(x, count, d, ct, k, kp, kc, labels, best, dist);
+constexpr int kGroup = 4;  // objects per register group
+
+// Labels of `count` objects starting at x (row-major), against centroids ct ([d][kp]),
+// with VB-byte vectors. dist: kGroup * kc scratch values; best: count scratch values.
+template <class T, int VB>
+[[gnu::always_inline]] inline void assign_block_impl(const T* __restrict x, std::size_t count, std::size_t d,
+                                                     const T* __restrict ct, std::size_t k, std::size_t kp,
+                                                     std::size_t kc, std::int32_t* __restrict labels,
+                                                     T* __restrict best, T* __restrict dist) {
+  constexpr std::size_t width = VB / sizeof(T);
+  static_assert(kLane % width == 0, "the padding must hold whole vectors");
+  for (std::size_t c0 = 0; c0 < k; c0 += kc) {
+    const std::size_t cn = std::min(kc, k - c0);
+    const std::size_t cnp = round_up(cn, kLane);
+    std::size_t i = 0;
+    for (; i + kGroup <= count; i += kGroup) {
+      for (std::size_t s0 = 0; s0 < cnp; s0 += width)
+        vector_distances4<T, VB>(x + i * d, d, ct + c0 + s0, kp, dist + s0, kc);
+      for (int r = 0; r < kGroup; ++r) chunk_argmin(dist + r * kc, c0, cnp, labels[i + r], best[i + r]);
+    }
+    for (; i < count; ++i) {
+      for (std::size_t s0 = 0; s0 < cnp; s0 += width)
+        vector_distances1<T, VB>(x + i * d, d, ct + c0 + s0, kp, dist + s0);
+      chunk_argmin(dist, c0, cnp, labels[i], best[i]);
+    }
+  }
 }
-KM_CLONES void assign_block(const double* x, std::size_t count, std::size_t d, const double* ct, std::size_t k,
-                            std::size_t kp, std::size_t kc, std::int32_t* labels, double* best, double* dist) {
-  assign_block_impl(x, count, d, ct, k, kp, kc, labels, best, dist);
+
+// One build per instruction set, chosen once at run time, so the default build stays
+// portable while a modern CPU gets its full vector width.
+template <class T>
+using AssignFn = void (*)(const T*, std::size_t, std::size_t, const T*, std::size_t, std::size_t, std::size_t,
+                          std::int32_t*, T*, T*);
+
+#define KM_ASSIGN_VARIANT(NAME, ATTR, VB)                                                                     \
+  template <class T>                                                                                         \
+  ATTR void NAME(const T* x, std::size_t count, std::size_t d, const T* ct, std::size_t k, std::size_t kp,   \
+                 std::size_t kc, std::int32_t* labels, T* best, T* dist) {                                   \
+    assign_block_impl<T, VB>(x, count, d, ct, k, kp, kc, labels, best, dist);                               \
+  }
+KM_ASSIGN_VARIANT(assign_block_baseline, , 16)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+KM_ASSIGN_VARIANT(assign_block_avx2, __attribute__((target("avx2"))), 32)
+KM_ASSIGN_VARIANT(assign_block_avx512, __attribute__((target("avx512f"))), 64)
+#endif
+#undef KM_ASSIGN_VARIANT
+
+template <class T>
+AssignFn<T> pick_assign_block() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return assign_block_avx512<T>;
+  if (__builtin_cpu_supports("avx2")) return assign_block_avx2<T>;
+#endif
+  return assign_block_baseline<T>;
 }
 
 template <class T>
@@ -100,7 +169,8 @@ class OmpEngine final : public Engine<T> {
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);
-    std::fill_n(ct_.data(), d_ * kp_, T(0));
+    // Padding centroids sit at +Inf: their distances are +Inf and never win.
+    std::fill_n(ct_.data(), d_ * kp_, std::numeric_limits<T>::infinity());
     transpose_centroids();
     labels_.assign(data.n, -1);
     sums_.assign(k_ * d_, 0.0);
@@ -129,12 +199,12 @@ class OmpEngine final : public Engine<T> {
       std::int64_t* counts = partial_counts_[t].data();
       std::fill_n(sums, k * d, 0.0);
       std::fill_n(counts, k, 0);
-      std::vector<T> dist(kc_), best(kBlock);
+      std::vector<T> dist(kGroup * kc_), best(kBlock);
       std::int32_t block_labels[kBlock];
       const std::size_t begin = n * t / nt, end = n * (t + 1) / nt;  // static schedule
       for (std::size_t i0 = begin; i0 < end; i0 += kBlock) {
         const std::size_t count = std::min(kBlock, end - i0);
-        assign_block(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
+        assign_(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
         for (std::size_t b = 0; b < count; ++b) {
           const std::int32_t label = block_labels[b];
           if (label != labels_[i0 + b]) ++changed;
@@ -159,10 +229,10 @@ class OmpEngine final : public Engine<T> {
     out.resize(n);
 #pragma omp parallel num_threads(threads_)
     {
-      std::vector<T> dist(kc_), best(kBlock);
+      std::vector<T> dist(kGroup * kc_), best(kBlock);
 #pragma omp for schedule(static)
       for (std::size_t i0 = 0; i0 < n; i0 += kBlock)
-        assign_block(data_->row(i0), std::min(kBlock, n - i0), d_, ct_.data(), k_, kp_, kc_, out.data() + i0,
+        assign_(data_->row(i0), std::min(kBlock, n - i0), d_, ct_.data(), k_, kp_, kc_, out.data() + i0,
                      best.data(), dist.data());
     }
   }
@@ -191,6 +261,7 @@ class OmpEngine final : public Engine<T> {
   }
 
   int threads_;
+  AssignFn<T> assign_ = pick_assign_block<T>();
   const Dataset<T>* data_ = nullptr;
   std::size_t d_ = 0, k_ = 0, kp_ = 0, kc_ = 0;
   std::vector<T> centroids_;
