@@ -1,0 +1,400 @@
+// The algorithm contract on the CPU: seq against brute force, omp against seq, stop
+// rules, the empty-cluster rule, init, the registry.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "common/errors.hpp"
+#include "io/generate.hpp"
+#include "kmeans/driver.hpp"
+#include "kmeans/init.hpp"
+#include "kmeans/registry.hpp"
+
+namespace {
+
+template <class T>
+km::Result<T> run_impl(const std::string& name, const km::Dataset<T>& data, const km::Params& p) {
+  return km::run(km::find_implementation(name), data, p);
+}
+
+template <class T>
+double dist2(const T* x, const T* c, std::size_t d) {
+  double s = 0;
+  for (std::size_t j = 0; j < d; ++j) s += (double(x[j]) - double(c[j])) * (double(x[j]) - double(c[j]));
+  return s;
+}
+
+// Adjusted Rand index of two labelings.
+double adjusted_rand_index(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
+  std::map<std::pair<int, int>, double> joint;
+  std::map<int, double> ra, rb;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    joint[{a[i], b[i]}] += 1;
+    ra[a[i]] += 1;
+    rb[b[i]] += 1;
+  }
+  auto c2 = [](double n) { return n * (n - 1) / 2; };
+  double sum_joint = 0, sum_a = 0, sum_b = 0;
+  for (auto& [key, n] : joint) sum_joint += c2(n);
+  for (auto& [key, n] : ra) sum_a += c2(n);
+  for (auto& [key, n] : rb) sum_b += c2(n);
+  const double expected = sum_a * sum_b / c2(static_cast<double>(a.size()));
+  const double max_index = (sum_a + sum_b) / 2;
+  return max_index == expected ? 1.0 : (sum_joint - expected) / (max_index - expected);
+}
+
+template <class T>
+km::Dataset<T> make_data(bool blobs, std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed) {
+  if (!blobs) return km::generate_uniform<T>(n, d, seed);
+  km::BlobOptions o;
+  o.n = n;
+  o.d = d;
+  o.k = std::max<std::size_t>(k, 1);
+  o.seed = seed;
+  return std::move(km::generate_blobs<T>(o).data);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ seq, the reference
+
+TEST(Seq, OneIterationMatchesBruteForceMeans) {
+  auto data = km::generate_uniform<double>(1001, 3, 5);
+  km::Params p;
+  p.k = 7;
+  p.loops = 1;
+  auto r = run_impl("seq", data, p);
+  // Brute force: assign to the first 7 objects, average.
+  std::vector<double> sum(21, 0.0);
+  std::vector<int> count(7, 0);
+  for (std::size_t i = 0; i < data.n; ++i) {
+    int best = 0;
+    for (int c = 1; c < 7; ++c)
+      if (dist2(data.row(i), data.row(c), 3) < dist2(data.row(i), data.row(best), 3)) best = c;
+    ++count[best];
+    for (int j = 0; j < 3; ++j) sum[best * 3 + j] += data.row(i)[j];
+  }
+  for (int c = 0; c < 7; ++c)
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(r.centroids[c * 3 + j], sum[c * 3 + j] / count[c], 1e-15);
+  EXPECT_EQ(r.per_iteration.at(0).changed, 1001) << "every object changes on the first iteration";
+}
+
+TEST(Seq, FinalLabelsAndInertiaMatchBruteForce) {
+  for (std::size_t d : {1, 2, 16}) {
+    auto data = km::generate_uniform<double>(2003, d, 11);
+    km::Params p;
+    p.k = 16;
+    p.loops = 4;
+    auto r = run_impl("seq", data, p);
+    double inertia = 0;
+    for (std::size_t i = 0; i < data.n; ++i) {
+      double best = INFINITY;
+      for (int c = 0; c < p.k; ++c) best = std::min(best, dist2(data.row(i), &r.centroids[c * d], d));
+      // The returned label is a nearest final centroid (to rounding).
+      EXPECT_NEAR(dist2(data.row(i), &r.centroids[r.labels[i] * d], d), best, 1e-12) << "object " << i;
+      inertia += best;
+    }
+    // Relative 1e-12: both sum ~2000 non-negative terms in double; the orders differ.
+    EXPECT_NEAR(r.inertia, inertia, 1e-12 * inertia) << "d=" << d;
+  }
+}
+
+// ------------------------------------------------------------------ omp equals seq
+
+struct Shape {
+  std::size_t d;
+  int k;
+  bool blobs;
+};
+
+class OmpMatchesSeq : public ::testing::TestWithParam<Shape> {};
+
+template <class T>
+void check_omp_matches_seq(const Shape& s) {
+  const std::size_t n = 2503;  // prime: not a multiple of any block, lane or thread count
+  auto data = make_data<T>(s.blobs, n, s.d, static_cast<std::size_t>(s.k), 3);
+  km::Params p;
+  p.k = s.k;
+  p.loops = 5;
+  p.threads = 3;  // uneven ranges over the threads
+  auto ref = run_impl("seq", data, p);
+  auto got = run_impl("omp", data, p);
+  ASSERT_EQ(got.iterations, ref.iterations);
+  for (int i = 0; i < ref.iterations; ++i) EXPECT_EQ(got.per_iteration[i].changed, ref.per_iteration[i].changed);
+  // Distances are computed in the same order as seq, so labels are identical; only the
+  // centroid sums are added in another order (per-thread partials), which moves the
+  // centroids by a few ulps. A label may differ only where that could matter: an object
+  // whose two candidate distances agree to within that rounding.
+  const double rel = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (got.labels[i] == ref.labels[i]) continue;
+    ++differ;
+    const double a = dist2(data.row(i), &ref.centroids[ref.labels[i] * s.d], s.d);
+    const double b = dist2(data.row(i), &ref.centroids[got.labels[i] * s.d], s.d);
+    EXPECT_NEAR(a, b, rel * a + 1e-30) << "object " << i << " changed label without a near-tie";
+  }
+  EXPECT_LE(differ, n / 1000);
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+    EXPECT_NEAR(got.centroids[i], ref.centroids[i], rel * (1 + std::abs(ref.centroids[i]))) << "at " << i;
+  EXPECT_NEAR(got.inertia, ref.inertia, rel * ref.inertia);
+}
+
+TEST_P(OmpMatchesSeq, Double) { check_omp_matches_seq<double>(GetParam()); }
+TEST_P(OmpMatchesSeq, Float) { check_omp_matches_seq<float>(GetParam()); }
+
+std::vector<Shape> omp_shapes() {
+  std::vector<Shape> shapes;
+  for (std::size_t d : {1, 2, 3, 16, 100})
+    for (int k : {1, 2, 16, 200})
+      for (bool blobs : {false, true}) shapes.push_back({d, k, blobs});
+  return shapes;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OmpMatchesSeq, ::testing::ValuesIn(omp_shapes()),
+                         [](const ::testing::TestParamInfo<Shape>& param_info) {
+                           return "d" + std::to_string(param_info.param.d) + "_k" + std::to_string(param_info.param.k) +
+                                  (param_info.param.blobs ? "_blobs" : "_uniform");
+                         });
+
+TEST(Omp, ExactlySeqLabelsOnLargerData) {
+  // The vector kernels (AVX-512/AVX2/baseline, 4-object groups, centroid chunks) must
+  // reproduce seq's distances bit for bit: compare the final labels of the same centroids.
+  auto data = km::generate_uniform<double>(40009, 16, 8);
+  km::Params p;
+  p.k = 300;  // several centroid chunks
+  p.loops = 1;
+  auto seq = km::make_seq_engine<double>(p);
+  auto omp = km::make_omp_engine<double>(p);
+  const auto init = km::initial_centroids(data, p);
+  seq->setup(data, init);
+  omp->setup(data, init);
+  std::vector<std::int32_t> a, b;
+  seq->final_labels(a);
+  omp->final_labels(b);
+  EXPECT_EQ(a, b);
+}
+
+// ------------------------------------------------------------------ stop rules
+
+TEST(StopRules, ShouldStop) {
+  km::Params p;
+  km::IterationStats s;
+  s.changed = 0;
+  EXPECT_TRUE(km::should_stop(s, 100, p));
+  s.changed = 1;
+  EXPECT_FALSE(km::should_stop(s, 100, p));
+  p.threshold = 0.01;
+  EXPECT_TRUE(km::should_stop(s, 100, p));
+  s.changed = 2;
+  EXPECT_FALSE(km::should_stop(s, 100, p));
+  p.tol = 0.5;
+  s.shift = 0.6;
+  EXPECT_FALSE(km::should_stop(s, 100, p));
+  s.shift = 0.5;
+  EXPECT_TRUE(km::should_stop(s, 100, p));
+}
+
+TEST(StopRules, LoopsThresholdAndTolInTheDriver) {
+  auto data = km::generate_uniform<double>(3001, 2, 1);
+  km::Params p;
+  p.k = 8;
+  p.loops = 3;
+  for (const char* impl : {"seq", "omp"}) {
+    SCOPED_TRACE(impl);
+    auto limited = run_impl(impl, data, p);
+    EXPECT_EQ(limited.iterations, 3);
+    EXPECT_FALSE(limited.converged);
+    EXPECT_EQ(limited.per_iteration.size(), 3u);
+
+    km::Params all = p;
+    all.threshold = 1.0;  // any change count passes: stop after one iteration
+    auto once = run_impl(impl, data, all);
+    EXPECT_EQ(once.iterations, 1);
+    EXPECT_TRUE(once.converged);
+
+    km::Params tol = p;
+    tol.loops = 1000;
+    tol.tol = 1e-6;
+    auto by_tol = run_impl(impl, data, tol);
+    EXPECT_TRUE(by_tol.converged);
+    EXPECT_LE(by_tol.per_iteration.back().shift, 1e-6);
+    for (int i = 0; i + 1 < by_tol.iterations; ++i) EXPECT_GT(by_tol.per_iteration[i].shift, 1e-6);
+
+    km::Params until_stable = p;
+    until_stable.loops = 1000;
+    auto stable = run_impl(impl, data, until_stable);
+    EXPECT_TRUE(stable.converged);
+    EXPECT_EQ(stable.per_iteration.back().changed, 0);
+    EXPECT_EQ(stable.per_iteration.back().shift, 0.0) << "no change, no move";
+    EXPECT_GT(stable.iterations, 3);
+  }
+}
+
+TEST(EmptyCluster, KeepsItsCentroid) {
+  // Duplicate initial centroids (the first two objects are equal): every tie goes to the
+  // lowest index, so in the first iteration cluster 1 is empty and must keep its centroid.
+  km::Dataset<double> data(5, 1, "test");
+  const double v[5] = {0, 0, 4, 6, 100};
+  std::copy(v, v + 5, data.values.data());
+  km::Params p;
+  p.k = 2;
+  p.loops = 1;
+  for (const char* impl : {"seq", "omp"}) {
+    auto r = run_impl(impl, data, p);
+    EXPECT_EQ(r.centroids[0], 22.0) << impl;  // the mean of everything
+    EXPECT_EQ(r.centroids[1], 0.0) << impl;   // empty: unchanged
+    // Final labels: 0, 0, 4, 6 are nearer the kept centroid 0, and 100 to 22.
+    EXPECT_EQ(r.labels, (std::vector<std::int32_t>{1, 1, 1, 1, 0})) << impl;
+    EXPECT_EQ(r.inertia, 16.0 + 36.0 + 78.0 * 78.0) << impl;
+  }
+}
+
+// ------------------------------------------------------------------ init
+
+TEST(Init, FirstTakesTheFirstObjects) {
+  auto data = km::generate_uniform<float>(50, 4, 2);
+  km::Params p;
+  p.k = 5;
+  auto c = km::initial_centroids(data, p);
+  EXPECT_TRUE(std::equal(c.begin(), c.end(), data.values.data()));
+}
+
+template <class T>
+std::set<std::vector<T>> rows_of(const std::vector<T>& c, std::size_t d) {
+  std::set<std::vector<T>> rows;
+  for (std::size_t i = 0; i < c.size(); i += d) rows.insert(std::vector<T>(c.begin() + i, c.begin() + i + d));
+  return rows;
+}
+
+TEST(Init, RandomAndKmeansppAreDistinctDataPointsAndSeeded) {
+  auto data = km::generate_uniform<double>(5000, 3, 4);
+  std::set<std::vector<double>> points = rows_of(std::vector<double>(data.values.data(), data.values.data() + 15000), 3);
+  for (km::Init init : {km::Init::random, km::Init::kmeanspp}) {
+    SCOPED_TRACE(km::to_string(init));
+    km::Params p;
+    p.k = 50;
+    p.init = init;
+    p.seed = 7;
+    auto a = km::initial_centroids(data, p);
+    EXPECT_EQ(rows_of(a, 3).size(), 50u) << "distinct centres";
+    for (auto& row : rows_of(a, 3)) EXPECT_TRUE(points.count(row)) << "centres are objects";
+    EXPECT_EQ(km::initial_centroids(data, p), a) << "same seed, same centres";
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    EXPECT_EQ(km::initial_centroids(data, p), a) << "independent of the thread count";
+    omp_set_num_threads(threads);
+    p.seed = 8;
+    EXPECT_NE(km::initial_centroids(data, p), a) << "another seed, other centres";
+  }
+}
+
+TEST(Init, KmeansppFindsEveryBlob) {
+  km::BlobOptions o;
+  o.n = 4000;
+  o.d = 2;
+  o.k = 10;
+  o.seed = 3;
+  o.cluster_std = 0.05;
+  auto blobs = km::generate_blobs<double>(o);
+  km::Params p;
+  p.k = 10;
+  p.init = km::Init::kmeanspp;
+  p.seed = 1;
+  auto c = km::initial_centroids(blobs.data, p);
+  std::set<int> hit;
+  for (int i = 0; i < 10; ++i) {
+    int best = 0;
+    for (int b = 1; b < 10; ++b)
+      if (dist2(&c[i * 2], &blobs.centers[b * 2], 2) < dist2(&c[i * 2], &blobs.centers[best * 2], 2)) best = b;
+    hit.insert(best);
+  }
+  EXPECT_EQ(hit.size(), 10u) << "one centre in each blob";
+}
+
+TEST(Blobs, SeqRecoversTheTrueClustering) {
+  for (std::size_t d : {2, 16}) {
+    km::BlobOptions o;
+    o.n = 3000;
+    o.d = d;
+    o.k = 6;
+    o.seed = 21;
+    o.cluster_std = 0.1;
+    auto blobs = km::generate_blobs<double>(o);
+    km::Params p;
+    p.k = 6;
+    p.loops = 50;
+    p.init = km::Init::kmeanspp;
+    auto r = run_impl("seq", blobs.data, p);
+    EXPECT_TRUE(r.converged);
+    EXPECT_DOUBLE_EQ(adjusted_rand_index(r.labels, blobs.labels), 1.0) << "d=" << d;
+  }
+}
+
+// ------------------------------------------------------------------ parameters, registry
+
+TEST(Params, Validation) {
+  auto bad = [](auto mutate, const char* needle) {
+    km::Params p;
+    mutate(p);
+    try {
+      km::validate(p);
+      ADD_FAILURE() << "accepted; expected " << needle;
+    } catch (const km::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  bad([](km::Params& p) { p.k = 0; }, "--clusters=0");
+  bad([](km::Params& p) { p.loops = 0; }, "--loops=0");
+  bad([](km::Params& p) { p.loops = -2; }, "--loops=-2");
+  bad([](km::Params& p) { p.block = 16; }, "--block=16");
+  bad([](km::Params& p) { p.block = 2048; }, "--block=2048");
+  bad([](km::Params& p) { p.block = 100; }, "--block=100");
+  bad([](km::Params& p) { p.threshold = 1.5; }, "--threshold");
+  bad([](km::Params& p) { p.tol = -1; }, "--tol");
+  for (int block : {32, 128, 1024}) {
+    km::Params p;
+    p.block = block;
+    EXPECT_NO_THROW(km::validate(p));
+  }
+}
+
+TEST(Params, MoreClustersThanObjects) {
+  auto data = km::generate_uniform<double>(10, 2, 0);
+  km::Params p;
+  p.k = 11;
+  EXPECT_THROW(run_impl("seq", data, p), km::UsageError);
+  p.k = 10;
+  EXPECT_NO_THROW(run_impl("omp", data, p));
+}
+
+TEST(Registry, NamesDescriptionsAndGpuRule) {
+  ASSERT_GE(km::implementations().size(), 2u);
+  for (const auto& impl : km::implementations()) {
+    EXPECT_FALSE(impl.description.empty()) << impl.name;
+    EXPECT_NE(impl.make_float, nullptr);
+    EXPECT_NE(impl.make_double, nullptr);
+  }
+  EXPECT_EQ(km::find_implementation("seq").name, "seq");
+  try {
+    km::find_implementation("warp-drive");
+    ADD_FAILURE();
+  } catch (const km::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("available: seq, omp"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(km::default_implementation(false), "omp");
+  km::Implementation gpu_only{"fake-gpu", "test", true, nullptr, nullptr};
+  try {
+    km::require_runnable(gpu_only, false, "no CUDA-capable device is detected");
+    ADD_FAILURE();
+  } catch (const km::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA GPU"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no CUDA-capable device"), std::string::npos);
+  }
+  EXPECT_NO_THROW(km::require_runnable(gpu_only, true, ""));
+  EXPECT_NO_THROW(km::require_runnable(km::find_implementation("omp"), false, "none"));
+}
