@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the kmeans binary: JSON/CSV/table reports, outputs, and every bad
+option or input as one line on stderr with a non-zero exit and no output file.
+Standard library only. Usage: cli_test.py path/to/kmeans"""
+import csv
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+KMEANS = sys.argv[1]
+failures = []
+
+
+def run(*args, check=True):
+    p = subprocess.run([KMEANS, *args], capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"kmeans {' '.join(args)} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def test_json_contract():
+    for impl in ("seq", "omp"):
+        for precision in ("double", "float"):
+            p = run(f"--impl={impl}", "--objects=20011", "--coords=5", "--clusters=7", "--loops=6",
+                    f"--precision={precision}", "--report=json", "--quiet")
+            expect(p.stderr == "", f"{impl}: --quiet leaves stderr empty, got {p.stderr!r}")
+            r = json.loads(p.stdout)  # exactly one JSON object on stdout
+            tag = f"{impl}/{precision}"
+            for key in ("impl", "precision", "device", "objects", "coords", "clusters", "block", "threads",
+                        "iterations", "converged", "inertia", "seconds", "phases", "per_iteration"):
+                expect(key in r, f"{tag}: JSON has '{key}'")
+            expect(r["impl"] == impl and r["precision"] == precision, f"{tag}: impl/precision echoed")
+            expect(r["device"] == "cpu", f"{tag}: device is cpu")
+            expect((r["objects"], r["coords"], r["clusters"], r["block"]) == (20011, 5, 7, 128), f"{tag}: shape")
+            expect(r["threads"] >= 1 and (impl != "seq" or r["threads"] == 1), f"{tag}: threads")
+            for key in ("load", "setup", "loop", "total"):
+                expect(r["seconds"][key] >= 0, f"{tag}: seconds.{key}")
+            expect(r["seconds"]["total"] >= r["seconds"]["loop"], f"{tag}: total >= loop")
+            its = r["per_iteration"]
+            expect(len(its) == r["iterations"] and 1 <= r["iterations"] <= 6, f"{tag}: one entry per iteration")
+            expect(its[0]["changed"] == 20011, f"{tag}: first iteration changes every object")
+            for phase in ("h2d", "kernel", "cpu", "d2h"):
+                total = sum(it[phase] for it in its)
+                expect(math.isclose(r["phases"][phase], total, rel_tol=1e-9, abs_tol=1e-12),
+                       f"{tag}: phases.{phase} sums per_iteration")
+            for i, it in enumerate(its):
+                covered = it["h2d"] + it["kernel"] + it["cpu"] + it["d2h"]
+                expect(covered >= 0.95 * it["total"], f"{tag}: iteration {i} phases cover 95% of total "
+                                                      f"({covered} of {it['total']})")
+                expect(it["h2d"] == 0 and it["kernel"] == 0 and it["d2h"] == 0, f"{tag}: no device phases on CPU")
+            expect(r["inertia"] > 0, f"{tag}: inertia")
+
+
+def test_seq_and_omp_agree():
+    out = {}
+    for impl in ("seq", "omp"):
+        out[impl] = json.loads(run(f"--impl={impl}", "--objects=30000", "--generator=blobs", "--seed=4",
+                                   "--init=kmeans++", "--loops=8", "--report=json").stdout)
+    expect(out["seq"]["iterations"] == out["omp"]["iterations"], "seq and omp: same iterations")
+    expect(math.isclose(out["seq"]["inertia"], out["omp"]["inertia"], rel_tol=1e-12), "seq and omp: same inertia")
+
+
+def test_csv_and_table_reports():
+    p = run("--objects=5000", "--loops=4", "--report=csv")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    expect(len(rows) == int(rows[0]["iterations"]), "csv: one row per iteration")
+    expect([int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1)), "csv: iterations numbered")
+    p = run("--objects=5000", "--loops=4", "--impl=seq")
+    for word in ("impl=seq", "5000 objects", "kernel ms", "changed", "inertia", "seconds"):
+        expect(word in p.stdout, f"table report mentions '{word}'")
+
+
+def test_outputs_and_inputs():
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "in.csv")
+        with open(data, "w") as f:
+            f.write("a,b\n")
+            for i in range(300):
+                f.write(f"{i % 17},{(i * 7) % 13}.5\n")
+        h5 = os.path.join(tmp, "res.h5")
+        out = os.path.join(tmp, "res.csv")
+        r = json.loads(run(f"--input={data}", "--clusters=4", f"--output={h5}", "--report=json").stdout)
+        expect(r["objects"] == 300 and r["coords"] == 2, "csv input read with its header")
+        expect(os.path.getsize(h5) > 0, "h5 output written")
+        run(f"--input={data}", "--clusters=4", "--coords=2", f"--output={out}", "--quiet")
+        with open(out) as f:
+            centroids = [line.split(",") for line in f.read().split()]
+        expect(len(centroids) == 4 and all(len(c) == 2 for c in centroids), "csv output: K rows of d values")
+        with open(os.path.join(tmp, "res.labels.csv")) as f:
+            labels = [int(x) for x in f.read().split()]
+        expect(len(labels) == 300 and set(labels) <= {0, 1, 2, 3}, "labels written beside the csv")
+        expect(not [n for n in os.listdir(tmp) if ".tmp" in n], "no temporary files left")
+
+
+def test_help():
+    p = run("--help")
+    for impl in ("seq", "omp"):
+        expect(f"  {impl} " in p.stdout, f"--help lists {impl}")
+    expect("sequential CPU reference" in p.stdout, "--help has the registry's descriptions")
+
+
+def test_progress():
+    # A run over a second or two shows progress unless --quiet.
+    p = run("--impl=seq", "--objects=400000", "--loops=12", "--report=json")
+    r = json.loads(p.stdout)
+    if r["seconds"]["total"] > 1.5:
+        expect("iteration" in p.stderr, "a long run shows progress on stderr")
+    p = run("--impl=seq", "--objects=400000", "--loops=12", "--report=json", "--quiet")
+    expect(p.stderr == "", "--quiet silences progress")
+
+
+def test_bad_inputs():
+    with tempfile.TemporaryDirectory() as tmp:
+        good = os.path.join(tmp, "good.csv")
+        with open(good, "w") as f:
+            f.write("1,2\n3,4\n5,6\n")
+        nan = os.path.join(tmp, "nan.csv")
+        with open(nan, "w") as f:
+            f.write("1,2\nnan,4\n")
+        ragged = os.path.join(tmp, "ragged.csv")
+        with open(ragged, "w") as f:
+            f.write("1,2\n3\n")
+        out = os.path.join(tmp, "out.h5")
+        cases = [
+            (["--size=0"], "--size"), (["--size=-1"], "--size"), (["--objects=0"], "--objects"),
+            (["--objects=-5"], "--objects"), (["--loops=0"], "--loops"), (["--loops=-1"], "--loops"),
+            (["--block=33"], "--block"), (["--block=16"], "--block"), (["--block=2048"], "--block"),
+            (["--clusters=0"], "--clusters"), (["--objects=10", "--clusters=11"], "--clusters"),
+            (["--coords=0"], "--coords"), (["--threshold=2"], "--threshold"), (["--tol=-1"], "--tol"),
+            (["--precision=half"], "--precision"), (["--report=xml"], "--report"), (["--init=magic"], "--init"),
+            (["--impl=bogus"], "unknown implementation"), (["--size=1", "--objects=10"], "excludes"),
+            (["--generator=gauss"], "--generator"), (["--threads=-2"], "--threads"),
+            (["--input=" + os.path.join(tmp, "missing.csv")], "no such file"),
+            (["--input=" + os.path.join(tmp, "data.xyz")], "unknown extension"),
+            (["--input=" + good, "--coords=3"], "--coords=3"),
+            (["--input=" + good, "--clusters=4"], "--clusters=4"),
+            (["--input=" + nan], "NaN"), (["--input=" + ragged], "ragged"),
+            (["--input=" + good, "--dataset=x"], "--dataset"),
+            (["--output=" + os.path.join(tmp, "nodir", "out.h5")], "does not exist"),
+            (["--output=" + os.path.join(tmp, "out.txt")], "--output"),
+            (["--no-such-option"], "no-such-option"),
+        ]
+        for args, needle in cases:
+            full = ["--objects=1000", *args] if not any(a.startswith(("--input", "--size", "--objects")) for a in args) \
+                else list(args)
+            full += ["--output=" + out] if not any(a.startswith("--output") for a in args) else []
+            p = run(*full, check=False)
+            lines = p.stderr.strip().split("\n")
+            tag = " ".join(args)
+            expect(p.returncode != 0, f"{tag}: non-zero exit")
+            expect(len(lines) == 1 and lines[0].startswith("kmeans: error:"), f"{tag}: one error line, got {p.stderr!r}")
+            expect(needle in p.stderr, f"{tag}: error names '{needle}', got {p.stderr!r}")
+            expect(p.stdout == "", f"{tag}: nothing on stdout")
+            expect(not os.path.exists(out), f"{tag}: no output file")
+            expect(not [n for n in os.listdir(tmp) if ".tmp" in n], f"{tag}: no temporary file")
+
+
+def test_gpu_impl_without_gpu():
+    gpu_impls = [line.split()[0] for line in run("--help").stdout.splitlines() if line.endswith("[GPU]")]
+    has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
+    if not gpu_impls or has_gpu:
+        print("skip: no GPU implementation registered, or a GPU is present")
+        return
+    p = run(f"--impl={gpu_impls[0]}", "--objects=100", check=False)
+    expect(p.returncode != 0 and "needs a CUDA GPU" in p.stderr, "GPU implementation without a GPU: clear error")
+
+
+for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
+             test_help, test_progress, test_bad_inputs, test_gpu_impl_without_gpu]:
+    print("run:", test.__name__)
+    test()
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
