@@ -137,7 +137,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 std::string implementations_help() {
   std::string text = "Implementations (--impl):\n";
   for (const auto& impl : km::implementations())
-    text += km::strprintf("  %-10s %s%s\n", impl.name.c_str(), impl.description.c_str(),
+    text += km::strprintf("  %-14s %s%s\n", impl.name.c_str(), impl.description.c_str(),
                           impl.needs_gpu ? " [GPU]" : "");
   text += "Default: fused when a GPU is present, else omp.\n";
   return text;

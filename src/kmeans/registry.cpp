@@ -10,6 +10,18 @@ const std::vector<Implementation>& implementations() {
        make_seq_engine<double>},
       {"omp", "OpenMP CPU: static schedule, per-thread partial sums, vectorised distances", false,
        make_omp_engine<float>, make_omp_engine<double>},
+      {"naive", "GPU, one thread per object, row-major data; labels to the CPU, which updates the centroids", true,
+       make_naive_engine<float>, make_naive_engine<double>},
+      {"transpose", "as naive with coordinate-major data [d][N]: coalesced loads", true,
+       make_transpose_engine<float>, make_transpose_engine<double>},
+      {"shared", "as transpose with all centroids in shared memory", true, make_shared_engine<float>,
+       make_shared_engine<double>},
+      {"offload", "whole loop on the GPU: global atomics accumulate the centroids, update_centroids kernel", true,
+       make_offload_engine<float>, make_offload_engine<double>},
+      {"offload-block", "as offload, accumulating per block in shared memory and merging once per block", true,
+       make_offload_block_engine<float>, make_offload_block_engine<double>},
+      {"fused", "fastest: one pass, registers + shared memory, block-private sums; cuBLAS path for large K*d", true,
+       make_fused_engine<float>, make_fused_engine<double>},
   };
   return registry;
 }

@@ -40,5 +40,17 @@ template <class T>
 std::unique_ptr<Engine<T>> make_seq_engine(const Params& params);
 template <class T>
 std::unique_ptr<Engine<T>> make_omp_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_naive_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_transpose_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_shared_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_offload_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_offload_block_engine(const Params& params);
+template <class T>
+std::unique_ptr<Engine<T>> make_fused_engine(const Params& params);
 
 }  // namespace km

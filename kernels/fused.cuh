@@ -1,0 +1,138 @@
+// fused: the fastest design we have, in two paths.
+//
+// small (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
+//   over the objects per iteration. Objects are coordinate-major, so each load of a warp
+//   is 32 consecutive values; an object's coordinates are loaded once into registers;
+//   centroids sit in shared memory and are read as broadcasts; each block accumulates its
+//   objects' sums and counts in shared memory over a grid-stride loop (a grid of one wave
+//   of resident blocks) and merges them once; the change count is one atomic per warp.
+//
+// gemm (any K and d): distances by the expansion |x|^2 - 2 x.c + |c|^2, the x.c products by
+//   cuBLAS over chunks of objects that stay in L2, then one warp per object finds the
+//   nearest centroid (|x|^2 is the same for every centroid and is left out) and adds the
+//   object into its cluster with global atomics.
+#pragma once
+
+#include "common.cuh"
+
+namespace km::kernels {
+
+template <class T, int MAXD>
+__global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, const T* __restrict__ centroids,
+                                                    std::int64_t n, int d, int k, std::int32_t* __restrict__ labels,
+                                                    unsigned long long* changed, double* __restrict__ sums,
+                                                    unsigned long long* __restrict__ counts) {
+  extern __shared__ unsigned char smem[];
+  double* block_sums = reinterpret_cast<double*>(smem);
+  unsigned* block_counts = reinterpret_cast<unsigned*>(block_sums + k * d);
+  T* s = reinterpret_cast<T*>(block_counts + ((k + 1) & ~1));
+  const bool accumulate = sums != nullptr;
+  if (accumulate) {
+    for (int t = threadIdx.x; t < k * d; t += blockDim.x) block_sums[t] = 0;
+    for (int t = threadIdx.x; t < k; t += blockDim.x) block_counts[t] = 0;
+  }
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x) s[t] = centroids[t];
+  __syncthreads();
+
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  // The loop bound is uniform across a warp so that every lane reaches count_changed.
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
+    const std::int64_t i = base + threadIdx.x;
+    bool moved = false;
+    if (i < n) {
+      T xr[MAXD];
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) xr[j] = j < d ? x[j * n + i] : T(0);
+      int best = 0;
+      T best_dist = 0;
+      for (int c = 0; c < k; ++c) {
+        T dist = 0;
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) {
+          if (j < d) {
+            const T diff = xr[j] - s[j * k + c];
+            dist += diff * diff;
+          }
+        }
+        if (c == 0 || dist < best_dist) {
+          best_dist = dist;
+          best = c;
+        }
+      }
+      moved = labels[i] != best;
+      labels[i] = best;
+      if (accumulate) {
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j)
+          if (j < d) atomicAdd(&block_sums[best * d + j], static_cast<double>(xr[j]));
+        atomicAdd(&block_counts[best], 1u);
+      }
+    }
+    count_changed(changed, moved);
+  }
+  if (!accumulate) return;
+  __syncthreads();
+  for (int c = threadIdx.x; c < k; c += blockDim.x)
+    if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+    if (block_counts[t / d]) atomicAdd(&sums[t], block_sums[t]);
+}
+
+// |c|^2 for row-major centroids [k][d]: one warp per centroid.
+template <class T>
+__global__ void centroid_norms(const T* __restrict__ centroids, int k, int d, T* __restrict__ norms) {
+  const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+  const int lane = threadIdx.x & 31;
+  if (warp >= k) return;
+  T s = 0;
+  for (int j = lane; j < d; j += 32) s += centroids[static_cast<std::int64_t>(warp) * d + j] * centroids[static_cast<std::int64_t>(warp) * d + j];
+  for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+  if (lane == 0) norms[warp] = s;
+}
+
+// One warp per object of the chunk [first, first + count): nearest centroid from the
+// dot products dots[count][k], lowest index on ties; accumulate unless sums is null.
+template <class T>
+__global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__ dots, const T* __restrict__ norms,
+                                  std::int64_t first, std::int64_t count, int d, int k,
+                                  std::int32_t* __restrict__ labels, unsigned long long* changed,
+                                  double* __restrict__ sums, unsigned long long* __restrict__ counts) {
+  const std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  bool moved = false;
+  if (w < count) {
+    const T* row = dots + w * k;
+    T best = 0;
+    int best_c = -1;
+    for (int c = lane; c < k; c += 32) {
+      const T v = norms[c] - 2 * row[c];
+      if (best_c < 0 || v < best) {
+        best = v;
+        best_c = c;
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      const T ov = __shfl_down_sync(0xffffffffu, best, off);
+      const int oc = __shfl_down_sync(0xffffffffu, best_c, off);
+      if (oc >= 0 && (best_c < 0 || ov < best || (ov == best && oc < best_c))) {
+        best = ov;
+        best_c = oc;
+      }
+    }
+    best_c = __shfl_sync(0xffffffffu, best_c, 0);
+    const std::int64_t i = first + w;
+    if (lane == 0) {
+      moved = labels[i] != best_c;
+      labels[i] = best_c;
+    }
+    if (sums) {
+      for (int j = lane; j < d; j += 32)
+        atomicAdd(&sums[static_cast<std::int64_t>(best_c) * d + j], static_cast<double>(x[i * d + j]));
+      if (lane == 0) atomicAdd(&counts[best_c], 1ull);
+    }
+  }
+  // One lane per object voted; the others hold false.
+  count_changed(changed, moved);
+}
+
+}  // namespace km::kernels
