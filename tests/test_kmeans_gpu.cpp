@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -28,6 +29,14 @@ struct Shape {
 
 const std::vector<Shape> kShapes = {{1, 1},   {2, 2},    {3, 16},  {16, 16}, {33, 16},  {128, 16},
                                     {1, 257}, {16, 257}, {33, 2},  {128, 257}, {64, 2000}};
+// KMEANS_TEST_QUICK=1 (for the sanitizers, which slow kernels down a hundredfold): a few
+// shapes that still reach every kernel path, one block size.
+const std::vector<Shape> kQuickShapes = {{3, 16}, {33, 2}, {16, 257}, {64, 2000}};
+
+bool quick() {
+  const char* v = std::getenv("KMEANS_TEST_QUICK");
+  return v && std::string(v) == "1";
+}
 
 template <class T>
 km::Dataset<T> make_data(bool blobs, std::size_t n, std::size_t d, int k) {
@@ -69,13 +78,13 @@ void check_against_seq(const std::string& impl_name) {
   const double tol = is_float ? 1e-4 : 1e-9;
   const std::size_t n = 3001;  // not a multiple of any block size
   for (bool blobs : {false, true}) {
-    for (const Shape& s : kShapes) {
+    for (const Shape& s : quick() ? kQuickShapes : kShapes) {
       km::Params p;
       p.k = s.k;
       p.loops = 5;
       auto data = make_data<T>(blobs, n, s.d, s.k);
       auto ref = km::run(seq, data, p);
-      for (int block : {32, 128, 1024}) {
+      for (int block : quick() ? std::vector<int>{128} : std::vector<int>{32, 128, 1024}) {
         SCOPED_TRACE(impl_name + " d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) +
                      " block=" + std::to_string(block) + (blobs ? " blobs" : " uniform"));
         p.block = block;
