@@ -3,9 +3,14 @@
 // small (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
 //   over the objects per iteration. Objects are coordinate-major, so each load of a warp
 //   is 32 consecutive values; an object's coordinates are loaded once into registers;
-//   centroids sit in shared memory and are read as broadcasts; each block accumulates its
-//   objects' sums and counts in shared memory over a grid-stride loop (a grid of one wave
-//   of resident blocks) and merges them once; the change count is one atomic per warp.
+//   centroids sit in shared memory and are read as broadcasts; the change count is one
+//   atomic per warp. Accumulation runs over a grid-stride loop (one wave of resident
+//   blocks) and is merged once per block. With K <= 32 and d <= 16 (OWNER) lane c of each
+//   warp owns cluster c: for each of the warp's 32 objects the coordinates are passed
+//   round by shuffles and only the owner adds them, in registers, so the loop does no
+//   atomics at all (shared-memory double atomics serialise on a hot cluster and were the
+//   bottleneck: 20x the memory floor). Otherwise each object adds itself to the block's
+//   shared-memory sums with atomics.
 //
 // gemm (any K and d): distances by the expansion |x|^2 - 2 x.c + |c|^2, the x.c products by
 //   cuBLAS over chunks of objects that stay in L2, then one warp per object finds the
@@ -17,7 +22,7 @@
 
 namespace km::kernels {
 
-template <class T, int MAXD>
+template <class T, int MAXD, bool OWNER>
 __global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, const T* __restrict__ centroids,
                                                     std::int64_t n, int d, int k, std::int32_t* __restrict__ labels,
                                                     unsigned long long* changed, double* __restrict__ sums,
@@ -34,13 +39,18 @@ __global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, con
   for (int t = threadIdx.x; t < k * d; t += blockDim.x) s[t] = centroids[t];
   __syncthreads();
 
+  const int lane = threadIdx.x & 31;
+  double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
+  unsigned owned = 0;                 // OWNER: the count of cluster `lane`
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  // The loop bound is uniform across a warp so that every lane reaches count_changed.
+  // The loop bound is uniform across a warp so that every lane reaches the shuffles and
+  // count_changed.
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
     const std::int64_t i = base + threadIdx.x;
     bool moved = false;
+    T xr[MAXD];
+    int label = -1;
     if (i < n) {
-      T xr[MAXD];
 #pragma unroll
       for (int j = 0; j < MAXD; ++j) xr[j] = j < d ? x[j * n + i] : T(0);
       int best = 0;
@@ -61,16 +71,35 @@ __global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, con
       }
       moved = labels[i] != best;
       labels[i] = best;
-      if (accumulate) {
+      label = best;
+      if (!OWNER && accumulate) {
 #pragma unroll
         for (int j = 0; j < MAXD; ++j)
           if (j < d) atomicAdd(&block_sums[best * d + j], static_cast<double>(xr[j]));
         atomicAdd(&block_counts[best], 1u);
       }
     }
+    if (OWNER && accumulate) {
+      for (int o = 0; o < 32; ++o) {
+        const int l = __shfl_sync(0xffffffffu, label, o);
+        if (l < 0) continue;  // past the end: the same for the whole warp
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) {
+          const T v = __shfl_sync(0xffffffffu, xr[j], o);
+          if (lane == l) acc[j] += static_cast<double>(v);
+        }
+        if (lane == l) ++owned;
+      }
+    }
     count_changed(changed, moved);
   }
   if (!accumulate) return;
+  if (OWNER && lane < k && owned) {
+    atomicAdd(&block_counts[lane], owned);
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j)
+      if (j < d) atomicAdd(&block_sums[lane * d + j], acc[j]);
+  }
   __syncthreads();
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));

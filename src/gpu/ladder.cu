@@ -233,33 +233,28 @@ class OffloadEngine final : public GpuEngine<T> {
 
 // ------------------------------------------------------------------ fused
 template <class T>
-void fused_small_launch(int maxd, int grid, int block, std::size_t smem, cudaStream_t s, const T* x, const T* c,
-                        std::int64_t n, int d, int k, std::int32_t* labels, unsigned long long* changed,
-                        double* sums, unsigned long long* counts) {
-#define KM_FUSED_CASE(D) \
-  case D: kernels::fused_small<T, D><<<grid, block, smem, s>>>(x, c, n, d, k, labels, changed, sums, counts); break;
-  switch (maxd) {
-    KM_FUSED_CASE(1)
-    KM_FUSED_CASE(2)
-    KM_FUSED_CASE(4)
-    KM_FUSED_CASE(8)
-    KM_FUSED_CASE(16)
-    KM_FUSED_CASE(32)
-    default: throw DeviceError("fused: unsupported register width");
-  }
-#undef KM_FUSED_CASE
-  CUDA_CHECK_LAUNCH();
-}
+using FusedKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*, double*,
+                             unsigned long long*);
 
+// The instantiation for a register width (a power of two >= d) and accumulation mode.
 template <class T>
-auto fused_small_kernel(int maxd) {
+FusedKernel<T> fused_small_kernel(int maxd, bool owner) {
+  if (owner) {
+    switch (maxd) {
+      case 1: return kernels::fused_small<T, 1, true>;
+      case 2: return kernels::fused_small<T, 2, true>;
+      case 4: return kernels::fused_small<T, 4, true>;
+      case 8: return kernels::fused_small<T, 8, true>;
+      default: return kernels::fused_small<T, 16, true>;
+    }
+  }
   switch (maxd) {
-    case 1: return kernels::fused_small<T, 1>;
-    case 2: return kernels::fused_small<T, 2>;
-    case 4: return kernels::fused_small<T, 4>;
-    case 8: return kernels::fused_small<T, 8>;
-    case 16: return kernels::fused_small<T, 16>;
-    default: return kernels::fused_small<T, 32>;
+    case 1: return kernels::fused_small<T, 1, false>;
+    case 2: return kernels::fused_small<T, 2, false>;
+    case 4: return kernels::fused_small<T, 4, false>;
+    case 8: return kernels::fused_small<T, 8, false>;
+    case 16: return kernels::fused_small<T, 16, false>;
+    default: return kernels::fused_small<T, 32, false>;
   }
 }
 
@@ -290,7 +285,8 @@ class FusedEngine final : public GpuEngine<T> {
       extra += chunk_ * k * sizeof(T);
     }
     if (small_) {
-      auto kernel = fused_small_kernel<T>(maxd_);
+      kernel_ = fused_small_kernel<T>(maxd_, k <= 32 && maxd_ <= 16);
+      auto kernel = kernel_;
       require_shared(kernel, shared_bytes_, this->name_, k, d);
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, this->params_.block, shared_bytes_));
@@ -362,8 +358,9 @@ class FusedEngine final : public GpuEngine<T> {
     unsigned long long* changed = accumulate ? this->changed_.get() : nullptr;
     double* sums = accumulate ? sums_.get() : nullptr;
     if (small_) {
-      fused_small_launch<T>(maxd_, grid_, this->params_.block, shared_bytes_, this->stream_, this->x_.get(),
-                            centroids_.get(), n, d, k, this->labels_.get(), changed, sums, counts_.get());
+      kernel_<<<grid_, this->params_.block, shared_bytes_, this->stream_>>>(
+          this->x_.get(), centroids_.get(), n, d, k, this->labels_.get(), changed, sums, counts_.get());
+      CUDA_CHECK_LAUNCH();
       return;
     }
     const T one = 1, zero = 0;
@@ -388,6 +385,7 @@ class FusedEngine final : public GpuEngine<T> {
   }
 
   bool small_ = true;
+  FusedKernel<T> kernel_ = nullptr;
   int maxd_ = 1, grid_ = 1;
   std::size_t shared_bytes_ = 0, chunk_ = 0;
   DeviceBuffer<T> centroids_;  // [d][k] on the small path, [k][d] on the GEMM path
