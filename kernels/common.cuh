@@ -12,6 +12,19 @@ __device__ __forceinline__ void count_changed(unsigned long long* counter, bool 
   if (counter && (threadIdx.x & 31) == 0 && votes) atomicAdd(counter, static_cast<unsigned long long>(__popc(votes)));
 }
 
+// Adds a per-thread count to *counter with one global atomic per block: warp sums by
+// shuffles, then the block's warps through one shared slot. Every thread of the block must
+// call it, after its last use of the block's other shared memory.
+__device__ __forceinline__ void flush_block_count(unsigned long long* counter, unsigned count) {
+  __shared__ unsigned long long block_total;
+  if (threadIdx.x == 0) block_total = 0;
+  __syncthreads();
+  for (int off = 16; off > 0; off /= 2) count += __shfl_down_sync(0xffffffffu, count, off);
+  if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_total, static_cast<unsigned long long>(count));
+  __syncthreads();
+  if (threadIdx.x == 0 && counter && block_total) atomicAdd(counter, block_total);
+}
+
 // Objects [N][d] -> [d][N], tiled through shared memory so both sides are coalesced.
 template <class T>
 __global__ void transpose_to_coord_major(const T* __restrict__ in, T* __restrict__ out, std::int64_t n, int d) {

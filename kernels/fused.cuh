@@ -3,8 +3,9 @@
 // small (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
 //   over the objects per iteration. Objects are coordinate-major, so each load of a warp
 //   is 32 consecutive values; an object's coordinates are loaded once into registers;
-//   centroids sit in shared memory and are read as broadcasts; the change count is one
-//   atomic per warp. Accumulation runs over a grid-stride loop (one wave of resident
+//   centroids sit in shared memory and are read as broadcasts; the change count is kept
+//   per thread and flushed with one atomic per block (one per warp and object batch was
+//   half a million same-address atomics at d = 2, most of the iteration). Accumulation runs over a grid-stride loop (one wave of resident
 //   blocks) and is merged once per block. With K <= 32 and d <= 16 (OWNER) lane c of each
 //   warp owns cluster c: for each of the warp's 32 objects the coordinates are passed
 //   round by shuffles and only the owner adds them, in registers, so the loop does no
@@ -42,6 +43,7 @@ __global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, con
   const int lane = threadIdx.x & 31;
   double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
   unsigned owned = 0;                 // OWNER: the count of cluster `lane`
+  unsigned moves = 0;                 // objects of this thread whose label changed
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   // The loop bound is uniform across a warp so that every lane reaches the shuffles and
   // count_changed.
@@ -91,8 +93,9 @@ __global__ void __launch_bounds__(1024) fused_small(const T* __restrict__ x, con
         if (lane == l) ++owned;
       }
     }
-    count_changed(changed, moved);
+    moves += moved ? 1u : 0u;
   }
+  flush_block_count(changed, moves);
   if (!accumulate) return;
   if (OWNER && lane < k && owned) {
     atomicAdd(&block_counts[lane], owned);

@@ -162,6 +162,10 @@ class OffloadEngine final : public GpuEngine<T> {
     if (block_local_) {
       shared_bytes_ = k * d * sizeof(double) + ((k + 1) & ~std::size_t(1)) * sizeof(unsigned) + k * d * sizeof(T);
       require_shared(kernels::assign_accumulate_block<T>, shared_bytes_, this->name_, k, d);
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels::assign_accumulate_block<T>,
+                                                               this->params_.block, shared_bytes_));
+      block_grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));
     } else {
       shared_bytes_ = k * d * sizeof(T);
       require_shared(kernels::assign_accumulate_global<T>, shared_bytes_, this->name_, k, d);
@@ -188,7 +192,7 @@ class OffloadEngine final : public GpuEngine<T> {
     this->timer_.begin(Phase::kernel, this->stream_);
     this->reset_changed();
     if (block_local_)
-      kernels::assign_accumulate_block<T><<<grid, block, shared_bytes_, this->stream_>>>(
+      kernels::assign_accumulate_block<T><<<block_grid_, block, shared_bytes_, this->stream_>>>(
           this->x_.get(), centroids_.get(), n, d, k, this->labels_.get(), this->changed_.get(), sums_.get(),
           counts_.get());
     else
@@ -225,6 +229,7 @@ class OffloadEngine final : public GpuEngine<T> {
 
  private:
   bool block_local_;
+  int block_grid_ = 1;  // block mode: one wave of resident blocks
   std::size_t shared_bytes_ = 0;
   DeviceBuffer<T> centroids_;  // [d][k]
   DeviceBuffer<double> sums_;  // [k][d]
