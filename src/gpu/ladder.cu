@@ -165,7 +165,7 @@ class OffloadEngine final : public GpuEngine<T> {
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels::assign_accumulate_block<T>,
                                                                this->params_.block, shared_bytes_));
-      block_grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));
+      block_grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));  // one wave
     } else {
       shared_bytes_ = k * d * sizeof(T);
       require_shared(kernels::assign_accumulate_global<T>, shared_bytes_, this->name_, k, d);
@@ -295,7 +295,7 @@ class FusedEngine final : public GpuEngine<T> {
       require_shared(kernel, shared_bytes_, this->name_, k, d);
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, this->params_.block, shared_bytes_));
-      grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));
+      grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));  // one wave
     }
     this->setup_common(data, extra);
     centroids_ = DeviceBuffer<T>(k * d);
