@@ -2,16 +2,16 @@
 //
 // small (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
 //   over the objects per iteration. Objects are coordinate-major, so each load of a warp
-//   is 32 consecutive values; an object's coordinates are loaded once into registers;
-//   centroids sit in shared memory and are read as broadcasts; the change count is kept
-//   per thread and flushed with one atomic per block (one per warp and object batch was
-//   half a million same-address atomics at d = 2, most of the iteration). Accumulation runs over a grid-stride loop (one wave of resident
-//   blocks) and is merged once per block. With K <= 32 and d <= 16 (OWNER) lane c of each
-//   warp owns cluster c: for each of the warp's 32 objects the coordinates are passed
-//   round by shuffles and only the owner adds them, in registers, so the loop does no
-//   atomics at all (shared-memory double atomics serialise on a hot cluster and were the
-//   bottleneck: 20x the memory floor). Otherwise each object adds itself to the block's
-//   shared-memory sums with atomics.
+//   is 32 consecutive values; U objects per thread per pass are loaded before any is
+//   used (memory-level parallelism: at d = 2 one object's loads left 80% of the cycles
+//   waiting on memory); coordinates stay in registers; centroids sit in shared memory and
+//   are read as broadcasts. Each block accumulates its objects over a grid-stride loop
+//   (one wave of resident blocks) in shared memory and merges once. The block sums are
+//   64-bit fixed point (value * 2^scale_exp, the exponent chosen on the host from the
+//   largest |x| and the most objects a block can see, so they cannot overflow): shared
+//   64-bit integer atomics are native, while shared double atomics are compare-and-swap
+//   loops that serialise on a hot cluster and cost 20x the memory floor. The change
+//   count is kept per thread and flushed with one atomic per block.
 //
 // gemm (any K and d): distances by the expansion |x|^2 - 2 x.c + |c|^2, the x.c products by
 //   cuBLAS over chunks of objects that stay in L2, then one warp per object finds the
@@ -23,13 +23,12 @@
 
 namespace km::kernels {
 
-template <class T, int MAXD, bool OWNER>
-__global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centroids,
-                                                    std::int64_t n, int d, int k, std::int32_t* __restrict__ labels,
-                                                    unsigned long long* changed, double* __restrict__ sums,
-                                                    unsigned long long* __restrict__ counts) {
+template <class T, int MAXD>
+__global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
+                            std::int32_t* __restrict__ labels, unsigned long long* changed, double* __restrict__ sums,
+                            unsigned long long* __restrict__ counts, double scale, double inv_scale) {
   extern __shared__ unsigned char smem[];
-  double* block_sums = reinterpret_cast<double*>(smem);
+  unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
   unsigned* block_counts = reinterpret_cast<unsigned*>(block_sums + k * d);
   T* s = reinterpret_cast<T*>(block_counts + ((k + 1) & ~1));
   const bool accumulate = sums != nullptr;
@@ -40,16 +39,9 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
   for (int t = threadIdx.x; t < k * d; t += blockDim.x) s[t] = centroids[t];
   __syncthreads();
 
-  const int lane = threadIdx.x & 31;
-  double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
-  unsigned owned = 0;                 // OWNER: the count of cluster `lane`
-  unsigned moves = 0;                 // objects of this thread whose label changed
-  // Each pass of the grid-stride loop takes U objects per thread, all loads first: with a
-  // small d one object's loads are too few to cover the memory latency (ncu: 80% of the
-  // cycles waiting on L1TEX at d = 2 with U = 1).
+  unsigned moves = 0;  // objects of this thread whose label changed
   constexpr int U = MAXD <= 2 ? 8 : MAXD <= 8 ? 4 : MAXD <= 16 ? 2 : 1;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
-  // The loop bound is uniform across a warp so that every lane reaches the shuffles.
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
     T xr[U][MAXD];
     int old[U];
@@ -65,7 +57,6 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t i = base + u * blockDim.x + threadIdx.x;
-      int label = -1;
       if (i < n) {
         int best = 0;
         T best_dist = 0;
@@ -85,41 +76,24 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
         }
         moves += old[u] != best ? 1u : 0u;
         labels[i] = best;
-        label = best;
-        if (!OWNER && accumulate) {
+        if (accumulate) {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
-            if (j < d) atomicAdd(&block_sums[best * d + j], static_cast<double>(xr[u][j]));
+            if (j < d)
+              atomicAdd(&block_sums[best * d + j],
+                        static_cast<unsigned long long>(__double2ll_rn(static_cast<double>(xr[u][j]) * scale)));
           atomicAdd(&block_counts[best], 1u);
-        }
-      }
-      if (OWNER && accumulate) {
-        for (int o = 0; o < 32; ++o) {
-          const int l = __shfl_sync(0xffffffffu, label, o);
-          if (l < 0) continue;  // past the end: the same for the whole warp
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j) {
-            const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
-            if (lane == l) acc[j] += static_cast<double>(v);
-          }
-          if (lane == l) ++owned;
         }
       }
     }
   }
   flush_block_count(changed, moves);
   if (!accumulate) return;
-  if (OWNER && lane < k && owned) {
-    atomicAdd(&block_counts[lane], owned);
-#pragma unroll
-    for (int j = 0; j < MAXD; ++j)
-      if (j < d) atomicAdd(&block_sums[lane * d + j], acc[j]);
-  }
-  __syncthreads();
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
-    if (block_counts[t / d]) atomicAdd(&sums[t], block_sums[t]);
+    if (block_counts[t / d])
+      atomicAdd(&sums[t], static_cast<double>(static_cast<long long>(block_sums[t])) * inv_scale);
 }
 
 // |c|^2 for row-major centroids [k][d]: one warp per centroid.

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../../kernels/fused.cuh"
@@ -239,27 +240,18 @@ class OffloadEngine final : public GpuEngine<T> {
 // ------------------------------------------------------------------ fused
 template <class T>
 using FusedKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*, double*,
-                             unsigned long long*);
+                             unsigned long long*, double, double);
 
-// The instantiation for a register width (a power of two >= d) and accumulation mode.
+// The instantiation for a register width: the smallest power of two >= d.
 template <class T>
-FusedKernel<T> fused_small_kernel(int maxd, bool owner) {
-  if (owner) {
-    switch (maxd) {
-      case 1: return kernels::fused_small<T, 1, true>;
-      case 2: return kernels::fused_small<T, 2, true>;
-      case 4: return kernels::fused_small<T, 4, true>;
-      case 8: return kernels::fused_small<T, 8, true>;
-      default: return kernels::fused_small<T, 16, true>;
-    }
-  }
+FusedKernel<T> fused_small_kernel(int maxd) {
   switch (maxd) {
-    case 1: return kernels::fused_small<T, 1, false>;
-    case 2: return kernels::fused_small<T, 2, false>;
-    case 4: return kernels::fused_small<T, 4, false>;
-    case 8: return kernels::fused_small<T, 8, false>;
-    case 16: return kernels::fused_small<T, 16, false>;
-    default: return kernels::fused_small<T, 32, false>;
+    case 1: return kernels::fused_small<T, 1>;
+    case 2: return kernels::fused_small<T, 2>;
+    case 4: return kernels::fused_small<T, 4>;
+    case 8: return kernels::fused_small<T, 8>;
+    case 16: return kernels::fused_small<T, 16>;
+    default: return kernels::fused_small<T, 32>;
   }
 }
 
@@ -290,12 +282,26 @@ class FusedEngine final : public GpuEngine<T> {
       extra += chunk_ * k * sizeof(T);
     }
     if (small_) {
-      kernel_ = fused_small_kernel<T>(maxd_, k <= 32 && maxd_ <= 16);
-      auto kernel = kernel_;
-      require_shared(kernel, shared_bytes_, this->name_, k, d);
+      kernel_ = fused_small_kernel<T>(maxd_);
+      require_shared(kernel_, shared_bytes_, this->name_, k, d);
+      // --block is the threads per block, capped at what the kernel's registers allow
+      // (1024 at d <= 8); the grid is one wave of resident blocks.
+      cudaFuncAttributes attr{};
+      CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_));
+      block_ = std::min(this->params_.block, attr.maxThreadsPerBlock / 32 * 32);
       int per_sm = 0;
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, this->params_.block, shared_bytes_));
-      grid_ = std::max(1, std::min(per_sm * multiprocessor_count(), this->grid_for(data.n)));  // one wave
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, block_, shared_bytes_));
+      const std::size_t blocks_needed = (data.n + block_ - 1) / block_;
+      grid_ = static_cast<int>(std::max<std::size_t>(
+          1, std::min<std::size_t>(static_cast<std::size_t>(per_sm) * multiprocessor_count(), blocks_needed)));
+      // Fixed-point scale of the block sums: |sum| <= max|x| * (objects one block sees) < 2^61.
+      const int unroll = maxd_ <= 2 ? 8 : maxd_ <= 8 ? 4 : maxd_ <= 16 ? 2 : 1;  // as the kernel's U
+      const std::size_t per_pass = static_cast<std::size_t>(grid_) * block_ * unroll;
+      const double per_block = static_cast<double>((data.n + per_pass - 1) / per_pass) * block_ * unroll;
+      const double bound = max_abs_value(data) * per_block;
+      const int exponent = bound > 0 ? std::clamp(61 - static_cast<int>(std::ceil(std::log2(bound))), -1000, 1000) : 0;
+      scale_ = std::ldexp(1.0, exponent);
+      inv_scale_ = std::ldexp(1.0, -exponent);
     }
     this->setup_common(data, extra);
     centroids_ = DeviceBuffer<T>(k * d);
@@ -363,8 +369,9 @@ class FusedEngine final : public GpuEngine<T> {
     unsigned long long* changed = accumulate ? this->changed_.get() : nullptr;
     double* sums = accumulate ? sums_.get() : nullptr;
     if (small_) {
-      kernel_<<<grid_, this->params_.block, shared_bytes_, this->stream_>>>(
-          this->x_.get(), centroids_.get(), n, d, k, this->labels_.get(), changed, sums, counts_.get());
+      kernel_<<<grid_, block_, shared_bytes_, this->stream_>>>(this->x_.get(), centroids_.get(), n, d, k,
+                                                             this->labels_.get(), changed, sums, counts_.get(),
+                                                             scale_, inv_scale_);
       CUDA_CHECK_LAUNCH();
       return;
     }
@@ -391,7 +398,8 @@ class FusedEngine final : public GpuEngine<T> {
 
   bool small_ = true;
   FusedKernel<T> kernel_ = nullptr;
-  int maxd_ = 1, grid_ = 1;
+  int maxd_ = 1, grid_ = 1, block_ = 128;
+  double scale_ = 1, inv_scale_ = 1;
   std::size_t shared_bytes_ = 0, chunk_ = 0;
   DeviceBuffer<T> centroids_;  // [d][k] on the small path, [k][d] on the GEMM path
   DeviceBuffer<double> sums_;  // [k][d]

@@ -1,6 +1,7 @@
 #include "kmeans/cpu_steps.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace km {
@@ -46,6 +47,18 @@ double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* l
   return total;
 }
 
+template <class T>
+double max_abs_value(const Dataset<T>& data) {
+  const std::size_t total = data.n * data.d;
+  const T* v = data.values.data();
+  double m = 0;
+#pragma omp parallel for reduction(max : m) schedule(static)
+  for (std::size_t i = 0; i < total; ++i) m = std::max(m, std::abs(static_cast<double>(v[i])));
+  return m;
+}
+
+template double max_abs_value(const Dataset<float>&);
+template double max_abs_value(const Dataset<double>&);
 template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, float*);
 template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*);
 template double inertia(const Dataset<float>&, const float*, const std::int32_t*);

@@ -46,4 +46,8 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels);
 
+// The largest |value| of the data (0 for all zeros), in parallel.
+template <class T>
+double max_abs_value(const Dataset<T>& data);
+
 }  // namespace km
