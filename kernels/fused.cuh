@@ -10,8 +10,12 @@
 //   64-bit fixed point (value * 2^scale_exp, the exponent chosen on the host from the
 //   largest |x| and the most objects a block can see, so they cannot overflow): shared
 //   64-bit integer atomics are native, while shared double atomics are compare-and-swap
-//   loops that serialise on a hot cluster and cost 20x the memory floor. The change
-//   count is kept per thread and flushed with one atomic per block.
+//   loops that serialise on a hot cluster and cost 20x the memory floor. With d >= 8 and
+//   K <= 32 (OWNER) even the integer atomics collide too often (d of them per object), so
+//   lane c of each warp owns cluster c: each object's coordinates are passed round the
+//   warp by shuffles and only the owner adds them, in double registers, merging into the
+//   block's sums once at the end. The change count is kept per thread and flushed with
+//   one atomic per block.
 //
 // gemm (any K and d): distances by the expansion |x|^2 - 2 x.c + |c|^2, the x.c products by
 //   cuBLAS over chunks of objects that stay in L2, then one warp per object finds the
@@ -23,7 +27,7 @@
 
 namespace km::kernels {
 
-template <class T, int MAXD>
+template <class T, int MAXD, bool OWNER>
 __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
                             std::int32_t* __restrict__ labels, unsigned long long* changed, double* __restrict__ sums,
                             unsigned long long* __restrict__ counts, double scale, double inv_scale) {
@@ -40,6 +44,9 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
   __syncthreads();
 
   unsigned moves = 0;  // objects of this thread whose label changed
+  const int lane = threadIdx.x & 31;
+  double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
+  unsigned owned = 0;                 // OWNER: the count of cluster `lane`
   constexpr int U = MAXD <= 2 ? 8 : MAXD <= 8 ? 4 : MAXD <= 16 ? 2 : 1;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
@@ -57,6 +64,7 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      int label = -1;
       if (i < n) {
         int best = 0;
         T best_dist = 0;
@@ -76,13 +84,26 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
         }
         moves += old[u] != best ? 1u : 0u;
         labels[i] = best;
-        if (accumulate) {
+        label = best;
+        if (!OWNER && accumulate) {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
             if (j < d)
               atomicAdd(&block_sums[best * d + j],
                         static_cast<unsigned long long>(__double2ll_rn(static_cast<double>(xr[u][j]) * scale)));
           atomicAdd(&block_counts[best], 1u);
+        }
+      }
+      if (OWNER && accumulate) {  // the loop bounds are warp-uniform: every lane is here
+        for (int o = 0; o < 32; ++o) {
+          const int l = __shfl_sync(0xffffffffu, label, o);
+          if (l < 0) continue;  // past the end: the same for the whole warp
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) {
+            const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
+            if (lane == l) acc[j] += static_cast<double>(v);
+          }
+          if (lane == l) ++owned;
         }
       }
     }

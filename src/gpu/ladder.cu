@@ -242,16 +242,18 @@ template <class T>
 using FusedKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*, double*,
                              unsigned long long*, double, double);
 
-// The instantiation for a register width: the smallest power of two >= d.
+// The instantiation for a register width (the smallest power of two >= d) and the
+// accumulation mode (owner lanes for 8 <= d <= 16 and K <= 32, else fixed-point atomics).
 template <class T>
-FusedKernel<T> fused_small_kernel(int maxd) {
+FusedKernel<T> fused_small_kernel(int maxd, bool owner) {
+  if (owner) return maxd == 8 ? kernels::fused_small<T, 8, true> : kernels::fused_small<T, 16, true>;
   switch (maxd) {
-    case 1: return kernels::fused_small<T, 1>;
-    case 2: return kernels::fused_small<T, 2>;
-    case 4: return kernels::fused_small<T, 4>;
-    case 8: return kernels::fused_small<T, 8>;
-    case 16: return kernels::fused_small<T, 16>;
-    default: return kernels::fused_small<T, 32>;
+    case 1: return kernels::fused_small<T, 1, false>;
+    case 2: return kernels::fused_small<T, 2, false>;
+    case 4: return kernels::fused_small<T, 4, false>;
+    case 8: return kernels::fused_small<T, 8, false>;
+    case 16: return kernels::fused_small<T, 16, false>;
+    default: return kernels::fused_small<T, 32, false>;
   }
 }
 
@@ -282,7 +284,7 @@ class FusedEngine final : public GpuEngine<T> {
       extra += chunk_ * k * sizeof(T);
     }
     if (small_) {
-      kernel_ = fused_small_kernel<T>(maxd_);
+      kernel_ = fused_small_kernel<T>(maxd_, maxd_ >= 8 && maxd_ <= 16 && k <= 32);
       require_shared(kernel_, shared_bytes_, this->name_, k, d);
       // --block is the threads per block, capped at what the kernel's registers allow
       // (1024 at d <= 8); the grid is one wave of resident blocks.
