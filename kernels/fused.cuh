@@ -108,8 +108,18 @@ __global__ void fused_small(const T* __restrict__ x, const T* __restrict__ centr
       }
     }
   }
-  flush_block_count(changed, moves);
+  flush_block_count(changed, moves);  // ends with __syncthreads: the loop's atomics are done
   if (!accumulate) return;
+  if (OWNER) {
+    if (lane < k && owned) {
+      atomicAdd(&block_counts[lane], owned);
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j)
+        if (j < d)
+          atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j] * scale)));
+    }
+    __syncthreads();
+  }
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
