@@ -12,7 +12,7 @@ for step in $steps; do
   case $step in
     tests)
       for t in test_kmeans_gpu test_kmeans_cpu test_io test_generate; do
-        build/tests/$t --gtest_brief=1 2>&1 | tail -25 | tee -a "$OUT/tests.log"
+        build/tests/$t --gtest_brief=1 2>&1 | tee -a "$OUT/tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure" | tail -20
       done ;;
     bench)
       python3 scripts/bench_gpu.py --kmeans build/kmeans --probe build/kmeans-probe --csv "$OUT/bench_gpu.csv" \
