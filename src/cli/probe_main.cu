@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     std::printf("{\"device\": \"%s\", \"read_bandwidth_gbs\": %.3f", prop.name, bytes / (ms * 1e-3) / 1e9);
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw km::DeviceError("cublasCreate failed");
-    cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH);
+    if (cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) throw km::DeviceError("cuBLAS math mode");
     std::printf(", \"gemm\": [");
     bool first = true;
     for (int i = 1; i < argc; ++i) {

@@ -321,8 +321,9 @@ class FusedEngine final : public GpuEngine<T> {
     if (!small_) {
       dots_ = DeviceBuffer<T>(chunk_ * k);
       if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw DeviceError("cublasCreate failed");
-      cublasSetStream(cublas_, this->stream_);
-      cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH);  // no TF32: float stays float
+      if (cublasSetStream(cublas_, this->stream_) != CUBLAS_STATUS_SUCCESS ||
+          cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)  // no TF32: float stays float
+        throw DeviceError("cuBLAS set-up (stream, math mode) failed");
       launch_norms();
     }
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));
