@@ -12,6 +12,27 @@ __device__ __forceinline__ void count_changed(unsigned long long* counter, bool 
   if (counter && (threadIdx.x & 31) == 0 && votes) atomicAdd(counter, static_cast<unsigned long long>(__popc(votes)));
 }
 
+// The nearest of k centroids (lowest index on ties) by direct squared distances;
+// x_at(j) and c_at(c, j) read the object's and the centroids' coordinates in whatever
+// layout and memory the kernel keeps them.
+template <class T, class XAt, class CAt>
+__device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at) {
+  int best = 0;
+  T best_dist = 0;
+  for (int c = 0; c < k; ++c) {
+    T dist = 0;
+    for (int j = 0; j < d; ++j) {
+      const T diff = x_at(j) - c_at(c, j);
+      dist += diff * diff;
+    }
+    if (c == 0 || dist < best_dist) {
+      best_dist = dist;
+      best = c;
+    }
+  }
+  return best;
+}
+
 // Adds a per-thread count to *counter with one global atomic per block: warp sums by
 // shuffles, then the block's warps through one shared slot. Every thread of the block must
 // call it, after its last use of the block's other shared memory.

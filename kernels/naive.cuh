@@ -14,19 +14,8 @@ __global__ void assign_naive(const T* __restrict__ x, const T* __restrict__ cent
   bool moved = false;
   if (i < n) {
     const T* xi = x + i * d;
-    int best = 0;
-    T best_dist = 0;
-    for (int c = 0; c < k; ++c) {
-      T dist = 0;
-      for (int j = 0; j < d; ++j) {
-        const T diff = xi[j] - centroids[c * d + j];
-        dist += diff * diff;
-      }
-      if (c == 0 || dist < best_dist) {
-        best_dist = dist;
-        best = c;
-      }
-    }
+    const int best = nearest_centroid<T>(d, k, [&](int j) { return xi[j]; },
+                                         [&](int c, int j) { return centroids[c * d + j]; });
     moved = labels[i] != best;
     labels[i] = best;
   }

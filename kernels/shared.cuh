@@ -17,20 +17,7 @@ __device__ __forceinline__ void stage_centroids(const T* __restrict__ centroids,
 template <class T>
 __device__ __forceinline__ int nearest_shared(const T* __restrict__ x, std::int64_t n, std::int64_t i, const T* s,
                                               int d, int k) {
-  int best = 0;
-  T best_dist = 0;
-  for (int c = 0; c < k; ++c) {
-    T dist = 0;
-    for (int j = 0; j < d; ++j) {
-      const T diff = x[j * n + i] - s[j * k + c];
-      dist += diff * diff;
-    }
-    if (c == 0 || dist < best_dist) {
-      best_dist = dist;
-      best = c;
-    }
-  }
-  return best;
+  return nearest_centroid<T>(d, k, [&](int j) { return x[j * n + i]; }, [&](int c, int j) { return s[j * k + c]; });
 }
 
 template <class T>

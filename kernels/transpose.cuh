@@ -12,19 +12,8 @@ __global__ void assign_transpose(const T* __restrict__ x, const T* __restrict__ 
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   bool moved = false;
   if (i < n) {
-    int best = 0;
-    T best_dist = 0;
-    for (int c = 0; c < k; ++c) {
-      T dist = 0;
-      for (int j = 0; j < d; ++j) {
-        const T diff = x[j * n + i] - centroids[j * k + c];
-        dist += diff * diff;
-      }
-      if (c == 0 || dist < best_dist) {
-        best_dist = dist;
-        best = c;
-      }
-    }
+    const int best = nearest_centroid<T>(d, k, [&](int j) { return x[j * n + i]; },
+                                         [&](int c, int j) { return centroids[j * k + c]; });
     moved = labels[i] != best;
     labels[i] = best;
   }
