@@ -223,6 +223,16 @@ void cpu_scale(const GemmArgs<T>& g, T* scale, int threads) {
 
 std::string openblas_name() { return std::string("openblas (") + openblas_get_corename() + ")"; }
 
+std::string openblas_warning() {
+  const std::string core = openblas_get_corename();
+  const bool old = core == "Prescott" || core == "Core2" || core == "Penryn" || core == "Nehalem" ||
+                   core == "Atom" || core == "Dunnington" || core == "Sandybridge";
+  if (!old || detect_isa() == Isa::base) return {};
+  return "OpenBLAS chose its " + core + " kernels on a CPU with " + cpu_blocked_isa() +
+         " (a virtual machine's CPU model can mislead it); set OPENBLAS_CORETYPE=" +
+         (detect_isa() == Isa::avx512 ? "SkylakeX" : "Haswell") + " for a fair reference";
+}
+
 const char* cpu_blocked_isa() {
   switch (detect_isa()) {
     case Isa::avx512: return "avx512";

@@ -31,5 +31,7 @@ const char* cpu_blocked_isa();
 // it may fall back to an old core (Prescott) and run several times slower; the environment
 // variable OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) overrides its choice.
 std::string openblas_name();
+// Empty, or a sentence saying OpenBLAS runs an older core than this CPU supports.
+std::string openblas_warning();
 
 }  // namespace km::gemm

@@ -351,7 +351,7 @@ Timing gpu_run(const std::string& kernel, const Problem<T>& p, const GpuOptions&
     t.kernel_reps = time_reps(stream, o.reps, [&] { launch(kernel, g, o, stream); }, [] {});
   t.kernel = median(t.kernel_reps);
   {
-    gpu::PinnedRegion po(out, mn * sizeof(T));
+    gpu::PinnedRegion po(out, mn * sizeof(T), true);
     Events ev;
     ev.start(stream);
     CUDA_CHECK(cudaMemcpyAsync(out, dd.get(), mn * sizeof(T), cudaMemcpyDeviceToHost, stream));
@@ -421,7 +421,7 @@ Timing hybrid_run(const Problem<T>& p, int gpu_rows, const GpuOptions& o, int th
   c.d = out + std::size_t(gpu_rows) * n;
 
   gpu::PinnedRegion pa(p.a.data(), p.a.size() * sizeof(T)), pb(p.b.data(), p.b.size() * sizeof(T));
-  gpu::PinnedRegion pc(p.c.data(), p.c.size() * sizeof(T)), po(out, std::size_t(p.m) * n * sizeof(T));
+  gpu::PinnedRegion pc(p.c.data(), p.c.size() * sizeof(T)), po(out, std::size_t(p.m) * n * sizeof(T), true);
   Events up, run, down;
   Timing t;
   std::vector<double> walls, cpus, h2ds, d2hs;

@@ -147,6 +147,10 @@ GemmReport run_typed(const RunOptions& o, const KernelInfo& info) {
     }
     r.gflops = flops / r.seconds.total * 1e-9;
   }
+  if (info.where != Where::gpu) {
+    const std::string w = openblas_warning();
+    if (!w.empty()) r.note += (r.note.empty() ? "" : "; ") + w;
+  }
   r.gflops_with_transfers = flops / r.seconds.total * 1e-9;
   if (r.reference_seconds > 0) {
     r.reference_gflops = flops / r.reference_seconds * 1e-9;
@@ -199,7 +203,8 @@ void write_table(std::ostream& out, const GemmReport& r) {
   if (r.reference_seconds > 0)
     out << strprintf("  reference   %s %.6f s, %.3f TFLOP/s: this run is %.1f%% of it\n", r.reference.c_str(),
                      r.reference_seconds, r.reference_gflops * 1e-3, 100 * r.vs_reference);
-  if (r.cpu_fraction) out << strprintf("  split       %.4f of the rows on the CPU; %s\n", *r.cpu_fraction, r.note.c_str());
+  if (r.cpu_fraction) out << strprintf("  split       %.4f of the rows on the CPU\n", *r.cpu_fraction);
+  if (!r.note.empty()) out << "  note        " << r.note << "\n";
   if (r.checked)
     out << strprintf("  check       %s: max error %.3g of the element scale (tolerance %.3g)\n",
                      r.check.passed() ? "passed" : "FAILED", r.check.max_rel_error, r.check.tolerance);

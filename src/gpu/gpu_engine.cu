@@ -4,10 +4,11 @@
 
 namespace km::gpu {
 
-PinnedRegion::PinnedRegion(const void* p, std::size_t bytes) {
+PinnedRegion::PinnedRegion(const void* p, std::size_t bytes, bool device_writes) {
+  if (!p || !bytes) return;
   // Registration can fail (e.g. unsupported memory); the copy then runs pageable, slower
   // but correct, so the error is cleared rather than thrown.
-  if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterReadOnly) == cudaSuccess)
+  if (!device_writes && cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterReadOnly) == cudaSuccess)
     ptr_ = const_cast<void*>(p);
   else if (cudaGetLastError(), cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) == cudaSuccess)
     ptr_ = const_cast<void*>(p);

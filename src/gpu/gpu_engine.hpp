@@ -56,10 +56,12 @@ class PinnedBuffer {
   T* ptr_ = nullptr;
 };
 
-// Pins an existing (page-aligned) host range in place for the upload, then unpins it.
+// Pins an existing (page-aligned) host range in place for a copy, then unpins it. A range
+// the device only reads (an upload) is registered read-only; pass device_writes = true for
+// a download target.
 class PinnedRegion {
  public:
-  PinnedRegion(const void* p, std::size_t bytes);
+  PinnedRegion(const void* p, std::size_t bytes, bool device_writes = false);
   ~PinnedRegion();
   PinnedRegion(const PinnedRegion&) = delete;
   PinnedRegion& operator=(const PinnedRegion&) = delete;
