@@ -118,8 +118,9 @@ def main():
     ap.add_argument("--gemm", default=os.path.join(HERE, "..", "build", "gemm"))
     ap.add_argument("--csv", default="bench_gemm.csv")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--budget", type=float, default=40.0, help="skip a run predicted to take longer (seconds)")
+    ap.add_argument("--budget", type=float, default=20.0, help="skip a run predicted to take longer (seconds)")
     ap.add_argument("--no-gpu", action="store_true", help="CPU kernels only")
+    ap.add_argument("--precisions", default="float,double", help="comma-separated subset of float,double")
     a = ap.parse_args()
     set_openblas_core()
     st = stamp()
@@ -127,9 +128,10 @@ def main():
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}", flush=True)
     s = Sweep(a.gemm, a.budget, st)
     cores = os.cpu_count() or 1
+    precisions = [p for p in ("float", "double") if p in a.precisions.split(",")]
     if not a.no_gpu:
         sizes = [512, 1000, 1024, 2048, 3000, 4096, 8192]
-        for precision in ("float", "double"):
+        for precision in precisions:
             for size in sizes:
                 for op in ("nn", "tn", "nt"):
                     if a.quick and op != "nn" and size != 4096:
@@ -139,12 +141,12 @@ def main():
                         s.run("size", kernel, op, precision, size, reps=5 if size <= 2048 else 3, extra=extra)
                     if size >= 1024 and op == "nn" and size in (1024, 4096, 8192):
                         s.run("size", "hybrid", op, precision, size, reps=3)
-        for precision in ("float", "double"):
+        for precision in precisions:
             for kernel in TILED:
                 for tile in (4, 8, 16, 32):
                     s.run("tile", kernel, "nn", precision, 2048, tile=tile, reps=3)
     threads = sorted({t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cores} | {cores})
-    for precision in ("float", "double"):
+    for precision in precisions:
         for op in (("nn",) if a.quick else ("nn", "tn", "nt")):
             for kernel in CPU_KERNELS:
                 for t in threads:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The analysis suite in one command, on a GPU machine (about 10 minutes on an H100/H200):
+#   k-means block-size sweep + bottleneck + roofline data, peers (PyTorch, scikit-learn),
+#   the GEMM sweep (quick setting), then every PNG from the CSV.
+#     scripts/analyze.sh [OUTDIR]            (default plots/; builds with scripts/setup.sh build
+#                                             unless KM_BIN names a folder with the binaries)
+#     scripts/analyze.sh --plots-only [DIR]  redraw the PNGs from committed CSV (no GPU needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${KM_PYTHON:-python3}
+if [[ "${1:-}" == "--plots-only" ]]; then
+  exec "$PY" scripts/plot_all.py "${2:-plots}"
+fi
+OUT=${1:-plots}
+mkdir -p "$OUT"
+if [[ -z "${KM_BIN:-}" ]]; then
+  scripts/setup.sh build
+  KM_BIN=build
+fi
+export KM_COMMIT=${KM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+start=$SECONDS
+"$PY" scripts/analyze_kmeans.py --bin "$KM_BIN" --csv "$OUT/kmeans_blocks.csv" --ceilings "$OUT/ceilings.csv" \
+  | tee "$OUT/analyze_kmeans.log"
+echo "# k-means sweep: $((SECONDS - start)) s"
+"$PY" scripts/peers.py --bin "$KM_BIN" --csv "$OUT/peers.csv" | tee "$OUT/peers.log"
+echo "# peers: $((SECONDS - start)) s"
+"$PY" scripts/bench_gemm.py --gemm "$KM_BIN/gemm" --quick --csv "$OUT/bench_gemm.csv" | tee "$OUT/bench_gemm.log" ||
+  echo "# the GEMM sweep reported failed runs (see bench_gemm.csv, column status)"
+echo "# gemm sweep: $((SECONDS - start)) s"
+"$PY" scripts/plot_all.py "$OUT"
+echo "# analysis done in $((SECONDS - start)) s -> $OUT"

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Draws every analysis PNG from the CSV files in a directory (default plots/): it reads
+CSV only, never program output. Each figure carries the GPU, driver, date and commit of
+the run it shows (from the CSV's stamp columns).
+
+  kmeans_blocks.csv  -> block_sweep_<config>.png, bottleneck.png, roofline.png
+  ceilings.csv       -> (the roofline's ceilings)
+  peers.csv          -> peers.png
+  bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
+                        gemm_transfers.png, gemm_cpu_threads.png
+Usage: plot_all.py [DIR]"""
+import csv
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LADDER = ["seq", "omp", "naive", "transpose", "shared", "offload", "offload-block", "fused"]
+COLORS = {name: plt.get_cmap("tab10")(i) for i, name in enumerate(LADDER)}
+PHASES = [("h2d_s", "host→device", "#4c72b0"), ("kernel_s", "kernel", "#55a868"), ("cpu_s", "CPU", "#c44e52"),
+          ("d2h_s", "device→host", "#8172b2")]
+
+
+def read(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def stamp_text(rows):
+    r = next((r for r in rows if r.get("gpu")), {})
+    return f"{r.get('gpu', '?')} · driver {r.get('driver', '?')} · {r.get('date', '?')} · commit {r.get('commit', '?')}"
+
+
+def finish(fig, rows, path):
+    fig.text(0.99, 0.005, stamp_text(rows), ha="right", va="bottom", fontsize=7, color="0.4")
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    print("wrote", path)
+
+
+def block_sweeps(rows, out):
+    ok = [r for r in rows if r.get("status") == "ok"]
+    for config in dict.fromkeys(r["config"] for r in ok):
+        sel = [r for r in ok if r["config"] == config]
+        seq = next((r for r in sel if r["impl"] == "seq"), None)
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+        for impl in LADDER:
+            pts = sorted((int(r["block"]), num(r["iter_s"]), num(r["speedup_vs_seq"]))
+                         for r in sel if r["impl"] == impl and r["block"])
+            if not pts:
+                continue
+            b = [p[0] for p in pts]
+            ax1.plot(b, [p[1] * 1e3 for p in pts], "o-", color=COLORS[impl], label=impl)
+            ax2.plot(b, [p[2] for p in pts], "o-", color=COLORS[impl], label=impl)
+        for ax in (ax1, ax2):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([32, 64, 128, 256, 512, 1024], ["32", "64", "128", "256", "512", "1024"])
+            ax.set_xlabel("threads per block")
+            ax.set_yscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+        if seq:
+            ax1.axhline(num(seq["iter_s"]) * 1e3, color=COLORS["seq"], ls="--", label="seq (1 core)")
+        omp = next((r for r in sel if r["impl"] == "omp"), None)
+        if omp:
+            ax1.axhline(num(omp["iter_s"]) * 1e3, color=COLORS["omp"], ls=":", label=f"omp ({omp['threads']} threads)")
+            if num(omp["speedup_vs_seq"]):
+                ax2.axhline(num(omp["speedup_vs_seq"]), color=COLORS["omp"], ls=":", label="omp")
+        ax2.axhline(1, color=COLORS["seq"], ls="--", label="seq = 1")
+        ax1.set_ylabel("time per iteration (ms, log)")
+        ax2.set_ylabel("speedup over seq (log)")
+        ax1.set_title("time per iteration")
+        ax2.set_title("speedup over seq")
+        ax1.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        r0 = sel[0]
+        fig.suptitle(f"k-means block-size sweep: {r0['objects']} objects × {r0['coords']} coords, "
+                     f"K={r0['clusters']}, double (256 MB)")
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, f"block_sweep_{config}.png"))
+
+
+def at_block(rows, block="128"):
+    return [r for r in rows if r.get("status") == "ok" and (r["block"] in ("", block))]
+
+
+def bottleneck(rows, out):
+    sel = at_block(rows)
+    configs = list(dict.fromkeys(r["config"] for r in sel))
+    if not configs:
+        return
+    fig, axes = plt.subplots(2, len(configs), figsize=(6.5 * len(configs), 8), squeeze=False)
+    for col, config in enumerate(configs):
+        data = {r["impl"]: r for r in sel if r["config"] == config and r["impl"] != "seq"}
+        names = [n for n in LADDER if n in data]
+        for row, relative in enumerate((False, True)):
+            ax = axes[row][col]
+            bottom = [0.0] * len(names)
+            for key, label, color in PHASES:
+                vals = []
+                for n in names:
+                    v = num(data[n][key]) or 0.0
+                    if relative:
+                        tot = sum(num(data[n][k]) or 0.0 for k, _, _ in PHASES) or 1.0
+                        v = 100 * v / tot
+                    else:
+                        v *= 1e3
+                    vals.append(v)
+                ax.bar(names, vals, bottom=bottom, color=color, label=label)
+                bottom = [b + v for b, v in zip(bottom, vals)]
+            if not relative:
+                for i, n in enumerate(names):
+                    ax.text(i, bottom[i], f"{num(data[n]['iter_s']) * 1e3:.2f}", ha="center", va="bottom", fontsize=7)
+                ax.set_ylabel("ms per iteration (block 128; omp: CPU threads)")
+                ax.set_title(f"{config}: where an iteration's time goes")
+            else:
+                ax.set_ylabel("share of the iteration (%)")
+                ax.set_title(f"{config}: shares")
+                ax.set_ylim(0, 100)
+            ax.tick_params(axis="x", rotation=30)
+            ax.grid(True, axis="y", alpha=0.3)
+        axes[0][col].legend(fontsize=8)
+    fig.suptitle("Bottleneck analysis: host→device, kernel, CPU and device→host time per iteration (double)")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "bottleneck.png"))
+
+
+def roofline(rows, ceilings, out):
+    sel = [r for r in at_block(rows) if r["impl"] not in ("seq", "omp")]
+    if not sel or not ceilings:
+        return
+    c = ceilings[0]
+    bw = num(c["read_bandwidth_gbs"])
+    peak = num(c["fp64_gemm_tflops"]) * 1e3
+    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    xs = [num(r["intensity"]) for r in sel]
+    lo, hi = min(xs) / 4, max(max(xs) * 8, peak / bw * 4)
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(bw * x, peak) for x in grid], "k-", lw=1.5,
+            label=f"roof: read {bw:.0f} GB/s, cuBLAS DGEMM {peak / 1e3:.1f} TFLOP/s (measured)")
+    markers = {"256MB-d2-k16": "o", "256MB-d16-k16": "s"}
+    for r in sel:
+        ax.scatter(num(r["intensity"]), num(r["gflops"]), color=COLORS.get(r["impl"], "k"),
+                   marker=markers.get(r["config"], "^"), s=55, zorder=3)
+    for impl in LADDER[2:]:
+        ax.scatter([], [], color=COLORS[impl], label=impl)
+    for cfg, mk in markers.items():
+        ax.scatter([], [], color="0.5", marker=mk, label=cfg)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (flop per byte of the memory floor: objects read once + labels)")
+    ax.set_ylabel("achieved GFLOP/s (whole iteration, double)")
+    ax.set_title("Roofline view of the k-means ladder (block 128)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "roofline.png"))
+
+
+def peers(rows, out):
+    if not rows:
+        return
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig, axes = plt.subplots(1, len(configs), figsize=(6.5 * len(configs), 4.8), squeeze=False)
+    for ax, config in zip(axes[0], configs):
+        sel = [r for r in rows if r["config"] == config]
+        names = [r["peer"] for r in sel]
+        vals = [num(r["iter_s"]) * 1e3 for r in sel]
+        colors = ["#55a868" if "kmeans" in n else "#8c8c8c" for n in names]
+        ax.barh(names, vals, color=colors)
+        for i, (v, r) in enumerate(zip(vals, sel)):
+            ax.text(v, i, f" {v:.3g} ms ({num(r['vs_fused']):.3g}×)", va="center", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("time per iteration (ms, log)")
+        ax.invert_yaxis()
+        ax.set_title(f"{config}: same data, init, iterations")
+        ax.set_xlim(min(vals) / 2, max(vals) * 20)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    fig.suptitle("Peers: this program vs PyTorch (GPU) and scikit-learn (CPU) — inertia agreement in peers.csv")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "peers.png"))
+
+
+GEMM_ORDER = ["naive", "coalesced", "shared", "shared-static", "regblock", "tensor", "cublas", "hybrid"]
+
+
+def gemm_plots(rows, out):
+    ok = [r for r in rows if r.get("status") == "ok"]
+    size = [r for r in ok if r["sweep"] == "size" and r["op"] == "nn"]
+    if size:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+        for ax, prec in zip(axes, ("float", "double")):
+            for kern in GEMM_ORDER:
+                pts = sorted((int(r["m"]), num(r["tflops"]), r["math"]) for r in size
+                             if r["kernel"] == kern and r["precision"] == prec)
+                if pts:
+                    lab = kern + (" (TF32)" if "tf32" in pts[0][2] else "")
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=lab,
+                            lw=2.5 if kern == "cublas" else 1.5)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("m = n = k")
+            ax.set_ylabel("TFLOP/s (kernel only, log)")
+            ax.set_title(f"C = A·B, {prec}")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        fig.suptitle("GEMM: rate versus size for every kernel (hybrid: whole product with transfers)")
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, "gemm_tflops.png"))
+
+        fig, ax = plt.subplots(figsize=(11, 5))
+        at = [r for r in ok if r["sweep"] == "size" and r["m"] == "4096" and r["kernel"] != "cublas"]
+        kerns = [k for k in GEMM_ORDER if any(r["kernel"] == k for r in at)]
+        width = 0.13
+        combos = [(p, o) for p in ("float", "double") for o in ("nn", "tn", "nt")]
+        for j, (prec, op) in enumerate(combos):
+            vals = []
+            for kern in kerns:
+                r = next((r for r in at if r["kernel"] == kern and r["precision"] == prec and r["op"] == op), None)
+                vals.append(num(r["pct_of_reference"]) if r else 0)
+            ax.bar([i + (j - 2.5) * width for i in range(len(kerns))], vals, width, label=f"{prec} {op}")
+        ax.axhline(100, color="k", lw=1)
+        ax.set_xticks(range(len(kerns)), kerns)
+        ax.set_yscale("log")
+        ax.set_ylabel("% of cuBLAS in the same run (log)")
+        ax.set_title("GEMM at 4096: percent of cuBLAS (tensor float = TF32 vs cuBLAS FP32; hybrid vs OpenBLAS)")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=8, ncol=2)
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, "gemm_pct_cublas.png"))
+
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+        for ax, prec in zip(axes, ("float", "double")):
+            sel = [r for r in ok if r["sweep"] == "size" and r["m"] == "4096" and r["op"] == "nn"
+                   and r["precision"] == prec and r["kernel"] != "hybrid"]
+            names = [k for k in GEMM_ORDER if any(r["kernel"] == k for r in sel)]
+            bottom = [0.0] * len(names)
+            for key, label, color in (PHASES[0], PHASES[1], PHASES[3]):
+                vals = [num(next(r for r in sel if r["kernel"] == n)[key]) * 1e3 for n in names]
+                ax.bar(names, vals, bottom=bottom, color=color, label=label)
+                bottom = [b + v for b, v in zip(bottom, vals)]
+            ax.set_yscale("log")
+            ax.set_ylabel("ms (log; bars stacked)")
+            ax.set_title(f"4096³ {prec}: transfers versus compute")
+            ax.tick_params(axis="x", rotation=30)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, "gemm_transfers.png"))
+
+    tiles = [r for r in ok if r["sweep"] == "tile"]
+    if tiles:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, prec in zip(axes, ("float", "double")):
+            for kern in GEMM_ORDER[:4]:
+                pts = sorted((int(r["tile"]), num(r["tflops"])) for r in tiles
+                             if r["kernel"] == kern and r["precision"] == prec)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=kern)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([4, 8, 16, 32], ["4", "8", "16", "32"])
+            ax.set_yscale("log")
+            ax.set_xlabel("tile W (W×W threads per block)")
+            ax.set_ylabel("TFLOP/s (log)")
+            ax.set_title(f"2048³ {prec}, C = A·B")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle("GEMM tile-size sweep")
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, "gemm_tiles.png"))
+
+    thr = [r for r in ok if r["sweep"] == "threads" and r["op"] == "nn"]
+    if thr:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, prec in zip(axes, ("float", "double")):
+            for kern in ("cpu-omp", "cpu-blocked", "cpu-blas"):
+                pts = sorted((int(r["threads"]), num(r["tflops"]) * 1e3) for r in thr
+                             if r["kernel"] == kern and r["precision"] == prec)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=kern)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("CPU threads")
+            ax.set_ylabel("GFLOP/s (log)")
+            ax.set_title(f"1024³ {prec}, C = A·B")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        core = next((r["reference"] for r in thr if r["kernel"] == "cpu-blas"), "openblas")
+        fig.suptitle(f"GEMM on the CPU: thread scaling ({core})")
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, rows, os.path.join(out, "gemm_cpu_threads.png"))
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
+    blocks = read(os.path.join(d, "kmeans_blocks.csv"))
+    block_sweeps(blocks, d)
+    bottleneck(blocks, d)
+    roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
+    peers(read(os.path.join(d, "peers.csv")), d)
+    gemm_plots(read(os.path.join(d, "bench_gemm.csv")), d)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
