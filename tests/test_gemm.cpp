@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,6 +31,13 @@ struct Dims {
 const std::vector<Dims> kDims = {{1, 1, 1},     {17, 33, 9},    {130, 70, 260}, {64, 64, 64},
                                  {129, 257, 35}, {132, 136, 260}, {300, 260, 520}};
 const Op kOps[] = {Op::nn, Op::tn, Op::nt};
+// KMEANS_TEST_QUICK=1 (for the sanitizers): an odd shape, a vector-path shape with partial
+// tiles, one shape spanning several pipeline stages; tiles 8 and 32.
+const std::vector<Dims> kQuickDims = {{17, 33, 9}, {132, 136, 260}, {129, 257, 35}};
+bool quick() {
+  const char* v = std::getenv("KMEANS_TEST_QUICK");
+  return v && std::string(v) == "1";
+}
 
 std::string label(Op op, const Dims& d) {
   return std::string(km::gemm::op_name(op)) + " " + std::to_string(d.m) + "x" + std::to_string(d.n) + "x" +
@@ -227,10 +235,10 @@ void check_gpu_kernel(const GpuCase& c) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const bool is_double = sizeof(T) == 8;
   for (Op op : kOps)
-    for (const Dims& d : kDims) {
+    for (const Dims& d : quick() ? kQuickDims : kDims) {
       const auto p = km::gemm::make_problem<T>(op, d.m, d.n, d.k, 21);
       Expected<T> e(p);
-      for (int tile : c.tiles)
+      for (int tile : quick() && c.tiles.size() > 1 ? std::vector<int>{8, 32} : c.tiles)
         for (int mma : is_double ? c.mma : std::vector<int>{0}) {
           km::gemm::GpuOptions o;
           o.tile = tile;

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""gemm end to end: its reports and its errors (one line, the right exit code, nothing on stdout)."""
+import json
+import subprocess
+import sys
+
+GEMM = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    return subprocess.run([GEMM, *args], capture_output=True, text=True)
+
+
+def expect_error(code, words, *args):
+    p = run(*args)
+    lines = p.stderr.strip().splitlines()
+    ok = p.returncode == code and len(lines) == 1 and lines[0].startswith("gemm: error:") and not p.stdout
+    ok = ok and all(w in lines[0] for w in words)
+    if not ok:
+        failures.append(f"{args}: exit {p.returncode}, stderr {p.stderr!r}, stdout {p.stdout[:80]!r}")
+
+
+# A validated CPU run in every report format.
+p = run("--kernel=cpu-blocked", "--op=nt", "--m=37", "--n=29", "--k=41", "--report=json", "--reps=2")
+if p.returncode != 0:
+    failures.append(f"cpu-blocked json: {p.returncode} {p.stderr}")
+else:
+    r = json.loads(p.stdout)
+    for key in ("kernel", "op", "m", "n", "k", "precision", "tile", "device", "seconds", "gflops", "max_rel_error",
+                "reference"):
+        if key not in r:
+            failures.append(f"json lacks {key}")
+    for key in ("h2d", "kernel", "d2h", "total"):
+        if key not in r.get("seconds", {}):
+            failures.append(f"json seconds lacks {key}")
+    if not (r.get("passed") and r.get("checked") and r["constant_check"]["passed"] and r["m"] == 37):
+        failures.append(f"json run not validated: {p.stdout}")
+p = run("--kernel=cpu-omp", "--size=20", "--precision=float", "--report=csv")
+if p.returncode != 0 or len(p.stdout.strip().splitlines()) != 2 or not p.stdout.startswith("kernel,op,"):
+    failures.append(f"csv report: {p.returncode} {p.stdout!r} {p.stderr!r}")
+p = run("--kernel=cpu-blas", "--size=16", "--no-check")
+if p.returncode != 0 or "not checked" not in p.stdout:
+    failures.append(f"--no-check must say so: {p.stdout!r}")
+
+# Bad options: exit 2, one line.
+expect_error(2, ["--kernel=warp"], "--kernel=warp")
+expect_error(2, ["--op=tt"], "--op=tt")
+expect_error(2, ["--tile"], "--kernel=shared", "--tile=12")
+expect_error(2, ["--m"], "--kernel=cpu-omp", "--m=0")
+expect_error(2, ["--m"], "--kernel=cpu-omp", "--m=99999999999")
+expect_error(2, ["--reps"], "--kernel=cpu-omp", "--reps=0")
+expect_error(2, ["--precision"], "--precision=half")
+expect_error(2, ["--allow-tf32"], "--kernel=tensor", "--precision=float", "--size=64")
+expect_error(2, ["--cpu-fraction"], "--kernel=cpu-omp", "--cpu-fraction=0.5")
+expect_error(2, [], "--size=64", "--m=32")
+expect_error(2, [], "--frobnicate")
+# A GPU kernel where there is no GPU: exit 1, naming the reason.
+probe = run("--kernel=cublas", "--size=8")
+if probe.returncode != 0:
+    expect_error(1, ["needs a CUDA GPU"], "--kernel=regblock", "--size=8")
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("gemm CLI: all checks passed")
