@@ -152,8 +152,8 @@ void check_cpu_kernel(const std::string& kernel) {
 TEST_P(CpuGemm, MatchesOpenBlasDouble) { check_cpu_kernel<double>(GetParam()); }
 TEST_P(CpuGemm, MatchesOpenBlasFloat) { check_cpu_kernel<float>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuGemm, ::testing::Values("cpu-omp", "cpu-blocked", "cpu-blas"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& tp) {
+                           std::string s = tp.param;
                            for (char& c : s)
                              if (c == '-') c = '_';
                            return s;
@@ -265,8 +265,8 @@ void check_gpu_kernel(const GpuCase& c) {
 class GpuGemm : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(GpuGemm, MatchesReferenceDouble) { check_gpu_kernel<double>(GetParam()); }
 TEST_P(GpuGemm, MatchesReferenceFloat) { check_gpu_kernel<float>(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Kernels, GpuGemm, ::testing::ValuesIn(gpu_cases()), [](const auto& info) {
-  std::string s = info.param.kernel;
+INSTANTIATE_TEST_SUITE_P(Kernels, GpuGemm, ::testing::ValuesIn(gpu_cases()), [](const auto& tp) {
+  std::string s = tp.param.kernel;
   for (char& c : s)
     if (c == '-') c = '_';
   return s;
