@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -218,6 +219,8 @@ struct GpuCase {
   std::vector<int> tiles;
   std::vector<int> mma;  // tensor double: every shape
 };
+
+void PrintTo(const GpuCase& c, std::ostream* os) { *os << c.kernel; }
 
 std::vector<GpuCase> gpu_cases() {
   std::vector<GpuCase> out;
