@@ -20,21 +20,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gemm import stamp  # noqa: E402
+from bench_gpu import implementations  # noqa: E402
 
 CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
 BLOCKS = [32, 64, 128, 256, 512, 1024]
 LOOPS, SEQ_LOOPS = 10, 3
-
-
-def implementations(kmeans):
-    text = subprocess.run([kmeans, "--help"], capture_output=True, text=True, check=True).stdout
-    names, on = [], False
-    for line in text.splitlines():
-        if line.startswith("Implementations"):
-            on = True
-        elif on and line.startswith("  "):
-            names.append(line.split()[0])
-    return names
 
 
 def main():

@@ -83,32 +83,31 @@ HostBuffer<T> constant(std::size_t count, T v) {
 
 }  // namespace
 
-template <class T>
-Problem<T> make_problem(Op op, int m, int n, int k, std::uint64_t seed) {
+// A problem whose matrices come from fill(stream, count): 1 for A, 2 for B, 3 for C.
+template <class T, class Fill>
+Problem<T> build_problem(Op op, int m, int n, int k, Fill fill) {
   check_dims(m, n, k);
   Problem<T> p;
   p.op = op;
   p.m = m;
   p.n = n;
   p.k = k;
-  p.a = filled<T>(a_shape(op, m, k).size(), seed, 1);
-  p.b = filled<T>(b_shape(op, n, k).size(), seed, 2);
-  if (op == Op::nt) p.c = filled<T>(std::size_t(m) * std::size_t(n), seed, 3);
+  p.a = fill(1, a_shape(op, m, k).size());
+  p.b = fill(2, b_shape(op, n, k).size());
+  if (op == Op::nt) p.c = fill(3, std::size_t(m) * std::size_t(n));
   return p;
 }
 
 template <class T>
+Problem<T> make_problem(Op op, int m, int n, int k, std::uint64_t seed) {
+  return build_problem<T>(op, m, n, k, [&](std::uint64_t stream, std::size_t count) {
+    return filled<T>(count, seed, stream);
+  });
+}
+
+template <class T>
 Problem<T> make_constant_problem(Op op, int m, int n, int k, T value) {
-  check_dims(m, n, k);
-  Problem<T> p;
-  p.op = op;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = constant<T>(a_shape(op, m, k).size(), value);
-  p.b = constant<T>(b_shape(op, n, k).size(), value);
-  if (op == Op::nt) p.c = constant<T>(std::size_t(m) * std::size_t(n), value);
-  return p;
+  return build_problem<T>(op, m, n, k, [&](std::uint64_t, std::size_t count) { return constant<T>(count, value); });
 }
 
 template <class T>
