@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "device/device.hpp"
+#include "cuda/device.hpp"
 #include "gemm/cpu_gemm.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/gpu_gemm.hpp"
@@ -141,9 +141,7 @@ void check_cpu_kernel(const std::string& kernel) {
       for (int threads : {1, 2}) {
         km::HostBuffer<T> got(std::size_t(d.m) * d.n);
         const auto g = p.args(got.data());
-        if (kernel == "cpu-omp") km::gemm::cpu_omp(g, threads);
-        else if (kernel == "cpu-blocked") km::gemm::cpu_blocked(g, threads);
-        else km::gemm::cpu_blas(g, threads);
+        km::gemm::find_kernel(kernel).cpu<T>()(g, threads);
         expect_close(p, got.data(), e.ref.data(), e.scale.data(), u<T>(),
                      kernel + " " + label(op, d) + " threads " + std::to_string(threads));
       }
@@ -152,7 +150,13 @@ void check_cpu_kernel(const std::string& kernel) {
 
 TEST_P(CpuGemm, MatchesOpenBlasDouble) { check_cpu_kernel<double>(GetParam()); }
 TEST_P(CpuGemm, MatchesOpenBlasFloat) { check_cpu_kernel<float>(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Kernels, CpuGemm, ::testing::Values("cpu-omp", "cpu-blocked", "cpu-blas"),
+std::vector<std::string> cpu_kernels() {
+  std::vector<std::string> out;
+  for (const auto& k : km::gemm::kernels())
+    if (k.where == km::gemm::Where::cpu) out.push_back(k.name);
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Kernels, CpuGemm, ::testing::ValuesIn(cpu_kernels()),
                          [](const auto& tp) {
                            std::string s = tp.param;
                            for (char& c : s)

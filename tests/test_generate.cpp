@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
+#include "test_util.hpp"
 
 TEST(Generate, SizeRuleMatchesTheLab) {
   EXPECT_EQ(km::objects_for_size(256, 16), 256u * 1048576u / (16u * 8u));
@@ -33,12 +34,7 @@ TEST(Generate, UniformSameSeedSameData) {
 }
 
 TEST(Generate, BlobsAreReproducibleAndAroundTheirCentres) {
-  km::BlobOptions o;
-  o.n = 5000;
-  o.d = 3;
-  o.k = 4;
-  o.seed = 9;
-  o.cluster_std = 0.5;
+  const km::BlobOptions o = kmtest::blob_options(5000, 3, 4, 9, 0.5);
   auto a = km::generate_blobs<double>(o);
   auto b = km::generate_blobs<double>(o);
   EXPECT_EQ(std::memcmp(a.data.values.data(), b.data.values.data(), o.n * o.d * sizeof(double)), 0);

@@ -5,27 +5,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
+#include "kernels/kmeans/layouts.hpp"
+#include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
+#include "test_util.hpp"
 
 namespace {
+
+// An engine that does nothing, for registry entries made up by the tests.
+template <class T>
+struct FakeEngine final : km::Engine<T> {
+  explicit FakeEngine(const km::Params&) {}
+  void setup(const km::Dataset<T>&, const std::vector<T>&) override {}
+  void iterate(km::IterationStats&) override {}
+  void read_centroids(std::vector<T>&) override {}
+  void final_labels(std::vector<std::int32_t>&) override {}
+};
 
 template <class T>
 km::Result<T> run_impl(const std::string& name, const km::Dataset<T>& data, const km::Params& p) {
   return km::run(km::find_implementation(name), data, p);
-}
-
-template <class T>
-double dist2(const T* x, const T* c, std::size_t d) {
-  double s = 0;
-  for (std::size_t j = 0; j < d; ++j) s += (double(x[j]) - double(c[j])) * (double(x[j]) - double(c[j]));
-  return s;
 }
 
 // Adjusted Rand index of two labelings.
@@ -47,16 +54,8 @@ double adjusted_rand_index(const std::vector<std::int32_t>& a, const std::vector
   return max_index == expected ? 1.0 : (sum_joint - expected) / (max_index - expected);
 }
 
-template <class T>
-km::Dataset<T> make_data(bool blobs, std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed) {
-  if (!blobs) return km::generate_uniform<T>(n, d, seed);
-  km::BlobOptions o;
-  o.n = n;
-  o.d = d;
-  o.k = std::max<std::size_t>(k, 1);
-  o.seed = seed;
-  return std::move(km::generate_blobs<T>(o).data);
-}
+using kmtest::dist2;
+using kmtest::make_data;
 
 }  // namespace
 
@@ -168,8 +167,8 @@ TEST(Omp, ExactlySeqLabelsOnLargerData) {
   km::Params p;
   p.k = 300;  // several centroid chunks
   p.loops = 1;
-  auto seq = km::make_seq_engine<double>(p);
-  auto omp = km::make_omp_engine<double>(p);
+  auto seq = km::find_implementation("seq").make<double>(p);
+  auto omp = km::find_implementation("omp").make<double>(p);
   const auto init = km::initial_centroids(data, p);
   seq->setup(data, init);
   omp->setup(data, init);
@@ -294,13 +293,7 @@ TEST(Init, RandomAndKmeansppAreDistinctDataPointsAndSeeded) {
 }
 
 TEST(Init, KmeansppFindsEveryBlob) {
-  km::BlobOptions o;
-  o.n = 4000;
-  o.d = 2;
-  o.k = 10;
-  o.seed = 3;
-  o.cluster_std = 0.05;
-  auto blobs = km::generate_blobs<double>(o);
+  auto blobs = km::generate_blobs<double>(kmtest::blob_options(4000, 2, 10, 3, 0.05));
   km::Params p;
   p.k = 10;
   p.init = km::Init::kmeanspp;
@@ -318,13 +311,7 @@ TEST(Init, KmeansppFindsEveryBlob) {
 
 TEST(Blobs, SeqRecoversTheTrueClustering) {
   for (std::size_t d : {2, 16}) {
-    km::BlobOptions o;
-    o.n = 3000;
-    o.d = d;
-    o.k = 6;
-    o.seed = 21;
-    o.cluster_std = 0.1;
-    auto blobs = km::generate_blobs<double>(o);
+    auto blobs = km::generate_blobs<double>(kmtest::blob_options(3000, d, 6, 21, 0.1));
     km::Params p;
     p.k = 6;
     p.loops = 50;
@@ -374,12 +361,12 @@ TEST(Params, MoreClustersThanObjects) {
 
 TEST(Registry, NamesDescriptionsAndGpuRule) {
   ASSERT_GE(km::implementations().size(), 2u);
-  for (const auto& impl : km::implementations()) {
-    EXPECT_FALSE(impl.description.empty()) << impl.name;
-    EXPECT_NE(impl.make_float, nullptr);
-    EXPECT_NE(impl.make_double, nullptr);
+  for (const km::Implementation* impl : km::implementations()) {
+    EXPECT_GT(std::strlen(impl->description), 10u) << impl->name;
+    EXPECT_NE(impl->make_float, nullptr);
+    EXPECT_NE(impl->make_double, nullptr);
   }
-  EXPECT_EQ(km::find_implementation("seq").name, "seq");
+  EXPECT_STREQ(km::find_implementation("seq").name, "seq");
   try {
     km::find_implementation("warp-drive");
     ADD_FAILURE();
@@ -387,14 +374,123 @@ TEST(Registry, NamesDescriptionsAndGpuRule) {
     EXPECT_NE(std::string(e.what()).find("available: seq, omp"), std::string::npos) << e.what();
   }
   EXPECT_EQ(km::default_implementation(false), "omp");
-  km::Implementation gpu_only{"fake-gpu", "test", true, nullptr, nullptr};
+  EXPECT_EQ(km::default_implementation(true), "fused");
+  EXPECT_NO_THROW(km::find_implementation(km::default_implementation(true)));
+  const km::Implementation gpu_only = km::describe<FakeEngine>("fake-gpu", "test", km::Where::gpu);
+  km::GpuInfo none;
+  none.why_absent = "no CUDA-capable device is detected";
   try {
-    km::require_runnable(gpu_only, false, "no CUDA-capable device is detected");
+    km::require_runnable(gpu_only, none);
     ADD_FAILURE();
   } catch (const km::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("needs a CUDA GPU"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("no CUDA-capable device"), std::string::npos);
   }
-  EXPECT_NO_THROW(km::require_runnable(gpu_only, true, ""));
-  EXPECT_NO_THROW(km::require_runnable(km::find_implementation("omp"), false, "none"));
+  km::GpuInfo one;
+  one.present = true;
+  EXPECT_NO_THROW(km::require_runnable(gpu_only, one));
+  EXPECT_NO_THROW(km::require_runnable(km::find_implementation("omp"), none));
+}
+
+TEST(Registry, ListIsTheLadderInOrder) {
+  const std::string json = km::registry_json();
+  std::size_t at = 0;
+  int order = 0;
+  for (const km::Implementation* impl : km::implementations()) {
+    const std::string entry = std::string("{\"name\": \"") + impl->name + "\"";
+    const std::size_t found = json.find(entry, at);
+    ASSERT_NE(found, std::string::npos) << impl->name << " missing or out of order in " << json;
+    const std::string tail = std::string("\"where\": \"") + (impl->needs_gpu() ? "gpu" : "cpu") +
+                             "\", \"order\": " + std::to_string(order++) + "}";
+    EXPECT_NE(json.find(tail, found), std::string::npos) << impl->name;
+    at = found + 1;
+  }
+  EXPECT_EQ(json.front(), '[');
+  EXPECT_EQ(json.back(), ']');
+}
+
+TEST(Registry, SupportsAnswersWithAReason) {
+  // The CPU implementations take every shape; without a GPU every GPU one refuses and says why.
+  for (const char* cpu : {"seq", "omp"}) EXPECT_TRUE(km::supports(km::find_implementation(cpu), 65536, 1024, 8).ok);
+  km::GpuInfo big;
+  big.present = true;
+  big.shared_optin = 227 * 1024;
+  const km::Implementation& shared = km::find_implementation("shared");
+  ASSERT_NE(shared.supports, nullptr);
+  EXPECT_TRUE(shared.supports(16, 16, 8, big).ok);
+  const km::Support no = shared.supports(2000, 64, 8, big);  // 1 MB of centroids
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("shared memory"), std::string::npos) << no.reason;
+  EXPECT_NE(no.reason.find("--impl=fused"), std::string::npos) << no.reason;
+  // The limit is the device's, not a constant: a smaller device refuses sooner.
+  km::GpuInfo small = big;
+  small.shared_optin = 48 * 1024;
+  EXPECT_TRUE(shared.supports(49, 128, 8, big).ok);
+  EXPECT_FALSE(shared.supports(49, 128, 8, small).ok);
+  EXPECT_TRUE(shared.supports(48, 128, 8, small).ok) << "exactly the limit fits";
+  EXPECT_FALSE(km::find_implementation("fused").supports(65536, 65536, 8, big).ok) << "K*d past int";
+  EXPECT_TRUE(km::find_implementation("fused").supports(65536, 1024, 8, big).ok);
+  if (!km::gpu_info().present)
+    for (const km::Implementation* impl : km::implementations())
+      if (impl->needs_gpu()) {
+        const km::Support s = km::supports(*impl, 16, 16, 8);
+        EXPECT_FALSE(s.ok) << impl->name;
+        EXPECT_NE(s.reason.find("needs a CUDA GPU"), std::string::npos) << s.reason;
+      }
+}
+
+TEST(Layouts, SharedMemoryFootprints) {
+  using namespace km::kernels;
+  EXPECT_EQ(centroids_bytes(16, 16, 8), 2048u);
+  for (std::size_t k : {1, 2, 3, 16, 17, 257})
+    for (std::size_t d : {1, 2, 16, 33})
+      for (std::size_t elem : {4, 8}) {
+        const BlockSumsLayout l = block_sums_layout(k, d, elem);
+        EXPECT_EQ(l.counts_offset, k * d * 8);
+        EXPECT_GE(l.centroids_offset, l.counts_offset + k * 4);
+        EXPECT_EQ(l.centroids_offset % 8, 0u) << "centroids must stay 8-byte aligned";
+        EXPECT_EQ(l.bytes, l.centroids_offset + k * d * elem);
+      }
+  EXPECT_EQ(fused_register_width(1), 1);
+  EXPECT_EQ(fused_register_width(3), 4);
+  EXPECT_EQ(fused_register_width(16), 16);
+  EXPECT_EQ(fused_register_width(17), 32);
+  EXPECT_EQ(fused_unroll(2), 8);
+  EXPECT_EQ(fused_unroll(16), 2);
+  EXPECT_EQ(fused_unroll(32), 1);
+  EXPECT_TRUE(fused_owner_lanes(16, 32));
+  EXPECT_FALSE(fused_owner_lanes(16, 33));
+  EXPECT_FALSE(fused_owner_lanes(4, 16));
+  EXPECT_TRUE(fused_one_pass(16, 16, 8));
+  EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the GEMM path";
+  EXPECT_FALSE(fused_one_pass(1024, 128, 4));
+}
+
+TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
+  const std::size_t k = 3, d = 5, stride = 4;
+  std::vector<double> rows(k * d), cols(d * stride, -1), back(k * d);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<double>(i);
+  km::to_coord_major(rows.data(), k, d, cols.data(), stride);
+  EXPECT_EQ(cols[2 * stride + 1], rows[1 * d + 2]);
+  EXPECT_EQ(cols[3], -1) << "padding columns untouched";
+  km::from_coord_major(cols.data(), k, d, stride, back.data());
+  EXPECT_EQ(back, rows);
+  std::vector<double> sums(d, 0);
+  std::int64_t count = 0;
+  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
+  EXPECT_EQ(count, 2);
+  EXPECT_EQ(sums[4], 2 * rows[d + 4]);
+  // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
+  const std::size_t n = 3 * km::kSumChunk + 17;
+  std::vector<double> chunks;
+  const auto value = [](std::size_t i) { return 1.0 / static_cast<double>(i + 1); };
+  omp_set_num_threads(1);
+  const double one = km::chunked_sum(n, chunks, value);
+  omp_set_num_threads(2);
+  std::vector<double> chunks2;
+  EXPECT_EQ(km::chunked_sum(n, chunks2, value), one);
+  EXPECT_EQ(chunks, chunks2);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0] + chunks[1] + chunks[2] + chunks[3], one);
 }

@@ -11,7 +11,36 @@
 #include <string>
 #include <vector>
 
+#include "io/generate.hpp"
+
 namespace kmtest {
+
+// Squared distance in double between two points of d coordinates.
+template <class T>
+double dist2(const T* x, const T* c, std::size_t d) {
+  double s = 0;
+  for (std::size_t j = 0; j < d; ++j) s += (double(x[j]) - double(c[j])) * (double(x[j]) - double(c[j]));
+  return s;
+}
+
+// Blob-generator options for n objects of d coordinates around k centres (k >= 1).
+inline km::BlobOptions blob_options(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed,
+                                    double cluster_std = km::BlobOptions{}.cluster_std) {
+  km::BlobOptions o;
+  o.n = n;
+  o.d = d;
+  o.k = k < 1 ? 1 : k;
+  o.seed = seed;
+  o.cluster_std = cluster_std;
+  return o;
+}
+
+// Uniform data in [0, 1), or blobs around k centres.
+template <class T>
+km::Dataset<T> make_data(bool blobs, std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed) {
+  if (!blobs) return km::generate_uniform<T>(n, d, seed);
+  return std::move(km::generate_blobs<T>(blob_options(n, d, k, seed)).data);
+}
 
 // A fresh directory, removed with everything in it at the end of the test.
 class TempDir {

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::optional<long long> m, n, k, size;
   long long tile = 16, reps = 5, threads = 0, mma = 0, seed = 0;
   std::optional<double> cpu_fraction;
-  bool allow_tf32 = false, no_check = false;
+  bool allow_tf32 = false, no_check = false, list = false;
   app.add_option("--kernel", kernel, "kernel (see below)");
   app.add_option("--op", op, "nn: C=A·B, tn: C=Aᵀ·B, nt: D=A·Bᵀ+C");
   auto* mo = app.add_option("--m", m, "rows of the result");
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the random operands");
   app.add_flag("--no-check", no_check, "skip the validation (the report says so)");
   app.add_option("--report", report, "table, json or csv");
+  app.add_flag("--list", list, "print the kernels as JSON (name, description, where, order) and exit");
   so->excludes(mo)->excludes(no)->excludes(ko);
 
   try {
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "gemm: error: " << e.what() << "\n";
     return 2;
+  }
+
+  if (list) {
+    std::cout << km::gemm::kernels_json() << "\n";
+    return 0;
   }
 
   try {

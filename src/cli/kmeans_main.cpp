@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/errors.hpp"
-#include "device/device.hpp"
+#include "cuda/device.hpp"
 #include "io/generate.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
@@ -33,6 +33,7 @@ struct Options {
   std::string init = "first", precision = "double", output, report = "table";
   long long block = 128, threads = 0;
   bool quiet = false;
+  bool list = false;
 };
 
 int to_int(long long v, const char* option) {
@@ -105,25 +106,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
     km::write_result(o.output, view);
   }
 
-  km::RunReport r;
-  r.impl = impl.name;
-  r.precision = o.precision;
-  r.device = result.device;
-  r.source = data.source;
-  r.objects = data.n;
-  r.coords = data.d;
-  r.clusters = static_cast<std::size_t>(params.k);
-  r.block = params.block;
-  r.threads = result.threads;
-  r.loops = params.loops;
-  r.threshold = params.threshold;
-  r.tol = params.tol;
-  r.init = km::to_string(params.init);
-  r.iterations = result.iterations;
-  r.converged = result.converged;
-  r.inertia = result.inertia;
-  r.seconds = result.seconds;
-  r.per_iteration = result.per_iteration;
+  const km::RunReport r = km::make_report(impl.name, data, params, result);
   if (o.report == "json")
     km::write_json(std::cout, r);
   else if (o.report == "csv")
@@ -136,9 +119,8 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 
 std::string implementations_help() {
   std::string text = "Implementations (--impl):\n";
-  for (const auto& impl : km::implementations())
-    text += km::strprintf("  %-14s %s%s\n", impl.name.c_str(), impl.description.c_str(),
-                          impl.needs_gpu ? " [GPU]" : "");
+  for (const km::Implementation* impl : km::implementations())
+    text += km::strprintf("  %-14s %s%s\n", impl->name, impl->description, impl->needs_gpu() ? " [GPU]" : "");
   text += "Default: fused when a GPU is present, else omp.\n";
   return text;
 }
@@ -169,6 +151,7 @@ int main(int argc, char** argv) {
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
+  app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit");
   size->excludes(objects);
   input->excludes(size)->excludes(objects)->excludes(generator);
 
@@ -179,6 +162,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "kmeans: error: %s (see --help)\n", e.what());
     return 2;
+  }
+
+  if (o.list) {
+    std::printf("%s\n", km::registry_json().c_str());
+    return 0;
   }
 
   try {
@@ -212,7 +200,7 @@ int main(int argc, char** argv) {
     const km::GpuInfo& gpu = km::gpu_info();
     const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;
     const km::Implementation& impl = km::find_implementation(name);
-    km::require_runnable(impl, gpu.present, gpu.why_absent);
+    km::require_runnable(impl, gpu);
 
     return o.precision == "float" ? run_kmeans<float>(o, impl, params) : run_kmeans<double>(o, impl, params);
   } catch (const km::UsageError& e) {

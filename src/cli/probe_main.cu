@@ -4,16 +4,16 @@
 //   gemm            cuBLAS time of an m x k by k x n product (double and float, TF32 off),
 //                   median of 10 runs after a warm-up, for --gemm=m,n,k.
 // Prints one JSON object. Usage: kmeans-probe [--gemm=M,N,K]...
-#include <cublas_v2.h>
-
-#include <algorithm>
 #include <cstdio>
 #include <string>
-#include <vector>
 
-#include "gpu/cuda_check.hpp"
+#include "cuda/check.hpp"
+#include "cuda/memory.hpp"
+#include "cuda/timer.hpp"
 
 namespace {
+
+using km::cuda::DeviceBuffer;
 
 __global__ void read_all(const double2* __restrict__ in, std::size_t count, double* out) {
   double acc = 0;
@@ -25,49 +25,18 @@ __global__ void read_all(const double2* __restrict__ in, std::size_t count, doub
   if (acc == 1234.5) *out = acc;  // keeps the loads alive; never true for zeroed memory
 }
 
-template <class F>
-double median_ms(int reps, F&& body) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  body();  // warm-up
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    CUDA_CHECK(cudaEventRecord(a));
-    body();
-    CUDA_CHECK(cudaEventRecord(b));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return times[times.size() / 2];
-}
-
 template <class T>
-double gemm_seconds(cublasHandle_t h, int m, int n, int k) {
-  T *a, *b, *c;
-  CUDA_CHECK(cudaMalloc(&a, sizeof(T) * m * k));
-  CUDA_CHECK(cudaMalloc(&b, sizeof(T) * k * n));
-  CUDA_CHECK(cudaMalloc(&c, sizeof(T) * m * n));
-  CUDA_CHECK(cudaMemset(a, 0, sizeof(T) * m * k));
-  CUDA_CHECK(cudaMemset(b, 0, sizeof(T) * k * n));
+double gemm_seconds(cudaStream_t s, cublasHandle_t h, int m, int n, int k) {
+  DeviceBuffer<T> a(std::size_t(m) * k), b(std::size_t(k) * n), c(std::size_t(m) * n);
+  CUDA_CHECK(cudaMemsetAsync(a.get(), 0, a.bytes(), s));
+  CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), s));
   const T one = 1, zero = 0;
-  double ms = median_ms(10, [&] {
-    cublasStatus_t st;
+  return km::cuda::time_median(s, 10, [&] {
     if constexpr (sizeof(T) == 8)
-      st = cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, k, a, k, &zero, c, n);
+      CUBLAS_CHECK(cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b.get(), k, a.get(), k, &zero, c.get(), n));
     else
-      st = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, k, a, k, &zero, c, n);
-    if (st != CUBLAS_STATUS_SUCCESS) throw km::DeviceError("cuBLAS gemm failed");
+      CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b.get(), k, a.get(), k, &zero, c.get(), n));
   });
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
-  return ms * 1e-3;
 }
 
 }  // namespace
@@ -76,34 +45,32 @@ int main(int argc, char** argv) {
   try {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    km::cuda::Stream stream;
     const std::size_t bytes = 1ull << 30;
-    double2* buf;
-    double* out;
-    CUDA_CHECK(cudaMalloc(&buf, bytes));
-    CUDA_CHECK(cudaMalloc(&out, sizeof(double)));
-    CUDA_CHECK(cudaMemset(buf, 0, bytes));
-    const int grid = prop.multiProcessorCount * 8;
-    const double ms = median_ms(20, [&] {
-      read_all<<<grid, 512>>>(buf, bytes / sizeof(double2), out);
-      CUDA_CHECK_LAUNCH();
-    });
-    cudaFree(buf);
-    cudaFree(out);
-    std::printf("{\"device\": \"%s\", \"read_bandwidth_gbs\": %.3f", prop.name, bytes / (ms * 1e-3) / 1e9);
-    cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw km::DeviceError("cublasCreate failed");
-    if (cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) throw km::DeviceError("cuBLAS math mode");
+    double seconds = 0;
+    {
+      DeviceBuffer<double2> buf(bytes / sizeof(double2));
+      DeviceBuffer<double> out(1);
+      CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, bytes, stream));
+      const int grid = prop.multiProcessorCount * 8;
+      seconds = km::cuda::time_median(stream, 20, [&] {
+        read_all<<<grid, 512, 0, stream>>>(buf.get(), buf.size(), out.get());
+        CUDA_CHECK_LAUNCH();
+      });
+    }
+    std::printf("{\"device\": \"%s\", \"read_bandwidth_gbs\": %.3f", prop.name, bytes / seconds / 1e9);
+    km::cuda::CublasHandle h(stream);
     std::printf(", \"gemm\": [");
     bool first = true;
     for (int i = 1; i < argc; ++i) {
       int m, n, k;
       if (std::sscanf(argv[i], "--gemm=%d,%d,%d", &m, &n, &k) != 3) continue;
       std::printf("%s{\"m\": %d, \"n\": %d, \"k\": %d, \"double_seconds\": %.9g, \"float_seconds\": %.9g}",
-                  first ? "" : ", ", m, n, k, gemm_seconds<double>(h, m, n, k), gemm_seconds<float>(h, m, n, k));
+                  first ? "" : ", ", m, n, k, gemm_seconds<double>(stream, h, m, n, k),
+                  gemm_seconds<float>(stream, h, m, n, k));
       first = false;
     }
     std::printf("]}\n");
-    cublasDestroy(h);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kmeans-probe: error: %s\n", e.what());

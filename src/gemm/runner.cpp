@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "common/errors.hpp"
-#include "device/device.hpp"
+#include "common/stats.hpp"
+#include "cuda/device.hpp"
 #include "gemm/cpu_gemm.hpp"
 #include "gemm/registry.hpp"
 #include "report/report.hpp"
@@ -15,12 +16,6 @@
 namespace km::gemm {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 template <class T>
 double unit_roundoff() {
@@ -38,13 +33,6 @@ Timing time_cpu(int reps, F&& body) {
   }
   t.kernel = t.cpu = t.total = median(t.kernel_reps);
   return t;
-}
-
-template <class T>
-void run_cpu_kernel(const std::string& kernel, const GemmArgs<T>& g, int threads) {
-  if (kernel == "cpu-omp") cpu_omp(g, threads);
-  else if (kernel == "cpu-blocked") cpu_blocked(g, threads);
-  else cpu_blas(g, threads);
 }
 
 template <class T>
@@ -96,7 +84,7 @@ GemmReport run_typed(const RunOptions& o, const KernelInfo& info) {
     if (o.kernel == "cpu-blocked") r.math += std::string(" ") + cpu_blocked_isa();
     r.reference = openblas_name();
     const GemmArgs<T> g = p.args(out.data());
-    r.seconds = time_cpu(o.gpu.reps, [&] { run_cpu_kernel(o.kernel, g, o.threads); });
+    r.seconds = time_cpu(o.gpu.reps, [&] { info.cpu<T>()(g, o.threads); });
     if (o.kernel == "cpu-blas" && !o.check) {
       r.reference_seconds = r.seconds.kernel;
     } else {
@@ -170,7 +158,7 @@ GemmReport run_typed(const RunOptions& o, const KernelInfo& info) {
       if (info.where == Where::gpu) {
         gpu_run<double>(o.kernel, cp, once, cout.data());
       } else if (info.where == Where::cpu) {
-        run_cpu_kernel(o.kernel, cp.args(cout.data()), o.threads);
+        info.cpu<double>()(cp.args(cout.data()), o.threads);
       } else {
         hybrid_run<double>(cp, o.m - int(std::lround(*r.cpu_fraction * o.m)), once, o.threads, cout.data());
       }

@@ -25,26 +25,10 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels) {
-  constexpr std::size_t kChunk = 1 << 14;
-  const std::size_t d = data.d, chunks = (data.n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks);
-#pragma omp parallel for schedule(static)
-  for (std::size_t c = 0; c < chunks; ++c) {
-    double s = 0;
-    const std::size_t end = std::min(data.n, (c + 1) * kChunk);
-    for (std::size_t i = c * kChunk; i < end; ++i) {
-      const T* x = data.row(i);
-      const T* m = centroids + static_cast<std::size_t>(labels[i]) * d;
-      for (std::size_t j = 0; j < d; ++j) {
-        const double diff = static_cast<double>(x[j]) - static_cast<double>(m[j]);
-        s += diff * diff;
-      }
-    }
-    partial[c] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
+  std::vector<double> chunk_sums;
+  return chunked_sum(data.n, chunk_sums, [&](std::size_t i) {
+    return squared_distance_double(data.row(i), centroids + static_cast<std::size_t>(labels[i]) * data.d, data.d);
+  });
 }
 
 template <class T>

@@ -1,8 +1,10 @@
 // CPU building blocks shared by the implementations and the driver.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "io/dataset.hpp"
 
@@ -35,6 +37,60 @@ inline std::int32_t nearest_centroid(const T* x, const T* centroids, std::size_t
   return best;
 }
 
+// The squared distance in double (inertia, k-means++ potentials): each difference is
+// formed in double, so float data loses nothing.
+template <class T>
+inline double squared_distance_double(const T* x, const T* c, std::size_t d) {
+  double s = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    const double diff = static_cast<double>(x[j]) - static_cast<double>(c[j]);
+    s += diff * diff;
+  }
+  return s;
+}
+
+// Adds object x (d coordinates) to its cluster's sums (double) and count: the accumulation
+// of every CPU update (seq, omp, and the GPU variants that update on the host).
+template <class T>
+inline void add_to_cluster(const T* x, std::size_t d, double* sums, std::int64_t& count) {
+  for (std::size_t j = 0; j < d; ++j) sums[j] += static_cast<double>(x[j]);
+  ++count;
+}
+
+// Centroids [k][d] -> coordinate-major [d][stride] (stride >= k; the columns past k are
+// left as they are), and back.
+template <class T>
+inline void to_coord_major(const T* rows, std::size_t k, std::size_t d, T* out, std::size_t stride) {
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < d; ++j) out[j * stride + c] = rows[c * d + j];
+}
+template <class T>
+inline void from_coord_major(const T* cols, std::size_t k, std::size_t d, std::size_t stride, T* out) {
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < d; ++j) out[c * d + j] = cols[j * stride + c];
+}
+
+// The sum of value(i) over i < n, in chunks of kSumChunk summed in parallel and combined in
+// order: the same bits for any thread count. chunk_sums receives each chunk's sum.
+constexpr std::size_t kSumChunk = 1 << 14;
+template <class F>
+double chunked_sum(std::size_t n, std::vector<double>& chunk_sums, F&& value) {
+  const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  chunk_sums.assign(chunks, 0.0);
+#if defined(_OPENMP)  // (CUDA files include this header without OpenMP)
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+  for (std::size_t c = 0; c < chunks; ++c) {
+    double s = 0;
+    const std::size_t end = std::min(n, (c + 1) * kSumChunk);
+    for (std::size_t i = c * kSumChunk; i < end; ++i) s += value(i);
+    chunk_sums[c] = s;
+  }
+  double total = 0;
+  for (double s : chunk_sums) total += s;
+  return total;
+}
+
 // The update and the empty-cluster rule: centroid = sum / count, or unchanged when
 // count == 0. Returns the summed squared shift of the centroids (in double).
 template <class T>
@@ -42,7 +98,7 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
                           T* centroids);
 
 // scikit-learn's inertia_: sum of squared distances (computed in double) from each object
-// to the centroid of its label. Summed over fixed chunks in order: deterministic.
+// to the centroid of its label. A chunked_sum: deterministic.
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels);
 

@@ -16,10 +16,6 @@ bool should_stop(const IterationStats& stats, std::size_t n, const Params& param
 
 template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
-  validate(params);
-  if (static_cast<std::size_t>(params.k) > data.n)
-    throw UsageError(strprintf("--clusters=%d: more clusters than objects (%zu)", params.k, data.n));
-
   Result<T> result;
   Stopwatch watch;
   const std::vector<T> initial = initial_centroids(data, params);

@@ -13,6 +13,7 @@ namespace km {
 // Called after every iteration (1-based), e.g. to print progress.
 using IterationObserver = std::function<void(int iteration, const IterationStats& stats)>;
 
+// The loop itself. Callers check the problem first (registry.hpp's run() does).
 template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});

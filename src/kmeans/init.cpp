@@ -6,23 +6,13 @@
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
+#include "kmeans/cpu_steps.hpp"
 
 namespace km {
 
 namespace {
 
-constexpr std::size_t kChunk = 1 << 14;
 enum Stream : std::uint64_t { kRandomPick = 20, kPlusPlus = 21 };
-
-template <class T>
-double squared_distance(const T* a, const T* b, std::size_t d) {
-  double s = 0;
-  for (std::size_t j = 0; j < d; ++j) {
-    const double diff = static_cast<double>(a[j]) - static_cast<double>(b[j]);
-    s += diff * diff;
-  }
-  return s;
-}
 
 // Seeded sequence of uniform doubles in [0, 1).
 struct Uniform {
@@ -49,23 +39,6 @@ void pick_random(const Dataset<T>& data, std::size_t k, std::uint64_t seed, std:
   for (std::size_t c = 0; c < k; ++c) std::copy_n(data.row(order[c]), data.d, out.begin() + c * data.d);
 }
 
-// Sum of values over fixed chunks, combined in order: the same bits for any thread count.
-template <class F>
-double chunked_sum(std::size_t n, std::vector<double>& chunk_sums, F&& value) {
-  const std::size_t chunks = (n + kChunk - 1) / kChunk;
-  chunk_sums.assign(chunks, 0.0);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::size_t c = 0; c < chunks; ++c) {
-    double s = 0;
-    const std::size_t end = std::min(n, (c + 1) * kChunk);
-    for (std::size_t i = c * kChunk; i < end; ++i) s += value(i);
-    chunk_sums[c] = s;
-  }
-  double total = 0;
-  for (double s : chunk_sums) total += s;
-  return total;
-}
-
 template <class T>
 void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, std::vector<T>& out) {
   const std::size_t n = data.n, d = data.d;
@@ -76,7 +49,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
   std::copy_n(data.row(first), d, out.begin());
   std::vector<double> closest(n), chunk_sums;
   double potential = chunked_sum(n, chunk_sums, [&](std::size_t i) {
-    return closest[i] = squared_distance(data.row(i), data.row(first), d);
+    return closest[i] = squared_distance_double(data.row(i), data.row(first), d);
   });
 
   std::vector<std::size_t> candidates(trials);
@@ -90,7 +63,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
       double r = u() * potential;
       std::size_t chunk = 0;
       while (chunk + 1 < chunk_sums.size() && r >= chunk_sums[chunk]) r -= chunk_sums[chunk++];
-      std::size_t i = chunk * kChunk, end = std::min(n, i + kChunk);
+      std::size_t i = chunk * kSumChunk, end = std::min(n, i + kSumChunk);
       cand = end - 1;
       for (; i < end; ++i) {
         if (r < closest[i]) {
@@ -109,7 +82,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
     std::vector<double> scratch;
     for (std::size_t cand : candidates) {
       double p = chunked_sum(n, scratch, [&](std::size_t i) {
-        return std::min(closest[i], squared_distance(data.row(i), data.row(cand), d));
+        return std::min(closest[i], squared_distance_double(data.row(i), data.row(cand), d));
       });
       if (p < best_potential) {
         best_potential = p;
@@ -118,7 +91,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
     }
     std::copy_n(data.row(best), d, out.begin() + c * d);
     potential = chunked_sum(n, chunk_sums, [&](std::size_t i) {
-      return closest[i] = std::min(closest[i], squared_distance(data.row(i), data.row(best), d));
+      return closest[i] = std::min(closest[i], squared_distance_double(data.row(i), data.row(best), d));
     });
   }
 }
@@ -127,9 +100,8 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params) {
+  check_clusters(params.k, data.n);
   const auto k = static_cast<std::size_t>(params.k);
-  if (params.k < 1 || k > data.n)
-    throw UsageError(strprintf("--clusters=%d: must be between 1 and the number of objects (%zu)", params.k, data.n));
   std::vector<T> out(k * data.d);
   switch (params.init) {
     case Init::first: std::copy_n(data.values.data(), k * data.d, out.begin()); break;

@@ -16,8 +16,7 @@
 #include <limits>
 
 #include "kmeans/cpu_steps.hpp"
-#include "kmeans/registry.hpp"
-
+#include "kmeans/implementation.hpp"
 
 namespace km {
 
@@ -209,10 +208,7 @@ class OmpEngine final : public Engine<T> {
           const std::int32_t label = block_labels[b];
           if (label != labels_[i0 + b]) ++changed;
           labels_[i0 + b] = label;
-          ++counts[label];
-          const T* x = data_->row(i0 + b);
-          double* s = sums + static_cast<std::size_t>(label) * d;
-          for (std::size_t j = 0; j < d; ++j) s[j] += static_cast<double>(x[j]);
+          add_to_cluster(data_->row(i0 + b), d, sums + static_cast<std::size_t>(label) * d, counts[label]);
         }
       }
     }
@@ -240,10 +236,7 @@ class OmpEngine final : public Engine<T> {
   int threads() const override { return threads_; }
 
  private:
-  void transpose_centroids() {
-    for (std::size_t c = 0; c < k_; ++c)
-      for (std::size_t j = 0; j < d_; ++j) ct_[j * kp_ + c] = centroids_[c * d_ + j];
-  }
+  void transpose_centroids() { to_coord_major(centroids_.data(), k_, d_, ct_.data(), kp_); }
 
   void merge_partials(int used) {
     const std::size_t kd = k_ * d_;
@@ -275,12 +268,7 @@ class OmpEngine final : public Engine<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Engine<T>> make_omp_engine(const Params& params) {
-  return std::make_unique<OmpEngine<T>>(params);
-}
-
-template std::unique_ptr<Engine<float>> make_omp_engine(const Params&);
-template std::unique_ptr<Engine<double>> make_omp_engine(const Params&);
+extern const Implementation omp_implementation =
+    describe<OmpEngine>("omp", "OpenMP CPU: static schedule, per-thread partial sums, vectorised distances", Where::cpu);
 
 }  // namespace km

@@ -34,4 +34,9 @@ void validate(const Params& p) {
   if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
 }
 
+void check_clusters(int k, std::size_t n) {
+  if (k < 1 || static_cast<std::size_t>(k) > n)
+    throw UsageError(strprintf("--clusters=%d: must be between 1 and the number of objects (%zu)", k, n));
+}
+
 }  // namespace km

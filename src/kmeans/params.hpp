@@ -51,4 +51,7 @@ struct Result {
 // Checks Params on its own (independent of data); throws UsageError.
 void validate(const Params& params);
 
+// Throws UsageError unless 1 <= k <= n (objects).
+void check_clusters(int k, std::size_t n);
+
 }  // namespace km

@@ -1,62 +1,69 @@
 #include "kmeans/registry.hpp"
 
 #include "common/errors.hpp"
+#include "report/report.hpp"
+
+// The ladder, in order. Each X(name) is the entry `name_implementation` defined beside its
+// engine: src/kmeans/<name>.cpp for the CPU, src/kmeans/gpu/<name>.cu for the GPU.
+// Adding a variant: its kernel file, its engine file, and its name on this list.
+#define KM_LADDER(X) X(seq) X(omp) X(naive) X(transpose) X(shared) X(offload) X(offload_block) X(fused)
 
 namespace km {
 
-const std::vector<Implementation>& implementations() {
-  static const std::vector<Implementation> registry = {
-      {"seq", "sequential CPU reference: plain loops, one thread", false, make_seq_engine<float>,
-       make_seq_engine<double>},
-      {"omp", "OpenMP CPU: static schedule, per-thread partial sums, vectorised distances", false,
-       make_omp_engine<float>, make_omp_engine<double>},
-      {"naive", "GPU, one thread per object, row-major data; labels to the CPU, which updates the centroids", true,
-       make_naive_engine<float>, make_naive_engine<double>},
-      {"transpose", "as naive with coordinate-major data [d][N]: coalesced loads", true,
-       make_transpose_engine<float>, make_transpose_engine<double>},
-      {"shared", "as transpose with all centroids in shared memory", true, make_shared_engine<float>,
-       make_shared_engine<double>},
-      {"offload", "whole loop on the GPU: global atomics accumulate the centroids, update_centroids kernel", true,
-       make_offload_engine<float>, make_offload_engine<double>},
-      {"offload-block", "as offload, accumulating per block in shared memory and merging once per block", true,
-       make_offload_block_engine<float>, make_offload_block_engine<double>},
-      {"fused", "fastest: one pass, registers + shared memory, block-private sums; cuBLAS path for large K*d", true,
-       make_fused_engine<float>, make_fused_engine<double>},
-  };
+#define KM_DECLARE(name) extern const Implementation name##_implementation;
+KM_LADDER(KM_DECLARE)
+#undef KM_DECLARE
+
+const std::vector<const Implementation*>& implementations() {
+#define KM_ENTRY(name) &name##_implementation,
+  static const std::vector<const Implementation*> registry = {KM_LADDER(KM_ENTRY)};
+#undef KM_ENTRY
   return registry;
 }
 
 const Implementation& find_implementation(const std::string& name) {
   std::string names;
-  for (const auto& impl : implementations()) {
-    if (impl.name == name) return impl;
-    names += (names.empty() ? "" : ", ") + impl.name;
+  for (const Implementation* impl : implementations()) {
+    if (impl->name == name) return *impl;
+    names += (names.empty() ? "" : ", ") + std::string(impl->name);
   }
   throw UsageError("--impl=" + name + ": unknown implementation (available: " + names + ")");
 }
 
-std::string default_implementation(bool gpu_present) {
-  if (gpu_present)
-    for (const auto& impl : implementations())
-      if (impl.name == "fused") return impl.name;
-  return "omp";
+std::string default_implementation(bool gpu_present) { return gpu_present ? "fused" : "omp"; }
+
+void require_runnable(const Implementation& impl, const GpuInfo& gpu) {
+  if (impl.needs_gpu() && !gpu.present)
+    throw UsageError(std::string("--impl=") + impl.name + " needs a CUDA GPU, but none is usable (" +
+                     gpu.why_absent + "); use --impl=omp or --impl=seq");
 }
 
-void require_runnable(const Implementation& impl, bool gpu_present, const std::string& why_no_gpu) {
-  if (impl.needs_gpu && !gpu_present)
-    throw UsageError("--impl=" + impl.name + " needs a CUDA GPU, but none is usable (" + why_no_gpu +
-                     "); use --impl=omp or --impl=seq");
+Support supports(const Implementation& impl, std::size_t k, std::size_t d, std::size_t elem) {
+  const GpuInfo& gpu = gpu_info();
+  if (impl.needs_gpu() && !gpu.present)
+    return {false, std::string("--impl=") + impl.name + " needs a CUDA GPU, but none is usable (" + gpu.why_absent +
+                       "); use --impl=omp or --impl=seq"};
+  return impl.supports ? impl.supports(k, d, elem, gpu) : Support{};
+}
+
+std::string registry_json() {
+  const auto& list = implementations();
+  std::string out = "[";
+  for (std::size_t i = 0; i < list.size(); ++i)
+    out += strprintf("%s{\"name\": %s, \"description\": %s, \"where\": \"%s\", \"order\": %zu}", i ? ", " : "",
+                     json_string(list[i]->name).c_str(), json_string(list[i]->description).c_str(),
+                     list[i]->needs_gpu() ? "gpu" : "cpu", i);
+  return out + "]";
 }
 
 template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
   validate(params);
-  std::unique_ptr<Engine<T>> engine;
-  if constexpr (std::is_same_v<T, float>)
-    engine = impl.make_float(params);
-  else
-    engine = impl.make_double(params);
+  check_clusters(params.k, data.n);
+  const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
+  if (!s.ok) throw UsageError(s.reason);
+  const auto engine = impl.make<T>(params);
   return fit(*engine, data, params, observer);
 }
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "kmeans/cpu_steps.hpp"
-#include "kmeans/registry.hpp"
+#include "kmeans/implementation.hpp"
 
 namespace km {
 
@@ -11,6 +11,7 @@ namespace {
 template <class T>
 class SeqEngine final : public Engine<T> {
  public:
+  explicit SeqEngine(const Params&) {}
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     data_ = &data;
     k_ = initial.size() / data.d;
@@ -31,8 +32,7 @@ class SeqEngine final : public Engine<T> {
       const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d);
       if (label != labels_[i]) ++changed;
       labels_[i] = label;
-      ++counts_[label];
-      for (std::size_t j = 0; j < d; ++j) sums_[label * d + j] += static_cast<double>(x[j]);
+      add_to_cluster(x, d, &sums_[label * d], counts_[label]);
     }
     stats.changed = changed;
     stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data());
@@ -56,12 +56,7 @@ class SeqEngine final : public Engine<T> {
 
 }  // namespace
 
-template <class T>
-std::unique_ptr<Engine<T>> make_seq_engine(const Params&) {
-  return std::make_unique<SeqEngine<T>>();
-}
-
-template std::unique_ptr<Engine<float>> make_seq_engine(const Params&);
-template std::unique_ptr<Engine<double>> make_seq_engine(const Params&);
+extern const Implementation seq_implementation =
+    describe<SeqEngine>("seq", "sequential CPU reference: plain loops, one thread", Where::cpu);
 
 }  // namespace km

@@ -7,6 +7,33 @@
 
 namespace km {
 
+template <class T>
+RunReport make_report(const std::string& impl, const Dataset<T>& data, const Params& params, const Result<T>& result) {
+  RunReport r;
+  r.impl = impl;
+  r.precision = sizeof(T) == 8 ? "double" : "float";
+  r.device = result.device;
+  r.source = data.source;
+  r.objects = data.n;
+  r.coords = data.d;
+  r.clusters = static_cast<std::size_t>(params.k);
+  r.block = params.block;
+  r.threads = result.threads;
+  r.loops = params.loops;
+  r.threshold = params.threshold;
+  r.tol = params.tol;
+  r.init = to_string(params.init);
+  r.iterations = result.iterations;
+  r.converged = result.converged;
+  r.inertia = result.inertia;
+  r.seconds = result.seconds;
+  r.per_iteration = result.per_iteration;
+  return r;
+}
+
+template RunReport make_report(const std::string&, const Dataset<float>&, const Params&, const Result<float>&);
+template RunReport make_report(const std::string&, const Dataset<double>&, const Params&, const Result<double>&);
+
 IterationStats phase_totals(const std::vector<IterationStats>& per_iteration) {
   IterationStats sum;
   for (const auto& s : per_iteration) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/dataset.hpp"
 #include "kmeans/params.hpp"
 
 namespace km {
@@ -23,6 +24,10 @@ struct RunReport {
   RunSeconds seconds;
   std::vector<IterationStats> per_iteration;
 };
+
+// The report of one run, from what ran (implementation name, data, parameters, result).
+template <class T>
+RunReport make_report(const std::string& impl, const Dataset<T>& data, const Params& params, const Result<T>& result);
 
 // Sum of the per-iteration phases (h2d, kernel, cpu, d2h in the fields, total in total).
 IterationStats phase_totals(const std::vector<IterationStats>& per_iteration);

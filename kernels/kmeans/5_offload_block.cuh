@@ -1,0 +1,41 @@
+// Step 5, offload-block: as offload, but a grid of resident blocks walks the objects
+// (grid-stride) and each block accumulates in shared memory (layouts.hpp:
+// block_sums_layout), merging once: K*d+K global atomics per block instead of d+1 per
+// object, and one atomic per block for the change count.
+#pragma once
+
+#include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/nearest.cuh"
+
+namespace km::kernels {
+
+template <class T>
+__global__ void assign_accumulate_block(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n,
+                                        int d, int k, std::int32_t* __restrict__ labels,
+                                        unsigned long long* changed, double* __restrict__ sums,
+                                        unsigned long long* __restrict__ counts) {
+  extern __shared__ unsigned char smem[];
+  const BlockSumsLayout layout = block_sums_layout(k, d, sizeof(T));
+  double* block_sums = reinterpret_cast<double*>(smem);
+  unsigned* block_counts = reinterpret_cast<unsigned*>(smem + layout.counts_offset);
+  T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x) block_sums[t] = 0;
+  for (int t = threadIdx.x; t < k; t += blockDim.x) block_counts[t] = 0;
+  stage_centroids(centroids, s, k * d);  // ends with __syncthreads
+  unsigned moves = 0;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int best = nearest_shared(x, n, i, s, d, k);
+    moves += relabel(labels, i, best) ? 1u : 0u;
+    for (int j = 0; j < d; ++j) atomicAdd(&block_sums[best * d + j], static_cast<double>(x[j * n + i]));
+    atomicAdd(&block_counts[best], 1u);
+  }
+  flush_block_count(changed, moves);  // ends with __syncthreads
+  for (int c = threadIdx.x; c < k; c += blockDim.x)
+    if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+    if (block_counts[t / d]) atomicAdd(&sums[t], block_sums[t]);
+}
+
+}  // namespace km::kernels

@@ -1,0 +1,129 @@
+// Step 6, fused: the fastest design we have, in two paths; this file is the one-pass path,
+// 6_fused_gemm.cuh the other. The engine (src/kmeans/gpu/fused.cu) picks by
+// layouts.hpp: fused_one_pass.
+//
+// one pass (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
+//   over the objects per iteration. Objects are coordinate-major, so each load of a warp
+//   is 32 consecutive values; U objects per thread per pass are loaded before any is
+//   used (memory-level parallelism: at d = 2 one object's loads left 80% of the cycles
+//   waiting on memory); coordinates stay in registers; centroids sit in shared memory and
+//   are read as broadcasts. Each block accumulates its objects over a grid-stride loop
+//   (one wave of resident blocks) in shared memory and merges once. The block sums are
+//   64-bit fixed point (value * 2^scale_exp, the exponent chosen on the host from the
+//   largest |x| and the most objects a block can see, so they cannot overflow): shared
+//   64-bit integer atomics are native, while shared double atomics are compare-and-swap
+//   loops that serialise on a hot cluster and cost 20x the memory floor. With d >= 8 and
+//   K <= 32 (OWNER) even the integer atomics collide too often (d of them per object), so
+//   lane c of each warp owns cluster c: each object's coordinates are passed round the
+//   warp by shuffles and only the owner adds them, in double registers, merging into the
+//   block's sums once at the end. The change count is kept per thread and flushed with
+//   one atomic per block.
+#pragma once
+
+#include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/layouts.hpp"
+
+namespace km::kernels {
+
+template <class T, int MAXD, bool OWNER>
+__global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
+                            std::int32_t* __restrict__ labels, unsigned long long* changed, double* __restrict__ sums,
+                            unsigned long long* __restrict__ counts, double scale, double inv_scale) {
+  extern __shared__ unsigned char smem[];
+  const BlockSumsLayout layout = block_sums_layout(k, d, sizeof(T));
+  unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
+  unsigned* block_counts = reinterpret_cast<unsigned*>(smem + layout.counts_offset);
+  T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
+  const bool accumulate = sums != nullptr;
+  if (accumulate) {
+    for (int t = threadIdx.x; t < k * d; t += blockDim.x) block_sums[t] = 0;
+    for (int t = threadIdx.x; t < k; t += blockDim.x) block_counts[t] = 0;
+  }
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x) s[t] = centroids[t];
+  __syncthreads();
+
+  unsigned moves = 0;  // objects of this thread whose label changed
+  const int lane = threadIdx.x & 31;
+  double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
+  unsigned owned = 0;                 // OWNER: the count of cluster `lane`
+  constexpr int U = fused_unroll(MAXD);
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
+    T xr[U][MAXD];
+    int old[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      if (i < n) {
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d ? x[j * n + i] : T(0);
+        old[u] = labels[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      int label = -1;
+      if (i < n) {
+        int best = 0;
+        T best_dist = 0;
+        for (int c = 0; c < k; ++c) {
+          T dist = 0;
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) {
+            if (j < d) {
+              const T diff = xr[u][j] - s[j * k + c];
+              dist += diff * diff;
+            }
+          }
+          if (c == 0 || dist < best_dist) {
+            best_dist = dist;
+            best = c;
+          }
+        }
+        moves += old[u] != best ? 1u : 0u;
+        labels[i] = best;
+        label = best;
+        if (!OWNER && accumulate) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j)
+            if (j < d)
+              atomicAdd(&block_sums[best * d + j],
+                        static_cast<unsigned long long>(__double2ll_rn(static_cast<double>(xr[u][j]) * scale)));
+          atomicAdd(&block_counts[best], 1u);
+        }
+      }
+      if (OWNER && accumulate) {  // the loop bounds are warp-uniform: every lane is here
+        for (int o = 0; o < 32; ++o) {
+          const int l = __shfl_sync(0xffffffffu, label, o);
+          if (l < 0) continue;  // past the end: the same for the whole warp
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) {
+            const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
+            if (lane == l) acc[j] += static_cast<double>(v);
+          }
+          if (lane == l) ++owned;
+        }
+      }
+    }
+  }
+  flush_block_count(changed, moves);  // ends with __syncthreads: the loop's atomics are done
+  if (!accumulate) return;
+  if (OWNER) {
+    if (lane < k && owned) {
+      atomicAdd(&block_counts[lane], owned);
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j)
+        if (j < d)
+          atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j] * scale)));
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < k; c += blockDim.x)
+    if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+    if (block_counts[t / d])
+      atomicAdd(&sums[t], static_cast<double>(static_cast<long long>(block_sums[t])) * inv_scale);
+}
+
+}  // namespace km::kernels

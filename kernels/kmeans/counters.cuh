@@ -1,0 +1,35 @@
+// Counting objects whose cluster changed, with few atomics.
+#pragma once
+
+#include <cstdint>
+
+namespace km::kernels {
+
+// Adds the number of lanes with `flag` set to *counter: one atomic per warp, not per thread.
+// Every lane of the warp must call it (inactive objects pass flag = 0).
+__device__ __forceinline__ void count_changed(unsigned long long* counter, bool flag) {
+  const unsigned votes = __ballot_sync(0xffffffffu, flag);
+  if (counter && (threadIdx.x & 31) == 0 && votes) atomicAdd(counter, static_cast<unsigned long long>(__popc(votes)));
+}
+
+// Adds a per-thread count to *counter with one global atomic per block: warp sums by
+// shuffles, then the block's warps through one shared slot. Every thread of the block must
+// call it, after its last use of the block's other shared memory.
+__device__ __forceinline__ void flush_block_count(unsigned long long* counter, unsigned count) {
+  __shared__ unsigned long long block_total;
+  if (threadIdx.x == 0) block_total = 0;
+  __syncthreads();
+  for (int off = 16; off > 0; off /= 2) count += __shfl_down_sync(0xffffffffu, count, off);
+  if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_total, static_cast<unsigned long long>(count));
+  __syncthreads();
+  if (threadIdx.x == 0 && counter && block_total) atomicAdd(counter, block_total);
+}
+
+// Stores object i's new label; true when it differs from the old one.
+__device__ __forceinline__ bool relabel(std::int32_t* __restrict__ labels, std::int64_t i, int best) {
+  const bool moved = labels[i] != best;
+  labels[i] = best;
+  return moved;
+}
+
+}  // namespace km::kernels

@@ -1,0 +1,52 @@
+// Shared-memory footprints and unroll factors of the k-means kernels, written once: the
+// kernels carve their shared memory with these, the engines size launches with them, the
+// registry's supports() answers with them and the tests check them. Plain constexpr, so
+// both nvcc and the host compiler read this file.
+#pragma once
+
+#include <cstddef>
+
+#if defined(__CUDACC__)
+#define KM_HOST_DEVICE __host__ __device__
+#else
+#define KM_HOST_DEVICE
+#endif
+
+namespace km::kernels {
+
+// shared, offload: every centroid value, [d][k], in T.
+KM_HOST_DEVICE constexpr std::size_t centroids_bytes(std::size_t k, std::size_t d, std::size_t elem) {
+  return k * d * elem;
+}
+
+// offload-block and fused's one-pass path: per block, k*d 8-byte sums (double, or 64-bit
+// fixed point), k unsigned counts (padded to an even count so what follows stays 8-byte
+// aligned), then the centroids [d][k] in T.
+struct BlockSumsLayout {
+  std::size_t counts_offset, centroids_offset, bytes;
+};
+KM_HOST_DEVICE constexpr BlockSumsLayout block_sums_layout(std::size_t k, std::size_t d, std::size_t elem) {
+  const std::size_t counts = k * d * 8;
+  const std::size_t centroids = counts + (k + 1) / 2 * 2 * sizeof(unsigned);
+  return {counts, centroids, centroids + k * d * elem};
+}
+
+// fused, one-pass path: coordinates are held in registers of width MAXD, the smallest power
+// of two >= d (d <= 32), and each thread loads U objects before using any.
+constexpr int kFusedMaxCoords = 32;
+KM_HOST_DEVICE constexpr int fused_register_width(std::size_t d) {
+  int w = 1;
+  while (static_cast<std::size_t>(w) < d) w *= 2;
+  return w;
+}
+KM_HOST_DEVICE constexpr int fused_unroll(int maxd) { return maxd <= 2 ? 8 : maxd <= 8 ? 4 : maxd <= 16 ? 2 : 1; }
+// Owner lanes (lane c of a warp sums cluster c in registers) for 8 <= d <= 16 and K <= 32.
+KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { return maxd >= 8 && maxd <= 16 && k <= 32; }
+// The one-pass path while its block's shared memory stays small enough for several
+// resident blocks per SM; otherwise the GEMM path, which takes any shape.
+constexpr std::size_t kFusedOnePassSharedLimit = 64 * 1024;
+KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
+  return d <= static_cast<std::size_t>(kFusedMaxCoords) && block_sums_layout(k, d, elem).bytes <= kFusedOnePassSharedLimit;
+}
+
+}  // namespace km::kernels

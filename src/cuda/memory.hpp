@@ -1,0 +1,136 @@
+// RAII device and host memory for every GPU code path (k-means engines, GEMM, the probe).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "cuda/check.hpp"
+
+namespace km::cuda {
+
+// Device memory for `count` elements of T (uninitialised).
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    if (count) CUDA_CHECK(cudaMalloc(&ptr_, count * sizeof(T)));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_) {
+    o.ptr_ = nullptr;
+    o.count_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  T* get() const { return ptr_; }
+  std::size_t size() const { return count_; }
+  std::size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* ptr_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+// Host memory that the device reads and writes at full speed: cudaMallocHost.
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t count) {
+    if (count) CUDA_CHECK(cudaMallocHost(&ptr_, count * sizeof(T)));
+  }
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    return *this;
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+};
+
+// Pins an existing (page-aligned) host range in place for a copy, then unpins it. A range
+// the device only reads (an upload) is registered read-only; pass device_writes = true for
+// a download target. If the range cannot be pinned the copy runs pageable: slower, correct.
+class PinnedRegion {
+ public:
+  PinnedRegion(const void* p, std::size_t bytes, bool device_writes = false);
+  ~PinnedRegion();
+  PinnedRegion(const PinnedRegion&) = delete;
+  PinnedRegion& operator=(const PinnedRegion&) = delete;
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// A non-blocking stream, destroyed with its owner.
+class Stream {
+ public:
+  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (s_) cudaStreamDestroy(s_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  operator cudaStream_t() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// A cuBLAS handle on a stream in pedantic math: no TF32, no reduced-precision reductions,
+// so float stays IEEE float.
+class CublasHandle {
+ public:
+  explicit CublasHandle(cudaStream_t s) {
+    CUBLAS_CHECK(cublasCreate(&h_));
+    CUBLAS_CHECK(cublasSetStream(h_, s));
+    CUBLAS_CHECK(cublasSetMathMode(h_, CUBLAS_PEDANTIC_MATH));
+  }
+  ~CublasHandle() {
+    if (h_) cublasDestroy(h_);
+  }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  operator cublasHandle_t() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+// Opts `kernel` in to `bytes` of dynamic shared memory per block (needed above 48 KiB), or
+// throws DeviceError naming `what` and the device's limit. Callers check the problem's
+// shape first (the registries' supports()), so this is the last line of defence.
+template <class Kernel>
+void opt_in_shared(Kernel kernel, std::size_t bytes, const char* what);
+
+}  // namespace km::cuda
+
+#include "cuda/device.hpp"
+
+namespace km::cuda {
+
+template <class Kernel>
+void opt_in_shared(Kernel kernel, std::size_t bytes, const char* what) {
+  const std::size_t limit = max_shared_bytes();
+  if (bytes > limit)
+    throw DeviceError(strprintf("%s needs %zu bytes of shared memory per block; this device allows %zu", what, bytes,
+                                limit));
+  if (bytes > 48 * 1024)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace km::cuda

@@ -1,0 +1,48 @@
+#include "kmeans/gpu/device_update.hpp"
+
+#include "kernels/kmeans/update.cuh"
+
+namespace km::gpu {
+
+template <class T>
+void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& initial) {
+  const std::size_t k = initial.size() / data.d, d = data.d;
+  this->k_ = k;
+  this->d_ = d;
+  const std::size_t extra = prepare(data);
+  this->setup_common(data, k, buffer_bytes(k, d) + extra);
+  centroids_ = DeviceBuffer<T>(k * d);
+  sums_ = DeviceBuffer<double>(k * d);
+  counts_ = DeviceBuffer<unsigned long long>(k);
+  this->upload_centroids(initial, centroids_.get());
+  CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(double), this->stream_));
+  CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+  after_setup();
+  CUDA_CHECK(cudaStreamSynchronize(this->stream_));
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
+  const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
+  this->timer_.begin(Phase::kernel, this->stream_);
+  this->reset_changed();
+  assign(true);
+  kernels::update_centroids<T><<<k, 128, 0, this->stream_>>>(centroids_.get(), sums_.get(), counts_.get(), k, d,
+                                                             this->layout_ == Layout::coord_major,
+                                                             this->shift_.get());
+  CUDA_CHECK_LAUNCH();
+  after_update();
+  this->timer_.end(this->stream_);
+  stats.changed = this->read_changed(stats, &stats.shift);
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::final_labels(std::vector<std::int32_t>& out) {
+  assign(false);
+  this->download_labels(out);
+}
+
+template class DeviceUpdateEngine<float>;
+template class DeviceUpdateEngine<double>;
+
+}  // namespace km::gpu

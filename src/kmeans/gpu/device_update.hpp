@@ -1,0 +1,43 @@
+// The rungs that keep the whole loop on the GPU (offload, offload-block, fused's paths):
+// the centroids, their double sums and counts live on the device; each iteration is one
+// assignment-with-accumulation pass, update_centroids (kernels/kmeans/update.cuh), and one
+// small read-back of the change count and the shift. A rung supplies its assignment.
+#pragma once
+
+#include "kmeans/gpu/engine.hpp"
+
+namespace km::gpu {
+
+template <class T>
+class DeviceUpdateEngine : public GpuEngine<T> {
+ public:
+  using GpuEngine<T>::GpuEngine;
+
+  void setup(const Dataset<T>& data, const std::vector<T>& initial) override;
+  void iterate(IterationStats& stats) override;
+  void read_centroids(std::vector<T>& out) override { this->download_centroids(centroids_.get(), out); }
+  void final_labels(std::vector<std::int32_t>& out) override;
+
+  // Device bytes this engine allocates beyond the data and labels, for K and d.
+  static std::size_t buffer_bytes(std::size_t k, std::size_t d) {
+    return k * d * (sizeof(T) + sizeof(double)) + k * sizeof(unsigned long long);
+  }
+
+ protected:
+  // One-time preparation before the data is uploaded (launch shapes, opt-ins); k_ is set.
+  // Returns the device bytes it will allocate beyond buffer_bytes().
+  virtual std::size_t prepare(const Dataset<T>&) { return 0; }
+  // Allocations and work after the centroids are on the device.
+  virtual void after_setup() {}
+  // Assigns every object: with `accumulate`, counts changes into changed_ and adds each
+  // object into sums_/counts_; without, only writes the labels (the final E-step).
+  virtual void assign(bool accumulate) = 0;
+  // Work after each update_centroids (e.g. the GEMM path's |c|^2).
+  virtual void after_update() {}
+
+  DeviceBuffer<T> centroids_;  // in layout_
+  DeviceBuffer<double> sums_;  // [k][d]
+  DeviceBuffer<unsigned long long> counts_;
+};
+
+}  // namespace km::gpu

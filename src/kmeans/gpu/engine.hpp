@@ -1,0 +1,68 @@
+// The part every GPU engine shares: the device copy of the data in the variant's layout,
+// the labels, the change counter and the centroid shift read back through pinned scalars,
+// the stream and the phase timer; centroid upload/download in the variant's layout; and
+// the limits every GPU variant has. Compiled by nvcc only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/memory.hpp"
+#include "cuda/timer.hpp"
+#include "kmeans/implementation.hpp"
+
+namespace km::gpu {
+
+using cuda::DeviceBuffer;
+using cuda::Phase;
+using cuda::PinnedBuffer;
+
+// Objects (and, for most variants, centroids) row-major [n][d] or coordinate-major [d][n].
+enum class Layout { row_major, coord_major };
+
+// Every GPU variant indexes K*d with int.
+Support fits_int_indexing(std::size_t k, std::size_t d);
+// `bytes` of shared memory per block against the device's opt-in limit.
+Support fits_shared(const char* impl, std::size_t bytes, std::size_t k, std::size_t d, const GpuInfo& gpu);
+
+template <class T>
+class GpuEngine : public Engine<T> {
+ public:
+  GpuEngine(const Params& params, const char* name, Layout layout)
+      : params_(params), name_(name), layout_(layout) {}
+
+  std::string device() const override { return device_name(); }
+
+ protected:
+  // Uploads the data (transposed on the device for coord_major), allocates the labels (set
+  // to -1: every object changes in the first iteration) and the counters. First checks
+  // that the data, its staging copy and `extra_bytes` (the variant's own buffers) fit.
+  void setup_common(const Dataset<T>& data, std::size_t k, std::size_t extra_bytes);
+  // Clears the change counter and the shift on the stream.
+  void reset_changed();
+  // Copies the change counter (and the shift, if asked) back, waits, collects the phases.
+  std::int64_t read_changed(IterationStats& stats, double* shift = nullptr);
+  void download_labels(std::vector<std::int32_t>& out);
+  // Blocks of params_.block threads covering `items`.
+  int grid_for(std::size_t items) const;
+  // Centroids [k][d] on the host <-> `device` in layout_ ([k][d] or [d][k]), synchronously.
+  void upload_centroids(const std::vector<T>& host, T* device);
+  void download_centroids(const T* device, std::vector<T>& host);
+
+  const Params params_;
+  const char* const name_;
+  const Layout layout_;
+  const Dataset<T>* data_ = nullptr;
+  std::size_t n_ = 0, d_ = 0, k_ = 0;
+  cuda::Stream stream_;
+  DeviceBuffer<T> x_;                         // n*d, in layout_
+  DeviceBuffer<std::int32_t> labels_;         // n
+  DeviceBuffer<unsigned long long> changed_;  // 1
+  DeviceBuffer<double> shift_;                // 1
+  PinnedBuffer<unsigned long long> changed_host_{1};
+  PinnedBuffer<double> shift_host_{1};
+  cuda::PhaseTimer timer_;
+};
+
+}  // namespace km::gpu

@@ -1,0 +1,27 @@
+// naive: the first GPU rung (kernels/kmeans/1_naive.cuh); the CPU updates the centroids.
+#include "kernels/kmeans/1_naive.cuh"
+#include "kmeans/gpu/host_update.hpp"
+
+namespace km::gpu {
+
+template <class T>
+class NaiveEngine final : public HostUpdateEngine<T> {
+ public:
+  explicit NaiveEngine(const Params& p) : HostUpdateEngine<T>(p, "naive", Layout::row_major) {}
+
+ private:
+  void launch_assign(unsigned long long* changed) override {
+    kernels::assign_naive<T><<<this->grid_for(this->n_), this->params_.block, 0, this->stream_>>>(
+        this->x_.get(), this->device_centroids_.get(), static_cast<std::int64_t>(this->n_),
+        static_cast<int>(this->d_), static_cast<int>(this->k_), this->labels_.get(), changed);
+    CUDA_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace km::gpu
+
+namespace km {
+extern const Implementation naive_implementation = describe<gpu::NaiveEngine>(
+    "naive", "GPU, one thread per object, row-major data; labels to the CPU, which updates the centroids", Where::gpu,
+    [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); });
+}  // namespace km
