@@ -14,13 +14,11 @@ import argparse
 import csv
 import json
 import os
-import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_gemm import stamp  # noqa: E402
-from bench_gpu import implementations  # noqa: E402
+from common import medians, memory_floor, registry, run_json, stamp  # noqa: E402
 
 CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
 BLOCKS = [32, 64, 128, 256, 512, 1024]
@@ -49,27 +47,25 @@ def main():
                         gemm_shape="8192^3", **st))
     print(f"# {st['gpu']}: read {bandwidth / 1e9:.0f} GB/s, cuBLAS DGEMM {fp64 / 1e12:.1f} TFLOP/s, "
           f"SGEMM {fp32 / 1e12:.1f} TFLOP/s (TF32 off)", flush=True)
-    impls = implementations(kmeans)
+    impls = registry(kmeans)
     rows = []
     for label, d, k in CONFIGS:
         seq_iter = None
-        for impl in impls:
-            on_gpu = impl not in ("seq", "omp")
+        for entry in impls:
+            impl, on_gpu = entry["name"], entry["where"] == "gpu"
             for block in (BLOCKS if on_gpu else [128]):
                 cmd = [kmeans, f"--impl={impl}", "--size=256", f"--coords={d}", f"--clusters={k}",
                        f"--loops={SEQ_LOOPS if impl == 'seq' else LOOPS}", f"--block={block}", "--report=json",
                        "--quiet"]
-                p = subprocess.run(cmd, capture_output=True, text=True)
+                r, error = run_json(cmd)
                 base = dict(config=label, impl=impl, block=block if on_gpu else "", **st)
-                if p.returncode != 0:
-                    print(f"{label} {impl} block {block}: {p.stderr.strip()}", flush=True)
-                    rows.append(dict(base, status="error: " + p.stderr.strip()))
+                if error:
+                    print(f"{label} {impl} block {block}: {error}", flush=True)
+                    rows.append(dict(base, status="error: " + error))
                     continue
-                r = json.loads(p.stdout)
-                its = r["per_iteration"]
-                med = {x: statistics.median(it[x] for it in its) for x in ("total", "h2d", "kernel", "cpu", "d2h")}
+                med = medians(r)
                 n = r["objects"]
-                min_bytes = n * d * 8 + n * 4  # objects read once + labels written
+                min_bytes = memory_floor(n, d, 8, 1.0)  # bytes: objects read once + labels written (1 B/s)
                 flops = 3.0 * n * d * k + n * d  # distances (sub, mul, add) + accumulation
                 if impl == "seq":
                     seq_iter = med["total"]

@@ -20,47 +20,14 @@ is unset this script sets it from the CPU's flags (SkylakeX for AVX-512, Haswell
 Usage: bench_gemm.py [--gemm build/gemm] [--csv out.csv] [--quick] [--budget S]"""
 import argparse
 import csv
-import datetime
 import json
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GPU_KERNELS = ["naive", "coalesced", "shared", "shared-static", "regblock", "tensor", "cublas"]
-CPU_KERNELS = ["cpu-omp", "cpu-blocked", "cpu-blas"]
-TILED = ["naive", "coalesced", "shared", "shared-static"]
-
-
-def stamp():
-    gpu, driver = "none", "none"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        gpu, driver = [s.strip() for s in out.split(",")]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        pass
-    commit = os.environ.get("KM_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            commit = "unknown"
-    return dict(gpu=gpu, driver=driver, date=datetime.date.today().isoformat(), commit=commit)
-
-
-def set_openblas_core():
-    if os.environ.get("OPENBLAS_CORETYPE"):
-        return
-    try:
-        flags = open("/proc/cpuinfo").read()
-    except OSError:
-        return
-    if " avx512f" in flags:
-        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-    elif " avx2" in flags:
-        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+sys.path.insert(0, HERE)
+from common import registry, set_openblas_core, stamp  # noqa: E402
 
 
 class Sweep:
@@ -124,6 +91,10 @@ def main():
     a = ap.parse_args()
     set_openblas_core()
     st = stamp()
+    kernels = registry(a.gemm)
+    gpu_kernels = [k["name"] for k in kernels if k["where"] == "gpu"]
+    cpu_kernels = [k["name"] for k in kernels if k["where"] == "cpu"]
+    tiled = [k["name"] for k in kernels if k.get("uses_tile")]
     print(f"# gemm sweep on {st['gpu']} (driver {st['driver']}), commit {st['commit']}, "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}", flush=True)
     s = Sweep(a.gemm, a.budget, st)
@@ -136,19 +107,19 @@ def main():
                 for op in ("nn", "tn", "nt"):
                     if a.quick and op != "nn" and size != 4096:
                         continue
-                    for kernel in GPU_KERNELS:
+                    for kernel in gpu_kernels:
                         extra = ("--allow-tf32",) if kernel == "tensor" and precision == "float" else ()
                         s.run("size", kernel, op, precision, size, reps=5 if size <= 2048 else 3, extra=extra)
                     if size >= 1024 and op == "nn" and size in (1024, 4096, 8192):
                         s.run("size", "hybrid", op, precision, size, reps=3)
         for precision in precisions:
-            for kernel in TILED:
+            for kernel in tiled:
                 for tile in (4, 8, 16, 32):
                     s.run("tile", kernel, "nn", precision, 2048, tile=tile, reps=3)
     threads = sorted({t for t in (1, 2, 4, 8, 16, 32, 64) if t <= cores} | {cores})
     for precision in precisions:
         for op in (("nn",) if a.quick else ("nn", "tn", "nt")):
-            for kernel in CPU_KERNELS:
+            for kernel in cpu_kernels:
                 for t in threads:
                     s.run("threads", kernel, op, precision, 1024, threads=t, reps=3)
     with open(a.csv, "w", newline="") as f:

@@ -15,11 +15,12 @@ import argparse
 import csv
 import json
 import os
-import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import HERE, medians, memory_floor, registry, run_json  # noqa: E402
+
 # (label, data options, loops, seq loops)
 CONFIGS = [
     ("256MB-d2-k16", ["--size=256", "--coords=2", "--clusters=16"], 10, 3),
@@ -28,17 +29,6 @@ CONFIGS = [
     ("1024MB-d16-k16", ["--size=1024", "--coords=16", "--clusters=16"], 10, 2),
     ("N262144-d128-k1024", ["--objects=262144", "--coords=128", "--clusters=1024"], 10, 1),
 ]
-
-
-def implementations(kmeans):
-    text = subprocess.run([kmeans, "--help"], capture_output=True, text=True, check=True).stdout
-    names, on = [], False
-    for line in text.splitlines():
-        if line.startswith("Implementations"):
-            on = True
-        elif on and line.startswith("  "):
-            names.append(line.split()[0])
-    return names
 
 
 def main():
@@ -60,20 +50,17 @@ def main():
         for precision in ("double", "float"):
             seq_iter = None
             seq_inertia = None
-            for impl in implementations(a.kmeans):
+            for impl in [e["name"] for e in registry(a.kmeans)]:
                 n_loops = seq_loops if impl == "seq" else loops
                 cmd = [a.kmeans, f"--impl={impl}", *data, f"--loops={n_loops}", f"--precision={precision}",
                        "--report=json", "--quiet"]
-                p = subprocess.run(cmd, capture_output=True, text=True)
-                if p.returncode != 0:
-                    print(f"{label} {precision} {impl}: {p.stderr.strip()}", flush=True)
-                    rows.append(dict(config=label, precision=precision, impl=impl, error=p.stderr.strip()))
+                r, error = run_json(cmd)
+                if error:
+                    print(f"{label} {precision} {impl}: {error}", flush=True)
+                    rows.append(dict(config=label, precision=precision, impl=impl, error=error))
                     continue
-                r = json.loads(p.stdout)
-                its = r["per_iteration"]
-                med = {k: statistics.median(it[k] for it in its) for k in ("total", "h2d", "kernel", "cpu", "d2h")}
-                elem = 8 if precision == "double" else 4
-                floor = (r["objects"] * r["coords"] * elem + r["objects"] * 4) / bandwidth
+                med = medians(r)
+                floor = memory_floor(r["objects"], r["coords"], 8 if precision == "double" else 4, bandwidth)
                 if impl == "seq":
                     seq_iter, seq_inertia = med["total"], r["inertia"]
                 gemm_s = gemm[f"{precision}_seconds"] if label.startswith("N262144") else None

@@ -19,8 +19,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-LADDER = ["seq", "omp", "naive", "transpose", "shared", "offload", "offload-block", "fused"]
-COLORS = {name: plt.get_cmap("tab10")(i) for i, name in enumerate(LADDER)}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import order_of  # noqa: E402
+
+# The implementations and kernels, and their order, come from the CSV (written in registry order).
+LADDER, COLORS, GEMM_ORDER = [], {}, []
+
+
+def learn_order(kmeans_rows, gemm_rows):
+    LADDER[:] = order_of(kmeans_rows, "impl")
+    COLORS.clear()
+    COLORS.update({name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(LADDER)})
+    GEMM_ORDER[:] = [k for k in order_of(gemm_rows, "kernel") if not k.startswith("cpu-")]
 PHASES = [("h2d_s", "host→device", "#4c72b0"), ("kernel_s", "kernel", "#55a868"), ("cpu_s", "CPU", "#c44e52"),
           ("d2h_s", "device→host", "#8172b2")]
 
@@ -153,7 +163,7 @@ def roofline(rows, ceilings, out):
     for r in sel:
         ax.scatter(num(r["intensity"]), num(r["gflops"]), color=COLORS.get(r["impl"], "k"),
                    marker=markers.get(r["config"], "^"), s=55, zorder=3)
-    for impl in LADDER[2:]:
+    for impl in order_of(sel, "impl"):
         ax.scatter([], [], color=COLORS[impl], label=impl)
     for cfg, mk in markers.items():
         ax.scatter([], [], color="0.5", marker=mk, label=cfg)
@@ -190,9 +200,6 @@ def peers(rows, out):
     fig.suptitle("Peers: this program vs PyTorch (GPU) and scikit-learn (CPU) — inertia agreement in peers.csv")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     finish(fig, rows, os.path.join(out, "peers.png"))
-
-
-GEMM_ORDER = ["naive", "coalesced", "shared", "shared-static", "regblock", "tensor", "cublas", "hybrid"]
 
 
 def gemm_plots(rows, out):
@@ -266,7 +273,7 @@ def gemm_plots(rows, out):
     if tiles:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
         for ax, prec in zip(axes, ("float", "double")):
-            for kern in GEMM_ORDER[:4]:
+            for kern in order_of(tiles, "kernel"):
                 pts = sorted((int(r["tile"]), num(r["tflops"])) for r in tiles
                              if r["kernel"] == kern and r["precision"] == prec)
                 if pts:
@@ -308,11 +315,13 @@ def gemm_plots(rows, out):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
+    gemm = read(os.path.join(d, "bench_gemm.csv"))
+    learn_order(blocks, gemm)
     block_sweeps(blocks, d)
     bottleneck(blocks, d)
     roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
     peers(read(os.path.join(d, "peers.csv")), d)
-    gemm_plots(read(os.path.join(d, "bench_gemm.csv")), d)
+    gemm_plots(gemm, d)
     return 0
 
 

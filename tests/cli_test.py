@@ -102,11 +102,18 @@ def test_outputs_and_inputs():
         expect(not [n for n in os.listdir(tmp) if ".tmp" in n], "no temporary files left")
 
 
-def test_help():
+def test_help_and_list():
     p = run("--help")
-    for impl in ("seq", "omp"):
-        expect(f"  {impl} " in p.stdout, f"--help lists {impl}")
-    expect("sequential CPU reference" in p.stdout, "--help has the registry's descriptions")
+    registry = json.loads(run("--list").stdout)
+    names = [e["name"] for e in registry]
+    expect(names[:2] == ["seq", "omp"] and "fused" in names, f"--list is the ladder, got {names}")
+    expect([e["order"] for e in registry] == list(range(len(registry))), "--list orders the ladder")
+    for e in registry:
+        expect(set(e) >= {"name", "description", "where", "order"} and e["where"] in ("cpu", "gpu"),
+               f"--list entry {e}")
+        line = next((l for l in p.stdout.splitlines() if l.startswith(f"  {e['name']} ")), "")
+        expect(e["description"] in line, f"--help lists {e['name']} with its description")
+        expect(line.endswith("[GPU]") == (e["where"] == "gpu"), f"--help marks where {e['name']} runs")
 
 
 def test_progress():
@@ -166,17 +173,18 @@ def test_bad_inputs():
 
 
 def test_gpu_impl_without_gpu():
-    gpu_impls = [line.split()[0] for line in run("--help").stdout.splitlines() if line.endswith("[GPU]")]
+    gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
     if not gpu_impls or has_gpu:
         print("skip: no GPU implementation registered, or a GPU is present")
         return
-    p = run(f"--impl={gpu_impls[0]}", "--objects=100", check=False)
-    expect(p.returncode != 0 and "needs a CUDA GPU" in p.stderr, "GPU implementation without a GPU: clear error")
+    for impl in gpu_impls:
+        p = run(f"--impl={impl}", "--objects=100", check=False)
+        expect(p.returncode == 2 and "needs a CUDA GPU" in p.stderr, f"{impl} without a GPU: clear error")
 
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
-             test_help, test_progress, test_bad_inputs, test_gpu_impl_without_gpu]:
+             test_help_and_list, test_progress, test_bad_inputs, test_gpu_impl_without_gpu]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

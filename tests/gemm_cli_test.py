@@ -43,6 +43,19 @@ p = run("--kernel=cpu-blas", "--size=16", "--no-check")
 if p.returncode != 0 or "not checked" not in p.stdout:
     failures.append(f"--no-check must say so: {p.stdout!r}")
 
+# --list: the registry as JSON, in ladder order, the same names --help shows.
+p = run("--list")
+kernels = json.loads(p.stdout) if p.returncode == 0 else []
+names = [k["name"] for k in kernels]
+helptext = run("--help").stdout
+if not kernels or names[0] != "cublas" or [k["order"] for k in kernels] != list(range(len(kernels))):
+    failures.append(f"--list: {p.stdout!r}")
+for k in kernels:
+    if k["where"] not in ("gpu", "cpu", "hybrid") or f"  {k['name']} " not in helptext or "uses_tile" not in k:
+        failures.append(f"--list entry {k}")
+if {"cpu-omp", "cpu-blocked", "cpu-blas", "tensor", "regblock"} - set(names):
+    failures.append(f"--list misses kernels: {names}")
+
 # Bad options: exit 2, one line.
 expect_error(2, ["--kernel=warp"], "--kernel=warp")
 expect_error(2, ["--op=tt"], "--op=tt")

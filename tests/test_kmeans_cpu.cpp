@@ -445,7 +445,7 @@ TEST(Layouts, SharedMemoryFootprints) {
   for (std::size_t k : {1, 2, 3, 16, 17, 257})
     for (std::size_t d : {1, 2, 16, 33})
       for (std::size_t elem : {4, 8}) {
-        const BlockSumsLayout l = block_sums_layout(k, d, elem);
+        const BlockSumsLayout<std::size_t> l = block_sums_layout<std::size_t>(k, d, elem);
         EXPECT_EQ(l.counts_offset, k * d * 8);
         EXPECT_GE(l.centroids_offset, l.counts_offset + k * 4);
         EXPECT_EQ(l.centroids_offset % 8, 0u) << "centroids must stay 8-byte aligned";

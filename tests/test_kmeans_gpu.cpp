@@ -46,29 +46,36 @@ const km::Result<T>& seq_result(bool blobs, const Shape& s, const km::Dataset<T>
   return it->second;
 }
 
-using Case = std::tuple<const km::Implementation*, Shape, int>;
+struct Case {
+  const km::Implementation* impl;
+  Shape shape;
+  int block;
+};
+
+std::string name_of(const Case& c) {
+  std::string name = c.impl->name;
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name + "_d" + std::to_string(c.shape.d) + "_k" + std::to_string(c.shape.k) + "_b" + std::to_string(c.block);
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const km::Implementation* impl : km::implementations())
     if (impl->needs_gpu())
       for (const Shape& s : quick() ? kQuickShapes : kShapes)
-        for (int block : quick() ? std::vector<int>{128} : kBlocks) out.emplace_back(impl, s, block);
+        for (int block : quick() ? std::vector<int>{128} : kBlocks) out.push_back({impl, s, block});
   return out;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const auto& [impl, s, block] = info.param;
-  std::string name = impl->name;
-  for (char& ch : name)
-    if (ch == '-') ch = '_';
-  return name + "_d" + std::to_string(s.d) + "_k" + std::to_string(s.k) + "_b" + std::to_string(block);
-}
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return name_of(info.param); }
 
 template <class T>
 void check_against_seq(const Case& c) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const auto& [impl, s, block] = c;
+  const km::Implementation* impl = c.impl;
+  const Shape& s = c.shape;
   const bool is_float = std::is_same_v<T, float>;
   // Double: both sides compute the same sums of squares in double (the GPU with fused
   // multiply-adds), so centroids agree to ~1e-15 and the inertia to far better than 1e-9;
@@ -78,7 +85,7 @@ void check_against_seq(const Case& c) {
   km::Params p;
   p.k = s.k;
   p.loops = 5;
-  p.block = block;
+  p.block = c.block;
   const km::Support support = km::supports(*impl, static_cast<std::size_t>(s.k), s.d, sizeof(T));
   for (bool blobs : {false, true}) {
     SCOPED_TRACE(blobs ? "blobs" : "uniform");
@@ -144,6 +151,14 @@ std::vector<const km::Implementation*> gpu_implementations() {
     if (impl->needs_gpu()) out.push_back(impl);
   return out;
 }
+
+}  // namespace
+
+namespace km {  // gtest prints a parameter through PrintTo found beside its type
+void PrintTo(const Implementation* impl, std::ostream* os) { *os << impl->name; }
+}  // namespace km
+
+namespace {
 
 class GpuEmptyCluster : public ::testing::TestWithParam<const km::Implementation*> {};
 TEST_P(GpuEmptyCluster, Double) { check_empty_cluster<double>(*GetParam()); }

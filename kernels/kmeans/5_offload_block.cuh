@@ -16,7 +16,7 @@ __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __rest
                                         unsigned long long* changed, double* __restrict__ sums,
                                         unsigned long long* __restrict__ counts) {
   extern __shared__ unsigned char smem[];
-  const BlockSumsLayout layout = block_sums_layout(k, d, sizeof(T));
+  const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   double* block_sums = reinterpret_cast<double*>(smem);
   unsigned* block_counts = reinterpret_cast<unsigned*>(smem + layout.counts_offset);
   T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);

@@ -30,7 +30,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
                             std::int32_t* __restrict__ labels, unsigned long long* changed, double* __restrict__ sums,
                             unsigned long long* __restrict__ counts, double scale, double inv_scale) {
   extern __shared__ unsigned char smem[];
-  const BlockSumsLayout layout = block_sums_layout(k, d, sizeof(T));
+  const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
   unsigned* block_counts = reinterpret_cast<unsigned*>(smem + layout.counts_offset);
   T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);

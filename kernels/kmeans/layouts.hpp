@@ -21,13 +21,16 @@ KM_HOST_DEVICE constexpr std::size_t centroids_bytes(std::size_t k, std::size_t 
 
 // offload-block and fused's one-pass path: per block, k*d 8-byte sums (double, or 64-bit
 // fixed point), k unsigned counts (padded to an even count so what follows stays 8-byte
-// aligned), then the centroids [d][k] in T.
+// aligned), then the centroids [d][k] in T. In the integer type of the caller: the kernels
+// use int (fewer registers than 64-bit offsets), the host size_t.
+template <class I>
 struct BlockSumsLayout {
-  std::size_t counts_offset, centroids_offset, bytes;
+  I counts_offset, centroids_offset, bytes;
 };
-KM_HOST_DEVICE constexpr BlockSumsLayout block_sums_layout(std::size_t k, std::size_t d, std::size_t elem) {
-  const std::size_t counts = k * d * 8;
-  const std::size_t centroids = counts + (k + 1) / 2 * 2 * sizeof(unsigned);
+template <class I>
+KM_HOST_DEVICE constexpr BlockSumsLayout<I> block_sums_layout(I k, I d, I elem) {
+  const I counts = k * d * 8;
+  const I centroids = counts + (k + 1) / 2 * 2 * static_cast<I>(sizeof(unsigned));
   return {counts, centroids, centroids + k * d * elem};
 }
 
@@ -46,7 +49,8 @@ KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { retur
 // resident blocks per SM; otherwise the GEMM path, which takes any shape.
 constexpr std::size_t kFusedOnePassSharedLimit = 64 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
-  return d <= static_cast<std::size_t>(kFusedMaxCoords) && block_sums_layout(k, d, elem).bytes <= kFusedOnePassSharedLimit;
+  return d <= static_cast<std::size_t>(kFusedMaxCoords) &&
+         block_sums_layout<std::size_t>(k, d, elem).bytes <= kFusedOnePassSharedLimit;
 }
 
 }  // namespace km::kernels

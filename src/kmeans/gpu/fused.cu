@@ -44,7 +44,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
  private:
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
-    bytes_ = kernels::block_sums_layout(this->k_, this->d_, sizeof(T)).bytes;
+    bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     kernel_ = one_pass_kernel<T>(maxd, kernels::fused_owner_lanes(maxd, this->k_));
     cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
     // --block is the threads per block, capped at what the kernel's registers allow

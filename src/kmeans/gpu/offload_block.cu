@@ -16,7 +16,7 @@ class OffloadBlockEngine final : public OffloadEngine<T> {
  private:
   std::size_t prepare(const Dataset<T>& data) override {
     OffloadEngine<T>::prepare(data);
-    bytes_ = kernels::block_sums_layout(this->k_, this->d_, sizeof(T)).bytes;
+    bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     cuda::opt_in_shared(kernels::assign_accumulate_block<T>, bytes_, "--impl=offload-block");
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels::assign_accumulate_block<T>,
@@ -42,6 +42,6 @@ namespace km {
 extern const Implementation offload_block_implementation = describe<gpu::OffloadBlockEngine>(
     "offload-block", "as offload, accumulating per block in shared memory and merging once per block", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) {
-      return gpu::fits_shared("offload-block", kernels::block_sums_layout(k, d, elem).bytes, k, d, gpu);
+      return gpu::fits_shared("offload-block", kernels::block_sums_layout<std::size_t>(k, d, elem).bytes, k, d, gpu);
     });
 }  // namespace km

@@ -1,0 +1,81 @@
+"""What the benchmark, analysis and plot scripts share: the run stamp, running a program for
+its JSON report, the registries (from `kmeans --list` / `gemm --list`), medians over
+iterations, the memory floor, and the OpenBLAS core choice."""
+import datetime
+import json
+import os
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PHASE_KEYS = ("total", "h2d", "kernel", "cpu", "d2h")
+
+
+def stamp():
+    """GPU, driver, date and commit of this run (KM_COMMIT overrides the commit)."""
+    gpu, driver = "none", "none"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+        gpu, driver = [s.strip() for s in out.split(",")]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        pass
+    commit = os.environ.get("KM_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
+    return dict(gpu=gpu, driver=driver, date=datetime.date.today().isoformat(), commit=commit)
+
+
+def registry(binary):
+    """The program's registry, in ladder order: [{name, description, where, order, ...}]."""
+    p = subprocess.run([binary, "--list"], capture_output=True, text=True)
+    if p.returncode == 0:
+        return json.loads(p.stdout)
+    # A binary from before --list existed: its --help lists "  name  description [GPU]".
+    text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+    lines = text.split("Implementations (--impl):\n", 1)[-1].splitlines()
+    names = [(l.split()[0], l.rstrip().endswith("[GPU]")) for l in lines if l.startswith("  ")]
+    return [dict(name=n, where="gpu" if gpu else "cpu", order=i, description="") for i, (n, gpu) in enumerate(names)]
+
+
+def run_json(cmd):
+    """Runs cmd; (parsed JSON report, None) or (None, the error line)."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return json.loads(p.stdout), None
+
+
+def medians(report, keys=PHASE_KEYS):
+    """Median over the report's iterations of each phase."""
+    its = report["per_iteration"]
+    return {k: statistics.median(it[k] for it in its) for k in keys}
+
+
+def memory_floor(objects, coords, elem_bytes, bandwidth):
+    """Seconds to read the objects once and write the labels (int32) at `bandwidth` bytes/s."""
+    return (objects * coords * elem_bytes + objects * 4) / bandwidth
+
+
+def set_openblas_core():
+    """OpenBLAS picks an old core in some VMs; name the right one unless the caller did."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return
+    if " avx512f" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif " avx2" in flags:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+def order_of(rows, key):
+    """The distinct values of rows[key] in the order they first appear (the scripts write rows
+    in registry order, so this is the ladder order)."""
+    return list(dict.fromkeys(r[key] for r in rows if r.get(key)))
