@@ -101,44 +101,29 @@ constexpr std::size_t tensor_smem_bytes() {
   return std::size_t(STAGES) * (TA::elems + TB::elems) * sizeof(typename Mma::T);
 }
 
-// Copies one BK-deep slice of A and B (starting at p0) into a stage, VEC elements per copy.
-template <Op op, class T, int BM, int BN, int BK, int NT, int VEC>
-__device__ __forceinline__ void tensor_load_stage(const GemmArgs<T>& g, T* as, T* bs, int row0, int col0, int p0) {
-  using TA = TileGeometry<T, a_k_contiguous<op>, BM, BK>;
-  using TB = TileGeometry<T, b_k_contiguous<op>, BN, BK>;
+// Copies one BK-deep slice of an operand tile (MN rows or columns from mn0, k from p0) into
+// shared memory, VEC elements per copy; `base`/`ld` is the operand in its storage order.
+template <bool K_CONTIGUOUS, int MN, int BK, int NT, int VEC, class T>
+__device__ __forceinline__ void tensor_load_tile(const T* base, std::size_t ld, int mn_end, int k_end, T* s, int mn0,
+                                                 int p0) {
+  using TG = TileGeometry<T, K_CONTIGUOUS, MN, BK>;
   constexpr int BYTES = VEC * int(sizeof(T));
 #pragma unroll
-  for (int q = 0; q < TA::rows * TA::cols / VEC / NT; ++q) {
+  for (int q = 0; q < TG::rows * TG::cols / VEC / NT; ++q) {
     const int c = threadIdx.x + q * NT;
-    const int r = c / (TA::cols / VEC), col = (c % (TA::cols / VEC)) * VEC;
-    int i, p;
-    if constexpr (a_k_contiguous<op>) {
-      i = row0 + r;
-      p = p0 + col;
-    } else {
-      p = p0 + r;
-      i = row0 + col;
-    }
-    const bool in = i < g.m && p < g.k;
-    const T* src = in ? g.a + (a_k_contiguous<op> ? std::size_t(i) * g.lda + p : std::size_t(p) * g.lda + i) : g.a;
-    cp_async<BYTES>(as + r * TA::stride + col, src, in);
+    const int r = c / (TG::cols / VEC), col = (c % (TG::cols / VEC)) * VEC;
+    const int mn = K_CONTIGUOUS ? mn0 + r : mn0 + col, p = K_CONTIGUOUS ? p0 + col : p0 + r;
+    const bool in = mn < mn_end && p < k_end;
+    const T* src = in ? base + (K_CONTIGUOUS ? std::size_t(mn) * ld + p : std::size_t(p) * ld + mn) : base;
+    cp_async<BYTES>(s + r * TG::stride + col, src, in);
   }
-#pragma unroll
-  for (int q = 0; q < TB::rows * TB::cols / VEC / NT; ++q) {
-    const int c = threadIdx.x + q * NT;
-    const int r = c / (TB::cols / VEC), col = (c % (TB::cols / VEC)) * VEC;
-    int j, p;
-    if constexpr (b_k_contiguous<op>) {
-      j = col0 + r;
-      p = p0 + col;
-    } else {
-      p = p0 + r;
-      j = col0 + col;
-    }
-    const bool in = j < g.n && p < g.k;
-    const T* src = in ? g.b + (b_k_contiguous<op> ? std::size_t(j) * g.ldb + p : std::size_t(p) * g.ldb + j) : g.b;
-    cp_async<BYTES>(bs + r * TB::stride + col, src, in);
-  }
+}
+
+// Copies one BK-deep slice of A and B (starting at p0) into a stage.
+template <Op op, class T, int BM, int BN, int BK, int NT, int VEC>
+__device__ __forceinline__ void tensor_load_stage(const GemmArgs<T>& g, T* as, T* bs, int row0, int col0, int p0) {
+  tensor_load_tile<a_k_contiguous<op>, BM, BK, NT, VEC>(g.a, g.lda, g.m, g.k, as, row0, p0);
+  tensor_load_tile<b_k_contiguous<op>, BN, BK, NT, VEC>(g.b, g.ldb, g.n, g.k, bs, col0, p0);
 }
 
 template <Op op, class Mma, int BM, int BN, int BK, int WM, int WN, int STAGES, int VEC>

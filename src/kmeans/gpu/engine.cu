@@ -1,5 +1,6 @@
 #include "kmeans/gpu/engine.hpp"
 
+#include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/transpose.cuh"
 #include "kmeans/cpu_steps.hpp"
 
@@ -16,6 +17,10 @@ Support fits_shared(const char* impl, std::size_t bytes, std::size_t k, std::siz
                              "of %zu per block; use --impl=fused",
                              impl, bytes, k, d, gpu.shared_optin)};
   return fits_int_indexing(k, d);
+}
+
+Support centroids_fit_shared(const char* impl, std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) {
+  return fits_shared(impl, kernels::centroids_bytes(k, d, elem), k, d, gpu);
 }
 
 template <class T>

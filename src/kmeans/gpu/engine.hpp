@@ -25,6 +25,8 @@ enum class Layout { row_major, coord_major };
 Support fits_int_indexing(std::size_t k, std::size_t d);
 // `bytes` of shared memory per block against the device's opt-in limit.
 Support fits_shared(const char* impl, std::size_t bytes, std::size_t k, std::size_t d, const GpuInfo& gpu);
+// Every centroid in shared memory (shared, offload).
+Support centroids_fit_shared(const char* impl, std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu);
 
 template <class T>
 class GpuEngine : public Engine<T> {
@@ -46,6 +48,16 @@ class GpuEngine : public Engine<T> {
   void download_labels(std::vector<std::int32_t>& out);
   // Blocks of params_.block threads covering `items`.
   int grid_for(std::size_t items) const;
+  // Launches an assignment kernel of the ladder's signature (objects, centroids, n, d, k,
+  // labels, change counter, then `extra`: the accumulating kernels' sums and counts).
+  template <class Kernel, class... Extra>
+  void launch(Kernel kernel, int grid, int block, std::size_t shared_bytes, const T* centroids,
+              unsigned long long* changed, Extra... extra) {
+    kernel<<<grid, block, shared_bytes, stream_>>>(x_.get(), centroids, static_cast<std::int64_t>(n_),
+                                                   static_cast<int>(d_), static_cast<int>(k_), labels_.get(),
+                                                   changed, extra...);
+    CUDA_CHECK_LAUNCH();
+  }
   // Centroids [k][d] on the host <-> `device` in layout_ ([k][d] or [d][k]), synchronously.
   void upload_centroids(const std::vector<T>& host, T* device);
   void download_centroids(const T* device, std::vector<T>& host);

@@ -69,11 +69,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   void assign(bool accumulate) override {
-    kernel_<<<grid_, block_, bytes_, this->stream_>>>(
-        this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-        static_cast<int>(this->k_), this->labels_.get(), accumulate ? this->changed_.get() : nullptr,
-        accumulate ? this->sums_.get() : nullptr, this->counts_.get(), scale_, inv_scale_);
-    CUDA_CHECK_LAUNCH();
+    this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
+                 accumulate ? this->sums_.get() : nullptr, this->counts_.get(), scale_, inv_scale_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;

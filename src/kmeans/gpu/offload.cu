@@ -19,20 +19,15 @@ std::size_t OffloadEngine<T>::prepare(const Dataset<T>&) {
 template <class T>
 void OffloadEngine<T>::assign(bool accumulate) {
   if (accumulate) return accumulate_pass();
-  kernels::assign_shared<T><<<this->grid_for(this->n_), this->params_.block,
-                              kernels::centroids_bytes(this->k_, this->d_, sizeof(T)), this->stream_>>>(
-      this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-      static_cast<int>(this->k_), this->labels_.get(), nullptr);
-  CUDA_CHECK_LAUNCH();
+  this->launch(kernels::assign_shared<T>, this->grid_for(this->n_), this->params_.block,
+               kernels::centroids_bytes(this->k_, this->d_, sizeof(T)), this->centroids_.get(), nullptr);
 }
 
 template <class T>
 void OffloadEngine<T>::accumulate_pass() {
-  kernels::assign_accumulate_global<T><<<this->grid_for(this->n_), this->params_.block,
-                                         kernels::centroids_bytes(this->k_, this->d_, sizeof(T)), this->stream_>>>(
-      this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-      static_cast<int>(this->k_), this->labels_.get(), this->changed_.get(), this->sums_.get(), this->counts_.get());
-  CUDA_CHECK_LAUNCH();
+  this->launch(kernels::assign_accumulate_global<T>, this->grid_for(this->n_), this->params_.block,
+               kernels::centroids_bytes(this->k_, this->d_, sizeof(T)), this->centroids_.get(), this->changed_.get(),
+               this->sums_.get(), this->counts_.get());
 }
 
 template class OffloadEngine<float>;
@@ -44,6 +39,6 @@ namespace km {
 extern const Implementation offload_implementation = describe<gpu::OffloadEngine>(
     "offload", "whole loop on the GPU: global atomics accumulate the centroids, update_centroids kernel", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) {
-      return gpu::fits_shared("offload", kernels::centroids_bytes(k, d, elem), k, d, gpu);
+      return gpu::centroids_fit_shared("offload", k, d, elem, gpu);
     });
 }  // namespace km

@@ -26,10 +26,8 @@ class OffloadBlockEngine final : public OffloadEngine<T> {
   }
 
   void accumulate_pass() override {
-    kernels::assign_accumulate_block<T><<<grid_, this->params_.block, bytes_, this->stream_>>>(
-        this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-        static_cast<int>(this->k_), this->labels_.get(), this->changed_.get(), this->sums_.get(), this->counts_.get());
-    CUDA_CHECK_LAUNCH();
+    this->launch(kernels::assign_accumulate_block<T>, grid_, this->params_.block, bytes_, this->centroids_.get(),
+                 this->changed_.get(), this->sums_.get(), this->counts_.get());
   }
 
   std::size_t bytes_ = 0;

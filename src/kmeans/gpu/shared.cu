@@ -16,10 +16,8 @@ class SharedEngine final : public HostUpdateEngine<T> {
     cuda::opt_in_shared(kernels::assign_shared<T>, bytes_, "--impl=shared");
   }
   void launch_assign(unsigned long long* changed) override {
-    kernels::assign_shared<T><<<this->grid_for(this->n_), this->params_.block, bytes_, this->stream_>>>(
-        this->x_.get(), this->device_centroids_.get(), static_cast<std::int64_t>(this->n_),
-        static_cast<int>(this->d_), static_cast<int>(this->k_), this->labels_.get(), changed);
-    CUDA_CHECK_LAUNCH();
+    this->launch(kernels::assign_shared<T>, this->grid_for(this->n_), this->params_.block, bytes_,
+                 this->device_centroids_.get(), changed);
   }
 
   std::size_t bytes_ = 0;
@@ -31,6 +29,6 @@ namespace km {
 extern const Implementation shared_implementation = describe<gpu::SharedEngine>(
     "shared", "as transpose with all centroids in shared memory", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) {
-      return gpu::fits_shared("shared", kernels::centroids_bytes(k, d, elem), k, d, gpu);
+      return gpu::centroids_fit_shared("shared", k, d, elem, gpu);
     });
 }  // namespace km

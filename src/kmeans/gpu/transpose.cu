@@ -11,10 +11,8 @@ class TransposeEngine final : public HostUpdateEngine<T> {
 
  private:
   void launch_assign(unsigned long long* changed) override {
-    kernels::assign_transpose<T><<<this->grid_for(this->n_), this->params_.block, 0, this->stream_>>>(
-        this->x_.get(), this->device_centroids_.get(), static_cast<std::int64_t>(this->n_),
-        static_cast<int>(this->d_), static_cast<int>(this->k_), this->labels_.get(), changed);
-    CUDA_CHECK_LAUNCH();
+    this->launch(kernels::assign_transpose<T>, this->grid_for(this->n_), this->params_.block, 0,
+                 this->device_centroids_.get(), changed);
   }
 };
 
