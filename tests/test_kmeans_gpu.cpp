@@ -164,8 +164,8 @@ class GpuEmptyCluster : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuEmptyCluster, Double) { check_empty_cluster<double>(*GetParam()); }
 TEST_P(GpuEmptyCluster, Float) { check_empty_cluster<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuEmptyCluster, ::testing::ValuesIn(gpu_implementations()),
-                         [](const ::testing::TestParamInfo<const km::Implementation*>& info) {
-                           std::string name = info.param->name;
+                         [](const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
+                           std::string name = param_info.param->name;
                            for (char& ch : name)
                              if (ch == '-') ch = '_';
                            return name;
