@@ -19,17 +19,7 @@ using kmtest::TempDir;
 
 namespace {
 
-// Runs fn, which must throw E whose message contains `needle`.
-template <class E = km::InputError, class F>
-void expect_error(F&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "must be one line: " << e.what();
-  }
-}
+using kmtest::expect_error;
 
 // The values must arrive exactly: as parsed from text, or as the float32 the file held.
 template <class T>

@@ -1,6 +1,7 @@
 // Helpers for tests that make their own small files.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -11,9 +12,22 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "io/generate.hpp"
 
 namespace kmtest {
+
+// Runs fn, which must throw E whose message contains `needle` and is one line.
+template <class E = km::InputError, class F>
+void expect_error(F&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "must be one line: " << e.what();
+  }
+}
 
 // Squared distance in double between two points of d coordinates.
 template <class T>
@@ -80,11 +94,8 @@ inline void write_bin(const std::string& path, std::int32_t n, std::int32_t d, c
   out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
 }
 
-// .npy version 1.0 with any descr and shape text, e.g. ("<f8", "(3, 2)").
-inline void write_npy(const std::string& path, const std::string& descr, const std::string& shape, const void* data,
-                      std::size_t bytes, bool fortran = false) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                       ", 'shape': " + shape + ", }";
+// .npy version 1.0 with the header dict given as text (padded as numpy pads it).
+inline void write_npy_header(const std::string& path, std::string header, const void* data, std::size_t bytes) {
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = "\x93NUMPY";
@@ -95,6 +106,15 @@ inline void write_npy(const std::string& path, const std::string& descr, const s
   out += header;
   out.append(static_cast<const char*>(data), bytes);
   write_bytes(path, out.data(), out.size());
+}
+
+// .npy version 1.0 with any descr and shape text, e.g. ("<f8", "(3, 2)").
+inline void write_npy(const std::string& path, const std::string& descr, const std::string& shape, const void* data,
+                      std::size_t bytes, bool fortran = false) {
+  write_npy_header(path,
+                   "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " +
+                       shape + ", }",
+                   data, bytes);
 }
 
 // An HDF5 file with one dataset of the given rank and native type.

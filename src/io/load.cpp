@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+
+#include <sys/stat.h>
 #include <type_traits>
 #include <vector>
 
@@ -98,29 +100,107 @@ Dataset<T> load_bin(const std::string& path) {
 }
 
 // ---------------------------------------------------------------- .npy
-std::string npy_field(const std::string& header, const std::string& key, const std::string& path) {
-  auto at = header.find("'" + key + "'");
-  if (at == std::string::npos)
-    throw InputError(strprintf("'%s': .npy header has no '%s'", path.c_str(), key.c_str()));
-  auto colon = header.find(':', at);
-  if (colon == std::string::npos)
-    throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
-  std::size_t i = colon + 1;
-  while (i < header.size() && header[i] == ' ') ++i;
-  std::size_t j = i;
-  if (i < header.size() && (header[i] == '\'' || header[i] == '"')) {
-    j = header.find(header[i], i + 1);
-    if (j == std::string::npos) throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
-    return header.substr(i + 1, j - i - 1);
+// The header is a Python dict literal of exactly three keys, e.g.
+//   {'descr': '<f8', 'fortran_order': False, 'shape': (1000, 16), }
+// parsed here as Python would (a repeated key: the last one wins, as numpy reads it).
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::uint64_t> shape;
+};
+
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(const std::string& text, const std::string& path) : t_(text), path_(path) {}
+
+  NpyHeader parse() {
+    NpyHeader h;
+    bool seen[3] = {false, false, false};
+    expect('{');
+    while (skip(), peek() != '}') {
+      const std::string key = string_literal();
+      skip();
+      expect(':');
+      skip();
+      if (key == "descr") {
+        h.descr = string_literal();
+        seen[0] = true;
+      } else if (key == "fortran_order") {
+        if (word("True")) h.fortran_order = true;
+        else if (word("False")) h.fortran_order = false;
+        else fail("'fortran_order' must be True or False");
+        seen[1] = true;
+      } else if (key == "shape") {
+        h.shape = tuple();
+        seen[2] = true;
+      } else {
+        fail("unexpected key '" + printable(key) + "' (an .npy header has descr, fortran_order and shape)");
+      }
+      skip();
+      if (peek() == ',') ++i_;
+      else if (peek() != '}') fail("expected ',' or '}'");
+    }
+    ++i_;
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\0')) ++i_;
+    if (i_ != t_.size()) fail("text after the header dict");
+    if (!seen[0] || !seen[1] || !seen[2])
+      fail(std::string("no '") + (!seen[0] ? "descr" : !seen[1] ? "fortran_order" : "shape") + "'");
+    return h;
   }
-  if (i < header.size() && header[i] == '(') {
-    j = header.find(')', i);
-    if (j == std::string::npos) throw InputError(strprintf("'%s': malformed .npy header", path.c_str()));
-    return header.substr(i, j - i + 1);
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError(strprintf("'%s': malformed .npy header: %s", path_.c_str(), what.c_str()));
   }
-  while (j < header.size() && header[j] != ',' && header[j] != '}') ++j;
-  return header.substr(i, j - i);
-}
+  char peek() const { return i_ < t_.size() ? t_[i_] : '\0'; }
+  void skip() {
+    while (peek() == ' ') ++i_;
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  bool word(const char* w) {
+    const std::size_t len = std::strlen(w);
+    if (t_.compare(i_, len, w) != 0) return false;
+    i_ += len;
+    return true;
+  }
+  std::string string_literal() {
+    const char q = peek();
+    if (q != '\'' && q != '"') fail("expected a quoted string");
+    const std::size_t end = t_.find(q, i_ + 1);
+    if (end == std::string::npos) fail("unterminated string");
+    std::string v = t_.substr(i_ + 1, end - i_ - 1);
+    if (v.find('\\') != std::string::npos) fail("escapes in a string");
+    i_ = end + 1;
+    return v;
+  }
+  std::vector<std::uint64_t> tuple() {
+    std::vector<std::uint64_t> dims;
+    expect('(');
+    while (skip(), peek() != ')') {
+      const std::size_t start = i_;
+      std::uint64_t v = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        if (v > (UINT64_MAX - 9) / 10) fail("a dimension of 'shape' is too large");
+        v = v * 10 + static_cast<std::uint64_t>(peek() - '0');
+        ++i_;
+      }
+      if (i_ == start) fail("'shape' must be a tuple of non-negative integers");
+      dims.push_back(v);
+      skip();
+      if (peek() == ',') ++i_;
+      else if (peek() != ')') fail("expected ',' or ')' in 'shape'");
+    }
+    ++i_;
+    return dims;
+  }
+
+  const std::string& t_;
+  const std::string& path_;
+  std::size_t i_ = 0;
+};
 
 template <class T>
 Dataset<T> load_npy(const std::string& path) {
@@ -147,35 +227,27 @@ Dataset<T> load_npy(const std::string& path) {
   std::string header(header_len, '\0');
   read_exact(file.f, header.data(), header_len, path);
 
-  const std::string descr = npy_field(header, "descr", path);
-  const std::string order = npy_field(header, "fortran_order", path);
-  const std::string shape = npy_field(header, "shape", path);
-  if (order.find("True") != std::string::npos)
+  const NpyHeader h = NpyHeaderParser(header, path).parse();
+  const std::string& descr = h.descr;
+  if (h.fortran_order)
     throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
   if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
-    throw InputError(strprintf("'%s': dtype '%s' is not little-endian float32/float64", path.c_str(), descr.c_str()));
+    throw InputError(strprintf("'%s': dtype '%s' is not little-endian float32/float64", path.c_str(),
+                               printable(descr).c_str()));
   const char kind = descr[1];
   const std::string width = descr.substr(2);
   if (kind == 'i' || kind == 'u' || kind == 'b')
     throw InputError(strprintf("'%s': integer dtype '%s' is refused; convert it with .astype(np.float64) first",
                                path.c_str(), descr.c_str()));
   if (kind != 'f' || (width != "4" && width != "8"))
-    throw InputError(strprintf("'%s': dtype '%s' is not float32 or float64", path.c_str(), descr.c_str()));
-
-  // shape "(N, d)": exactly two integers.
-  std::vector<long long> dims;
-  for (std::size_t i = 0; i < shape.size();) {
-    if (std::isdigit(static_cast<unsigned char>(shape[i])) || shape[i] == '-') {
-      std::size_t used = 0;
-      dims.push_back(std::stoll(shape.substr(i), &used));
-      i += used;
-    } else {
-      ++i;
-    }
-  }
-  if (dims.size() != 2)
-    throw InputError(strprintf("'%s': array has shape %s; a 2-D (objects, coords) array is needed",
-                               path.c_str(), shape.c_str()));
+    throw InputError(strprintf("'%s': dtype '%s' is not float32 or float64", path.c_str(), printable(descr).c_str()));
+  if (h.shape.size() != 2)
+    throw InputError(strprintf("'%s': array has %zu dimensions; a 2-D (objects, coords) array is needed",
+                               path.c_str(), h.shape.size()));
+  if (h.shape[0] > static_cast<std::uint64_t>(INT64_MAX) || h.shape[1] > static_cast<std::uint64_t>(INT64_MAX))
+    throw InputError(strprintf("'%s': shape %llu x %llu is too large", path.c_str(),
+                               static_cast<unsigned long long>(h.shape[0]), static_cast<unsigned long long>(h.shape[1])));
+  const std::vector<long long> dims = {static_cast<long long>(h.shape[0]), static_cast<long long>(h.shape[1])};
   const std::size_t elem = width == "4" ? 4 : 8;
   check_shape(dims[0], dims[1], elem, "'" + path + "'");
   const std::uint64_t n = dims[0], d = dims[1];
@@ -308,18 +380,18 @@ Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std:
     if (cells.size() != s.cols + skip)  // the file changed under us
       throw InputError(strprintf("'%s' line %zu: ragged rows", path.c_str(), reader.line_number()));
     if (skip && !is_integer_token(cells[0]))
-      throw InputError(strprintf("'%s' line %zu: '%.*s' is not an integer object id", path.c_str(),
-                                 reader.line_number(), static_cast<int>(cells[0].size()), cells[0].data()));
+      throw InputError(strprintf("'%s' line %zu: '%s' is not an integer object id", path.c_str(),
+                                 reader.line_number(), printable(cells[0]).c_str()));
     T* out = data.row(row);
     for (std::size_t j = 0; j < s.cols; ++j) {
       std::string_view cell = cells[j + skip];
       if (!parse_number(cell, out[j]))
-        throw InputError(strprintf("'%s' line %zu, column %zu: '%.*s' is not a number", path.c_str(),
-                                   reader.line_number(), j + skip + 1, static_cast<int>(cell.size()), cell.data()));
+        throw InputError(strprintf("'%s' line %zu, column %zu: '%s' is not a number", path.c_str(),
+                                   reader.line_number(), j + skip + 1, printable(cell).c_str()));
       if (!std::isfinite(out[j]))
-        throw InputError(strprintf("'%s' line %zu, column %zu: value '%.*s' is NaN/Inf or out of range",
-                                   path.c_str(), reader.line_number(), j + skip + 1, static_cast<int>(cell.size()),
-                                   cell.data()));
+        throw InputError(strprintf("'%s' line %zu, column %zu: value '%s' is NaN/Inf or out of range%s",
+                                   path.c_str(), reader.line_number(), j + skip + 1, printable(cell).c_str(),
+                                   sizeof(T) == 4 ? " for float (try --precision=double)" : ""));
     }
     ++row;
   }
@@ -328,6 +400,22 @@ Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std:
 }
 
 }  // namespace
+
+void require_regular_readable(const std::string& path) {
+  if (path.empty()) throw InputError("the input path is empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)  // ENOENT, ELOOP (a symbolic link loop), EACCES, ...
+    throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw InputError(strprintf("cannot open '%s': it is a directory", path.c_str()));
+  // A FIFO would block the two-pass readers forever, a device such as /dev/zero never ends.
+  if (!S_ISREG(st.st_mode))
+    throw InputError(strprintf("cannot read '%s': not a regular file (%s)", path.c_str(),
+                               S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                                                          : "a socket"));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  std::fclose(f);
+}
 
 Format format_from_path(const std::string& path) {
   const std::string ext = lower_extension(path);
@@ -343,11 +431,7 @@ Format format_from_path(const std::string& path) {
 template <class T>
 Dataset<T> load(const std::string& path, const LoadOptions& options) {
   const Format format = format_from_path(path);
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
-    throw InputError(strprintf("cannot open '%s': no such file", path.c_str()));
-  if (fs::is_directory(status)) throw InputError(strprintf("cannot open '%s': it is a directory", path.c_str()));
+  require_regular_readable(path);
 
   Dataset<T> data;
   switch (format) {

@@ -24,6 +24,10 @@ enum class Format { hdf5, csv, npy, bin, txt };
 // Throws InputError for an unknown extension.
 Format format_from_path(const std::string& path);
 
+// Throws InputError naming the reason (no such file, a symbolic link loop, permission
+// denied, a directory, a FIFO or device) unless `path` is a regular file we can open.
+void require_regular_readable(const std::string& path);
+
 template <class T>
 Dataset<T> load(const std::string& path, const LoadOptions& options = {});
 

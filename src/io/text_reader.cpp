@@ -31,7 +31,12 @@ bool LineReader::refill() {
   if (begin_ > 0 && keep > 0) std::memmove(buf_.data(), buf_.data() + begin_, keep);
   begin_ = 0;
   end_ = keep;
-  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+  if (end_ == buf_.size()) {
+    if (buf_.size() >= kMaxLine)
+      throw InputError(strprintf("'%s' line %zu is longer than %zu MiB: not a text file?", path_.c_str(),
+                                 line_no_ + 1, kMaxLine >> 20));
+    buf_.resize(buf_.size() * 2);
+  }
   std::size_t got = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_);
   if (got == 0) {
     if (std::ferror(file_)) throw InputError(strprintf("error reading '%s'", path_.c_str()));
@@ -60,18 +65,21 @@ bool LineReader::next(std::string_view& line) {
     }
   }
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line_no_ == 0 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // UTF-8 BOM
   ++line_no_;
   return true;
 }
 
 template <class T>
 bool parse_number(std::string_view token, T& out) {
-  if (!token.empty() && token.front() == '+') token.remove_prefix(1);
-  if (token.empty()) return false;
+  const bool plus = !token.empty() && token.front() == '+';
+  if (plus) token.remove_prefix(1);
+  if (token.empty() || token.front() == '+' || (plus && token.front() == '-')) return false;  // one sign at most
   const char* first = token.data();
   const char* last = first + token.size();
   auto [ptr, ec] = std::from_chars(first, last, out);
   if (ec == std::errc::result_out_of_range) {
+    if (ptr != last) return false;  // "1e-400xyz": out of range and not a number
     // from_chars leaves out unchanged on overflow/underflow: decide which.
     double probe = std::strtod(std::string(token).c_str(), nullptr);
     out = std::abs(probe) >= 1 ? (probe > 0 ? std::numeric_limits<T>::infinity()
@@ -94,6 +102,19 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   return s;
+}
+
+std::string printable(std::string_view s, std::size_t max) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c >= 0x7f) out += strprintf("\\x%02x", c);
+    else out += static_cast<char>(c);
+  }
+  if (s.size() > max) out += "...";
+  return out;
 }
 
 void split(std::string_view line, char sep, std::vector<std::string_view>& cells) {

@@ -17,8 +17,10 @@ class LineReader {
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
-  // Next line without its "\n" or "\r\n"; false at end of file. The view lives until
-  // the next call.
+  // Next line without its "\n" or "\r\n" (and, on the first line, without a UTF-8 byte
+  // order mark); false at end of file. The view lives until the next call. A line longer
+  // than kMaxLine is an InputError (not a text file: /dev/zero, a binary behind a .csv name).
+  static constexpr std::size_t kMaxLine = 64u << 20;
   bool next(std::string_view& line);
   std::size_t line_number() const { return line_no_; }
 
@@ -32,9 +34,9 @@ class LineReader {
   std::size_t line_no_ = 0;
 };
 
-// Parses the whole token as a number (optional leading '+'); false if anything is left
-// over or it is not a number. Out-of-range values parse as +-Inf so callers report them
-// with the NaN/Inf rule.
+// Parses the whole token as a decimal number (one optional sign); false if anything is
+// left over or it is not a number. Overflow parses as +-Inf so callers report it with the
+// NaN/Inf rule; underflow parses as 0.
 template <class T>
 bool parse_number(std::string_view token, T& out);
 
@@ -42,6 +44,10 @@ bool parse_number(std::string_view token, T& out);
 bool is_integer_token(std::string_view token);
 
 std::string_view trim(std::string_view s);
+
+// The text with control characters and non-ASCII bytes escaped (\r, \x00, ...) and cut
+// to `max` characters, for error messages: a NUL or a CR in a cell stays visible.
+std::string printable(std::string_view s, std::size_t max = 40);
 
 // Splits on a single-character separator (CSV) or on runs of blanks (sep == 0).
 void split(std::string_view line, char sep, std::vector<std::string_view>& cells);
