@@ -147,7 +147,12 @@ def test_bad_inputs():
             (["--precision=half"], "--precision"), (["--report=xml"], "--report"), (["--init=magic"], "--init"),
             (["--impl=bogus"], "unknown implementation"), (["--size=1", "--objects=10"], "excludes"),
             (["--generator=gauss"], "--generator"), (["--threads=-2"], "--threads"),
-            (["--input=" + os.path.join(tmp, "missing.csv")], "no such file"),
+            (["--input=" + os.path.join(tmp, "missing.csv")], "No such file"),
+            (["--seed=-1"], "--seed"), (["--seed=18446744073709551616"], "out of range"),
+            (["--clusters=0x10"], "--clusters"), (["--objects=1e3"], "--objects"), (["--loops=+-3"], "--loops"),
+            (["--input", ""], "empty"), (["--output", ""], "empty"), (["--size=inf"], "--size"),
+            (["--size=1e999"], "--size"), (["--threads=100000"], "--threads"), (["--threads=2147483648"], "--threads"),
+            (["--input=" + good, "--clusters=2", "--output=" + good], "would overwrite"),
             (["--input=" + os.path.join(tmp, "data.xyz")], "unknown extension"),
             (["--input=" + good, "--coords=3"], "--coords=3"),
             (["--input=" + good, "--clusters=4"], "--clusters=4"),
@@ -172,6 +177,22 @@ def test_bad_inputs():
             expect(not [n for n in os.listdir(tmp) if ".tmp" in n], f"{tag}: no temporary file")
 
 
+def test_strict_options():
+    # Integers are decimal (010 is ten, not octal eight); OMP_NUM_THREADS far too high is clamped.
+    r = json.loads(run("--impl=seq", "--objects=500", "--clusters=010", "--report=json", "--quiet").stdout)
+    expect(r["clusters"] == 10, f"--clusters=010 means 10, got {r['clusters']}")
+    env = dict(os.environ, OMP_NUM_THREADS="100000")
+    p = subprocess.run([KMEANS, "--impl=seq", "--objects=500", "--report=json", "--quiet"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    expect(p.returncode == 0 and "above the limit" in p.stderr, f"OMP_NUM_THREADS=100000: {p.returncode} {p.stderr}")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "x.csv")
+        with open(data, "w") as f:
+            f.write("1,2\n3,4\n5,6\n")
+        p = run(f"--input={data}", "--clusters=2", f"--output={data}", check=False)
+        expect(p.returncode == 2 and open(data).read() == "1,2\n3,4\n5,6\n", "--output naming the input: refused")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -184,7 +205,7 @@ def test_gpu_impl_without_gpu():
 
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
-             test_help_and_list, test_progress, test_bad_inputs, test_gpu_impl_without_gpu]:
+             test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_gpu_impl_without_gpu]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

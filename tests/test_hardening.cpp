@@ -3,7 +3,11 @@
 // error (or the right result).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
 
 #include <cmath>
 #include <fstream>
@@ -13,6 +17,7 @@
 #include "io/generate.hpp"
 #include "io/load.hpp"
 #include "io/text_reader.hpp"
+#include "io/write.hpp"
 #include "kmeans/registry.hpp"
 #include "test_util.hpp"
 
@@ -108,6 +113,90 @@ TEST(Hardening, NpyHeaderIsAPythonDict) {
   expect_error([&] { km::load<double>(header("{'descr': '<f8', 'fortran_order': False}")); }, "no 'shape'");
   expect_error([&] { km::load<double>(header("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2)} x")); },
                "text after");
+}
+
+TEST(Hardening, OverflowIsAnErrorNotAResult) {
+  // ±1.5e308 rows: the sums overflow (omp once made a NaN centroid and wrote out of bounds).
+  km::Dataset<double> huge(4, 2, "test");
+  const double v[8] = {1.5e308, -1.5e308, -1.5e308, 1.5e308, 1.5e308, 1.5e308, -1.5e308, -1.5e308};
+  std::copy(v, v + 8, huge.values.data());
+  km::Params p;
+  p.k = 1;
+  p.threads = 2;
+  for (const char* impl : {"seq", "omp"})
+    expect_error([&] { km::run(km::find_implementation(impl), huge, p); }, "too large");
+  // Double data scaled by 1e154: squared distances overflow double.
+  auto scaled = km::generate_uniform<double>(500, 4, 1);
+  for (std::size_t i = 0; i < 500 * 4; ++i) scaled.values[i] *= 1e154;
+  p.k = 3;
+  expect_error([&] { km::run(km::find_implementation("omp"), scaled, p); }, "overflow double");
+  // Float data of 1e20: squared distances overflow float; suggest double.
+  auto f = km::generate_uniform<float>(500, 4, 1);
+  for (std::size_t i = 0; i < 500 * 4; ++i) f.values[i] *= 1e20f;
+  expect_error([&] { km::run(km::find_implementation("seq"), f, p); }, "--precision=double");
+  // The same values in double run and give a finite inertia.
+  auto d = km::generate_uniform<double>(500, 4, 1);
+  for (std::size_t i = 0; i < 500 * 4; ++i) d.values[i] *= 1e20;
+  EXPECT_TRUE(std::isfinite(km::run(km::find_implementation("omp"), d, p).inertia));
+}
+
+TEST(Hardening, OutputNeverOverwritesTheInput) {
+  TempDir dir;
+  const std::string input = dir.file("x.csv");
+  kmtest::write_text(input, "1,2\n3,4\n");
+  expect_error<km::UsageError>([&] { km::check_output_path(input, input); }, "would overwrite the input");
+  // Another name for the same file.
+  ASSERT_EQ(::link(input.c_str(), dir.file("y.csv").c_str()), 0);
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("y.csv"), input); }, "would overwrite");
+  ASSERT_EQ(::symlink(input.c_str(), dir.file("z.csv").c_str()), 0);
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("z.csv"), input); }, "would overwrite");
+  // X.csv writes X.labels.csv: refused when that is the input.
+  const std::string labels_input = dir.file("r.labels.csv");
+  kmtest::write_text(labels_input, "1\n2\n");
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("r.csv"), labels_input); }, "r.labels.csv");
+  EXPECT_NO_THROW(km::check_output_path(dir.file("other.csv"), input));
+  expect_error<km::UsageError>([&] { km::check_output_path("", input); }, "empty");
+}
+
+TEST(Hardening, CsvPairIsCommittedTogether) {
+  TempDir dir;
+  // The centroids cannot be renamed into place (a directory stands there): the labels file
+  // must come back as it was, and no temporary may stay.
+  const std::string out = dir.file("r.csv");
+  std::filesystem::create_directories(out + "/full");
+  kmtest::write_text(dir.file("r.labels.csv"), "old labels\n");
+  const double c[2] = {1, 2};
+  const std::int32_t l[1] = {0};
+  km::ResultView<double> view{c, 1, 2, l, 1, 0.0, 1};
+  EXPECT_THROW(km::write_result(out, view), km::InputError);
+  std::ifstream in(dir.file("r.labels.csv"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "old labels\n") << "the old labels must be restored";
+  for (auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  // Without an old labels file, a failed commit leaves none.
+  std::filesystem::remove(dir.file("r.labels.csv"));
+  EXPECT_THROW(km::write_result(out, view), km::InputError);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.labels.csv")));
+}
+
+TEST(Hardening, SignalsRemoveTemporaries) {
+  TempDir dir;
+  const std::string tmp = dir.file(".r.h5.tmp.test");
+  for (int sig : {SIGINT, SIGTERM}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      km::TemporaryFile t(tmp);
+      kmtest::write_text(t.path(), "partial");
+      std::raise(sig);
+      std::_Exit(0);  // not reached
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "the signal still ends the program";
+    EXPECT_FALSE(std::filesystem::exists(tmp)) << "signal " << sig << " left the temporary";
+  }
 }
 
 }  // namespace

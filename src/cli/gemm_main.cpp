@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/options.hpp"
 #include "common/errors.hpp"
 #include "gemm/registry.hpp"
 #include "gemm/runner.hpp"
@@ -32,18 +33,20 @@ int main(int argc, char** argv) {
   bool allow_tf32 = false, no_check = false, list = false;
   app.add_option("--kernel", kernel, "kernel (see below)");
   app.add_option("--op", op, "nn: C=A·B, tn: C=Aᵀ·B, nt: D=A·Bᵀ+C");
-  auto* mo = app.add_option("--m", m, "rows of the result");
-  auto* no = app.add_option("--n", n, "columns of the result");
-  auto* ko = app.add_option("--k", k, "inner dimension");
-  auto* so = app.add_option("--size", size, "m = n = k = N [1024]");
-  app.add_option("--tile", tile, "W of the naive/coalesced blocks and the shared tiles: 4, 8, 16, 32");
+  const auto integer = km::cli::decimal_integer();
+  auto* mo = app.add_option("--m", m, "rows of the result")->transform(integer);
+  auto* no = app.add_option("--n", n, "columns of the result")->transform(integer);
+  auto* ko = app.add_option("--k", k, "inner dimension")->transform(integer);
+  auto* so = app.add_option("--size", size, "m = n = k = N [1024]")->transform(integer);
+  app.add_option("--tile", tile, "W of the naive/coalesced blocks and the shared tiles: 4, 8, 16, 32")->transform(integer);
   app.add_option("--precision", precision, "double or float");
-  app.add_option("--reps", reps, "timed repetitions after a warm-up (the median is reported)");
-  app.add_option("--threads", threads, "CPU threads (CPU kernels, the CPU reference, hybrid; default all)");
+  app.add_option("--reps", reps, "timed repetitions after a warm-up (the median is reported)")->transform(integer);
+  app.add_option("--threads", threads, "CPU threads (CPU kernels, the CPU reference, hybrid; default all)")
+      ->transform(integer);
   app.add_option("--cpu-fraction", cpu_fraction, "hybrid: share of rows on the CPU (default: from measured rates)");
   app.add_flag("--allow-tf32", allow_tf32, "let tensor run float on TF32 (reported as such)");
-  app.add_option("--mma", mma, "tensor in double: mma shape 884, 1684 or 1688 (default 1684 on sm_90)");
-  app.add_option("--seed", seed, "seed of the random operands");
+  app.add_option("--mma", mma, "tensor in double: mma shape 884, 1684 or 1688 (default 1684 on sm_90)")->transform(integer);
+  app.add_option("--seed", seed, "seed of the random operands")->transform(integer);
   app.add_flag("--no-check", no_check, "skip the validation (the report says so)");
   app.add_option("--report", report, "table, json or csv");
   app.add_flag("--list", list, "print the kernels as JSON (name, description, where, order) and exit");
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    km::cli::clamp_openmp_threads("gemm");
     km::gemm::RunOptions o;
     o.kernel = kernel;
     km::gemm::find_kernel(kernel);
@@ -77,7 +81,8 @@ int main(int argc, char** argv) {
     o.is_double = precision == "double";
     if (report != "table" && report != "json" && report != "csv")
       throw km::UsageError("--report=" + report + " is not table, json or csv");
-    if (threads < 0 || threads > 4096) throw km::UsageError(km::strprintf("--threads=%lld must be in 0..4096", threads));
+    if (threads < 0 || threads > km::cli::kMaxThreads)
+      throw km::UsageError(km::strprintf("--threads=%lld must be in 0..%d", threads, km::cli::kMaxThreads));
     if (reps < 1 || reps > 1000) throw km::UsageError(km::strprintf("--reps=%lld must be in 1..1000", reps));
     if (tile != 4 && tile != 8 && tile != 16 && tile != 32)
       throw km::UsageError(km::strprintf("--tile=%lld: use 4, 8, 16 or 32", tile));

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
 
+#include "cli/options.hpp"
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/generate.hpp"
@@ -134,20 +136,24 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--impl", o.impl, "implementation (see below)");
   auto* size = app.add_option("--size", o.size_mb, "lab data of this many MB: MB*2^20/(coords*8) objects [256]");
-  auto* objects = app.add_option("--objects", o.objects, "generate this many objects");
+  auto* objects = app.add_option("--objects", o.objects, "generate this many objects")->transform(km::cli::decimal_integer());
   auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt");
   app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
   auto* generator = app.add_option("--generator", o.generator, "generated data: uniform or blobs");
-  app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)");
-  app.add_option("--clusters", o.clusters, "number of clusters K");
-  app.add_option("--seed", o.seed, "seed for generated data and random/kmeans++ init");
-  app.add_option("--loops", o.loops, "at most this many iterations");
+  app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
+      ->transform(km::cli::decimal_integer());
+  app.add_option("--clusters", o.clusters, "number of clusters K")->transform(km::cli::decimal_integer());
+  app.add_option("--seed", o.seed, "seed for generated data and random/kmeans++ init (0..2^64-1)")
+      ->transform(km::cli::decimal_integer(false));
+  app.add_option("--loops", o.loops, "at most this many iterations")->transform(km::cli::decimal_integer());
   app.add_option("--threshold", o.threshold, "stop when the fraction of objects that changed is <= T");
   app.add_option("--tol", o.tol, "stop when the summed squared centroid shift is <= X (default off)");
   app.add_option("--init", o.init, "initial centroids: first, random or kmeans++");
   app.add_option("--precision", o.precision, "double or float");
-  app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)");
-  app.add_option("--threads", o.threads, "CPU threads (default: all cores)");
+  app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)")
+      ->transform(km::cli::decimal_integer());
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")
+      ->transform(km::cli::decimal_integer());
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
@@ -170,11 +176,18 @@ int main(int argc, char** argv) {
   }
 
   try {
+    km::cli::clamp_openmp_threads("kmeans");
+    if (app.count("--input") && o.input.empty()) throw km::UsageError("--input: the path is empty");
+    if (app.count("--output") && o.output.empty()) throw km::UsageError("--output: the path is empty");
+    if (o.threads < 0 || o.threads > km::cli::kMaxThreads)
+      throw km::UsageError(km::strprintf("--threads=%lld must be in 0..%d (0: all cores)", o.threads,
+                                         km::cli::kMaxThreads));
     o.coords_given = app.count("--coords") > 0;
     if (o.coords < 1) throw km::UsageError(km::strprintf("--coords=%lld: must be at least 1", o.coords));
     if (o.objects && *o.objects <= 0)
       throw km::UsageError(km::strprintf("--objects=%lld: must be positive", *o.objects));
-    if (o.size_mb && !(*o.size_mb > 0)) throw km::UsageError(km::strprintf("--size=%g: must be positive", *o.size_mb));
+    if (o.size_mb && !(*o.size_mb > 0 && std::isfinite(*o.size_mb)))
+      throw km::UsageError(km::strprintf("--size=%g: must be a finite positive number of MB", *o.size_mb));
     if (!o.size_mb && !o.objects) o.size_mb = 256.0;
     if (o.generator != "uniform" && o.generator != "blobs")
       throw km::UsageError("--generator must be uniform or blobs, not '" + o.generator + "'");
@@ -195,7 +208,7 @@ int main(int argc, char** argv) {
     params.block = to_int(o.block, "--block");
     params.threads = to_int(o.threads, "--threads");
     km::validate(params);
-    if (!o.output.empty()) km::check_output_path(o.output);
+    if (!o.output.empty()) km::check_output_path(o.output, o.input);
 
     const km::GpuInfo& gpu = km::gpu_info();
     const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;

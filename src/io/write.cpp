@@ -1,12 +1,16 @@
 #include "io/write.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "io/load.hpp"
@@ -15,7 +19,18 @@ namespace km {
 
 namespace fs = std::filesystem;
 
-void check_output_path(const std::string& path) {
+namespace {
+
+// The same file (device and inode), when both exist.
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+void check_output_path(const std::string& path, const std::string& input) {
+  if (path.empty()) throw UsageError("--output: the path is empty");
   Format format;
   try {
     format = format_from_path(path);
@@ -32,6 +47,14 @@ void check_output_path(const std::string& path) {
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError(strprintf("--output '%s': directory '%s' is not writable", path.c_str(), dir.c_str()));
   if (fs::is_directory(path, ec)) throw UsageError(strprintf("--output '%s' is a directory", path.c_str()));
+  if (!input.empty()) {
+    std::vector<std::string> written = {path};
+    if (format == Format::csv) written.push_back(labels_path_for(path));
+    for (const std::string& w : written)
+      if (same_file(w, input))
+        throw UsageError(strprintf("--output '%s' would overwrite the input file '%s' (as '%s'); choose another name",
+                                   path.c_str(), input.c_str(), w.c_str()));
+  }
 }
 
 std::string labels_path_for(const std::string& csv_path) {
@@ -46,16 +69,33 @@ std::string temporary_path_for(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
+// Temporary files alive now, for the signal handler: fixed storage, async-signal-safe.
 namespace {
 
-// Removes the temporary file unless the write was committed.
-struct TempFile {
-  std::string path;
-  bool committed = false;
-  ~TempFile() {
-    if (!committed) std::remove(path.c_str());
-  }
-};
+constexpr int kMaxTemporaries = 8;
+constexpr std::size_t kMaxPath = 4096;
+char g_temporary[kMaxTemporaries][kMaxPath];
+volatile std::sig_atomic_t g_temporary_used[kMaxTemporaries];
+
+extern "C" void remove_temporaries_and_reraise(int sig) {
+  for (int i = 0; i < kMaxTemporaries; ++i)
+    if (g_temporary_used[i]) ::unlink(g_temporary[i]);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void install_signal_handlers() {
+  static const bool installed = [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction sa {};
+      sa.sa_handler = remove_temporaries_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
 
 template <class Fn>
 void write_text_file(const std::string& path, Fn&& body) {
@@ -66,27 +106,25 @@ void write_text_file(const std::string& path, Fn&& body) {
   if (std::fclose(f) != 0 || bad) throw InputError(strprintf("failed writing '%s' (disk full?)", path.c_str()));
 }
 
-void commit(TempFile& tmp, const std::string& final_path) {
-  if (std::rename(tmp.path.c_str(), final_path.c_str()) != 0)
-    throw InputError(strprintf("cannot rename into '%s': %s", final_path.c_str(), std::strerror(errno)));
-  tmp.committed = true;
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw InputError(strprintf("cannot rename into '%s': %s", to.c_str(), std::strerror(errno)));
 }
 
 }  // namespace
 
 template <class T>
 void write_result(const std::string& path, const ResultView<T>& r) {
-  check_output_path(path);
   const Format format = format_from_path(path);
-  TempFile tmp{temporary_path_for(path)};
+  TemporaryFile tmp(temporary_path_for(path));
   if (format == Format::hdf5) {
-    write_hdf5_file(tmp.path, r);
-    commit(tmp, path);
+    write_hdf5_file(tmp.path(), r);
+    tmp.commit_to(path);
     return;
   }
   // Enough digits that the text reads back to the same binary value.
   const int digits = std::is_same_v<T, float> ? 9 : 17;
-  write_text_file(tmp.path, [&](std::FILE* f) {
+  write_text_file(tmp.path(), [&](std::FILE* f) {
     for (std::size_t c = 0; c < r.k; ++c) {
       for (std::size_t j = 0; j < r.d; ++j)
         std::fprintf(f, j ? ",%.*g" : "%.*g", digits, static_cast<double>(r.centroids[c * r.d + j]));
@@ -94,12 +132,51 @@ void write_result(const std::string& path, const ResultView<T>& r) {
     }
   });
   const std::string labels_path = labels_path_for(path);
-  TempFile tmp_labels{temporary_path_for(labels_path)};
-  write_text_file(tmp_labels.path, [&](std::FILE* f) {
+  TemporaryFile tmp_labels(temporary_path_for(labels_path));
+  write_text_file(tmp_labels.path(), [&](std::FILE* f) {
     for (std::size_t i = 0; i < r.n; ++i) std::fprintf(f, "%d\n", r.labels[i]);
   });
-  commit(tmp_labels, labels_path);
-  commit(tmp, path);
+  // Both files or neither: an existing labels file steps aside first and comes back if the
+  // centroids cannot be committed.
+  TemporaryFile old_labels(temporary_path_for(labels_path + ".old"));
+  const bool had_labels = ::access(labels_path.c_str(), F_OK) == 0;
+  if (had_labels) rename_or_throw(labels_path, old_labels.path());
+  try {
+    tmp_labels.commit_to(labels_path);
+    try {
+      tmp.commit_to(path);
+    } catch (...) {
+      std::remove(labels_path.c_str());
+      throw;
+    }
+  } catch (...) {
+    if (had_labels) std::rename(old_labels.path().c_str(), labels_path.c_str());
+    throw;
+  }
+}
+
+TemporaryFile::TemporaryFile(std::string path) : path_(std::move(path)) {
+  install_signal_handlers();
+  if (path_.size() >= kMaxPath) return;
+  for (int i = 0; i < kMaxTemporaries; ++i)
+    if (!g_temporary_used[i]) {
+      std::memcpy(g_temporary[i], path_.c_str(), path_.size() + 1);
+      g_temporary_used[i] = 1;
+      slot_ = i;
+      break;
+    }
+}
+
+TemporaryFile::~TemporaryFile() {
+  if (!committed_) std::remove(path_.c_str());
+  if (slot_ >= 0) g_temporary_used[slot_] = 0;
+}
+
+void TemporaryFile::commit_to(const std::string& final_path) {
+  rename_or_throw(path_, final_path);
+  committed_ = true;
+  if (slot_ >= 0) g_temporary_used[slot_] = 0;
+  slot_ = -1;
 }
 
 template void write_result(const std::string&, const ResultView<float>&);

@@ -21,13 +21,35 @@ struct ResultView {
   int iterations;
 };
 
-// Checks, before any work is done, that the output can be written: a known extension and
-// an existing, writable directory. Throws UsageError naming the problem.
-void check_output_path(const std::string& path);
+// Checks, before any work is done, that the output can be written: a known extension, an
+// existing, writable directory, and no file it would write (for .csv also the labels file)
+// being the input file itself (compared by device and inode, so links count too). Throws
+// UsageError naming the problem.
+void check_output_path(const std::string& path, const std::string& input = "");
+
+// A temporary file that is removed unless committed, also when SIGINT, SIGTERM or SIGHUP
+// ends the program while it exists (the handler removes it, then lets the signal act).
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::string path);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return path_; }
+  // Renames it to final_path (atomic within the directory); throws InputError on failure.
+  void commit_to(const std::string& final_path);
+
+ private:
+  std::string path_;
+  int slot_ = -1;
+  bool committed_ = false;
+};
 
 // "<dir>/<stem>.labels.csv" for "<dir>/<stem>.csv".
 std::string labels_path_for(const std::string& csv_path);
 
+// Writes .h5/.hdf5 or .csv by the extension (callers check the path with
+// check_output_path before the run).
 template <class T>
 void write_result(const std::string& path, const ResultView<T>& result);
 

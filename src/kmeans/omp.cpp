@@ -85,7 +85,12 @@ template <class T>
   for (std::size_t w = kLane / 2; w >= 1; w /= 2)
     for (std::size_t l = 0; l < w; ++l) m[l] = m[l + w] < m[l] ? m[l + w] : m[l];
   const T low = m[0];
-  if (c0 != 0 && !(low < best)) return;
+  if (c0 == 0) {  // seq's start: centroid 0, so a label is set even if no lane equals low (NaN)
+    label = 0;
+    best = dist[0];
+  } else if (!(low < best)) {
+    return;
+  }
   for (std::size_t c = 0; c < cnp; c += kLane) {
     unsigned mask = 0;
     for (std::size_t l = 0; l < kLane; ++l) mask |= static_cast<unsigned>(dist[c + l] == low) << l;

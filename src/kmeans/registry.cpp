@@ -1,6 +1,10 @@
 #include "kmeans/registry.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include "common/errors.hpp"
+#include "kmeans/cpu_steps.hpp"
 #include "report/report.hpp"
 
 // The ladder, in order. Each X(name) is the entry `name_implementation` defined beside its
@@ -57,14 +61,44 @@ std::string registry_json() {
 }
 
 template <class T>
+void check_arithmetic_range(const Dataset<T>& data) {
+  const double largest = max_abs_value(data);
+  if (largest == 0) return;
+  // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
+  // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
+  // (both in double).
+  const double lg = std::log2(largest) + 1, ln = std::log2(static_cast<double>(data.n)),
+               ld = std::log2(static_cast<double>(data.d));
+  const double t_max = std::log2(static_cast<double>(std::numeric_limits<T>::max()));
+  const double d_max = std::log2(std::numeric_limits<double>::max());
+  if (2 * lg + ld >= t_max) {
+    if constexpr (sizeof(T) == 4)
+      throw InputError(strprintf("the data's values (up to %.3g) are too large for float: squared distances over "
+                                 "%zu coordinates would overflow; use --precision=double or rescale the data",
+                                 largest, data.d));
+    throw InputError(strprintf("the data's values (up to %.3g) are too large: squared distances over %zu "
+                               "coordinates would overflow double; rescale the data",
+                               largest, data.d));
+  }
+  if (lg + ln >= d_max || 2 * lg + ld + ln >= d_max)
+    throw InputError(strprintf("the data's values (up to %.3g) are too large: the sums over %zu objects would "
+                               "overflow double; rescale the data",
+                               largest, data.n));
+}
+
+template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
   validate(params);
   check_clusters(params.k, data.n);
   const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
+  check_arithmetic_range(data);
   const auto engine = impl.make<T>(params);
-  return fit(*engine, data, params, observer);
+  Result<T> result = fit(*engine, data, params, observer);
+  if (!std::isfinite(result.inertia))  // the range check makes this unreachable; never report it as a result
+    throw InputError("the inertia is not finite: the arithmetic overflowed; rescale the data");
+  return result;
 }
 
 template Result<float> run(const Implementation&, const Dataset<float>&, const Params&, const IterationObserver&);

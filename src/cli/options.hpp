@@ -1,0 +1,51 @@
+// What both command lines (kmeans, gemm) share: strict number options and the thread cap.
+#pragma once
+
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+namespace km::cli {
+
+// The most CPU threads either program starts (libgomp fails or crashes far above this).
+constexpr int kMaxThreads = 1024;
+
+// A decimal integer, whole: an optional sign (a '-' only when `negative`), digits, nothing
+// else. Leading zeros are decimal ("010" is ten, not octal eight, as CLI11 would read it).
+inline CLI::Validator decimal_integer(bool negative = true) {
+  return CLI::Validator(
+      [negative](std::string& s) -> std::string {
+        std::size_t i = (!s.empty() && (s[0] == '+' || (negative && s[0] == '-'))) ? 1 : 0;
+        if (i == s.size()) return "'" + s + "' is not a whole decimal number";
+        for (std::size_t j = i; j < s.size(); ++j)
+          if (s[j] < '0' || s[j] > '9')
+            return "'" + s + "' is not a whole decimal number" + (negative ? "" : " of zero or more");
+        std::size_t first = i;
+        while (first + 1 < s.size() && s[first] == '0') ++first;
+        s = (s[0] == '-' ? "-" : "") + s.substr(first);
+        // Range: the digits must fit an unsigned 64-bit value (CLI11 then checks the type's range).
+        if (s.size() - (s[0] == '-') > 20 || (s.size() - (s[0] == '-') == 20 && s.substr(s[0] == '-') > "18446744073709551615"))
+          return "'" + s + "' is out of range";
+        return {};
+      },
+      "INTEGER");
+}
+
+// OMP_NUM_THREADS above the cap would crash libgomp at the first parallel region: clamp it
+// (and say so) before any parallel work.
+inline void clamp_openmp_threads(const char* program) {
+  if (omp_get_max_threads() > kMaxThreads) {
+    std::fprintf(stderr, "%s: note: OMP_NUM_THREADS=%d is above the limit of %d threads; using %d\n", program,
+                 omp_get_max_threads(), kMaxThreads, kMaxThreads);
+    omp_set_num_threads(kMaxThreads);
+  }
+}
+
+// A path option given as "" is an error, not "no option".
+inline void require_nonempty(const CLI::App& app, const char* option, const std::string& value) {
+  if (app.count(option) && value.empty()) throw CLI::ValidationError(option, "empty path");
+}
+
+}  // namespace km::cli
