@@ -185,6 +185,17 @@ def test_strict_options():
     p = subprocess.run([KMEANS, "--impl=seq", "--objects=500", "--report=json", "--quiet"], capture_output=True,
                        text=True, env=env, timeout=120)
     expect(p.returncode == 0 and "above the limit" in p.stderr, f"OMP_NUM_THREADS=100000: {p.returncode} {p.stderr}")
+    # More than the machine has: one clear line before anything is allocated (KMEANS_HOST_MEMORY
+    # stands in for a small machine), never an OOM kill.
+    for args in (["--objects=10000000"], ["--objects=2", "--clusters=1", "--coords=2147483648"],
+                 ["--objects=100000", "--clusters=60000", "--coords=200"]):
+        p = subprocess.run([KMEANS, "--impl=seq", *args], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, KMEANS_HOST_MEMORY="100000000"))
+        lines = p.stderr.strip().splitlines()
+        expect(p.returncode == 1 and len(lines) == 1 and "of host memory but" in lines[0],
+               f"{args} on a 100 MB machine: {p.returncode} {p.stderr!r}")
+    p = run("--generator=blobs", "--objects=10", "--clusters=2000000000", check=False)
+    expect(p.returncode == 2 and "--clusters" in p.stderr, f"K > N checked before the blobs: {p.stderr!r}")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "x.csv")
         with open(data, "w") as f:

@@ -68,6 +68,19 @@ expect_error(2, ["--allow-tf32"], "--kernel=tensor", "--precision=float", "--siz
 expect_error(2, ["--cpu-fraction"], "--kernel=cpu-omp", "--cpu-fraction=0.5")
 expect_error(2, [], "--size=64", "--m=32")
 expect_error(2, [], "--frobnicate")
+# More than the machine has (KMEANS_HOST_MEMORY stands in for a small machine), and sizes whose
+# product overflows: one line, exit 1, before anything is allocated.
+import os  # noqa: E402
+for args in (["--kernel=cpu-blas", "--size=40000"], ["--kernel=cpu-omp", "--m=2147483647", "--n=2147483647", "--k=1"]):
+    p = subprocess.run([GEMM, *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KMEANS_HOST_MEMORY="1000000000"))
+    if p.returncode != 1 or "of host memory but" not in p.stderr or len(p.stderr.strip().splitlines()) != 1:
+        failures.append(f"{args} on a 1 GB machine: {p.returncode} {p.stderr!r}")
+expect_error(2, ["--size"], "--size=010x")
+p = run("--kernel=cpu-omp", "--size=010", "--report=json")
+if p.returncode != 0 or json.loads(p.stdout)["m"] != 10:
+    failures.append(f"--size=010 is ten: {p.stdout!r}")
+
 # A GPU kernel where there is no GPU: exit 1, naming the reason.
 probe = run("--kernel=cublas", "--size=8")
 if probe.returncode != 0:

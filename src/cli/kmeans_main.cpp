@@ -82,6 +82,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   } else {
     const auto d = static_cast<std::size_t>(o.coords);
     const std::size_t n = o.objects ? static_cast<std::size_t>(*o.objects) : km::objects_for_size(*o.size_mb, d);
+    km::check_clusters(params.k, n);  // before the generator allocates K centres
     if (o.generator == "blobs") {
       km::BlobOptions bo;
       bo.n = n;
@@ -219,6 +220,9 @@ int main(int argc, char** argv) {
   } catch (const km::UsageError& e) {
     std::fprintf(stderr, "kmeans: error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kmeans: error: out of host memory; use fewer objects, coordinates or clusters\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kmeans: error: %s\n", e.what());
     return 1;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "common/stats.hpp"
 #include "cuda/device.hpp"
 #include "gemm/cpu_gemm.hpp"
@@ -175,6 +176,11 @@ GemmReport run(const RunOptions& o) {
   const KernelInfo& info = find_kernel(o.kernel);
   if (o.m < 1 || o.n < 1 || o.k < 1)
     throw UsageError(strprintf("matrix sizes must be positive (m=%d n=%d k=%d)", o.m, o.n, o.k));
+  // Every host matrix at once (A, B, C for nt, the result, and the reference and the scale
+  // when checking), before any is allocated or filled.
+  const double m = o.m, n = o.n, k = o.k;
+  const double elems = m * k + k * n + (o.op == Op::nt ? m * n : 0) + m * n * (o.check ? 3 : 1);
+  check_host_memory(elems * (o.is_double ? 8 : 4), strprintf("m=%d n=%d k=%d (A, B, C and results)", o.m, o.n, o.k));
   return o.is_double ? run_typed<double>(o, info) : run_typed<float>(o, info);
 }
 

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 
 namespace km {
 
@@ -19,6 +20,7 @@ HostBuffer<T>::HostBuffer(std::size_t count) : size_(count) {
   if (count > std::numeric_limits<std::size_t>::max() / sizeof(T) - kPage)
     throw InputError(strprintf("cannot allocate %zu values: size overflows", count));
   std::size_t bytes = (count * sizeof(T) + kPage - 1) / kPage * kPage;
+  if (bytes >= (64u << 20)) check_host_memory(static_cast<double>(bytes), strprintf("a buffer of %zu values", count));
   void* p = std::aligned_alloc(kPage, bytes);
   if (!p)
     throw InputError(strprintf("out of host memory allocating %.1f MiB", bytes / 1048576.0));
@@ -44,6 +46,13 @@ void check_finite(const Dataset<T>& data, const std::string& what) {
     throw InputError(strprintf("%s: value %s at object %zu, coordinate %zu (NaN/Inf are not allowed)",
                                what.c_str(), std::isnan(v[first_bad]) ? "NaN" : "Inf", obj, coord));
   }
+}
+
+std::size_t data_elements(std::size_t n, std::size_t d, std::size_t element_size) {
+  check_host_memory(static_cast<double>(n) * static_cast<double>(d) * static_cast<double>(element_size),
+                    strprintf("the data (%zu objects x %zu coordinates of %s)", n, d,
+                              element_size == 4 ? "float" : "double"));
+  return n * d;
 }
 
 void check_shape(std::int64_t n, std::int64_t d, std::size_t element_size, const std::string& what) {

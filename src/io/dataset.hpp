@@ -34,6 +34,9 @@ class HostBuffer {
   std::size_t size_ = 0;
 };
 
+// n*d, after checking that the host has the memory for them (InputError naming the shape).
+std::size_t data_elements(std::size_t n, std::size_t d, std::size_t element_size);
+
 template <class T>
 struct Dataset {
   std::size_t n = 0;  // objects
@@ -43,7 +46,7 @@ struct Dataset {
 
   Dataset() = default;
   Dataset(std::size_t n_, std::size_t d_, std::string source_ = {})
-      : n(n_), d(d_), values(n_ * d_), source(std::move(source_)) {}
+      : n(n_), d(d_), values(data_elements(n_, d_, sizeof(T))), source(std::move(source_)) {}
 
   const T* row(std::size_t i) const { return values.data() + i * d; }
   T* row(std::size_t i) { return values.data() + i * d; }

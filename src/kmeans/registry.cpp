@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "report/report.hpp"
 
@@ -94,6 +95,12 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
   const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
   check_arithmetic_range(data);
+  // What the run allocates beside the data: labels (engine and result), per-thread double
+  // sums, centroids.
+  const double n = static_cast<double>(data.n), kd = static_cast<double>(params.k) * static_cast<double>(data.d);
+  const double threads = params.threads > 0 ? params.threads : 1;
+  check_host_memory(2 * n * 4 + kd * (8 * (threads + 1) + 4 * sizeof(T)),
+                    strprintf("K=%d x d=%zu (labels, sums, centroids)", params.k, data.d));
   const auto engine = impl.make<T>(params);
   Result<T> result = fit(*engine, data, params, observer);
   if (!std::isfinite(result.inertia))  // the range check makes this unreachable; never report it as a result
