@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -196,6 +197,20 @@ TEST(Hardening, SignalsRemoveTemporaries) {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "the signal still ends the program";
     EXPECT_FALSE(std::filesystem::exists(tmp)) << "signal " << sig << " left the temporary";
+  }
+}
+
+TEST(Hardening, CpuRunsAreBitReproducible) {
+  const auto data = kmtest::make_data<double>(true, 20000, 8, 12, 3);
+  km::Params p;
+  p.k = 12;
+  p.threads = 2;
+  for (const char* impl : {"seq", "omp"}) {
+    const auto a = km::run(km::find_implementation(impl), data, p);
+    const auto b = km::run(km::find_implementation(impl), data, p);
+    EXPECT_EQ(a.centroids, b.centroids) << impl;
+    EXPECT_EQ(a.labels, b.labels) << impl;
+    EXPECT_EQ(std::memcmp(&a.inertia, &b.inertia, sizeof(double)), 0) << impl;
   }
 }
 

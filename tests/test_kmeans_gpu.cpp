@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -164,6 +165,48 @@ class GpuEmptyCluster : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuEmptyCluster, Double) { check_empty_cluster<double>(*GetParam()); }
 TEST_P(GpuEmptyCluster, Float) { check_empty_cluster<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuEmptyCluster, ::testing::ValuesIn(gpu_implementations()),
+                         [](const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
+                           std::string name = param_info.param->name;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+// The same input, parameters and implementation give the same bits on every run: centroids,
+// labels, inertia, and every iteration's change count and shift. Big enough for many blocks
+// to meet on every cluster, where floating-point atomics would reorder the sums.
+template <class T>
+void check_reproducible(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  struct Case {
+    std::size_t n, d;
+    int k;
+  };
+  for (const Case& c : {Case{300000, 2, 16}, Case{200000, 16, 16}, Case{100000, 32, 64}, Case{50000, 64, 300}}) {
+    SCOPED_TRACE("d=" + std::to_string(c.d) + " k=" + std::to_string(c.k));
+    if (!km::supports(impl, static_cast<std::size_t>(c.k), c.d, sizeof(T)).ok) continue;
+    const auto data = kmtest::make_data<T>(true, c.n, c.d, static_cast<std::size_t>(c.k), 5);
+    km::Params p;
+    p.k = c.k;
+    p.loops = 6;
+    const auto a = km::run(impl, data, p);
+    const auto b = km::run(impl, data, p);
+    ASSERT_EQ(a.iterations, b.iterations);
+    EXPECT_EQ(std::memcmp(a.centroids.data(), b.centroids.data(), a.centroids.size() * sizeof(T)), 0) << "centroids";
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_EQ(std::memcmp(&a.inertia, &b.inertia, sizeof(double)), 0) << a.inertia << " vs " << b.inertia;
+    for (int it = 0; it < a.iterations; ++it) {
+      EXPECT_EQ(a.per_iteration[it].changed, b.per_iteration[it].changed) << "iteration " << it + 1;
+      EXPECT_EQ(std::memcmp(&a.per_iteration[it].shift, &b.per_iteration[it].shift, sizeof(double)), 0)
+          << "iteration " << it + 1 << " shift " << a.per_iteration[it].shift << " vs " << b.per_iteration[it].shift;
+    }
+  }
+}
+
+class GpuReproducible : public ::testing::TestWithParam<const km::Implementation*> {};
+TEST_P(GpuReproducible, Double) { check_reproducible<double>(*GetParam()); }
+TEST_P(GpuReproducible, Float) { check_reproducible<float>(*GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Registry, GpuReproducible, ::testing::ValuesIn(gpu_implementations()),
                          [](const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
                            std::string name = param_info.param->name;
                            for (char& ch : name)

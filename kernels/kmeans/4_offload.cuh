@@ -1,20 +1,21 @@
 // Step 4, offload: the whole loop on the GPU. The assignment (shared-memory centroids, as
 // step 3) also adds each object into its cluster's sum and count with global atomics, d+1
-// per object (the lab's version); update_centroids (update.cuh) divides and clears. Sums
-// are double in both precisions: float atomics over millions of objects would lose the
-// digits the update needs.
+// per object (the lab's version); update_centroids (update.cuh) divides and clears. The
+// sums are 64-bit fixed point (update.cuh: to_fixed) in both precisions: integer atomics
+// give the same bits in any order, where double atomics would vary run to run.
 #pragma once
 
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/nearest.cuh"
+#include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
 
 template <class T>
 __global__ void assign_accumulate_global(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n,
                                          int d, int k, std::int32_t* __restrict__ labels,
-                                         unsigned long long* changed, double* __restrict__ sums,
-                                         unsigned long long* __restrict__ counts) {
+                                         unsigned long long* changed, unsigned long long* __restrict__ sums,
+                                         unsigned long long* __restrict__ counts, double scale) {
   extern __shared__ unsigned char smem[];
   T* s = reinterpret_cast<T*>(smem);
   stage_centroids(centroids, s, k * d);
@@ -24,7 +25,7 @@ __global__ void assign_accumulate_global(const T* __restrict__ x, const T* __res
     const int best = nearest_shared(x, n, i, s, d, k);
     moved = relabel(labels, i, best);
     for (int j = 0; j < d; ++j)
-      atomicAdd(&sums[static_cast<std::int64_t>(best) * d + j], static_cast<double>(x[j * n + i]));
+      atomicAdd(&sums[static_cast<std::int64_t>(best) * d + j], to_fixed(static_cast<double>(x[j * n + i]), scale));
     atomicAdd(&counts[best], 1ull);
   }
   count_changed(changed, moved);

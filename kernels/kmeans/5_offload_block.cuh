@@ -1,23 +1,26 @@
 // Step 5, offload-block: as offload, but a grid of resident blocks walks the objects
 // (grid-stride) and each block accumulates in shared memory (layouts.hpp:
 // block_sums_layout), merging once: K*d+K global atomics per block instead of d+1 per
-// object, and one atomic per block for the change count.
+// object, and one atomic per block for the change count. Block and global sums are 64-bit
+// fixed point (update.cuh: to_fixed): shared 64-bit integer atomics are native (shared
+// double atomics are compare-and-swap loops) and the result is the same bits in any order.
 #pragma once
 
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/nearest.cuh"
+#include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
 
 template <class T>
 __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n,
                                         int d, int k, std::int32_t* __restrict__ labels,
-                                        unsigned long long* changed, double* __restrict__ sums,
-                                        unsigned long long* __restrict__ counts) {
+                                        unsigned long long* changed, unsigned long long* __restrict__ sums,
+                                        unsigned long long* __restrict__ counts, double scale) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
-  double* block_sums = reinterpret_cast<double*>(smem);
+  unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);
   unsigned* block_counts = reinterpret_cast<unsigned*>(smem + layout.counts_offset);
   T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
   for (int t = threadIdx.x; t < k * d; t += blockDim.x) block_sums[t] = 0;
@@ -28,7 +31,7 @@ __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __rest
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const int best = nearest_shared(x, n, i, s, d, k);
     moves += relabel(labels, i, best) ? 1u : 0u;
-    for (int j = 0; j < d; ++j) atomicAdd(&block_sums[best * d + j], static_cast<double>(x[j * n + i]));
+    for (int j = 0; j < d; ++j) atomicAdd(&block_sums[best * d + j], to_fixed(static_cast<double>(x[j * n + i]), scale));
     atomicAdd(&block_counts[best], 1u);
   }
   flush_block_count(changed, moves);  // ends with __syncthreads

@@ -2,10 +2,11 @@
 // |x|^2 - 2 x.c + |c|^2, the x.c products by cuBLAS over chunks of objects that stay in L2
 // (src/kmeans/gpu/fused.cu), then one warp per object finds the nearest centroid (|x|^2 is
 // the same for every centroid and is left out) and adds the object into its cluster with
-// global atomics.
+// global 64-bit fixed-point atomics (update.cuh: to_fixed), the same bits in any order.
 #pragma once
 
 #include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
 
@@ -27,7 +28,8 @@ template <class T>
 __global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__ dots, const T* __restrict__ norms,
                                   std::int64_t first, std::int64_t count, int d, int k,
                                   std::int32_t* __restrict__ labels, unsigned long long* changed,
-                                  double* __restrict__ sums, unsigned long long* __restrict__ counts) {
+                                  unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
+                                  double scale) {
   const std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   bool moved = false;
@@ -58,7 +60,7 @@ __global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__
     }
     if (sums) {
       for (int j = lane; j < d; j += 32)
-        atomicAdd(&sums[static_cast<std::int64_t>(best_c) * d + j], static_cast<double>(x[i * d + j]));
+        atomicAdd(&sums[static_cast<std::int64_t>(best_c) * d + j], to_fixed(static_cast<double>(x[i * d + j]), scale));
       if (lane == 0) atomicAdd(&counts[best_c], 1ull);
     }
   }

@@ -8,11 +8,12 @@
 //   used (memory-level parallelism: at d = 2 one object's loads left 80% of the cycles
 //   waiting on memory); coordinates stay in registers; centroids sit in shared memory and
 //   are read as broadcasts. Each block accumulates its objects over a grid-stride loop
-//   (one wave of resident blocks) in shared memory and merges once. The block sums are
-//   64-bit fixed point (value * 2^scale_exp, the exponent chosen on the host from the
-//   largest |x| and the most objects a block can see, so they cannot overflow): shared
-//   64-bit integer atomics are native, while shared double atomics are compare-and-swap
-//   loops that serialise on a hot cluster and cost 20x the memory floor. With d >= 8 and
+//   (one wave of resident blocks) in shared memory and merges once. The block and global
+//   sums are 64-bit fixed point (update.cuh: to_fixed; the exponent is chosen on the host
+//   from the largest |x| and N, so they cannot overflow): integer addition is associative,
+//   so the sums are the same bits on every run, and shared 64-bit integer atomics are
+//   native, while shared double atomics are compare-and-swap loops that serialise on a hot
+//   cluster and cost 20x the memory floor. With d >= 8 and
 //   K <= 32 (OWNER) even the integer atomics collide too often (d of them per object), so
 //   lane c of each warp owns cluster c: each object's coordinates are passed round the
 //   warp by shuffles and only the owner adds them, in double registers, merging into the
@@ -22,13 +23,15 @@
 
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
 
 template <class T, int MAXD, bool OWNER>
 __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
-                            std::int32_t* __restrict__ labels, unsigned long long* changed, double* __restrict__ sums,
-                            unsigned long long* __restrict__ counts, double scale, double inv_scale) {
+                            std::int32_t* __restrict__ labels, unsigned long long* changed,
+                            unsigned long long* __restrict__ sums,
+                            unsigned long long* __restrict__ counts, double scale) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
@@ -88,8 +91,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
             if (j < d)
-              atomicAdd(&block_sums[best * d + j],
-                        static_cast<unsigned long long>(__double2ll_rn(static_cast<double>(xr[u][j]) * scale)));
+              atomicAdd(&block_sums[best * d + j], to_fixed(static_cast<double>(xr[u][j]), scale));
           atomicAdd(&block_counts[best], 1u);
         }
       }
@@ -115,7 +117,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
 #pragma unroll
       for (int j = 0; j < MAXD; ++j)
         if (j < d)
-          atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j] * scale)));
+          atomicAdd(&block_sums[lane * d + j], to_fixed(acc[j], scale));
     }
     __syncthreads();
   }
@@ -123,7 +125,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
     if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (block_counts[t / d])
-      atomicAdd(&sums[t], static_cast<double>(static_cast<long long>(block_sums[t])) * inv_scale);
+      atomicAdd(&sums[t], block_sums[t]);
 }
 
 }  // namespace km::kernels

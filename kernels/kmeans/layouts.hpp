@@ -4,6 +4,7 @@
 // both nvcc and the host compiler read this file.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 #if defined(__CUDACC__)
@@ -51,6 +52,17 @@ constexpr std::size_t kFusedOnePassSharedLimit = 64 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   return d <= static_cast<std::size_t>(kFusedMaxCoords) &&
          block_sums_layout<std::size_t>(k, d, elem).bytes <= kFusedOnePassSharedLimit;
+}
+
+// The exponent E of the fixed-point sums (update.cuh: to_fixed): the largest with
+// bound * 2^E < 2^61, where bound = max|x| * n is the largest |sum| any cluster can reach;
+// the spare bits absorb the addends' rounding (each at most 1/2).
+inline int fixed_point_exponent(double bound) {
+  if (!(bound > 0)) return 0;
+  int e = 0;
+  std::frexp(bound, &e);  // bound < 2^e
+  const int exponent = 61 - e;
+  return exponent < -1000 ? -1000 : exponent > 1000 ? 1000 : exponent;
 }
 
 }  // namespace km::kernels

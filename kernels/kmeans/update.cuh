@@ -1,26 +1,37 @@
-// update_centroids: the update step on the device, shared by offload, offload-block and fused.
+// update_centroids: the update step on the device, shared by offload, offload-block and
+// fused; sum_in_order: the deterministic total of the clusters' shifts.
 #pragma once
 
 #include <cstdint>
 
 namespace km::kernels {
 
+// One object's coordinate as a 64-bit fixed-point addend (value * 2^E, rounded to the
+// nearest integer, two's complement). Integer addition is associative, so sums of these are
+// the same bits in any order: the GPU's sums are reproducible run to run. The engine picks
+// the scale 2^E so that no sum can reach 2^62 (layouts.hpp: fixed_point_exponent).
+__device__ __forceinline__ unsigned long long to_fixed(double v, double scale) {
+  return static_cast<unsigned long long>(__double2ll_rn(v * scale));
+}
+
 // One block per cluster. centroid = sum / count, or unchanged when the cluster is empty;
-// adds the squared shift to *shift; clears the sums and the count for the next iteration.
-// Sums are [k][d]; centroids are [d][k] when coord_major, else [k][d]. Launch with a
-// multiple of 32 threads.
+// the squared shift of cluster c goes to shift_parts[c]; clears the sums and the count for
+// the next iteration. Sums are fixed point [k][d] (value = sum * inv_scale); centroids are
+// [d][k] when coord_major, else [k][d]. Launch with a multiple of 32 threads.
 template <class T>
-__global__ void update_centroids(T* __restrict__ centroids, double* __restrict__ sums,
+__global__ void update_centroids(T* __restrict__ centroids, unsigned long long* __restrict__ sums,
                                  unsigned long long* __restrict__ counts, int k, int d, bool coord_major,
-                                 double* __restrict__ shift) {
+                                 double inv_scale, double* __restrict__ shift_parts) {
+  __shared__ double warp_shift[32];
   const int c = blockIdx.x;
   const unsigned long long count = counts[c];
   double local = 0;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    double& s = sums[static_cast<std::int64_t>(c) * d + j];
+    unsigned long long& s = sums[static_cast<std::int64_t>(c) * d + j];
     if (count > 0) {
       const std::int64_t at = coord_major ? static_cast<std::int64_t>(j) * k + c : static_cast<std::int64_t>(c) * d + j;
-      const T updated = static_cast<T>(s / static_cast<double>(count));
+      const double sum = static_cast<double>(static_cast<long long>(s)) * inv_scale;
+      const T updated = static_cast<T>(sum / static_cast<double>(count));
       const double delta = static_cast<double>(updated) - static_cast<double>(centroids[at]);
       local += delta * delta;
       centroids[at] = updated;
@@ -28,9 +39,30 @@ __global__ void update_centroids(T* __restrict__ centroids, double* __restrict__
     s = 0;
   }
   for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
-  if ((threadIdx.x & 31) == 0 && local != 0) atomicAdd(shift, local);
+  if ((threadIdx.x & 31) == 0) warp_shift[threadIdx.x / 32] = local;
   __syncthreads();
-  if (threadIdx.x == 0) counts[c] = 0;
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += warp_shift[w];
+    shift_parts[c] = total;
+    counts[c] = 0;
+  }
+}
+
+// *out = the sum of parts[0..count) in a fixed order: each of the block's threads sums a
+// fixed stride in order, then a fixed tree. Launch one block of THREADS threads.
+template <int THREADS>
+__global__ void sum_in_order(const double* __restrict__ parts, int count, double* __restrict__ out) {
+  __shared__ double partial[THREADS];
+  double s = 0;
+  for (int i = threadIdx.x; i < count; i += THREADS) s += parts[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = THREADS / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) partial[threadIdx.x] += partial[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = partial[0];
 }
 
 }  // namespace km::kernels

@@ -1,6 +1,10 @@
 #include "kmeans/gpu/device_update.hpp"
 
+#include <cmath>
+
+#include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/update.cuh"
+#include "kmeans/cpu_steps.hpp"
 
 namespace km::gpu {
 
@@ -9,13 +13,17 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   const std::size_t k = initial.size() / data.d, d = data.d;
   this->k_ = k;
   this->d_ = d;
+  const int exponent = kernels::fixed_point_exponent(max_abs_value(data) * static_cast<double>(data.n));
+  scale_ = std::ldexp(1.0, exponent);
+  inv_scale_ = std::ldexp(1.0, -exponent);
   const std::size_t extra = prepare(data);
   this->setup_common(data, k, buffer_bytes(k, d) + extra);
   centroids_ = DeviceBuffer<T>(k * d);
-  sums_ = DeviceBuffer<double>(k * d);
+  sums_ = DeviceBuffer<unsigned long long>(k * d);
   counts_ = DeviceBuffer<unsigned long long>(k);
+  shift_parts_ = DeviceBuffer<double>(k);
   this->upload_centroids(initial, centroids_.get());
-  CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(double), this->stream_));
+  CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(unsigned long long), this->stream_));
   CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
   after_setup();
   CUDA_CHECK(cudaStreamSynchronize(this->stream_));
@@ -28,8 +36,10 @@ void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
   this->reset_changed();
   assign(true);
   kernels::update_centroids<T><<<k, 128, 0, this->stream_>>>(centroids_.get(), sums_.get(), counts_.get(), k, d,
-                                                             this->layout_ == Layout::coord_major,
-                                                             this->shift_.get());
+                                                             this->layout_ == Layout::coord_major, inv_scale_,
+                                                             shift_parts_.get());
+  CUDA_CHECK_LAUNCH();
+  kernels::sum_in_order<256><<<1, 256, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
   CUDA_CHECK_LAUNCH();
   after_update();
   this->timer_.end(this->stream_);

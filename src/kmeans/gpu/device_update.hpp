@@ -1,7 +1,9 @@
 // The rungs that keep the whole loop on the GPU (offload, offload-block, fused's paths):
 // the centroids, their double sums and counts live on the device; each iteration is one
 // assignment-with-accumulation pass, update_centroids (kernels/kmeans/update.cuh), and one
-// small read-back of the change count and the shift. A rung supplies its assignment.
+// small read-back of the change count and the shift. A rung supplies its assignment. Every
+// sum is exact integer (fixed-point) arithmetic and the shift is summed in a fixed order, so
+// a run gives the same bits every time.
 #pragma once
 
 #include "kmeans/gpu/engine.hpp"
@@ -20,7 +22,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
 
   // Device bytes this engine allocates beyond the data and labels, for K and d.
   static std::size_t buffer_bytes(std::size_t k, std::size_t d) {
-    return k * d * (sizeof(T) + sizeof(double)) + k * sizeof(unsigned long long);
+    return k * d * (sizeof(T) + sizeof(unsigned long long)) + k * (sizeof(unsigned long long) + sizeof(double));
   }
 
  protected:
@@ -35,9 +37,11 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   // Work after each update_centroids (e.g. the GEMM path's |c|^2).
   virtual void after_update() {}
 
-  DeviceBuffer<T> centroids_;  // in layout_
-  DeviceBuffer<double> sums_;  // [k][d]
+  DeviceBuffer<T> centroids_;              // in layout_
+  DeviceBuffer<unsigned long long> sums_;  // [k][d], 64-bit fixed point: value = sum * inv_scale_
   DeviceBuffer<unsigned long long> counts_;
+  DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift, summed in order
+  double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
 };
 
 }  // namespace km::gpu

@@ -19,7 +19,7 @@ namespace km::gpu {
 
 template <class T>
 using OnePassKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*,
-                               double*, unsigned long long*, double, double);
+                               unsigned long long*, unsigned long long*, double);
 
 // The instantiation for a register width (the smallest power of two >= d) and the
 // accumulation mode (owner lanes or fixed-point shared atomics).
@@ -57,25 +57,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const std::size_t blocks_needed = (data.n + block_ - 1) / block_;
     grid_ = static_cast<int>(std::max<std::size_t>(
         1, std::min<std::size_t>(static_cast<std::size_t>(per_sm) * multiprocessor_count(), blocks_needed)));
-    // Fixed-point scale of the block sums: |sum| <= max|x| * (objects one block sees) < 2^61.
-    const std::size_t unroll = static_cast<std::size_t>(kernels::fused_unroll(maxd));
-    const std::size_t per_pass = static_cast<std::size_t>(grid_) * block_ * unroll;
-    const double per_block = static_cast<double>((data.n + per_pass - 1) / per_pass) * block_ * unroll;
-    const double bound = max_abs_value(data) * per_block;
-    const int exponent = bound > 0 ? std::clamp(61 - static_cast<int>(std::ceil(std::log2(bound))), -1000, 1000) : 0;
-    scale_ = std::ldexp(1.0, exponent);
-    inv_scale_ = std::ldexp(1.0, -exponent);
     return 0;
   }
 
   void assign(bool accumulate) override {
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
-                 accumulate ? this->sums_.get() : nullptr, this->counts_.get(), scale_, inv_scale_);
+                 accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;
   int grid_ = 1, block_ = 128;
-  double scale_ = 1, inv_scale_ = 1;
   std::size_t bytes_ = 0;
 };
 
@@ -109,7 +100,7 @@ class FusedGemm final : public DeviceUpdateEngine<T> {
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     unsigned long long* changed = accumulate ? this->changed_.get() : nullptr;
-    double* sums = accumulate ? this->sums_.get() : nullptr;
+    unsigned long long* sums = accumulate ? this->sums_.get() : nullptr;
     const T one = 1, zero = 0;
     for (std::int64_t first = 0; first < n; first += static_cast<std::int64_t>(chunk_)) {
       const int count = static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(chunk_), n - first));
@@ -124,7 +115,7 @@ class FusedGemm final : public DeviceUpdateEngine<T> {
       const std::int64_t threads = static_cast<std::int64_t>(count) * 32;
       kernels::argmin_accumulate<T><<<static_cast<int>((threads + block - 1) / block), block, 0, this->stream_>>>(
           this->x_.get(), dots_.get(), norms_.get(), first, count, d, k, this->labels_.get(), changed, sums,
-          this->counts_.get());
+          this->counts_.get(), this->scale_);
       CUDA_CHECK_LAUNCH();
     }
   }
