@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/kmeans_options.hpp"
 #include "cli/options.hpp"
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
@@ -20,29 +21,7 @@
 
 namespace {
 
-struct Options {
-  std::string impl;
-  std::optional<double> size_mb;
-  std::optional<long long> objects;
-  std::string input, dataset, generator = "uniform";
-  long long coords = 16;
-  bool coords_given = false;
-  long long clusters = 16;
-  unsigned long long seed = 0;
-  long long loops = 10;
-  double threshold = 0;
-  std::optional<double> tol;
-  std::string init = "first", precision = "double", output, report = "table";
-  long long block = 128, threads = 0;
-  bool quiet = false;
-  bool list = false;
-};
-
-int to_int(long long v, const char* option) {
-  if (v < -2147483647LL || v > 2147483647LL)
-    throw km::UsageError(km::strprintf("%s=%lld is out of range", option, v));
-  return static_cast<int>(v);
-}
+using Options = km::cli::KmeansOptions;
 
 // Prints progress once the run has lasted more than a second, unless --quiet.
 class Progress {
@@ -120,48 +99,12 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   return 0;
 }
 
-std::string implementations_help() {
-  std::string text = "Implementations (--impl):\n";
-  for (const km::Implementation* impl : km::implementations())
-    text += km::strprintf("  %-14s %s%s\n", impl->name, impl->description, impl->needs_gpu() ? " [GPU]" : "");
-  text += "Default: fused when a GPU is present, else omp.\n";
-  return text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"kmeans: Lloyd k-means on the CPU and the GPU, with per-iteration timing", "kmeans"};
-  app.footer(implementations_help());
-  app.option_defaults()->always_capture_default();
-  app.add_option("--impl", o.impl, "implementation (see below)");
-  auto* size = app.add_option("--size", o.size_mb, "lab data of this many MB: MB*2^20/(coords*8) objects [256]");
-  auto* objects = app.add_option("--objects", o.objects, "generate this many objects")->transform(km::cli::decimal_integer());
-  auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt");
-  app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
-  auto* generator = app.add_option("--generator", o.generator, "generated data: uniform or blobs");
-  app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
-      ->transform(km::cli::decimal_integer());
-  app.add_option("--clusters", o.clusters, "number of clusters K")->transform(km::cli::decimal_integer());
-  app.add_option("--seed", o.seed, "seed for generated data and random/kmeans++ init (0..2^64-1)")
-      ->transform(km::cli::decimal_integer(false));
-  app.add_option("--loops", o.loops, "at most this many iterations")->transform(km::cli::decimal_integer());
-  app.add_option("--threshold", o.threshold, "stop when the fraction of objects that changed is <= T");
-  app.add_option("--tol", o.tol, "stop when the summed squared centroid shift is <= X (default off)");
-  app.add_option("--init", o.init, "initial centroids: first, random or kmeans++");
-  app.add_option("--precision", o.precision, "double or float");
-  app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)")
-      ->transform(km::cli::decimal_integer());
-  app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")
-      ->transform(km::cli::decimal_integer());
-  app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
-  app.add_option("--report", o.report, "report format: table, json or csv");
-  app.add_flag("--quiet", o.quiet, "no progress on stderr");
-  app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit");
-  size->excludes(objects);
-  input->excludes(size)->excludes(objects)->excludes(generator);
-
+  km::cli::add_kmeans_options(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -178,39 +121,7 @@ int main(int argc, char** argv) {
 
   try {
     km::cli::clamp_openmp_threads("kmeans");
-    if (app.count("--input") && o.input.empty()) throw km::UsageError("--input: the path is empty");
-    if (app.count("--output") && o.output.empty()) throw km::UsageError("--output: the path is empty");
-    if (o.threads < 0 || o.threads > km::cli::kMaxThreads)
-      throw km::UsageError(km::strprintf("--threads=%lld must be in 0..%d (0: all cores)", o.threads,
-                                         km::cli::kMaxThreads));
-    o.coords_given = app.count("--coords") > 0;
-    if (o.coords < 1) throw km::UsageError(km::strprintf("--coords=%lld: must be at least 1", o.coords));
-    if (o.objects && *o.objects <= 0)
-      throw km::UsageError(km::strprintf("--objects=%lld: must be positive", *o.objects));
-    if (o.size_mb && !(*o.size_mb > 0 && std::isfinite(*o.size_mb)))
-      throw km::UsageError(km::strprintf("--size=%g: must be a finite positive number of MB", *o.size_mb));
-    if (!o.size_mb && !o.objects) o.size_mb = 256.0;
-    if (o.generator != "uniform" && o.generator != "blobs")
-      throw km::UsageError("--generator must be uniform or blobs, not '" + o.generator + "'");
-    if (!o.dataset.empty() && (o.input.empty() || km::format_from_path(o.input) != km::Format::hdf5))
-      throw km::UsageError("--dataset applies only to an .h5/.hdf5 --input");
-    if (o.precision != "double" && o.precision != "float")
-      throw km::UsageError("--precision must be double or float, not '" + o.precision + "'");
-    if (o.report != "table" && o.report != "json" && o.report != "csv")
-      throw km::UsageError("--report must be table, json or csv, not '" + o.report + "'");
-
-    km::Params params;
-    params.k = to_int(o.clusters, "--clusters");
-    params.loops = to_int(o.loops, "--loops");
-    params.threshold = o.threshold;
-    params.tol = o.tol;
-    params.init = km::init_from_string(o.init);
-    params.seed = o.seed;
-    params.block = to_int(o.block, "--block");
-    params.threads = to_int(o.threads, "--threads");
-    km::validate(params);
-    if (!o.output.empty()) km::check_output_path(o.output, o.input);
-
+    const km::Params params = km::cli::check_kmeans_options(app, o);
     const km::GpuInfo& gpu = km::gpu_info();
     const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;
     const km::Implementation& impl = km::find_implementation(name);

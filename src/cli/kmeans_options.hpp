@@ -1,0 +1,39 @@
+// The kmeans command line: its options, and every check that needs no data (so a bad
+// option fails before a large file is read). Apart from main, the option-parser fuzz target
+// (tests/fuzz) drives these.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "kmeans/params.hpp"
+
+namespace km::cli {
+
+struct KmeansOptions {
+  std::string impl;
+  std::optional<double> size_mb;
+  std::optional<long long> objects;
+  std::string input, dataset, generator = "uniform";
+  long long coords = 16;
+  bool coords_given = false;
+  long long clusters = 16;
+  unsigned long long seed = 0;
+  long long loops = 10;
+  double threshold = 0;
+  std::optional<double> tol;
+  std::string init = "first", precision = "double", output, report = "table";
+  long long block = 128, threads = 0;
+  bool quiet = false;
+  bool list = false;
+};
+
+// Declares every option on app, bound to o, with the registry in the help's footer.
+void add_kmeans_options(CLI::App& app, KmeansOptions& o);
+
+// After app.parse: checks the options together and returns the algorithm's parameters.
+// Throws UsageError (or InputError for an unusable output path) naming the option.
+Params check_kmeans_options(const CLI::App& app, KmeansOptions& o);
+
+}  // namespace km::cli
