@@ -34,6 +34,7 @@ std::size_t available_host_memory() {
 }
 
 void check_host_memory(double bytes, const std::string& what) {
+  if (bytes < 64.0 * 1048576) return;  // not worth a read of /proc/meminfo
   const std::size_t available = available_host_memory();
   if (available != SIZE_MAX && bytes > static_cast<double>(available))
     throw InputError(strprintf("%s needs %.2f GiB of host memory but %.2f GiB are available", what.c_str(),

@@ -20,7 +20,7 @@ HostBuffer<T>::HostBuffer(std::size_t count) : size_(count) {
   if (count > std::numeric_limits<std::size_t>::max() / sizeof(T) - kPage)
     throw InputError(strprintf("cannot allocate %zu values: size overflows", count));
   std::size_t bytes = (count * sizeof(T) + kPage - 1) / kPage * kPage;
-  if (bytes >= (64u << 20)) check_host_memory(static_cast<double>(bytes), strprintf("a buffer of %zu values", count));
+  check_host_memory(static_cast<double>(bytes), strprintf("a buffer of %zu values", count));
   void* p = std::aligned_alloc(kPage, bytes);
   if (!p)
     throw InputError(strprintf("out of host memory allocating %.1f MiB", bytes / 1048576.0));

@@ -125,6 +125,30 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
     throw InputError(strprintf("'%s': dataset '%s' is not a floating-point dataset", path.c_str(), name.c_str()));
   check_shape(static_cast<std::int64_t>(dims[0]), static_cast<std::int64_t>(dims[1]), sizeof(T),
               "'" + path + "' dataset '" + name + "'");
+  // What the file claims must be plausible before anything is allocated or read: a damaged
+  // or hostile header can declare any shape, chunk or element size.
+  const std::size_t type_size = H5Tget_size(type.get());
+  if (type_size != 2 && type_size != 4 && type_size != 8)
+    throw InputError(strprintf("'%s': dataset '%s' has a %zu-byte floating-point type; float32 or float64 is needed",
+                               path.c_str(), name.c_str(), type_size));
+  const double declared = static_cast<double>(dims[0]) * static_cast<double>(dims[1]) * static_cast<double>(type_size);
+  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!dcpl.ok()) throw InputError(strprintf("'%s': cannot read the layout of '%s'", path.c_str(), name.c_str()));
+  if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+    hsize_t chunk[2] = {0, 0};
+    if (H5Pget_chunk(dcpl.get(), 2, chunk) != 2)
+      throw InputError(strprintf("'%s': dataset '%s' has a damaged chunk layout", path.c_str(), name.c_str()));
+    const double chunk_bytes = static_cast<double>(chunk[0]) * static_cast<double>(chunk[1]) * type_size;
+    if (chunk_bytes > 256.0 * 1048576)
+      throw InputError(strprintf("'%s': dataset '%s' has chunks of %.0f MiB (at most 256 MiB are read)", path.c_str(),
+                                 name.c_str(), chunk_bytes / 1048576));
+  }
+  const double stored = static_cast<double>(H5Dget_storage_size(ds.get()));
+  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < declared)  // uncompressed: every byte must be there
+    throw InputError(strprintf("'%s': dataset '%s' declares %llu x %llu values (%.0f bytes) but stores %.0f bytes "
+                               "(truncated or never written)",
+                               path.c_str(), name.c_str(), static_cast<unsigned long long>(dims[0]),
+                               static_cast<unsigned long long>(dims[1]), declared, stored));
 
   Dataset<T> data(dims[0], dims[1], path + ":" + name);
   // HDF5 converts float<->double itself, in strips, straight into our buffer.

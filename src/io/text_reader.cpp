@@ -12,7 +12,7 @@
 namespace km {
 
 namespace {
-constexpr std::size_t kChunk = 1 << 20;
+constexpr std::size_t kChunk = 1 << 16;  // the first read; the buffer doubles only for a longer line
 }
 
 LineReader::LineReader(const std::string& path) : path_(path), buf_(kChunk) {
