@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 
 #include "common/errors.hpp"
@@ -34,6 +35,7 @@ void load_once(const std::string& path) {
     if (data.n == 0 || data.d == 0) std::abort();  // a dataset is never empty
   } catch (const km::InputError&) {
   } catch (const km::UsageError&) {
+  } catch (const std::bad_alloc&) {  // main reports it as one line
   }
 }
 
