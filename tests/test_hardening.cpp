@@ -2,6 +2,7 @@
 // crashed, hung, were read loosely or produced silent wrong answers now end in one clear
 // error (or the right result).
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -212,6 +213,21 @@ TEST(Hardening, CpuRunsAreBitReproducible) {
     EXPECT_EQ(a.labels, b.labels) << impl;
     EXPECT_EQ(std::memcmp(&a.inertia, &b.inertia, sizeof(double)), 0) << impl;
   }
+}
+
+TEST(Hardening, HdfDatasetMustHoldWhatItDeclares) {
+  TempDir dir;
+  // Declared 100000 x 1000 doubles (800 MB) but never written: refused before anything is
+  // allocated or read (an uncompressed dataset must store every byte it declares).
+  const std::string path = dir.file("empty.h5");
+  hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {100000, 1000};
+  hid_t space = H5Screate_simple(2, dims, nullptr);
+  hid_t ds = H5Dcreate2(file, "data", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Fclose(file);
+  expect_error([&] { km::load<double>(path); }, "never written");
 }
 
 }  // namespace
