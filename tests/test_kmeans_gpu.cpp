@@ -146,6 +146,13 @@ void check_empty_cluster(const km::Implementation& impl) {
     EXPECT_NEAR(got.centroids[i], ref.centroids[i], 1e-5 * (1 + std::abs(ref.centroids[i])));
 }
 
+std::string impl_name(const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
+  std::string name = param_info.param->name;
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+}
+
 std::vector<const km::Implementation*> gpu_implementations() {
   std::vector<const km::Implementation*> out;
   for (const km::Implementation* impl : km::implementations())
@@ -165,12 +172,7 @@ class GpuEmptyCluster : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuEmptyCluster, Double) { check_empty_cluster<double>(*GetParam()); }
 TEST_P(GpuEmptyCluster, Float) { check_empty_cluster<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuEmptyCluster, ::testing::ValuesIn(gpu_implementations()),
-                         [](const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
-                           std::string name = param_info.param->name;
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+impl_name);
 
 // The same input, parameters and implementation give the same bits on every run: centroids,
 // labels, inertia, and every iteration's change count and shift. Big enough for many blocks
@@ -207,11 +209,6 @@ class GpuReproducible : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuReproducible, Double) { check_reproducible<double>(*GetParam()); }
 TEST_P(GpuReproducible, Float) { check_reproducible<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuReproducible, ::testing::ValuesIn(gpu_implementations()),
-                         [](const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
-                           std::string name = param_info.param->name;
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+impl_name);
 
 }  // namespace
