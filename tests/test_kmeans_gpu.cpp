@@ -172,7 +172,7 @@ class GpuEmptyCluster : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuEmptyCluster, Double) { check_empty_cluster<double>(*GetParam()); }
 TEST_P(GpuEmptyCluster, Float) { check_empty_cluster<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuEmptyCluster, ::testing::ValuesIn(gpu_implementations()),
-impl_name);
+                         impl_name);
 
 // The same input, parameters and implementation give the same bits on every run: centroids,
 // labels, inertia, and every iteration's change count and shift. Big enough for many blocks
@@ -209,6 +209,6 @@ class GpuReproducible : public ::testing::TestWithParam<const km::Implementation
 TEST_P(GpuReproducible, Double) { check_reproducible<double>(*GetParam()); }
 TEST_P(GpuReproducible, Float) { check_reproducible<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuReproducible, ::testing::ValuesIn(gpu_implementations()),
-impl_name);
+                         impl_name);
 
 }  // namespace
