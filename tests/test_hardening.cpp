@@ -230,4 +230,23 @@ TEST(Hardening, HdfDatasetMustHoldWhatItDeclares) {
   expect_error([&] { km::load<double>(path); }, "never written");
 }
 
+TEST(Iterations, InertiaOfEachIterationComesFromItsAssignment) {
+  // Iteration 2 assigns against the centroids iteration 1 produced, so its inertia is the
+  // final inertia of a one-loop run (which assigns once more against those centroids).
+  const auto data = kmtest::make_data<double>(true, 5000, 6, 7, 11);
+  km::Params p;
+  p.k = 7;
+  p.loops = 1;
+  p.threads = 2;
+  for (const char* impl : {"seq", "omp"}) {
+    const auto one = km::run(km::find_implementation(impl), data, p);
+    km::Params two = p;
+    two.loops = 2;
+    const auto r = km::run(km::find_implementation(impl), data, two);
+    ASSERT_EQ(r.iterations, 2) << impl;
+    EXPECT_NEAR(r.per_iteration[1].inertia, one.inertia, 1e-12 * one.inertia) << impl;
+    EXPECT_GT(r.per_iteration[0].inertia, r.per_iteration[1].inertia) << impl << ": Lloyd never increases it";
+  }
+}
+
 }  // namespace

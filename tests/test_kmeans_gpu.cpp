@@ -107,6 +107,9 @@ void check_against_seq(const Case& c) {
     EXPECT_EQ(got.iterations, ref.iterations);
     EXPECT_EQ(got.per_iteration.at(0).changed, static_cast<std::int64_t>(kObjects));
     EXPECT_NEAR(got.inertia, ref.inertia, tol * ref.inertia);
+    for (int it = 0; it < std::min(got.iterations, ref.iterations); ++it)
+      EXPECT_NEAR(got.per_iteration[it].inertia, ref.per_iteration[it].inertia, tol * ref.per_iteration[it].inertia)
+          << "inertia of iteration " << it + 1;
     std::size_t differ = 0;
     for (std::size_t i = 0; i < kObjects; ++i) {
       if (got.labels[i] == ref.labels[i]) continue;

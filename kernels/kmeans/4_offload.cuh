@@ -15,20 +15,23 @@ template <class T>
 __global__ void assign_accumulate_global(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n,
                                          int d, int k, std::int32_t* __restrict__ labels,
                                          unsigned long long* changed, unsigned long long* __restrict__ sums,
-                                         unsigned long long* __restrict__ counts, double scale) {
+                                         unsigned long long* __restrict__ counts, double scale,
+                                         unsigned long long* inertia, double inertia_scale) {
   extern __shared__ unsigned char smem[];
   T* s = reinterpret_cast<T*>(smem);
   stage_centroids(centroids, s, k * d);
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   bool moved = false;
+  T distance = 0;
   if (i < n) {
-    const int best = nearest_shared(x, n, i, s, d, k);
+    const int best = nearest_shared(x, n, i, s, d, k, &distance);
     moved = relabel(labels, i, best);
     for (int j = 0; j < d; ++j)
       atomicAdd(&sums[static_cast<std::int64_t>(best) * d + j], to_fixed(static_cast<double>(x[j * n + i]), scale));
     atomicAdd(&counts[best], 1ull);
   }
   count_changed(changed, moved);
+  flush_block_sum(inertia, static_cast<double>(distance), inertia_scale);
 }
 
 }  // namespace km::kernels

@@ -23,13 +23,16 @@ __global__ void centroid_norms(const T* __restrict__ centroids, int k, int d, T*
 }
 
 // One warp per object of the chunk [first, first + count): nearest centroid from the
-// dot products dots[count][k], lowest index on ties; accumulate unless sums is null.
+// dot products dots[count][k], lowest index on ties; accumulate unless sums is null, and
+// then add the exact squared distance to the chosen centroid (rows [k][d]) to *inertia.
 template <class T>
-__global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__ dots, const T* __restrict__ norms,
+__global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__ centroids,
+                                  const T* __restrict__ dots, const T* __restrict__ norms,
                                   std::int64_t first, std::int64_t count, int d, int k,
                                   std::int32_t* __restrict__ labels, unsigned long long* changed,
                                   unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
-                                  double scale) {
+                                  double scale, unsigned long long* inertia, double inertia_scale) {
+  double part = 0;  // this lane's share of its object's squared distance
   const std::int64_t w = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   bool moved = false;
@@ -59,13 +62,17 @@ __global__ void argmin_accumulate(const T* __restrict__ x, const T* __restrict__
       labels[i] = best_c;
     }
     if (sums) {
-      for (int j = lane; j < d; j += 32)
-        atomicAdd(&sums[static_cast<std::int64_t>(best_c) * d + j], to_fixed(static_cast<double>(x[i * d + j]), scale));
+      for (int j = lane; j < d; j += 32) {
+        const T v = x[i * d + j], diff = v - centroids[static_cast<std::int64_t>(best_c) * d + j];
+        part += static_cast<double>(diff * diff);
+        atomicAdd(&sums[static_cast<std::int64_t>(best_c) * d + j], to_fixed(static_cast<double>(v), scale));
+      }
       if (lane == 0) atomicAdd(&counts[best_c], 1ull);
     }
   }
   // One lane per object voted; the others hold false.
   count_changed(changed, moved);
+  if (sums) flush_block_sum(inertia, part, inertia_scale);  // sums is the same for the whole grid
 }
 
 }  // namespace km::kernels

@@ -31,7 +31,8 @@ template <class T, int MAXD, bool OWNER>
 __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
                             std::int32_t* __restrict__ labels, unsigned long long* changed,
                             unsigned long long* __restrict__ sums,
-                            unsigned long long* __restrict__ counts, double scale) {
+                            unsigned long long* __restrict__ counts, double scale,
+                            unsigned long long* inertia, double inertia_scale) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
@@ -46,6 +47,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   __syncthreads();
 
   unsigned moves = 0;  // objects of this thread whose label changed
+  double my_inertia = 0;  // the squared distances of this thread's objects to their centroids
   const int lane = threadIdx.x & 31;
   double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
   unsigned owned = 0;                 // OWNER: the count of cluster `lane`
@@ -85,6 +87,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
           }
         }
         moves += old[u] != best ? 1u : 0u;
+        my_inertia += static_cast<double>(best_dist);
         labels[i] = best;
         label = best;
         if (!OWNER && accumulate) {
@@ -111,6 +114,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   }
   flush_block_count(changed, moves);  // ends with __syncthreads: the loop's atomics are done
   if (!accumulate) return;
+  flush_block_sum(inertia, my_inertia, inertia_scale);
   if (OWNER) {
     if (lane < k && owned) {
       atomicAdd(&block_counts[lane], owned);

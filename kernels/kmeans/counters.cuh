@@ -25,6 +25,22 @@ __device__ __forceinline__ void flush_block_count(unsigned long long* counter, u
   if (threadIdx.x == 0 && counter && block_total) atomicAdd(counter, block_total);
 }
 
+// Adds the block's sum of `value` (one per thread) to *target as 64-bit fixed point
+// (value * scale, rounded): warps sum by shuffles, thread 0 adds the warps in order, one
+// atomic per block. The order never changes and integer atomics are associative: the same
+// bits on every run. Every thread of the block must call it; target may be null.
+__device__ __forceinline__ void flush_block_sum(unsigned long long* target, double value, double scale) {
+  __shared__ double warp_sums[32];
+  for (int off = 16; off > 0; off /= 2) value += __shfl_down_sync(0xffffffffu, value, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  if (threadIdx.x == 0 && target) {
+    double total = 0;
+    for (int w = 0; w < static_cast<int>((blockDim.x + 31) / 32); ++w) total += warp_sums[w];
+    atomicAdd(target, static_cast<unsigned long long>(__double2ll_rn(total * scale)));
+  }
+}
+
 // Stores object i's new label; true when it differs from the old one.
 __device__ __forceinline__ bool relabel(std::int32_t* __restrict__ labels, std::int64_t i, int best) {
   const bool moved = labels[i] != best;

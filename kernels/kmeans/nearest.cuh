@@ -8,9 +8,9 @@
 namespace km::kernels {
 
 // x_at(j) and c_at(c, j) read the object's and the centroids' coordinates in whatever
-// layout and memory the kernel keeps them.
+// layout and memory the kernel keeps them; *distance (if given) gets the winner's.
 template <class T, class XAt, class CAt>
-__device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at) {
+__device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at, T* distance = nullptr) {
   int best = 0;
   T best_dist = 0;
   for (int c = 0; c < k; ++c) {
@@ -24,6 +24,7 @@ __device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at
       best = c;
     }
   }
+  if (distance) *distance = best_dist;
   return best;
 }
 
@@ -38,8 +39,9 @@ __device__ __forceinline__ void stage_centroids(const T* __restrict__ centroids,
 // Nearest centroid of object i of coordinate-major x [d][n], centroids [d][k] in shared memory.
 template <class T>
 __device__ __forceinline__ int nearest_shared(const T* __restrict__ x, std::int64_t n, std::int64_t i, const T* s,
-                                              int d, int k) {
-  return nearest_centroid<T>(d, k, [&](int j) { return x[j * n + i]; }, [&](int c, int j) { return s[j * k + c]; });
+                                              int d, int k, T* distance = nullptr) {
+  return nearest_centroid<T>(d, k, [&](int j) { return x[j * n + i]; }, [&](int c, int j) { return s[j * k + c]; },
+                             distance);
 }
 
 }  // namespace km::kernels

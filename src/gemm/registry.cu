@@ -9,7 +9,6 @@
 #include "kernels/gemm/4_shared_static.cuh"
 #include "kernels/gemm/5_regblock.cuh"
 #include "kernels/gemm/6_tensor.cuh"
-#include "report/report.hpp"
 
 namespace km::gemm {
 
@@ -61,18 +60,6 @@ std::string kernels_help() {
   std::string s = "Kernels:\n";
   for (const auto& k : kernels()) s += strprintf("  %-14s %s\n", k.name, k.description);
   return s;
-}
-
-std::string kernels_json() {
-  const auto& list = kernels();
-  std::string out = "[";
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const char* where = list[i].where == Where::gpu ? "gpu" : list[i].where == Where::cpu ? "cpu" : "hybrid";
-    out += strprintf("%s{\"name\": %s, \"description\": %s, \"where\": \"%s\", \"order\": %zu, \"uses_tile\": %s}",
-                     i ? ", " : "", json_string(list[i].name).c_str(), json_string(list[i].description).c_str(), where,
-                     i, list[i].uses_tile ? "true" : "false");
-  }
-  return out + "]";
 }
 
 }  // namespace km::gemm

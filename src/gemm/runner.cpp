@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -210,26 +212,53 @@ void write_table(std::ostream& out, const GemmReport& r) {
 }
 
 void write_json(std::ostream& out, const GemmReport& r) {
-  out << "{\"kernel\": " << json_string(r.kernel) << ", \"op\": " << json_string(r.op) << ", \"m\": " << r.m
-      << ", \"n\": " << r.n << ", \"k\": " << r.k << ", \"precision\": " << json_string(r.precision)
-      << ", \"tile\": " << r.tile << ", \"device\": " << json_string(r.device) << ", \"math\": " << json_string(r.math)
-      << ", \"threads\": " << r.threads << ", \"reps\": " << r.reps << ", \"seconds\": {\"h2d\": "
-      << json_number(r.seconds.h2d) << ", \"kernel\": " << json_number(r.seconds.kernel)
-      << ", \"d2h\": " << json_number(r.seconds.d2h) << ", \"cpu\": " << json_number(r.seconds.cpu)
-      << ", \"total\": " << json_number(r.seconds.total) << "}, \"gflops\": " << json_number(r.gflops)
-      << ", \"gflops_with_transfers\": " << json_number(r.gflops_with_transfers)
-      << ", \"max_rel_error\": " << (r.checked ? json_number(r.check.max_rel_error) : "null")
-      << ", \"tolerance\": " << (r.checked ? json_number(r.check.tolerance) : "null")
-      << ", \"checked\": " << (r.checked ? "true" : "false") << ", \"constant_check\": "
-      << (r.constant_checked ? "{\"max_rel_error\": " + json_number(r.constant.max_rel_error) +
-                                   ", \"passed\": " + (r.constant.passed() ? "true" : "false") + "}"
-                             : std::string("null"))
-      << ", \"passed\": " << (r.passed() ? "true" : "false") << ", \"reference\": " << json_string(r.reference)
-      << ", \"reference_seconds\": " << json_number(r.reference_seconds)
-      << ", \"reference_gflops\": " << json_number(r.reference_gflops)
-      << ", \"vs_reference\": " << json_number(r.vs_reference)
-      << ", \"cpu_fraction\": " << (r.cpu_fraction ? json_number(*r.cpu_fraction) : "null")
-      << ", \"note\": " << json_string(r.note) << "}\n";
+  using json = nlohmann::ordered_json;
+  const json null = nullptr;
+  json j = {{"kernel", r.kernel},
+            {"op", r.op},
+            {"m", r.m},
+            {"n", r.n},
+            {"k", r.k},
+            {"precision", r.precision},
+            {"tile", r.tile},
+            {"device", r.device},
+            {"math", r.math},
+            {"threads", r.threads},
+            {"reps", r.reps},
+            {"seconds",
+             {{"h2d", r.seconds.h2d},
+              {"kernel", r.seconds.kernel},
+              {"d2h", r.seconds.d2h},
+              {"cpu", r.seconds.cpu},
+              {"total", r.seconds.total}}},
+            {"gflops", r.gflops},
+            {"gflops_with_transfers", r.gflops_with_transfers},
+            {"max_rel_error", r.checked ? json(r.check.max_rel_error) : null},
+            {"tolerance", r.checked ? json(r.check.tolerance) : null},
+            {"checked", r.checked},
+            {"constant_check", r.constant_checked ? json{{"max_rel_error", r.constant.max_rel_error},
+                                                         {"passed", r.constant.passed()}}
+                                                  : null},
+            {"passed", r.passed()},
+            {"reference", r.reference},
+            {"reference_seconds", r.reference_seconds},
+            {"reference_gflops", r.reference_gflops},
+            {"vs_reference", r.vs_reference},
+            {"cpu_fraction", r.cpu_fraction ? json(*r.cpu_fraction) : null},
+            {"note", r.note}};
+  out << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+std::string kernels_json() {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  int order = 0;
+  for (const KernelInfo& k : kernels())
+    list.push_back({{"name", k.name},
+                    {"description", k.description},
+                    {"where", k.where == Where::gpu ? "gpu" : k.where == Where::cpu ? "cpu" : "hybrid"},
+                    {"order", order++},
+                    {"uses_tile", k.uses_tile}});
+  return list.dump();
 }
 
 void write_csv(std::ostream& out, const GemmReport& r, bool header) {

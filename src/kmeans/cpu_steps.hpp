@@ -22,9 +22,11 @@ inline T squared_distance(const T* x, const T* c, std::size_t d) {
   return s;
 }
 
-// Index of the nearest centroid; the lowest index wins ties.
+// Index of the nearest centroid; the lowest index wins ties. *distance (if given) receives
+// its squared distance.
 template <class T>
-inline std::int32_t nearest_centroid(const T* x, const T* centroids, std::size_t k, std::size_t d) {
+inline std::int32_t nearest_centroid(const T* x, const T* centroids, std::size_t k, std::size_t d,
+                                     T* distance = nullptr) {
   std::int32_t best = 0;
   T best_dist = squared_distance(x, centroids, d);
   for (std::size_t c = 1; c < k; ++c) {
@@ -34,6 +36,7 @@ inline std::int32_t nearest_centroid(const T* x, const T* centroids, std::size_t
       best = static_cast<std::int32_t>(c);
     }
   }
+  if (distance) *distance = best_dist;
   return best;
 }
 

@@ -194,6 +194,7 @@ class OmpEngine final : public Engine<T> {
     const std::size_t n = data_->n, d = d_, k = k_;
     std::int64_t changed = 0;
     int used = 1;
+    std::vector<double> inertia(static_cast<std::size_t>(threads_), 0.0);  // per thread, summed in order
 #pragma omp parallel num_threads(threads_) reduction(+ : changed)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -211,6 +212,7 @@ class OmpEngine final : public Engine<T> {
         assign_(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
         for (std::size_t b = 0; b < count; ++b) {
           const std::int32_t label = block_labels[b];
+          inertia[static_cast<std::size_t>(t)] += static_cast<double>(best[b]);
           if (label != labels_[i0 + b]) ++changed;
           labels_[i0 + b] = label;
           add_to_cluster(data_->row(i0 + b), d, sums + static_cast<std::size_t>(label) * d, counts[label]);
@@ -219,6 +221,8 @@ class OmpEngine final : public Engine<T> {
     }
     merge_partials(used);
     stats.changed = changed;
+    stats.inertia = 0;
+    for (int t = 0; t < used; ++t) stats.inertia += inertia[static_cast<std::size_t>(t)];
     stats.shift = finalize_centroids(sums_.data(), counts_.data(), k, d, centroids_.data());
     transpose_centroids();
   }

@@ -32,7 +32,8 @@ struct RunSeconds {
   double setup = 0;   // one-time allocation, upload and layout change
   double loop = 0;    // the Lloyd iterations
   double finish = 0;  // final labels, inertia and copies back
-  double total() const { return load + init + setup + loop + finish; }
+  double write = 0;   // writing the output file (set by the caller that writes it)
+  double total() const { return load + init + setup + loop + finish + write; }
 };
 
 template <class T>

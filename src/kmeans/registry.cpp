@@ -6,7 +6,7 @@
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
 #include "kmeans/cpu_steps.hpp"
-#include "report/report.hpp"
+#include <nlohmann/json.hpp>
 
 // The ladder, in order. Each X(name) is the entry `name_implementation` defined beside its
 // engine: src/kmeans/<name>.cpp for the CPU, src/kmeans/gpu/<name>.cu for the GPU.
@@ -52,13 +52,14 @@ Support supports(const Implementation& impl, std::size_t k, std::size_t d, std::
 }
 
 std::string registry_json() {
-  const auto& list = implementations();
-  std::string out = "[";
-  for (std::size_t i = 0; i < list.size(); ++i)
-    out += strprintf("%s{\"name\": %s, \"description\": %s, \"where\": \"%s\", \"order\": %zu}", i ? ", " : "",
-                     json_string(list[i]->name).c_str(), json_string(list[i]->description).c_str(),
-                     list[i]->needs_gpu() ? "gpu" : "cpu", i);
-  return out + "]";
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  int order = 0;
+  for (const Implementation* impl : implementations())
+    list.push_back({{"name", impl->name},
+                    {"description", impl->description},
+                    {"where", impl->needs_gpu() ? "gpu" : "cpu"},
+                    {"order", order++}});
+  return list.dump();
 }
 
 template <class T>

@@ -27,14 +27,18 @@ class SeqEngine final : public Engine<T> {
     std::fill(sums_.begin(), sums_.end(), 0.0);
     std::fill(counts_.begin(), counts_.end(), 0);
     std::int64_t changed = 0;
+    double inertia = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const T* x = data_->row(i);
-      const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d);
+      T distance = 0;
+      const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d, &distance);
+      inertia += static_cast<double>(distance);
       if (label != labels_[i]) ++changed;
       labels_[i] = label;
       add_to_cluster(x, d, &sums_[label * d], counts_[label]);
     }
     stats.changed = changed;
+    stats.inertia = inertia;
     stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data());
   }
 

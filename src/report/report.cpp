@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "common/errors.hpp"
 
 namespace km {
@@ -47,27 +49,8 @@ IterationStats phase_totals(const std::vector<IterationStats>& per_iteration) {
   return sum;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20)
-          out += strprintf("\\u%04x", c);
-        else
-          out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";  // JSON has no NaN/Inf
+std::string number_text(double v) {
+  if (!std::isfinite(v)) return "null";
   return strprintf("%.17g", v);
 }
 
@@ -75,9 +58,8 @@ namespace {
 
 std::string tol_text(const std::optional<double>& tol) { return tol ? strprintf("%g", *tol) : "off"; }
 
-std::string phases_json(const IterationStats& s) {
-  return "{\"h2d\": " + json_number(s.h2d) + ", \"kernel\": " + json_number(s.kernel) +
-         ", \"cpu\": " + json_number(s.cpu) + ", \"d2h\": " + json_number(s.d2h);
+nlohmann::ordered_json phases_json(const IterationStats& s) {
+  return {{"h2d", s.h2d}, {"kernel", s.kernel}, {"cpu", s.cpu}, {"d2h", s.d2h}};
 }
 
 }  // namespace
@@ -91,59 +73,80 @@ void write_table(std::ostream& out, const RunReport& r) {
                    r.objects, r.coords, megabytes, r.clusters);
   out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s\n\n", r.init.c_str(), r.loops, r.threshold,
                    tol_text(r.tol).c_str());
-  out << strprintf("%6s %11s %11s %11s %11s %11s %12s\n", "iter", "h2d ms", "kernel ms", "cpu ms", "d2h ms",
-                   "total ms", "changed");
+  out << strprintf("%6s %11s %11s %11s %11s %11s %12s %18s\n", "iter", "h2d ms", "kernel ms", "cpu ms", "d2h ms",
+                   "total ms", "changed", "inertia");
   int i = 0;
   for (const auto& s : r.per_iteration)
-    out << strprintf("%6d %11.3f %11.3f %11.3f %11.3f %11.3f %12lld\n", ++i, s.h2d * 1e3, s.kernel * 1e3,
-                     s.cpu * 1e3, s.d2h * 1e3, s.total * 1e3, static_cast<long long>(s.changed));
+    out << strprintf("%6d %11.3f %11.3f %11.3f %11.3f %11.3f %12lld %18.10e\n", ++i, s.h2d * 1e3, s.kernel * 1e3,
+                     s.cpu * 1e3, s.d2h * 1e3, s.total * 1e3, static_cast<long long>(s.changed), s.inertia);
   const IterationStats sum = phase_totals(r.per_iteration);
   out << strprintf("%6s %11.3f %11.3f %11.3f %11.3f %11.3f\n\n", "sum", sum.h2d * 1e3, sum.kernel * 1e3,
                    sum.cpu * 1e3, sum.d2h * 1e3, sum.total * 1e3);
-  out << strprintf("seconds  load %.3f  init %.3f  setup %.3f  loop %.3f  finish %.3f  total %.3f\n",
+  out << strprintf("seconds  load %.3f  init %.3f  setup %.3f  loop %.3f  finish %.3f  write %.3f  total %.3f\n",
                    r.seconds.load, r.seconds.init, r.seconds.setup, r.seconds.loop, r.seconds.finish,
-                   r.seconds.total());
+                   r.seconds.write, r.seconds.total());
   out << strprintf("result   %d iterations, %s, inertia %.10e\n", r.iterations,
                    r.converged ? "converged" : "stopped at the loop limit", r.inertia);
+  if (!r.n_init_inertia.empty()) {
+    out << "n-init   inertia of each initialisation:";
+    for (double v : r.n_init_inertia) out << strprintf(" %.10e", v);
+    out << "\n";
+  }
 }
 
 void write_json(std::ostream& out, const RunReport& r) {
-  out << "{\"impl\": " << json_string(r.impl) << ", \"precision\": " << json_string(r.precision)
-      << ", \"device\": " << json_string(r.device) << ", \"source\": " << json_string(r.source)
-      << ", \"objects\": " << r.objects << ", \"coords\": " << r.coords << ", \"clusters\": " << r.clusters
-      << ", \"block\": " << r.block << ", \"threads\": " << r.threads << ", \"init\": " << json_string(r.init)
-      << ", \"loops\": " << r.loops << ", \"threshold\": " << json_number(r.threshold)
-      << ", \"tol\": " << (r.tol ? json_number(*r.tol) : "null") << ", \"iterations\": " << r.iterations
-      << ", \"converged\": " << (r.converged ? "true" : "false") << ", \"inertia\": " << json_number(r.inertia)
-      << ", \"seconds\": {\"load\": " << json_number(r.seconds.load) << ", \"init\": " << json_number(r.seconds.init)
-      << ", \"setup\": " << json_number(r.seconds.setup) << ", \"loop\": " << json_number(r.seconds.loop)
-      << ", \"finish\": " << json_number(r.seconds.finish) << ", \"total\": " << json_number(r.seconds.total())
-      << "}, \"phases\": " << phases_json(phase_totals(r.per_iteration)) << "}, \"per_iteration\": [";
-  bool first = true;
+  using json = nlohmann::ordered_json;
+  json j = {{"impl", r.impl},
+            {"precision", r.precision},
+            {"device", r.device},
+            {"source", r.source},
+            {"objects", r.objects},
+            {"coords", r.coords},
+            {"clusters", r.clusters},
+            {"block", r.block},
+            {"threads", r.threads},
+            {"init", r.init},
+            {"loops", r.loops},
+            {"threshold", r.threshold},
+            {"tol", r.tol ? json(*r.tol) : json(nullptr)},
+            {"iterations", r.iterations},
+            {"converged", r.converged},
+            {"inertia", r.inertia}};
+  if (!r.n_init_inertia.empty()) j["n_init_inertia"] = r.n_init_inertia;
+  j["seconds"] = {{"load", r.seconds.load},   {"init", r.seconds.init},     {"setup", r.seconds.setup},
+                  {"loop", r.seconds.loop},   {"finish", r.seconds.finish}, {"write", r.seconds.write},
+                  {"total", r.seconds.total()}};
+  j["phases"] = phases_json(phase_totals(r.per_iteration));
+  json per = json::array();
   for (const auto& s : r.per_iteration) {
-    out << (first ? "" : ", ") << phases_json(s) << ", \"total\": " << json_number(s.total)
-        << ", \"changed\": " << s.changed << ", \"shift\": " << json_number(s.shift) << "}";
-    first = false;
+    json it = phases_json(s);
+    it["total"] = s.total;
+    it["changed"] = s.changed;
+    it["shift"] = s.shift;
+    it["inertia"] = s.inertia;
+    per.push_back(std::move(it));
   }
-  out << "]}\n";
+  j["per_iteration"] = std::move(per);
+  // NaN and infinities become null (JSON has neither); doubles print so they read back exactly.
+  out << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
 void write_csv(std::ostream& out, const RunReport& r) {
   // Tidy: one row per iteration, the run's configuration and results on every row.
   out << "impl,precision,device,objects,coords,clusters,block,threads,iterations,converged,inertia,"
-         "load,init,setup,loop,finish,iteration,h2d,kernel,cpu,d2h,total,changed,shift\n";
+         "load,init,setup,loop,finish,iteration,h2d,kernel,cpu,d2h,total,changed,shift,inertia_iteration\n";
   const std::string prefix =
       strprintf("%s,%s,\"%s\",%zu,%zu,%zu,%d,%d,%d,%d,%s,%s,%s,%s,%s,%s", r.impl.c_str(), r.precision.c_str(),
                 r.device.c_str(), r.objects, r.coords, r.clusters, r.block, r.threads, r.iterations,
-                r.converged ? 1 : 0, json_number(r.inertia).c_str(), json_number(r.seconds.load).c_str(),
-                json_number(r.seconds.init).c_str(), json_number(r.seconds.setup).c_str(),
-                json_number(r.seconds.loop).c_str(), json_number(r.seconds.finish).c_str());
+                r.converged ? 1 : 0, number_text(r.inertia).c_str(), number_text(r.seconds.load).c_str(),
+                number_text(r.seconds.init).c_str(), number_text(r.seconds.setup).c_str(),
+                number_text(r.seconds.loop).c_str(), number_text(r.seconds.finish).c_str());
   int i = 0;
   for (const auto& s : r.per_iteration)
     out << prefix
-        << strprintf(",%d,%s,%s,%s,%s,%s,%lld,%s\n", ++i, json_number(s.h2d).c_str(), json_number(s.kernel).c_str(),
-                     json_number(s.cpu).c_str(), json_number(s.d2h).c_str(), json_number(s.total).c_str(),
-                     static_cast<long long>(s.changed), json_number(s.shift).c_str());
+        << strprintf(",%d,%s,%s,%s,%s,%s,%lld,%s,%s\n", ++i, number_text(s.h2d).c_str(), number_text(s.kernel).c_str(),
+                     number_text(s.cpu).c_str(), number_text(s.d2h).c_str(), number_text(s.total).c_str(),
+                     static_cast<long long>(s.changed), number_text(s.shift).c_str(), number_text(s.inertia).c_str());
 }
 
 }  // namespace km

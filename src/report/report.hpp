@@ -21,6 +21,7 @@ struct RunReport {
   int iterations = 0;
   bool converged = false;
   double inertia = 0;
+  std::vector<double> n_init_inertia;  // --n-init: every initialisation's final inertia
   RunSeconds seconds;
   std::vector<IterationStats> per_iteration;
 };
@@ -36,8 +37,7 @@ void write_table(std::ostream& out, const RunReport& report);
 void write_json(std::ostream& out, const RunReport& report);
 void write_csv(std::ostream& out, const RunReport& report);
 
-// Minimal JSON building blocks, shared with the other programs' reports.
-std::string json_string(const std::string& s);
-std::string json_number(double v);
+// A number for the CSV reports: %.17g (reads back to the same double), "null" when not finite.
+std::string number_text(double v);
 
 }  // namespace km

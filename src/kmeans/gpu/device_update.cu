@@ -13,9 +13,15 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   const std::size_t k = initial.size() / data.d, d = data.d;
   this->k_ = k;
   this->d_ = d;
-  const int exponent = kernels::fixed_point_exponent(max_abs_value(data) * static_cast<double>(data.n));
+  const double largest = max_abs_value(data);
+  const int exponent = kernels::fixed_point_exponent(largest * static_cast<double>(data.n));
   scale_ = std::ldexp(1.0, exponent);
   inv_scale_ = std::ldexp(1.0, -exponent);
+  // The inertia is at most n * d * (2 max|x|)^2 (registry.cpp's range check keeps it finite).
+  const int inertia_exponent = kernels::fixed_point_exponent(
+      static_cast<double>(data.n) * static_cast<double>(d) * (2 * largest) * (2 * largest));
+  this->inertia_scale_ = std::ldexp(1.0, inertia_exponent);
+  this->inertia_inv_scale_ = std::ldexp(1.0, -inertia_exponent);
   const std::size_t extra = prepare(data);
   this->setup_common(data, k, buffer_bytes(k, d) + extra);
   centroids_ = DeviceBuffer<T>(k * d);

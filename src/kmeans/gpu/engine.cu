@@ -55,6 +55,7 @@ void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size
   CUDA_CHECK(cudaMemsetAsync(labels_.get(), 0xff, n_ * sizeof(std::int32_t), stream_));
   changed_ = DeviceBuffer<unsigned long long>(1);
   shift_ = DeviceBuffer<double>(1);
+  inertia_ = DeviceBuffer<unsigned long long>(1);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -62,6 +63,7 @@ template <class T>
 void GpuEngine<T>::reset_changed() {
   CUDA_CHECK(cudaMemsetAsync(changed_.get(), 0, sizeof(unsigned long long), stream_));
   CUDA_CHECK(cudaMemsetAsync(shift_.get(), 0, sizeof(double), stream_));
+  CUDA_CHECK(cudaMemsetAsync(inertia_.get(), 0, sizeof(unsigned long long), stream_));
 }
 
 template <class T>
@@ -71,10 +73,15 @@ std::int64_t GpuEngine<T>::read_changed(IterationStats& stats, double* shift) {
                              stream_));
   if (shift)
     CUDA_CHECK(cudaMemcpyAsync(shift_host_.get(), shift_.get(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  if (inertia_inv_scale_ != 0)
+    CUDA_CHECK(cudaMemcpyAsync(inertia_host_.get(), inertia_.get(), sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, stream_));
   timer_.end(stream_);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect(stats);
   if (shift) *shift = *shift_host_.get();
+  if (inertia_inv_scale_ != 0)
+    stats.inertia = static_cast<double>(static_cast<long long>(*inertia_host_.get())) * inertia_inv_scale_;
   return static_cast<std::int64_t>(*changed_host_.get());
 }
 

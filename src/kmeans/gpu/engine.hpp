@@ -43,7 +43,8 @@ class GpuEngine : public Engine<T> {
   void setup_common(const Dataset<T>& data, std::size_t k, std::size_t extra_bytes);
   // Clears the change counter and the shift on the stream.
   void reset_changed();
-  // Copies the change counter (and the shift, if asked) back, waits, collects the phases.
+  // Copies the change counter (and the shift, if asked, and the iteration's inertia when the
+  // kernels sum it: inertia_inv_scale_ != 0) back, waits, collects the phases.
   std::int64_t read_changed(IterationStats& stats, double* shift = nullptr);
   void download_labels(std::vector<std::int32_t>& out);
   // Blocks of params_.block threads covering `items`.
@@ -72,8 +73,11 @@ class GpuEngine : public Engine<T> {
   DeviceBuffer<std::int32_t> labels_;         // n
   DeviceBuffer<unsigned long long> changed_;  // 1
   DeviceBuffer<double> shift_;                // 1
+  DeviceBuffer<unsigned long long> inertia_;  // 1: the iteration's inertia, 64-bit fixed point
   PinnedBuffer<unsigned long long> changed_host_{1};
   PinnedBuffer<double> shift_host_{1};
+  PinnedBuffer<unsigned long long> inertia_host_{1};
+  double inertia_scale_ = 0, inertia_inv_scale_ = 0;  // set by engines whose kernels sum the inertia
   cuda::PhaseTimer timer_;
 };
 

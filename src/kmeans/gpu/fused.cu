@@ -19,7 +19,7 @@ namespace km::gpu {
 
 template <class T>
 using OnePassKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*,
-                               unsigned long long*, unsigned long long*, double);
+                               unsigned long long*, unsigned long long*, double, unsigned long long*, double);
 
 // The instantiation for a register width (the smallest power of two >= d) and the
 // accumulation mode (owner lanes or fixed-point shared atomics).
@@ -62,7 +62,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   void assign(bool accumulate) override {
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
-                 accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_);
+                 accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_,
+                 accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;
@@ -114,8 +115,8 @@ class FusedGemm final : public DeviceUpdateEngine<T> {
       const int block = this->params_.block;
       const std::int64_t threads = static_cast<std::int64_t>(count) * 32;
       kernels::argmin_accumulate<T><<<static_cast<int>((threads + block - 1) / block), block, 0, this->stream_>>>(
-          this->x_.get(), dots_.get(), norms_.get(), first, count, d, k, this->labels_.get(), changed, sums,
-          this->counts_.get(), this->scale_);
+          this->x_.get(), this->centroids_.get(), dots_.get(), norms_.get(), first, count, d, k, this->labels_.get(),
+          changed, sums, this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
       CUDA_CHECK_LAUNCH();
     }
   }
