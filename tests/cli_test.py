@@ -204,6 +204,65 @@ def test_strict_options():
         expect(p.returncode == 2 and open(data).read() == "1,2\n3,4\n5,6\n", "--output naming the input: refused")
 
 
+def test_init_predict_ninit_npy():
+    with tempfile.TemporaryDirectory() as tmp:
+        fit = os.path.join(tmp, "fit.npy")
+        r = json.loads(run("--impl=omp", "--objects=4000", "--clusters=6", f"--output={fit}", "--report=json",
+                           "--quiet").stdout)
+        import_ok = True
+        try:
+            import numpy as np
+        except ImportError:
+            import_ok = False
+        if import_ok:
+            c, lab = np.load(fit), np.load(os.path.join(tmp, "fit.labels.npy"))
+            expect(c.shape == (6, 16) and c.dtype == np.float64 and lab.shape == (4000,) and lab.dtype == np.int32,
+                   f".npy outputs: {c.shape} {c.dtype} {lab.shape} {lab.dtype}")
+        # --predict with a fit's own centroids reproduces its labels' inertia, without iterating.
+        p = json.loads(run("--impl=seq", "--objects=4000", f"--predict={fit}", "--report=json", "--quiet").stdout)
+        expect(p["iterations"] == 0 and p["init"] == "predict" and p["clusters"] == 6, f"predict report: {p}")
+        expect(abs(p["inertia"] - r["inertia"]) <= 1e-12 * r["inertia"], f"predict inertia {p['inertia']} vs {r['inertia']}")
+        # --init=PATH continues from those centroids: K comes from the file, the inertia never rises.
+        c = json.loads(run("--impl=omp", "--objects=4000", f"--init={fit}", "--report=json", "--quiet").stdout)
+        expect(c["clusters"] == 6 and c["inertia"] <= r["inertia"] * (1 + 1e-12), f"--init=PATH: {c['inertia']}")
+        # Per-iteration inertia never rises (Lloyd) and the JSON, CSV and table carry it.
+        its = [it["inertia"] for it in c["per_iteration"]]
+        expect(all(b <= a * (1 + 1e-12) for a, b in zip(its, its[1:])), f"per-iteration inertia rises: {its}")
+        csv_text = run("--impl=omp", "--objects=4000", f"--init={fit}", "--report=csv", "--quiet").stdout
+        expect("inertia_iteration" in csv_text.splitlines()[0], "CSV has the per-iteration inertia")
+        # --n-init keeps the lowest of the runs' inertias and lists them all.
+        n = json.loads(run("--impl=omp", "--objects=4000", "--clusters=6", "--init=kmeans++", "--n-init=3",
+                           "--report=json", "--quiet").stdout)
+        expect(len(n["n_init_inertia"]) == 3 and n["inertia"] == min(n["n_init_inertia"]), f"--n-init: {n}")
+        one = json.loads(run("--impl=omp", "--objects=4000", "--clusters=6", "--init=kmeans++", "--report=json",
+                             "--quiet").stdout)
+        expect(one["inertia"] == n["n_init_inertia"][0], "the first of --n-init runs is the --n-init=1 run")
+        # Bad inputs: one line, exit 2 (options) or 1 (files).
+        wrong = os.path.join(tmp, "wrong.csv")
+        with open(wrong, "w") as f:
+            f.write("1,2,3\n4,5,6\n")
+        empty = os.path.join(tmp, "empty.csv")
+        open(empty, "w").close()
+        for args, code, needle in [(["--n-init=0"], 2, "--n-init"), (["--n-init=2"], 2, "--init=random"),
+                                   ([f"--init={wrong}", "--coords=16"], 2, "coordinates"),
+                                   ([f"--predict={wrong}", "--coords=16"], 2, "coordinates"),
+                                   ([f"--init={fit}", "--clusters=5"], 2, "--clusters=5"),
+                                   ([f"--predict={empty}"], 1, "empty"), ([f"--predict={fit}", "--n-init=2"], 2, "--n-init"),
+                                   (["--predict="], 2, "--predict"), (["--init=magic"], 2, "--init")]:
+            p = run("--impl=seq", "--objects=1000", *args, check=False)
+            lines = p.stderr.strip().splitlines()
+            expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")
+
+
+def test_damaged_hdf5():
+    # A file on which HDF5 1.10 itself segfaults (found by the fuzzer): one line, exit 1.
+    damaged = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hdf5-library-segv.h5")
+    p = run(f"--input={damaged}", "--impl=seq", check=False)
+    lines = p.stderr.strip().splitlines()
+    expect(p.returncode == 1 and len(lines) == 1 and lines[0].startswith("kmeans: error:"),
+           f"damaged HDF5: {p.returncode} {p.stderr!r}")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -216,7 +275,8 @@ def test_gpu_impl_without_gpu():
 
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
-             test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_gpu_impl_without_gpu]:
+             test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
+             test_damaged_hdf5, test_gpu_impl_without_gpu]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

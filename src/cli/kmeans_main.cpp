@@ -12,6 +12,7 @@
 #include "cli/kmeans_options.hpp"
 #include "cli/options.hpp"
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "cuda/device.hpp"
 #include "io/generate.hpp"
 #include "io/load.hpp"
@@ -23,34 +24,8 @@ namespace {
 
 using Options = km::cli::KmeansOptions;
 
-// Prints progress once the run has lasted more than a second, unless --quiet.
-class Progress {
- public:
-  Progress(bool quiet, int loops) : quiet_(quiet), loops_(loops), tty_(::isatty(2) != 0) {}
-  void iteration(int it, const km::IterationStats& s) {
-    if (quiet_ || watch_.seconds() < 1.0) return;
-    std::fprintf(stderr, "%skmeans: iteration %d/%d, %lld changed, %.3f s%s", tty_ ? "\r" : "", it, loops_,
-                 static_cast<long long>(s.changed), s.total, tty_ ? "   " : "\n");
-    printed_ = true;
-  }
-  void note(const std::string& what) {
-    if (!quiet_ && watch_.seconds() >= 1.0) std::fprintf(stderr, "kmeans: %s\n", what.c_str());
-  }
-  void done() {
-    if (printed_ && tty_) std::fputc('\n', stderr);
-  }
-
- private:
-  bool quiet_;
-  int loops_;
-  bool tty_;
-  bool printed_ = false;
-  km::Stopwatch watch_;
-};
-
 template <class T>
 int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params) {
-  Progress progress(o.quiet, params.loops);
   km::Stopwatch load_watch;
   km::Dataset<T> data;
   if (!o.input.empty()) {
@@ -59,14 +34,15 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
     if (o.coords_given) lo.coords = static_cast<std::size_t>(o.coords);
     data = km::load<T>(o.input, lo);
   } else {
-    const auto d = static_cast<std::size_t>(o.coords);
+    // Generated data takes its dimension from given centroids unless --coords says otherwise.
+    const auto d = params.init == km::Init::given && !o.coords_given ? params.given_d : static_cast<std::size_t>(o.coords);
     const std::size_t n = o.objects ? static_cast<std::size_t>(*o.objects) : km::objects_for_size(*o.size_mb, d);
     km::check_clusters(params.k, n);  // before the generator allocates K centres
     if (o.generator == "blobs") {
       km::BlobOptions bo;
       bo.n = n;
       bo.d = d;
-      bo.k = static_cast<std::size_t>(o.clusters);
+      bo.k = static_cast<std::size_t>(params.k);
       bo.seed = o.seed;
       data = std::move(km::generate_blobs<T>(bo).data);
     } else {
@@ -74,21 +50,28 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
     }
   }
   const double load_seconds = load_watch.seconds();
-  progress.note(km::strprintf("%s %zu objects x %zu coords in %.2f s", o.input.empty() ? "generated" : "loaded",
-                              data.n, data.d, load_seconds));
 
+  const bool predicting = !o.predict.empty();
   km::Result<T> result =
-      km::run(impl, data, params, [&](int it, const km::IterationStats& s) { progress.iteration(it, s); });
-  progress.done();
+      predicting ? km::predict(impl, data, params)
+                 : km::run(impl, data, params, [&](int it, const km::IterationStats& s) {
+                     km::progress::update("iterations", it, params.loops * params.n_init, "iterations",
+                                          km::strprintf("%lld changed, inertia %.6e", static_cast<long long>(s.changed),
+                                                        s.inertia));
+                   });
+  km::progress::end_stage();
   result.seconds.load = load_seconds;
 
   if (!o.output.empty()) {
+    km::Stopwatch write_watch;
     km::ResultView<T> view{result.centroids.data(), static_cast<std::size_t>(params.k), data.d,
                            result.labels.data(), data.n, result.inertia, result.iterations};
     km::write_result(o.output, view);
+    result.seconds.write = write_watch.seconds();
   }
 
-  const km::RunReport r = km::make_report(impl.name, data, params, result);
+  km::RunReport r = km::make_report(impl.name, data, params, result);
+  if (predicting) r.init = "predict";
   if (o.report == "json")
     km::write_json(std::cout, r);
   else if (o.report == "csv")
@@ -121,6 +104,7 @@ int main(int argc, char** argv) {
 
   try {
     km::cli::clamp_openmp_threads("kmeans");
+    if (!o.quiet) km::progress::enable("kmeans");
     const km::Params params = km::cli::check_kmeans_options(app, o);
     const km::GpuInfo& gpu = km::gpu_info();
     const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;

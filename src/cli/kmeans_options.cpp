@@ -25,6 +25,19 @@ std::string implementations_help() {
   return text;
 }
 
+// Reads K x d centroids for --init=PATH or --predict=PATH (any input format) into params; K
+// is the file's row count, and must equal --clusters when that is given too.
+void load_given_centroids(const CLI::App& app, const std::string& path, const char* option, Params& params) {
+  const Dataset<double> c = load<double>(path);
+  if (app.count("--clusters") && static_cast<std::size_t>(params.k) != c.n)
+    throw UsageError(strprintf("%s '%s' holds %zu centroids but --clusters=%d", option, path.c_str(), c.n, params.k));
+  if (c.n > 2147483647u) throw UsageError(strprintf("%s '%s' holds too many centroids (%zu)", option, path.c_str(), c.n));
+  params.k = static_cast<int>(c.n);
+  params.init = Init::given;
+  params.given_d = c.d;
+  params.given_centroids.assign(c.values.data(), c.values.data() + c.n * c.d);
+}
+
 }  // namespace
 
 void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
@@ -45,7 +58,13 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--loops", o.loops, "at most this many iterations")->transform(integer);
   app.add_option("--threshold", o.threshold, "stop when the fraction of objects that changed is <= T");
   app.add_option("--tol", o.tol, "stop when the summed squared centroid shift is <= X (default off)");
-  app.add_option("--init", o.init, "initial centroids: first, random or kmeans++");
+  app.add_option("--init", o.init, "initial centroids: first, random, kmeans++, or a centroids file (any input "
+                                   "format; K rows of d values)");
+  app.add_option("--n-init", o.n_init, "initialisations (random, kmeans++; seeds from --seed); the run with the "
+                                       "lowest inertia is kept")
+      ->transform(integer);
+  app.add_option("--predict", o.predict, "label the data with the centroids in this file (any input format), "
+                                         "without iterating; writes labels and inertia");
   app.add_option("--precision", o.precision, "double or float");
   app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)")->transform(integer);
   app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")->transform(integer);
@@ -83,7 +102,21 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.loops = to_int(o.loops, "--loops");
   params.threshold = o.threshold;
   params.tol = o.tol;
-  params.init = init_from_string(o.init);
+  params.n_init = to_int(o.n_init, "--n-init");
+  if (app.count("--predict")) {
+    if (o.predict.empty()) throw UsageError("--predict: the path is empty");
+    for (const char* other : {"--init", "--n-init", "--loops", "--threshold", "--tol"})
+      if (app.count(other))
+        throw UsageError(std::string("--predict labels the data with given centroids; ") + other + " does not apply");
+    load_given_centroids(app, o.predict, "--predict", params);
+  } else if (o.init == "first" || o.init == "random" || o.init == "kmeans++") {
+    params.init = init_from_string(o.init);
+  } else if (o.init.find('/') != std::string::npos || o.init.find('.') != std::string::npos) {
+    load_given_centroids(app, o.init, "--init", params);
+  } else {
+    throw UsageError("--init must be first, random, kmeans++ or a centroids file (.h5, .csv, .npy, .bin, .txt), not '" +
+                     o.init + "'");
+  }
   params.seed = o.seed;
   params.block = to_int(o.block, "--block");
   params.threads = to_int(o.threads, "--threads");

@@ -24,6 +24,8 @@ struct KmeansOptions {
   double threshold = 0;
   std::optional<double> tol;
   std::string init = "first", precision = "double", output, report = "table";
+  std::string predict;  // --predict=PATH: label the data with these centroids, no iterations
+  long long n_init = 1;
   long long block = 128, threads = 0;
   bool quiet = false;
   bool list = false;

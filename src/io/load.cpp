@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "io/text_reader.hpp"
 
 namespace km {
@@ -59,7 +60,12 @@ void read_exact(std::FILE* f, void* dst, std::size_t bytes, const std::string& p
 template <class S, class T>
 void read_values(std::FILE* f, T* dst, std::size_t count, const std::string& path) {
   if constexpr (std::is_same_v<S, T>) {
-    read_exact(f, dst, count * sizeof(T), path);
+    constexpr std::size_t kStrip = 1 << 24;  // values per read, so progress can show
+    for (std::size_t done = 0; done < count; done += kStrip) {
+      read_exact(f, dst + done, std::min(kStrip, count - done) * sizeof(T), path);
+      progress::update("reading", (done + std::min(kStrip, count - done)) * sizeof(T) / 1e6, count * sizeof(T) / 1e6,
+                       "MB");
+    }
   } else {
     constexpr std::size_t kChunk = 1 << 16;
     std::vector<S> chunk(std::min(count, kChunk));
@@ -68,6 +74,7 @@ void read_values(std::FILE* f, T* dst, std::size_t count, const std::string& pat
       read_exact(f, chunk.data(), now * sizeof(S), path);
       for (std::size_t i = 0; i < now; ++i) dst[done + i] = static_cast<T>(chunk[i]);
       done += now;
+      progress::update("reading", done * sizeof(S) / 1e6, count * sizeof(S) / 1e6, "MB");
     }
   }
 }
@@ -274,7 +281,7 @@ struct TextShape {
 };
 
 TextShape scan_csv(const std::string& path) {
-  LineReader reader(path);
+  LineReader reader(path, "scanning");
   TextShape s;
   std::string_view line;
   std::vector<std::string_view> cells;
@@ -308,7 +315,7 @@ TextShape scan_csv(const std::string& path) {
 }
 
 TextShape scan_txt(const std::string& path, std::optional<std::size_t> coords) {
-  LineReader reader(path);
+  LineReader reader(path, "scanning");
   TextShape s;
   std::string_view line;
   std::vector<std::string_view> tokens;
@@ -434,6 +441,9 @@ Dataset<T> load(const std::string& path, const LoadOptions& options) {
   require_regular_readable(path);
 
   Dataset<T> data;
+  struct EndStage {
+    ~EndStage() { progress::end_stage(); }
+  } end_stage;
   switch (format) {
     case Format::hdf5: data = load_hdf5<T>(path, options.dataset); break;
     case Format::csv: data = load_text<T>(path, true, options.coords); break;

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <limits>
 
+#include <sys/stat.h>
+
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 
 namespace km {
 
@@ -15,9 +18,11 @@ namespace {
 constexpr std::size_t kChunk = 1 << 16;  // the first read; the buffer doubles only for a longer line
 }
 
-LineReader::LineReader(const std::string& path) : path_(path), buf_(kChunk) {
+LineReader::LineReader(const std::string& path, const char* stage) : path_(path), buf_(kChunk), stage_(stage) {
   file_ = std::fopen(path.c_str(), "rb");
   if (!file_) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(::fileno(file_), &st) == 0) size_mb_ = static_cast<double>(st.st_size) / 1e6;
 }
 
 LineReader::~LineReader() {
@@ -44,6 +49,8 @@ bool LineReader::refill() {
     return false;
   }
   end_ += got;
+  read_mb_ += static_cast<double>(got) / 1e6;
+  progress::update(stage_, read_mb_, size_mb_, "MB");
   return true;
 }
 

@@ -12,7 +12,9 @@ namespace km {
 
 class LineReader {
  public:
-  explicit LineReader(const std::string& path);  // throws InputError when it cannot open
+  // `stage` names the pass in progress lines ("scanning", "reading"). Throws InputError
+  // when it cannot open the file.
+  explicit LineReader(const std::string& path, const char* stage = "reading");
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
@@ -32,6 +34,8 @@ class LineReader {
   std::size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
   std::size_t line_no_ = 0;
+  const char* stage_;
+  double size_mb_ = 0, read_mb_ = 0;
 };
 
 // Parses the whole token as a decimal number (one optional sign); false if anything is

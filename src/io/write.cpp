@@ -35,10 +35,10 @@ void check_output_path(const std::string& path, const std::string& input) {
   try {
     format = format_from_path(path);
   } catch (const InputError&) {
-    throw UsageError(strprintf("--output '%s': unknown extension (expected .h5, .hdf5 or .csv)", path.c_str()));
+    throw UsageError(strprintf("--output '%s': unknown extension (expected .h5, .hdf5, .csv or .npy)", path.c_str()));
   }
-  if (format != Format::hdf5 && format != Format::csv)
-    throw UsageError(strprintf("--output '%s': results are written as .h5, .hdf5 or .csv", path.c_str()));
+  if (format != Format::hdf5 && format != Format::csv && format != Format::npy)
+    throw UsageError(strprintf("--output '%s': results are written as .h5, .hdf5, .csv or .npy", path.c_str()));
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
   std::error_code ec;
@@ -49,7 +49,7 @@ void check_output_path(const std::string& path, const std::string& input) {
   if (fs::is_directory(path, ec)) throw UsageError(strprintf("--output '%s' is a directory", path.c_str()));
   if (!input.empty()) {
     std::vector<std::string> written = {path};
-    if (format == Format::csv) written.push_back(labels_path_for(path));
+    if (format != Format::hdf5) written.push_back(labels_path_for(path));
     for (const std::string& w : written)
       if (same_file(w, input))
         throw UsageError(strprintf("--output '%s' would overwrite the input file '%s' (as '%s'); choose another name",
@@ -57,9 +57,9 @@ void check_output_path(const std::string& path, const std::string& input) {
   }
 }
 
-std::string labels_path_for(const std::string& csv_path) {
-  fs::path p(csv_path);
-  return (p.parent_path() / (p.stem().string() + ".labels.csv")).string();
+std::string labels_path_for(const std::string& path) {
+  fs::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".labels" + p.extension().string())).string();
 }
 
 std::string temporary_path_for(const std::string& path) {
@@ -106,6 +106,23 @@ void write_text_file(const std::string& path, Fn&& body) {
   if (std::fclose(f) != 0 || bad) throw InputError(strprintf("failed writing '%s' (disk full?)", path.c_str()));
 }
 
+// A NumPy .npy (version 1.0): the header dict padded to a multiple of 64 bytes, then the
+// little-endian values in C order.
+void write_npy(std::FILE* f, const char* descr, const std::vector<std::size_t>& shape, const void* data,
+               std::size_t bytes) {
+  std::string dims;
+  for (std::size_t s : shape) dims += std::to_string(s) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 1);  // "(3, 2)" but "(5,)"
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  const unsigned char prefix[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size() & 0xff),
+                                    static_cast<unsigned char>(header.size() >> 8)};
+  std::fwrite(prefix, 1, sizeof prefix, f);
+  std::fwrite(header.data(), 1, header.size(), f);
+  std::fwrite(data, 1, bytes, f);
+}
+
 void rename_or_throw(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     throw InputError(strprintf("cannot rename into '%s': %s", to.c_str(), std::strerror(errno)));
@@ -122,20 +139,28 @@ void write_result(const std::string& path, const ResultView<T>& r) {
     tmp.commit_to(path);
     return;
   }
-  // Enough digits that the text reads back to the same binary value.
-  const int digits = std::is_same_v<T, float> ? 9 : 17;
-  write_text_file(tmp.path(), [&](std::FILE* f) {
-    for (std::size_t c = 0; c < r.k; ++c) {
-      for (std::size_t j = 0; j < r.d; ++j)
-        std::fprintf(f, j ? ",%.*g" : "%.*g", digits, static_cast<double>(r.centroids[c * r.d + j]));
-      std::fputc('\n', f);
-    }
-  });
   const std::string labels_path = labels_path_for(path);
   TemporaryFile tmp_labels(temporary_path_for(labels_path));
-  write_text_file(tmp_labels.path(), [&](std::FILE* f) {
-    for (std::size_t i = 0; i < r.n; ++i) std::fprintf(f, "%d\n", r.labels[i]);
-  });
+  if (format == Format::npy) {
+    write_text_file(tmp.path(), [&](std::FILE* f) {
+      write_npy(f, std::is_same_v<T, float> ? "<f4" : "<f8", {r.k, r.d}, r.centroids, r.k * r.d * sizeof(T));
+    });
+    write_text_file(tmp_labels.path(),
+                    [&](std::FILE* f) { write_npy(f, "<i4", {r.n}, r.labels, r.n * sizeof(std::int32_t)); });
+  } else {
+    // Enough digits that the text reads back to the same binary value.
+    const int digits = std::is_same_v<T, float> ? 9 : 17;
+    write_text_file(tmp.path(), [&](std::FILE* f) {
+      for (std::size_t c = 0; c < r.k; ++c) {
+        for (std::size_t j = 0; j < r.d; ++j)
+          std::fprintf(f, j ? ",%.*g" : "%.*g", digits, static_cast<double>(r.centroids[c * r.d + j]));
+        std::fputc('\n', f);
+      }
+    });
+    write_text_file(tmp_labels.path(), [&](std::FILE* f) {
+      for (std::size_t i = 0; i < r.n; ++i) std::fprintf(f, "%d\n", r.labels[i]);
+    });
+  }
   // Both files or neither: an existing labels file steps aside first and comes back if the
   // centroids cannot be committed.
   TemporaryFile old_labels(temporary_path_for(labels_path + ".old"));

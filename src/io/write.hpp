@@ -3,6 +3,7 @@
 //   .h5/.hdf5  /centroids (K x d, the run's precision), /labels (N, int32),
 //              attributes inertia (double) and iterations (int32) on the root group
 //   .csv       the centroids, one per row; labels beside it as <name>.labels.csv
+//   .npy       the centroids (K x d, the run's precision); labels (N, int32) as <name>.labels.npy
 #pragma once
 
 #include <cstddef>
@@ -45,8 +46,8 @@ class TemporaryFile {
   bool committed_ = false;
 };
 
-// "<dir>/<stem>.labels.csv" for "<dir>/<stem>.csv".
-std::string labels_path_for(const std::string& csv_path);
+// "<dir>/<stem>.labels.csv" for "<dir>/<stem>.csv" (likewise .npy).
+std::string labels_path_for(const std::string& path);
 
 // Writes .h5/.hdf5 or .csv by the extension (callers check the path with
 // check_output_path before the run).

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 
@@ -54,6 +55,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
 
   std::vector<std::size_t> candidates(trials);
   for (std::size_t c = 1; c < k; ++c) {
+    progress::update("k-means++", static_cast<double>(c), static_cast<double>(k), "centres");
     // Draw candidates with probability proportional to the squared distance.
     for (auto& cand : candidates) {
       if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
@@ -106,7 +108,15 @@ std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params) {
   switch (params.init) {
     case Init::first: std::copy_n(data.values.data(), k * data.d, out.begin()); break;
     case Init::random: pick_random(data, k, params.seed, out); break;
-    case Init::kmeanspp: pick_kmeanspp(data, k, params.seed, out); break;
+    case Init::kmeanspp:
+      pick_kmeanspp(data, k, params.seed, out);
+      progress::end_stage();
+      break;
+    case Init::given:
+      if (params.given_d != data.d)
+        throw UsageError(strprintf("the centroids have %zu coordinates but the data has %zu", params.given_d, data.d));
+      for (std::size_t i = 0; i < k * data.d; ++i) out[i] = static_cast<T>(params.given_centroids[i]);
+      break;
   }
   return out;
 }

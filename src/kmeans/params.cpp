@@ -11,6 +11,7 @@ const char* to_string(Init init) {
     case Init::first: return "first";
     case Init::random: return "random";
     case Init::kmeanspp: return "kmeans++";
+    case Init::given: return "file";
   }
   return "?";
 }
@@ -32,6 +33,14 @@ void validate(const Params& p) {
   if (p.block < 32 || p.block > 1024 || p.block % 32 != 0)
     throw UsageError(strprintf("--block=%d: must be a multiple of 32 in 32..1024", p.block));
   if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
+  if (p.n_init < 1) throw UsageError(strprintf("--n-init=%d: need at least 1 initialisation", p.n_init));
+  if (p.n_init > 1 && p.init != Init::random && p.init != Init::kmeanspp)
+    throw UsageError(strprintf("--n-init=%d: several initialisations need --init=random or --init=kmeans++ (the "
+                               "%s init gives the same centroids every time)",
+                               p.n_init, to_string(p.init)));
+  if (p.init == Init::given && p.given_centroids.size() != static_cast<std::size_t>(p.k) * p.given_d)
+    throw UsageError(strprintf("the given centroids hold %zu values, not K=%d x d=%zu", p.given_centroids.size(), p.k,
+                               p.given_d));
 }
 
 void check_clusters(int k, std::size_t n) {

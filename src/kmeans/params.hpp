@@ -10,7 +10,7 @@
 
 namespace km {
 
-enum class Init { first, random, kmeanspp };
+enum class Init { first, random, kmeanspp, given };  // given: Params::given_centroids
 const char* to_string(Init init);
 Init init_from_string(const std::string& name);  // throws UsageError
 
@@ -23,6 +23,10 @@ struct Params {
   std::uint64_t seed = 0;      // for random and k-means++ init
   int block = 128;             // GPU threads per block
   int threads = 0;             // CPU threads; 0 = all
+  int n_init = 1;              // initialisations (random, kmeans++); the lowest final inertia is kept
+  // Init::given: K x given_d centroids, row-major (read from a file: --init=PATH, --predict).
+  std::vector<double> given_centroids;
+  std::size_t given_d = 0;
 };
 
 // Seconds outside the loop. load is filled by the caller that loads the data.
@@ -47,6 +51,7 @@ struct Result {
   RunSeconds seconds;
   std::string device = "cpu";
   int threads = 1;                    // CPU threads the implementation used
+  std::vector<double> n_init_inertia; // n_init > 1: each initialisation's final inertia, in order
 };
 
 // Checks Params on its own (independent of data); throws UsageError.

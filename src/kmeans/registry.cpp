@@ -5,7 +5,9 @@
 
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
+#include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/init.hpp"
 #include <nlohmann/json.hpp>
 
 // The ladder, in order. Each X(name) is the entry `name_implementation` defined beside its
@@ -62,6 +64,8 @@ std::string registry_json() {
   return list.dump();
 }
 
+namespace {
+
 template <class T>
 void check_arithmetic_range(const Dataset<T>& data) {
   const double largest = max_abs_value(data);
@@ -89,8 +93,7 @@ void check_arithmetic_range(const Dataset<T>& data) {
 }
 
 template <class T>
-Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
-              const IterationObserver& observer) {
+void check_problem(const Implementation& impl, const Dataset<T>& data, const Params& params) {
   validate(params);
   check_clusters(params.k, data.n);
   const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
@@ -102,12 +105,68 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
   const double threads = params.threads > 0 ? params.threads : 1;
   check_host_memory(2 * n * 4 + kd * (8 * (threads + 1) + 4 * sizeof(T)),
                     strprintf("K=%d x d=%zu (labels, sums, centroids)", params.k, data.d));
-  const auto engine = impl.make<T>(params);
-  Result<T> result = fit(*engine, data, params, observer);
+}
+
+template <class T>
+Result<T> finished(Result<T> result) {
   if (!std::isfinite(result.inertia))  // the range check makes this unreachable; never report it as a result
     throw InputError("the inertia is not finite: the arithmetic overflowed; rescale the data");
   return result;
 }
+
+}  // namespace
+
+std::uint64_t init_seed(std::uint64_t seed, int r) {
+  return r == 0 ? seed : hash64(seed, 0x6e5f696e6974ull /* "n_init" */, static_cast<std::uint64_t>(r));
+}
+
+template <class T>
+Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
+              const IterationObserver& observer) {
+  check_problem(impl, data, params);
+  Result<T> best;
+  std::vector<double> inertias;
+  RunSeconds spent;
+  for (int r = 0; r < params.n_init; ++r) {
+    Params p = params;
+    p.seed = init_seed(params.seed, r);
+    const auto engine = impl.make<T>(p);
+    Result<T> result = finished(fit(*engine, data, p, observer));
+    inertias.push_back(result.inertia);
+    spent.init += result.seconds.init;
+    spent.setup += result.seconds.setup;
+    spent.loop += result.seconds.loop;
+    spent.finish += result.seconds.finish;
+    if (r == 0 || result.inertia < best.inertia) best = std::move(result);  // the first on ties
+  }
+  if (params.n_init > 1) {
+    best.n_init_inertia = std::move(inertias);
+    best.seconds = spent;  // every initialisation's time, not only the kept one's
+  }
+  return best;
+}
+
+template <class T>
+Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params) {
+  check_problem(impl, data, params);
+  if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
+  Result<T> result;
+  Stopwatch watch;
+  result.centroids = initial_centroids(data, params);
+  const auto engine = impl.make<T>(params);
+  engine->setup(data, result.centroids);
+  result.seconds.setup = watch.seconds();
+  watch.restart();
+  engine->final_labels(result.labels);
+  result.inertia = inertia(data, result.centroids.data(), result.labels.data());
+  result.seconds.finish = watch.seconds();
+  result.device = engine->device();
+  result.threads = engine->threads();
+  return finished(std::move(result));
+}
+
+template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
+template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 
 template Result<float> run(const Implementation&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> run(const Implementation&, const Dataset<double>&, const Params&, const IterationObserver&);

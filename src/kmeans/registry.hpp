@@ -35,4 +35,12 @@ template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});
 
+// Labels every object with its nearest given centroid (params.init == Init::given), without
+// iterating: the result has the given centroids, the labels and the inertia, iterations 0.
+template <class T>
+Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params);
+
+// The seed of initialisation r of --n-init: the run's seed for r = 0, derived ones after.
+std::uint64_t init_seed(std::uint64_t seed, int r);
+
 }  // namespace km

@@ -30,6 +30,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.inertia = result.inertia;
   r.seconds = result.seconds;
   r.per_iteration = result.per_iteration;
+  r.n_init_inertia = result.n_init_inertia;
   return r;
 }
 

@@ -1,0 +1,66 @@
+#include "common/progress.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/errors.hpp"
+#include "timing/timer.hpp"
+
+namespace km::progress {
+
+namespace {
+
+struct State {
+  bool on = false, tty = false, printed = false;
+  std::string program, stage;
+  Stopwatch stage_watch, last_print;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+void enable(const char* program) {
+  State& s = state();
+  s.on = true;
+  s.tty = ::isatty(2) != 0;
+  s.program = program;
+}
+
+void disable() { state().on = false; }
+
+void update(const char* stage, double done, double total, const char* unit, const std::string& detail) {
+  State& s = state();
+  if (!s.on) return;
+  if (s.stage != stage) {
+    end_stage();
+    s.stage = stage;
+    s.stage_watch.restart();
+    s.last_print.restart();
+    return;
+  }
+  const double elapsed = s.stage_watch.seconds();
+  if (elapsed < 1.0 || s.last_print.seconds() < (s.tty ? 0.25 : 5.0)) return;
+  s.last_print.restart();
+  const double rate = done / elapsed;
+  std::string text = strprintf("%s: %s %.0f%%  %.4g of %.4g %s  %.4g %s/s", s.program.c_str(), stage,
+                               total > 0 ? 100 * done / total : 0.0, done, total, unit, rate, unit);
+  if (rate > 0 && total > done) text += strprintf(", %.0f s left", (total - done) / rate);
+  if (!detail.empty()) text += "  " + detail;
+  std::fprintf(stderr, s.tty ? "\r%s\033[K" : "%s\n", text.c_str());
+  s.printed = true;
+}
+
+void end_stage() {
+  State& s = state();
+  if (s.on && s.printed && s.tty) std::fputc('\n', stderr);
+  s.printed = false;
+  s.stage.clear();
+}
+
+}  // namespace km::progress
