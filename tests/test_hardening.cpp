@@ -2,6 +2,7 @@
 // crashed, hung, were read loosely or produced silent wrong answers now end in one clear
 // error (or the right result).
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <hdf5.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -247,6 +248,39 @@ TEST(Iterations, InertiaOfEachIterationComesFromItsAssignment) {
     EXPECT_NEAR(r.per_iteration[1].inertia, one.inertia, 1e-12 * one.inertia) << impl;
     EXPECT_GT(r.per_iteration[0].inertia, r.per_iteration[1].inertia) << impl << ": Lloyd never increases it";
   }
+}
+
+TEST(TextReaders, ParallelPartsReadEveryRowInPlace) {
+  // More rows than several parse parts (32768 rows each), with blank lines and a header: every
+  // value lands in its row, and an error deep in the file names its own line.
+  TempDir dir;
+  const std::size_t rows = 100000;
+  std::string csv = "a,b,c\n", txt;
+  for (std::size_t i = 0; i < rows; ++i) {
+    csv += std::to_string(i) + "," + std::to_string(i % 7) + ".5," + std::to_string(-static_cast<long long>(i)) + "\n";
+    if (i % 40000 == 0) csv += "\n";
+    txt += std::to_string(i + 1) + " " + std::to_string(i) + " 0.25\n";
+  }
+  kmtest::write_text(dir.file("rows.csv"), csv);
+  kmtest::write_text(dir.file("rows.txt"), txt);
+  omp_set_num_threads(2);
+  const auto a = km::load<double>(dir.file("rows.csv"));
+  ASSERT_EQ(a.n, rows);
+  for (std::size_t i = 0; i < rows; i += 997) {
+    ASSERT_EQ(a.row(i)[0], static_cast<double>(i));
+    ASSERT_EQ(a.row(i)[1], static_cast<double>(i % 7) + 0.5);
+    ASSERT_EQ(a.row(i)[2], -static_cast<double>(i));
+  }
+  EXPECT_EQ(a.row(rows - 1)[0], static_cast<double>(rows - 1));
+  const auto t = km::load<double>(dir.file("rows.txt"));
+  ASSERT_EQ(t.n, rows);
+  ASSERT_EQ(t.d, 2u) << "the id column is recognised";
+  EXPECT_EQ(t.row(77777)[0], 77777.0);
+  // Row 90000 (line 90005: the header and three blank lines come before it) is bad; a later part.
+  const std::size_t at = csv.find("\n90000,") + 1;
+  csv.replace(at, 5, "9x000");
+  kmtest::write_text(dir.file("bad.csv"), csv);
+  expect_error([&] { km::load<double>(dir.file("bad.csv")); }, "line 90005, column 1: '9x000'");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "io/load.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <cctype>
 #include <cmath>
 #include <cerrno>
@@ -278,7 +282,19 @@ struct TextShape {
   std::size_t rows = 0, cols = 0;  // data rows, data columns
   bool header = false;             // csv: first non-empty line is a header
   bool id_column = false;          // txt: first token is an object id
+  // Where every kRowsPerPart-th data row starts, so the parse pass can run in parallel.
+  struct Part {
+    std::uint64_t offset;  // byte offset of the row's line
+    std::size_t line;      // lines before it (its line number - 1)
+    std::size_t row;       // its data row
+  };
+  std::vector<Part> parts;
 };
+constexpr std::size_t kRowsPerPart = 1 << 15;
+
+void mark_part(TextShape& s, const LineReader& reader) {
+  if (s.rows % kRowsPerPart == 0) s.parts.push_back({reader.line_offset(), reader.line_number() - 1, s.rows});
+}
 
 TextShape scan_csv(const std::string& path) {
   LineReader reader(path, "scanning");
@@ -289,8 +305,8 @@ TextShape scan_csv(const std::string& path) {
   std::size_t first_line = 0;
   while (reader.next(line)) {
     if (trim(line).empty()) continue;
-    split(line, ',', cells);
     if (first) {
+      split(line, ',', cells);
       first = false;
       first_line = reader.line_number();
       s.cols = cells.size();
@@ -303,10 +319,12 @@ TextShape scan_csv(const std::string& path) {
         s.header = true;
         continue;
       }
-    } else if (cells.size() != s.cols) {
+    } else if (const std::size_t count = static_cast<std::size_t>(std::count(line.begin(), line.end(), ',')) + 1;
+               count != s.cols) {  // counting separators is enough here: the parse pass reads every cell
       throw InputError(strprintf("'%s' line %zu: ragged rows: %zu cells where line %zu has %zu", path.c_str(),
-                                 reader.line_number(), cells.size(), first_line, s.cols));
+                                 reader.line_number(), count, first_line, s.cols));
     }
+    mark_part(s, reader);
     ++s.rows;
   }
   if (s.rows == 0)
@@ -343,6 +361,7 @@ TextShape scan_txt(const std::string& path, std::optional<std::size_t> coords) {
         ++expect_id;
       }
     }
+    mark_part(s, reader);
     ++s.rows;
   }
   if (s.rows == 0) throw InputError(strprintf("'%s': empty file: no data rows", path.c_str()));
@@ -361,24 +380,18 @@ TextShape scan_txt(const std::string& path, std::optional<std::size_t> coords) {
   return s;
 }
 
+// Parses data rows [part.row, row_end) into data, reading from the part's byte offset.
 template <class T>
-Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std::size_t>& coords) {
-  TextShape s = csv ? scan_csv(path) : scan_txt(path, coords);
-  check_shape(static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.cols), sizeof(T), "'" + path + "'");
-  Dataset<T> data(s.rows, s.cols, path);
-  LineReader reader(path);
+void parse_rows(const std::string& path, bool csv, const TextShape& s, const TextShape::Part& part,
+                std::size_t row_end, Dataset<T>& data) {
+  LineReader reader(path, part.offset, part.line);
   std::string_view line;
   std::vector<std::string_view> cells;
-  std::size_t row = 0;
-  bool skip_header = s.header;
   const std::size_t skip = s.id_column ? 1 : 0;
-  while (row < s.rows && reader.next(line)) {
+  std::size_t row = part.row;
+  while (row < row_end && reader.next(line)) {
     if (csv) {
       if (trim(line).empty()) continue;
-      if (skip_header) {
-        skip_header = false;
-        continue;
-      }
       split(line, ',', cells);
     } else {
       split(line, 0, cells);
@@ -402,7 +415,33 @@ Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std:
     }
     ++row;
   }
-  if (row != s.rows) throw InputError(strprintf("'%s': file changed while reading", path.c_str()));
+  if (row != row_end) throw InputError(strprintf("'%s': file changed while reading", path.c_str()));
+}
+
+// Two streaming passes: the scan finds the shape and where each part of kRowsPerPart rows
+// starts; the parse reads the parts in parallel (each thread its own file position) straight
+// into the exactly-sized buffer. The first error by row order is the one reported.
+template <class T>
+Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std::size_t>& coords) {
+  TextShape s = csv ? scan_csv(path) : scan_txt(path, coords);
+  check_shape(static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.cols), sizeof(T), "'" + path + "'");
+  Dataset<T> data(s.rows, s.cols, path);
+  const std::size_t parts = s.parts.size();
+  std::vector<std::exception_ptr> errors(parts);
+  std::atomic<std::size_t> done{0};
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t p = 0; p < parts; ++p) {
+    try {
+      parse_rows(path, csv, s, s.parts[p], p + 1 < parts ? s.parts[p + 1].row : s.rows, data);
+    } catch (...) {
+      errors[p] = std::current_exception();
+    }
+    const std::size_t finished = ++done;
+    if (omp_get_thread_num() == 0)  // progress lines come from one thread
+      progress::update("reading", static_cast<double>(finished), static_cast<double>(parts), "parts");
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return data;
 }
 

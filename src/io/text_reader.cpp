@@ -25,6 +25,14 @@ LineReader::LineReader(const std::string& path, const char* stage) : path_(path)
   if (::fstat(::fileno(file_), &st) == 0) size_mb_ = static_cast<double>(st.st_size) / 1e6;
 }
 
+LineReader::LineReader(const std::string& path, std::uint64_t offset, std::size_t first_line)
+    : path_(path), buf_(kChunk), line_no_(first_line), stage_(nullptr), buffer_offset_(offset) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (!file_) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  if (offset && ::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0)
+    throw InputError(strprintf("cannot seek in '%s': %s", path.c_str(), std::strerror(errno)));
+}
+
 LineReader::~LineReader() {
   if (file_) std::fclose(file_);
 }
@@ -34,6 +42,7 @@ bool LineReader::refill() {
   // Keep the unfinished line at the front, grow only if one line exceeds the buffer.
   std::size_t keep = end_ - begin_;
   if (begin_ > 0 && keep > 0) std::memmove(buf_.data(), buf_.data() + begin_, keep);
+  buffer_offset_ += begin_;
   begin_ = 0;
   end_ = keep;
   if (end_ == buf_.size()) {
@@ -50,12 +59,13 @@ bool LineReader::refill() {
   }
   end_ += got;
   read_mb_ += static_cast<double>(got) / 1e6;
-  progress::update(stage_, read_mb_, size_mb_, "MB");
+  if (stage_) progress::update(stage_, read_mb_, size_mb_, "MB");
   return true;
 }
 
 bool LineReader::next(std::string_view& line) {
   for (;;) {
+    line_offset_ = buffer_offset_ + begin_;
     const char* start = buf_.data() + begin_;
     const void* nl = std::memchr(start, '\n', end_ - begin_);
     if (nl) {

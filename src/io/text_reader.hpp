@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -15,6 +16,8 @@ class LineReader {
   // `stage` names the pass in progress lines ("scanning", "reading"). Throws InputError
   // when it cannot open the file.
   explicit LineReader(const std::string& path, const char* stage = "reading");
+  // Starts at byte `offset` (a line start), numbering lines from first_line; no progress lines.
+  LineReader(const std::string& path, std::uint64_t offset, std::size_t first_line);
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
@@ -25,6 +28,8 @@ class LineReader {
   static constexpr std::size_t kMaxLine = 64u << 20;
   bool next(std::string_view& line);
   std::size_t line_number() const { return line_no_; }
+  // The byte offset in the file of the line next() returned last.
+  std::uint64_t line_offset() const { return line_offset_; }
 
  private:
   bool refill();
@@ -36,6 +41,8 @@ class LineReader {
   std::size_t line_no_ = 0;
   const char* stage_;
   double size_mb_ = 0, read_mb_ = 0;
+  std::uint64_t buffer_offset_ = 0;  // file offset of buf_[0]
+  std::uint64_t line_offset_ = 0;
 };
 
 // Parses the whole token as a decimal number (one optional sign); false if anything is
