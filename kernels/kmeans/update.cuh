@@ -1,5 +1,5 @@
 // update_centroids: the update step on the device, shared by offload, offload-block and
-// fused; sum_in_order: the deterministic total of the clusters' shifts.
+// fused (the clusters' shifts are then totalled by cub::DeviceReduce, deterministic).
 #pragma once
 
 #include <cstdint>
@@ -47,22 +47,6 @@ __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* 
     shift_parts[c] = total;
     counts[c] = 0;
   }
-}
-
-// *out = the sum of parts[0..count) in a fixed order: each of the block's threads sums a
-// fixed stride in order, then a fixed tree. Launch one block of THREADS threads.
-template <int THREADS>
-__global__ void sum_in_order(const double* __restrict__ parts, int count, double* __restrict__ out) {
-  __shared__ double partial[THREADS];
-  double s = 0;
-  for (int i = threadIdx.x; i < count; i += THREADS) s += parts[i];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = THREADS / 2; w > 0; w /= 2) {
-    if (static_cast<int>(threadIdx.x) < w) partial[threadIdx.x] += partial[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = partial[0];
 }
 
 }  // namespace km::kernels

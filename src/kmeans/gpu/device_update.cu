@@ -1,6 +1,7 @@
 #include "kmeans/gpu/device_update.hpp"
 
 #include <cmath>
+#include <cub/device/device_reduce.cuh>
 
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/update.cuh"
@@ -28,6 +29,11 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   sums_ = DeviceBuffer<unsigned long long>(k * d);
   counts_ = DeviceBuffer<unsigned long long>(k);
   shift_parts_ = DeviceBuffer<double>(k);
+  // The shift's total: CUB's reduction (a fixed tree, no atomics: the same bits every run).
+  std::size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, shift_parts_.get(), this->shift_.get(), static_cast<int>(k),
+                                    this->stream_));
+  reduce_temp_ = DeviceBuffer<unsigned char>(temp_bytes);
   this->upload_centroids(initial, centroids_.get());
   CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(unsigned long long), this->stream_));
   CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
@@ -45,8 +51,9 @@ void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
                                                              this->layout_ == Layout::coord_major, inv_scale_,
                                                              shift_parts_.get());
   CUDA_CHECK_LAUNCH();
-  kernels::sum_in_order<256><<<1, 256, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
-  CUDA_CHECK_LAUNCH();
+  std::size_t temp_bytes = reduce_temp_.size();
+  CUDA_CHECK(cub::DeviceReduce::Sum(reduce_temp_.get(), temp_bytes, shift_parts_.get(), this->shift_.get(), k,
+                                    this->stream_));
   after_update();
   this->timer_.end(this->stream_);
   stats.changed = this->read_changed(stats, &stats.shift);
