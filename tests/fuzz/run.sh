@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs them.
 #   tests/fuzz/run.sh smoke BUILD_DIR             a few seconds per target (the test suite runs this)
-#   tests/fuzz/run.sh long BUILD_DIR [RUNS]       RUNS executions per target (default 1000000)
+#   tests/fuzz/run.sh long BUILD_DIR [RUNS] [TARGETS]   RUNS executions per target (default 1000000);
+#                                                   TARGETS e.g. "csv h5" (default all)
 # BUILD_DIR is the CMake build (its libkmeans_core.a links the option target). Exit 77: no
 # clang with libFuzzer here (the test suite reports it as skipped).
 set -euo pipefail
 mode=${1:?usage: run.sh smoke|long BUILD_DIR [RUNS]}
 build=$(cd "${2:?usage: run.sh smoke|long BUILD_DIR [RUNS]}" && pwd)
 runs=${3:-1000000}
+targets=${4:-csv txt npy bin h5 options}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 CXX=${FUZZ_CXX:-clang++}
@@ -47,7 +49,7 @@ bin="$out/fuzz_options"
     "${link[@]}" -fopenmp=libgomp -L/usr/local/cuda/lib64 -lcublas -lcudart "$hdf5" -lopenblas -o "$bin"
 
 status=0
-for target in csv txt npy bin h5 options; do
+for target in $targets; do
   corpus="$out/corpus-$target"
   mkdir -p "$corpus"
   cp -n "$here/corpus/$target/"* "$corpus/" 2>/dev/null || true
