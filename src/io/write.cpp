@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "io/load.hpp"
 
 namespace km {
@@ -158,8 +159,12 @@ void write_result(const std::string& path, const ResultView<T>& r) {
       }
     });
     write_text_file(tmp_labels.path(), [&](std::FILE* f) {
-      for (std::size_t i = 0; i < r.n; ++i) std::fprintf(f, "%d\n", r.labels[i]);
+      for (std::size_t i = 0; i < r.n; ++i) {
+        std::fprintf(f, "%d\n", r.labels[i]);
+        if ((i & 0xfffff) == 0xfffff) progress::update("writing", static_cast<double>(i), static_cast<double>(r.n), "labels");
+      }
     });
+    progress::end_stage();
   }
   // Both files or neither: an existing labels file steps aside first and comes back if the
   // centroids cannot be committed.
