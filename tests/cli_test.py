@@ -124,6 +124,18 @@ def test_progress():
         expect("iteration" in p.stderr, "a long run shows progress on stderr")
     p = run("--impl=seq", "--objects=400000", "--loops=12", "--report=json", "--quiet")
     expect(p.stderr == "", "--quiet silences progress")
+    # Every stage a person waits for: loading, k-means++, the iterations, writing (shown at once here).
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = os.path.join(tmp, "d.csv"), os.path.join(tmp, "o.csv")
+        with open(data, "w") as f:
+            f.write("".join(f"{i % 97}.25,{i % 13},{i % 7}.5\n" for i in range(80000)))
+        env = dict(os.environ, KMEANS_PROGRESS_AFTER="0")
+        p = subprocess.run([KMEANS, f"--input={data}", "--impl=seq", "--clusters=40", "--init=kmeans++",
+                            "--loops=3", f"--output={out}", "--report=json"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        for stage in ("scanning", "reading", "k-means++", "iterations"):
+            expect(f"kmeans: {stage} " in p.stderr, f"progress shows {stage}: {p.stderr[:300]!r}")
+        expect("s left" in p.stderr and "/s" in p.stderr, "progress gives a rate and the time left")
 
 
 def test_bad_inputs():

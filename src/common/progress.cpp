@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/errors.hpp"
@@ -14,6 +15,7 @@ namespace {
 
 struct State {
   bool on = false, tty = false, printed = false;
+  double after = 1.0;  // seconds a stage runs before its first line (KMEANS_PROGRESS_AFTER)
   std::string program, stage;
   Stopwatch stage_watch, last_print;
 };
@@ -30,6 +32,7 @@ void enable(const char* program) {
   s.on = true;
   s.tty = ::isatty(2) != 0;
   s.program = program;
+  if (const char* v = std::getenv("KMEANS_PROGRESS_AFTER")) s.after = std::atof(v);
 }
 
 void disable() { state().on = false; }
@@ -45,7 +48,7 @@ void update(const char* stage, double done, double total, const char* unit, cons
     return;
   }
   const double elapsed = s.stage_watch.seconds();
-  if (elapsed < 1.0 || s.last_print.seconds() < (s.tty ? 0.25 : 5.0)) return;
+  if (elapsed < s.after || (s.printed && s.last_print.seconds() < (s.tty ? 0.25 : 5.0))) return;
   s.last_print.restart();
   const double rate = done / elapsed;
   std::string text = strprintf("%s: %s %.0f%%  %.4g of %.4g %s  %.4g %s/s", s.program.c_str(), stage,

@@ -1,7 +1,7 @@
 // Progress for a person waiting: loading a file, k-means++, the iterations, writing the
 // output. On a terminal one line is rewritten in place; otherwise a plain line at most every
 // few seconds; nothing unless enabled (the CLI enables it without --quiet). A stage shows only
-// once it has lasted a second. Main thread only.
+// once it has lasted a second (KMEANS_PROGRESS_AFTER=seconds changes that). Main thread only.
 #pragma once
 
 #include <string>
