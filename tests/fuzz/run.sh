@@ -20,9 +20,9 @@ echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long)
 
 out="$build/fuzz"
 mkdir -p "$out/obj"
-flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fopenmp=libgomp -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$root/src" -I"$root" -I/usr/include/hdf5/serial)
-io=(src/common/errors.cpp src/common/host_memory.cpp src/io/dataset.cpp src/io/text_reader.cpp src/io/load.cpp
+io=(src/common/errors.cpp src/common/host_memory.cpp src/common/progress.cpp src/io/dataset.cpp src/io/text_reader.cpp src/io/load.cpp
     src/io/hdf5_io.cpp src/io/write.cpp)
 # Rebuilt when any source or header of the project is newer than what was built.
 newest=$(find "$root/src" "$here" -name '*.[ch]pp' -newer "$out/stamp" 2>/dev/null | head -1 || true)
@@ -34,7 +34,7 @@ for src in "${io[@]}"; do  # the readers, instrumented
   objs+=("$obj")
 done
 hdf5=$(ls /usr/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so 2>/dev/null || echo -lhdf5_serial)
-link=(-fsanitize=fuzzer,address,undefined)
+link=(-fsanitize=fuzzer,address,undefined -fopenmp=libgomp)
 declare -A exts=([csv]=.csv [txt]=.txt [npy]=.npy [bin]=.bin [h5]=.h5)
 for fmt in "${!exts[@]}"; do
   bin="$out/fuzz_$fmt"
