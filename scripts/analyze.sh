@@ -23,6 +23,8 @@ start=$SECONDS
 "$PY" scripts/analyze_kmeans.py --bin "$KM_BIN" --csv "$OUT/kmeans_blocks.csv" --ceilings "$OUT/ceilings.csv" \
   | tee "$OUT/analyze_kmeans.log"
 echo "# k-means sweep: $((SECONDS - start)) s"
+"$PY" scripts/convergence.py --kmeans "$KM_BIN/kmeans" --impls omp,fused --csv "$OUT/convergence.csv" |
+  tee "$OUT/convergence.log"
 "$PY" scripts/peers.py --bin "$KM_BIN" --csv "$OUT/peers.csv" | tee "$OUT/peers.log"
 echo "# peers: $((SECONDS - start)) s"
 "$PY" scripts/bench_gemm.py --gemm "$KM_BIN/gemm" --quick --csv "$OUT/bench_gemm.csv" | tee "$OUT/bench_gemm.log" ||

@@ -312,6 +312,28 @@ def gemm_plots(rows, out):
         finish(fig, rows, os.path.join(out, "gemm_cpu_threads.png"))
 
 
+def convergence(rows, out):
+    """Inertia of every iteration (from the assignment pass) by init, one panel per implementation."""
+    if not rows:
+        return
+    impls = order_of(rows, "impl")
+    fig, axes = plt.subplots(1, len(impls), figsize=(6.5 * len(impls), 4.5), squeeze=False)
+    for ax, impl in zip(axes[0], impls):
+        sel = [r for r in rows if r["impl"] == impl]
+        for init in order_of(sel, "init"):
+            pts = [(int(r["iteration"]), num(r["inertia"])) for r in sel if r["init"] == init]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, label=f"init {init}")
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("inertia of the iteration's assignment (log)")
+        ax.set_title(f"{impl}: {sel[0]['device']}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Convergence: blobs 200,000 x 16, K = 64")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "convergence.png"))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
@@ -322,6 +344,7 @@ def main():
     roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
     peers(read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
+    convergence(read(os.path.join(d, "convergence.csv")), d)
     return 0
 
 
