@@ -183,11 +183,12 @@ INSTANTIATE_TEST_SUITE_P(Registry, GpuEmptyCluster, ::testing::ValuesIn(gpu_impl
 template <class T>
 void check_reproducible(const km::Implementation& impl) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  struct Case {
+  struct Problem {
     std::size_t n, d;
     int k;
   };
-  for (const Case& c : {Case{300000, 2, 16}, Case{200000, 16, 16}, Case{100000, 32, 64}, Case{50000, 64, 300}}) {
+  for (const Problem& c : {Problem{300000, 2, 16}, Problem{200000, 16, 16}, Problem{100000, 32, 64},
+                           Problem{50000, 64, 300}}) {
     SCOPED_TRACE("d=" + std::to_string(c.d) + " k=" + std::to_string(c.k));
     if (!km::supports(impl, static_cast<std::size_t>(c.k), c.d, sizeof(T)).ok) continue;
     const auto data = kmtest::make_data<T>(true, c.n, c.d, static_cast<std::size_t>(c.k), 5);
