@@ -45,7 +45,6 @@ void update(const char* stage, double done, double total, const char* unit, cons
     s.stage = stage;
     s.stage_watch.restart();
     s.last_print.restart();
-    return;
   }
   const double elapsed = s.stage_watch.seconds();
   if (elapsed < s.after || (s.printed && s.last_print.seconds() < (s.tty ? 0.25 : 5.0))) return;

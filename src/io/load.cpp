@@ -442,6 +442,7 @@ Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std:
   }
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+  progress::update("reading", static_cast<double>(parts), static_cast<double>(parts), "parts");
   return data;
 }
 
