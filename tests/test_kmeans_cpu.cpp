@@ -406,6 +406,28 @@ TEST(Registry, ListIsTheLadderInOrder) {
   }
 }
 
+TEST(Registry, ListAnswersForAShape) {
+  const auto small = nlohmann::json::parse(km::registry_json(16, 16, 8));
+  const auto large = nlohmann::json::parse(km::registry_json(1024, 128, 8));
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    const km::Implementation* impl = km::implementations()[i];
+    const km::Support s = km::supports(*impl, 1024, 128, 8);
+    EXPECT_EQ(large[i]["runs"], s.ok) << impl->name;
+    if (!s.ok) {
+      EXPECT_EQ(large[i]["reason"], s.reason) << impl->name;
+    }
+    EXPECT_EQ(large[i].contains("path"), impl->path != nullptr) << impl->name;
+  }
+  const auto fused = [](const nlohmann::json& list) {
+    for (const auto& e : list)
+      if (e["name"] == "fused") return e["path"].get<std::string>();
+    return std::string("missing");
+  };
+  EXPECT_EQ(fused(small), "one-pass");
+  EXPECT_EQ(fused(large), "gemm");
+  EXPECT_FALSE(nlohmann::json::parse(km::registry_json())[0].contains("runs")) << "no shape, no answer";
+}
+
 TEST(Registry, SupportsAnswersWithAReason) {
   // The CPU implementations take every shape; without a GPU every GPU one refuses and says why.
   for (const char* cpu : {"seq", "omp"}) EXPECT_TRUE(km::supports(km::find_implementation(cpu), 65536, 1024, 8).ok);

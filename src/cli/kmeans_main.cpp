@@ -97,8 +97,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (o.list) {
-    std::printf("%s\n", km::registry_json().c_str());
+  if (o.list) {  // with --coords and --clusters: whether each runs that shape here, and its path
+    const bool shape = app.count("--coords") && app.count("--clusters") && o.coords > 0 && o.clusters > 0;
+    std::printf("%s\n", km::registry_json(shape ? static_cast<std::size_t>(o.clusters) : 0,
+                                          shape ? static_cast<std::size_t>(o.coords) : 0,
+                                          o.precision == "float" ? 4 : 8)
+                            .c_str());
     return 0;
   }
 

@@ -71,7 +71,9 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
-  app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit");
+  app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit; "
+                                 "with --coords and --clusters (and --precision) also whether each runs that "
+                                 "shape here and the path it takes");
   size->excludes(objects);
   input->excludes(size)->excludes(objects)->excludes(generator);
 }

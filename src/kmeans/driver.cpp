@@ -49,6 +49,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   result.inertia = inertia(data, result.centroids.data(), result.labels.data());
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
+  result.path = engine.path();
   result.threads = engine.threads();
   return result;
 }

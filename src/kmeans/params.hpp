@@ -50,6 +50,7 @@ struct Result {
   std::vector<IterationStats> per_iteration;
   RunSeconds seconds;
   std::string device = "cpu";
+  std::string path;                   // the implementation's path, if it has several (fused)
   int threads = 1;                    // CPU threads the implementation used
   std::vector<double> n_init_inertia; // n_init > 1: each initialisation's final inertia, in order
 };

@@ -53,14 +53,22 @@ Support supports(const Implementation& impl, std::size_t k, std::size_t d, std::
   return impl.supports ? impl.supports(k, d, elem, gpu) : Support{};
 }
 
-std::string registry_json() {
+std::string registry_json(std::size_t k, std::size_t d, std::size_t elem) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   int order = 0;
-  for (const Implementation* impl : implementations())
-    list.push_back({{"name", impl->name},
-                    {"description", impl->description},
-                    {"where", impl->needs_gpu() ? "gpu" : "cpu"},
-                    {"order", order++}});
+  for (const Implementation* impl : implementations()) {
+    nlohmann::ordered_json e = {{"name", impl->name},
+                                {"description", impl->description},
+                                {"where", impl->needs_gpu() ? "gpu" : "cpu"},
+                                {"order", order++}};
+    if (k > 0 && d > 0) {
+      const Support s = supports(*impl, k, d, elem);
+      e["runs"] = s.ok;
+      if (!s.ok) e["reason"] = s.reason;
+      if (impl->path) e["path"] = impl->path(k, d, elem);
+    }
+    list.push_back(std::move(e));
+  }
   return list.dump();
 }
 
@@ -161,6 +169,7 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
   result.inertia = inertia(data, result.centroids.data(), result.labels.data());
   result.seconds.finish = watch.seconds();
   result.device = engine->device();
+  result.path = engine->path();
   result.threads = engine->threads();
   return finished(std::move(result));
 }

@@ -15,6 +15,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.impl = impl;
   r.precision = sizeof(T) == 8 ? "double" : "float";
   r.device = result.device;
+  r.path = result.path;
   r.source = data.source;
   r.objects = data.n;
   r.coords = data.d;
@@ -68,8 +69,9 @@ nlohmann::ordered_json phases_json(const IterationStats& s) {
 void write_table(std::ostream& out, const RunReport& r) {
   const double megabytes = static_cast<double>(r.objects * r.coords) *
                            (r.precision == "float" ? 4.0 : 8.0) / 1048576.0;
-  out << strprintf("kmeans   impl=%s  precision=%s  device=%s  threads=%d  block=%d\n", r.impl.c_str(),
-                   r.precision.c_str(), r.device.c_str(), r.threads, r.block);
+  out << strprintf("kmeans   impl=%s%s  precision=%s  device=%s  threads=%d  block=%d\n", r.impl.c_str(),
+                   r.path.empty() ? "" : (" (" + r.path + " path)").c_str(), r.precision.c_str(), r.device.c_str(),
+                   r.threads, r.block);
   out << strprintf("data     %s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
                    r.objects, r.coords, megabytes, r.clusters);
   out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s\n\n", r.init.c_str(), r.loops, r.threshold,
@@ -98,6 +100,7 @@ void write_table(std::ostream& out, const RunReport& r) {
 void write_json(std::ostream& out, const RunReport& r) {
   using json = nlohmann::ordered_json;
   json j = {{"impl", r.impl},
+            {"path", r.path.empty() ? json(nullptr) : json(r.path)},
             {"precision", r.precision},
             {"device", r.device},
             {"source", r.source},

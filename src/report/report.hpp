@@ -12,7 +12,7 @@
 namespace km {
 
 struct RunReport {
-  std::string impl, precision, device, source;
+  std::string impl, precision, device, source, path;
   std::size_t objects = 0, coords = 0, clusters = 0;
   int block = 0, threads = 0, loops = 0;
   double threshold = 0;

@@ -126,12 +126,17 @@ class FusedGemm final : public DeviceUpdateEngine<T> {
   std::optional<cuda::CublasHandle> blas_;
 };
 
+const char* fused_path(std::size_t k, std::size_t d, std::size_t elem) {
+  return kernels::fused_one_pass(k, d, elem) ? "one-pass" : "gemm";
+}
+
 template <class T>
 class FusedEngine final : public Engine<T> {
  public:
   explicit FusedEngine(const Params& p) : params_(p) {}
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
+    path_name_ = fused_path(initial.size() / data.d, data.d, sizeof(T));
     if (kernels::fused_one_pass(initial.size() / data.d, data.d, sizeof(T)))
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else
@@ -142,9 +147,11 @@ class FusedEngine final : public Engine<T> {
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   std::string device() const override { return device_name(); }
+  std::string path() const override { return path_name_; }
 
  private:
   Params params_;
+  const char* path_name_ = "";
   std::unique_ptr<Engine<T>> path_;
 };
 
@@ -153,5 +160,6 @@ class FusedEngine final : public Engine<T> {
 namespace km {
 extern const Implementation fused_implementation = describe<gpu::FusedEngine>(
     "fused", "fastest: one pass, registers + shared memory, block-private sums; cuBLAS path for large K*d", Where::gpu,
-    [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); });
+    [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); },
+    gpu::fused_path);
 }  // namespace km
