@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -84,6 +85,40 @@ class Hdf5CrashGuard {
   struct sigaction old_segv_ {}, old_bus_ {};
 };
 
+// Damaged metadata can also make HDF5 allocate without bound (the fuzzer found a 10 KB file
+// that grew the process to 24 GB before the kernel killed it). While the library reads a
+// file's metadata the address space is capped at its current size + 2 GiB, so such an
+// allocation fails inside HDF5 (which reports an error) instead of exhausting the machine;
+// release() lifts the cap before the data's own buffer is allocated.
+class MetadataMemoryCap {
+ public:
+  MetadataMemoryCap() {
+    if (::getrlimit(RLIMIT_AS, &old_) != 0) return;
+    long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    if (pages <= 0) return;
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (2ull << 30);
+    if (old_.rlim_cur != RLIM_INFINITY && old_.rlim_cur <= cap) return;  // already tighter
+    rlimit capped = old_;
+    capped.rlim_cur = cap;
+    active_ = ::setrlimit(RLIMIT_AS, &capped) == 0;
+  }
+  ~MetadataMemoryCap() { release(); }
+  MetadataMemoryCap(const MetadataMemoryCap&) = delete;
+  MetadataMemoryCap& operator=(const MetadataMemoryCap&) = delete;
+  void release() {
+    if (active_) ::setrlimit(RLIMIT_AS, &old_);
+    active_ = false;
+  }
+
+ private:
+  rlimit old_{};
+  bool active_ = false;
+};
+
 template <class T>
 hid_t native_type() {
   return std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
@@ -115,6 +150,7 @@ herr_t collect_2d(hid_t obj, const char* name, const ObjectInfo* info, void* op_
 template <class T>
 Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
   const Hdf5CrashGuard guard(path);
+  MetadataMemoryCap memory_cap;
   silence_hdf5();
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError(strprintf("'%s': not an HDF5 file (or empty)", path.c_str()));
@@ -195,6 +231,7 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
                                path.c_str(), name.c_str(), static_cast<unsigned long long>(dims[0]),
                                static_cast<unsigned long long>(dims[1]), declared, stored));
 
+  memory_cap.release();  // the data's buffer and the read are bounded by the checks above
   Dataset<T> data(dims[0], dims[1], path + ":" + name);
   // HDF5 converts float<->double itself, in strips, straight into our buffer.
   if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.values.data()) < 0)
