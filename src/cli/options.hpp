@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <string>
 
@@ -22,12 +23,11 @@ inline CLI::Validator decimal_integer(bool negative = true) {
         for (std::size_t j = i; j < s.size(); ++j)
           if (s[j] < '0' || s[j] > '9')
             return "'" + s + "' is not a whole decimal number" + (negative ? "" : " of zero or more");
-        std::size_t first = i;
-        while (first + 1 < s.size() && s[first] == '0') ++first;
-        s = (s[0] == '-' ? "-" : "") + s.substr(first);
-        // Range: the digits must fit an unsigned 64-bit value (CLI11 then checks the type's range).
-        if (s.size() - (s[0] == '-') > 20 || (s.size() - (s[0] == '-') == 20 && s.substr(s[0] == '-') > "18446744073709551615"))
+        // The digits must fit an unsigned 64-bit value (CLI11 then checks the option's own range).
+        unsigned long long value = 0;
+        if (std::from_chars(s.data() + i, s.data() + s.size(), value).ec != std::errc())
           return "'" + s + "' is out of range";
+        s = (s[0] == '-' ? "-" : "") + std::to_string(value);  // decimal, without leading zeros
         return {};
       },
       "INTEGER");
