@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -49,11 +50,13 @@ void silence_hdf5() {
   (void)done;
 }
 
-// HDF5 1.10 can crash (SIGSEGV/SIGBUS) inside its own metadata code on a damaged file (the
-// fuzzer found one in H5Ovisit). Rather than dying on a signal, a crash while the library
-// reads the file is reported as one line naming the file, and the program exits 1 (nothing
-// else is open then: no output has been started). KMEANS_NO_HDF5_GUARD=1 leaves the signals
-// alone (the fuzzer does, to see the library's crashes).
+// HDF5 1.10 can crash inside its own metadata code on a damaged file: SIGSEGV/SIGBUS (the
+// fuzzer found reads through bad pointers in H5F__accum_read and H5C_protect) or SIGABRT when
+// glibc notices the heap it corrupted. Rather than dying on a signal, a crash while the
+// library reads the file is reported as one line naming the file, and the program exits 1
+// (nothing else is open then: no output has been started). While the guard stands, stderr
+// points at /dev/null, so glibc's own abort message does not add a second line (HDF5's
+// error stack is off anyway). KMEANS_NO_HDF5_GUARD=1 leaves all this alone (the fuzzer does).
 class Hdf5CrashGuard {
  public:
   explicit Hdf5CrashGuard(const std::string& path) {
@@ -61,28 +64,48 @@ class Hdf5CrashGuard {
     std::snprintf(message_, sizeof message_,
                   "kmeans: error: '%s': the HDF5 library crashed reading this file (damaged or not HDF5?)\n",
                   path.c_str());
+    stderr_ = ::dup(2);
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    if (stderr_ < 0 || null_fd < 0 || ::dup2(null_fd, 2) < 0) {
+      if (null_fd >= 0) ::close(null_fd);
+      if (stderr_ >= 0) ::close(stderr_);
+      stderr_ = -1;
+      return;
+    }
+    ::close(null_fd);
+    saved_stderr_ = stderr_;
     struct sigaction sa {};
     sa.sa_handler = on_crash;
     sigemptyset(&sa.sa_mask);
-    active_ = ::sigaction(SIGSEGV, &sa, &old_segv_) == 0 && ::sigaction(SIGBUS, &sa, &old_bus_) == 0;
+    active_ = ::sigaction(SIGSEGV, &sa, &old_segv_) == 0 && ::sigaction(SIGBUS, &sa, &old_bus_) == 0 &&
+              ::sigaction(SIGABRT, &sa, &old_abrt_) == 0;
   }
   ~Hdf5CrashGuard() {
-    if (!active_) return;
-    ::sigaction(SIGSEGV, &old_segv_, nullptr);
-    ::sigaction(SIGBUS, &old_bus_, nullptr);
+    if (active_) {
+      ::sigaction(SIGSEGV, &old_segv_, nullptr);
+      ::sigaction(SIGBUS, &old_bus_, nullptr);
+      ::sigaction(SIGABRT, &old_abrt_, nullptr);
+    }
+    if (stderr_ >= 0) {
+      ::dup2(stderr_, 2);
+      ::close(stderr_);
+      saved_stderr_ = 2;
+    }
   }
   Hdf5CrashGuard(const Hdf5CrashGuard&) = delete;
   Hdf5CrashGuard& operator=(const Hdf5CrashGuard&) = delete;
 
  private:
   static void on_crash(int) {
-    const ssize_t ignored = ::write(2, message_, std::strlen(message_));
+    const ssize_t ignored = ::write(saved_stderr_, message_, std::strlen(message_));
     (void)ignored;
     ::_exit(1);
   }
   static inline char message_[1024];
+  static inline volatile int saved_stderr_ = 2;
+  int stderr_ = -1;
   bool active_ = false;
-  struct sigaction old_segv_ {}, old_bus_ {};
+  struct sigaction old_segv_ {}, old_bus_ {}, old_abrt_ {};
 };
 
 // Damaged metadata can also make HDF5 allocate without bound (the fuzzer found a 10 KB file
