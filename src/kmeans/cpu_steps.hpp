@@ -94,6 +94,21 @@ double chunked_sum(std::size_t n, std::vector<double>& chunk_sums, F&& value) {
   return total;
 }
 
+// Run-time choice among builds of one function for AVX-512, AVX2 and baseline x86-64 (GCC
+// target attributes; elsewhere all three are the baseline build): the widest this CPU runs.
+template <class F>
+F pick_by_isa(F avx512, F avx2, F baseline) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return avx512;
+  if (__builtin_cpu_supports("avx2")) return avx2;
+#else
+  (void)avx512;
+  (void)avx2;
+#endif
+  return baseline;
+}
+
 // The update and the empty-cluster rule: centroid = sum / count, or unchanged when
 // count == 0. Returns the summed squared shift of the centroids (in double).
 template <class T>

@@ -80,6 +80,9 @@ KM_CANDIDATE_VARIANT(candidate_sums_baseline, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 KM_CANDIDATE_VARIANT(candidate_sums_avx2, __attribute__((target("avx2"))))
 KM_CANDIDATE_VARIANT(candidate_sums_avx512, __attribute__((target("avx512f"))))
+#else
+KM_CANDIDATE_VARIANT(candidate_sums_avx2, )
+KM_CANDIDATE_VARIANT(candidate_sums_avx512, )
 #endif
 #undef KM_CANDIDATE_VARIANT
 
@@ -122,12 +125,7 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
 
 template <class T>
 CandidateSums<T> pick_candidate_sums() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return candidate_sums_avx512<T>;
-  if (__builtin_cpu_supports("avx2")) return candidate_sums_avx2<T>;
-#endif
-  return candidate_sums_baseline<T>;
+  return pick_by_isa<CandidateSums<T>>(candidate_sums_avx512<T>, candidate_sums_avx2<T>, candidate_sums_baseline<T>);
 }
 
 template <class T>

@@ -146,17 +146,15 @@ KM_ASSIGN_VARIANT(assign_block_baseline, , 16)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 KM_ASSIGN_VARIANT(assign_block_avx2, __attribute__((target("avx2"))), 32)
 KM_ASSIGN_VARIANT(assign_block_avx512, __attribute__((target("avx512f"))), 64)
+#else
+KM_ASSIGN_VARIANT(assign_block_avx2, , 16)
+KM_ASSIGN_VARIANT(assign_block_avx512, , 16)
 #endif
 #undef KM_ASSIGN_VARIANT
 
 template <class T>
 AssignFn<T> pick_assign_block() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return assign_block_avx512<T>;
-  if (__builtin_cpu_supports("avx2")) return assign_block_avx2<T>;
-#endif
-  return assign_block_baseline<T>;
+  return pick_by_isa<AssignFn<T>>(assign_block_avx512<T>, assign_block_avx2<T>, assign_block_baseline<T>);
 }
 
 template <class T>
