@@ -424,7 +424,7 @@ TEST(Registry, ListAnswersForAShape) {
     return std::string("missing");
   };
   EXPECT_EQ(fused(small), "one-pass");
-  EXPECT_EQ(fused(large), "gemm");
+  EXPECT_EQ(fused(large), "tensor");
   EXPECT_FALSE(nlohmann::json::parse(km::registry_json())[0].contains("runs")) << "no shape, no answer";
 }
 

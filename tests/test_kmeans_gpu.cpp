@@ -218,3 +218,86 @@ INSTANTIATE_TEST_SUITE_P(Registry, GpuReproducible, ::testing::ValuesIn(gpu_impl
                          impl_name);
 
 }  // namespace
+
+namespace {
+
+// Labels from the same centroids (predict) equal seq's on every object, in both precisions:
+// uniform, blobs, and quantised data (integers / 255, centroids drawn from the objects, one
+// centroid duplicated three times), so exact ties and near-ties are everywhere. omp is the
+// reference (its labels equal seq's, test_kmeans_cpu) so the large shapes stay quick.
+struct LabelShape {
+  std::size_t n, d;
+  int k;
+};
+const std::vector<LabelShape> kLabelShapes = {{3000, 1, 2},   {3000, 3, 100},   {2500, 64, 1024}, {3000, 128, 100},
+                                              {1500, 784, 256}, {2000, 1000, 2}, {5000, 16, 4097},
+                                              {70000, 1, 65536}};
+const std::vector<LabelShape> kQuickLabelShapes = {{2500, 64, 1024}, {1500, 784, 256}};
+
+template <class T>
+km::Dataset<T> label_data(int kind, const LabelShape& s) {
+  if (kind < 2) return kmtest::make_data<T>(kind == 1, s.n, s.d, static_cast<std::size_t>(s.k), 23);
+  auto data = km::generate_uniform<T>(s.n, s.d, 23);
+  for (std::size_t i = 0; i < data.n * data.d; ++i)
+    data.values.data()[i] = static_cast<T>(std::floor(static_cast<double>(data.values.data()[i]) * 6) / 255.0);
+  return data;
+}
+
+template <class T>
+void check_exact_labels(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const LabelShape& s : quick() ? kQuickLabelShapes : kLabelShapes) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " +
+                   (kind == 0 ? "uniform" : kind == 1 ? "blobs" : "quantised"));
+      const auto data = label_data<T>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.init = km::Init::given;
+      p.given_d = s.d;
+      p.given_centroids.resize(static_cast<std::size_t>(s.k) * s.d);
+      for (int c = 0; c < s.k; ++c) {  // objects spread over the data; the last three copy centroid 0
+        const std::size_t from = c >= 3 && c >= s.k - 3 ? 0 : static_cast<std::size_t>(c) * (s.n / s.k);
+        for (std::size_t j = 0; j < s.d; ++j) p.given_centroids[c * s.d + j] = data.row(from)[j];
+      }
+      const auto ref = km::predict(km::find_implementation("omp"), data, p);
+      const auto got = km::predict(impl, data, p);
+      std::size_t differ = 0, first = 0;
+      for (std::size_t i = 0; i < s.n; ++i)
+        if (got.labels[i] != ref.labels[i] && differ++ == 0) first = i;
+      EXPECT_EQ(differ, 0u) << "first at object " << first << ": " << got.labels[first] << " vs seq's "
+                            << ref.labels[first];
+    }
+  }
+}
+
+class GpuExactLabels : public ::testing::TestWithParam<const km::Implementation*> {};
+TEST_P(GpuExactLabels, Double) { check_exact_labels<double>(*GetParam()); }
+TEST_P(GpuExactLabels, Float) { check_exact_labels<float>(*GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Registry, GpuExactLabels, ::testing::ValuesIn(gpu_implementations()), impl_name);
+
+// The tensor path's re-check runs on purpose: on quantised data with a triplicated centroid,
+// some objects are queued (the JSON's "rechecked"), and the labels still equal seq's.
+template <class T>
+void check_recheck_exercised() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const LabelShape s{4000, 64, 300};
+  const auto data = label_data<T>(2, s);
+  km::Params p;
+  p.k = s.k;
+  p.loops = 3;
+  const auto& fused = km::find_implementation("fused");
+  ASSERT_STREQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)), "tensor");
+  const auto got = km::run(fused, data, p);
+  const auto ref = km::run(km::find_implementation("omp"), data, p);
+  ASSERT_GE(got.per_iteration.size(), 1u);
+  EXPECT_GT(got.per_iteration[0].rechecked, 0) << "quantised data must queue some objects";
+  EXPECT_LT(got.per_iteration[0].rechecked, static_cast<std::int64_t>(s.n));
+  EXPECT_EQ(got.per_iteration[0].changed, ref.per_iteration[0].changed);
+  EXPECT_NEAR(got.per_iteration[0].inertia, ref.per_iteration[0].inertia, 1e-12 * ref.per_iteration[0].inertia);
+}
+TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
+TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
+
+}  // namespace

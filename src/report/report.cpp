@@ -128,6 +128,7 @@ void write_json(std::ostream& out, const RunReport& r) {
     it["changed"] = s.changed;
     it["shift"] = s.shift;
     it["inertia"] = s.inertia;
+    if (s.rechecked >= 0) it["rechecked"] = s.rechecked;
     per.push_back(std::move(it));
   }
   j["per_iteration"] = std::move(per);

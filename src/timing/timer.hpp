@@ -17,6 +17,7 @@ struct IterationStats {
   double total = 0;                              // seconds, wall clock of the iteration
   std::int64_t changed = 0;                      // objects whose cluster changed
   double shift = 0;                              // summed squared centroid shift
+  std::int64_t rechecked = -1;  // fused tensor path: objects whose label seq's formula re-decided (-1: n/a)
   double inertia = 0;  // sum of each object's squared distance to the centroid it was assigned to in
                        // this iteration (before the update), from the assignment pass itself
 };

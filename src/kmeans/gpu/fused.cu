@@ -2,14 +2,18 @@
 // fused_one_pass():
 //   one pass  (d <= 32, small K*d) kernels/kmeans/6_fused_one_pass.cuh: assignment and
 //             block-private accumulation in one read of the data;
-//   GEMM      (any shape) cuBLAS x.c products over L2-sized chunks of objects, then
-//             kernels/kmeans/6_fused_gemm.cuh's warp arg-min and accumulation.
+//   tensor    (any shape) kernels/kmeans/6_fused_tensor.cuh: distances and arg-min on the
+//             tensor cores (FP64 DMMA / TF32), never writing the N×K matrix, seq's labels
+//             exactly through a proven margin and a re-check of the close calls; then one
+//             accumulation pass.
 // FusedEngine picks the path at setup and forwards to it.
 #include <algorithm>
+#include <cfloat>
+#include <type_traits>
 #include <cmath>
 #include <optional>
 
-#include "kernels/kmeans/6_fused_gemm.cuh"
+#include "kernels/kmeans/6_fused_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
@@ -71,63 +75,127 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t bytes_ = 0;
 };
 
+// The tensor path's kernels for T: FP64 DMMA (m16n8k4 on sm_90, m8n8k4 before) or TF32;
+// 16-byte copies when every row starts 16-byte aligned.
 template <class T>
-class FusedGemm final : public DeviceUpdateEngine<T> {
+struct TensorKernels {
+  using Assign = void (*)(const T*, const T*, const T*, const double*, const double*, std::int64_t, int, int,
+                          kernels::CandidateBound, std::int32_t*, kernels::Recheck*, unsigned long long*);
+  Assign assign = nullptr;
+  std::size_t smem = 0;
+  int threads = 0, rows = 0;  // per block
+};
+
+template <class Mma>
+TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
+  using T = typename Mma::T;
+  constexpr int vec = 16 / int(sizeof(T));
+  TensorKernels<T> r;
+  r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec> : kernels::fused_tensor_assign<Mma, 1>;
+  r.smem = kernels::tensor_assign_smem_bytes<Mma>();
+  r.threads = kernels::TensorAssignShape<Mma>::threads;
+  r.rows = kernels::TensorAssignShape<Mma>::BM;
+  return r;
+}
+
+template <class T>
+TensorKernels<T> tensor_kernels(std::size_t d) {
+  namespace g = kernels::gemm;
+  if constexpr (std::is_same_v<T, double>)
+    return compute_capability() >= 90 ? tensor_kernels_for<g::MmaF64m16n8k4>(d) : tensor_kernels_for<g::MmaF64m8n8k4>(d);
+  else
+    return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
+}
+
+// The bound of margin.hpp for T's mma: TF32 inputs (2^-11) with FP32 sums in float; exact
+// FP64 inputs with FP64 sums in double.
+template <class T>
+kernels::CandidateBound tensor_bound(std::size_t d) {
+  if constexpr (std::is_same_v<T, double>)
+    return kernels::candidate_bound(d, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
+  else
+    return kernels::candidate_bound(d, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+}
+
+template <class T>
+class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
-  explicit FusedGemm(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
+  explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
+
+  void iterate(IterationStats& stats) override {
+    DeviceUpdateEngine<T>::iterate(stats);  // waits for the stream, so the count is here
+    stats.rechecked = static_cast<std::int64_t>(*queued_host_.get());
+  }
 
  private:
   std::size_t prepare(const Dataset<T>& data) override {
-    const std::size_t k = this->k_;
-    chunk_ = std::min<std::size_t>(data.n, std::max<std::size_t>(4096, (32ull << 20) / (k * sizeof(T))));
-    return chunk_ * k * sizeof(T) + k * sizeof(T);  // dots + norms
+    kernels_ = tensor_kernels<T>(data.d);
+    cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
+    bound_ = tensor_bound<T>(data.d);
+    // norms, the largest norm, the next labels, |x|^2, the re-check queue and its length
+    return this->k_ * sizeof(T) + sizeof(double) +
+           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck)) + sizeof(unsigned long long);
   }
 
   void after_setup() override {
-    dots_ = DeviceBuffer<T>(chunk_ * this->k_);
+    const std::size_t n = this->n_;
     norms_ = DeviceBuffer<T>(this->k_);
-    blas_.emplace(this->stream_);
+    cmax2_ = DeviceBuffer<double>(1);
+    next_ = DeviceBuffer<std::int32_t>(n);
+    xnorm2_ = DeviceBuffer<double>(n);
+    queue_ = DeviceBuffer<kernels::Recheck>(n);
+    queued_ = DeviceBuffer<unsigned long long>(1);
+    rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
+    kernels::row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(this->x_.get(), static_cast<std::int64_t>(n),
+                                                                   static_cast<int>(this->d_), xnorm2_.get());
+    CUDA_CHECK_LAUNCH();
     after_update();
   }
 
-  void after_update() override {  // |c|^2 of the new centroids
+  void after_update() override {  // |c|^2 and the largest, for the new centroids
     const int k = static_cast<int>(this->k_);
-    kernels::centroid_norms<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
-        this->centroids_.get(), k, static_cast<int>(this->d_), norms_.get());
+    CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
+    kernels::centroid_norms_max<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
+        this->centroids_.get(), k, static_cast<int>(this->d_), norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
   }
 
   void assign(bool accumulate) override {
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
-    unsigned long long* changed = accumulate ? this->changed_.get() : nullptr;
-    unsigned long long* sums = accumulate ? this->sums_.get() : nullptr;
-    const T one = 1, zero = 0;
-    for (std::int64_t first = 0; first < n; first += static_cast<std::int64_t>(chunk_)) {
-      const int count = static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(chunk_), n - first));
-      // Row-major dots[count][k] = X[count][d] . C[k][d]^T, i.e. column-major C . X^T.
-      if constexpr (std::is_same_v<T, double>)
-        CUBLAS_CHECK(cublasDgemm(*blas_, CUBLAS_OP_T, CUBLAS_OP_N, k, count, d, &one, this->centroids_.get(), d,
-                                 this->x_.get() + first * d, d, &zero, dots_.get(), k));
-      else
-        CUBLAS_CHECK(cublasSgemm(*blas_, CUBLAS_OP_T, CUBLAS_OP_N, k, count, d, &one, this->centroids_.get(), d,
-                                 this->x_.get() + first * d, d, &zero, dots_.get(), k));
-      const int block = this->params_.block;
-      const std::int64_t threads = static_cast<std::int64_t>(count) * 32;
-      kernels::argmin_accumulate<T><<<static_cast<int>((threads + block - 1) / block), block, 0, this->stream_>>>(
-          this->x_.get(), this->centroids_.get(), dots_.get(), norms_.get(), first, count, d, k, this->labels_.get(),
-          changed, sums, this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
-      CUDA_CHECK_LAUNCH();
-    }
+    cudaStream_t s = this->stream_;
+    CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, sizeof(unsigned long long), s));
+    const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
+    kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
+        this->x_.get(), this->centroids_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), n, d, k, bound_,
+        next_.get(), queue_.get(), queued_.get());
+    CUDA_CHECK_LAUNCH();
+    kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
+        this->x_.get(), this->centroids_.get(), d, k, queue_.get(), queued_.get(), next_.get());
+    CUDA_CHECK_LAUNCH();
+    kernels::accumulate_rows<T><<<rows_grid_, 256, 0, s>>>(
+        this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d,
+        accumulate ? this->changed_.get() : nullptr, accumulate ? this->sums_.get() : nullptr,
+        this->counts_.get(), this->scale_, accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
+    CUDA_CHECK_LAUNCH();
+    if (accumulate)
+      CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), sizeof(unsigned long long),
+                                 cudaMemcpyDeviceToHost, s));
   }
 
-  std::size_t chunk_ = 0;
-  DeviceBuffer<T> dots_, norms_;
-  std::optional<cuda::CublasHandle> blas_;
+  TensorKernels<T> kernels_;
+  kernels::CandidateBound bound_;
+  int rows_grid_ = 1;
+  DeviceBuffer<T> norms_;
+  DeviceBuffer<double> cmax2_, xnorm2_;
+  DeviceBuffer<std::int32_t> next_;
+  DeviceBuffer<kernels::Recheck> queue_;
+  DeviceBuffer<unsigned long long> queued_;
+  PinnedBuffer<unsigned long long> queued_host_{1};
 };
 
 const char* fused_path(std::size_t k, std::size_t d, std::size_t elem) {
-  return kernels::fused_one_pass(k, d, elem) ? "one-pass" : "gemm";
+  return kernels::fused_one_pass(k, d, elem) ? "one-pass" : "tensor";
 }
 
 template <class T>
@@ -140,7 +208,7 @@ class FusedEngine final : public Engine<T> {
     if (kernels::fused_one_pass(initial.size() / data.d, data.d, sizeof(T)))
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else
-      path_ = std::make_unique<FusedGemm<T>>(params_);
+      path_ = std::make_unique<FusedTensor<T>>(params_);
     path_->setup(data, initial);
   }
   void iterate(IterationStats& stats) override { path_->iterate(stats); }
@@ -159,7 +227,7 @@ class FusedEngine final : public Engine<T> {
 
 namespace km {
 extern const Implementation fused_implementation = describe<gpu::FusedEngine>(
-    "fused", "fastest: one pass, registers + shared memory, block-private sums; cuBLAS path for large K*d", Where::gpu,
+    "fused", "fastest: one pass, registers + shared memory, block-private sums; for large K*d, exact distances + arg-min fused on the tensor cores", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); },
     gpu::fused_path);
 }  // namespace km

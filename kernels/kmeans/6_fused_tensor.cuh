@@ -1,0 +1,388 @@
+// Step 6, fused, its tensor path (any K and d): distances and the arg-min fused on the tensor
+// cores, the N×K matrix never written, and seq's labels exactly.
+//
+//   fused_tensor_assign  A block takes BM objects and walks every centroid in tiles of BN,
+//                        each tile's products x.c accumulated over d in BK slices by mma.sync
+//                        (FP64 DMMA in double, TF32 in float) from a cp.async ring: the GEMM
+//                        ladder's tensor kernel (kernels/gemm/6_tensor.cuh) supplies the mma
+//                        shapes, tile geometry and loads. After a tile, the key |c|^2 - 2x.c
+//                        of every pair goes into the object's running top three (registers),
+//                        then the lists merge across lanes and warps. The key is not seq's
+//                        arithmetic; margin.hpp bounds how far it can be, and an object whose
+//                        runner-up lies within that margin is queued for a re-check: with the
+//                        two candidates when the third is beyond it, else with every centroid.
+//   recheck_nearest      A warp per queued object: seq's direct formula, in seq's order and
+//                        rounding, over the queued candidates; the lowest index wins ties.
+//   accumulate_rows      A warp per object: the change count, the fixed-point sums and counts
+//                        (update.cuh: to_fixed; integer atomics, the same bits in any order)
+//                        and the inertia.
+#pragma once
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/gemm/6_tensor.cuh"
+#include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/margin.hpp"
+#include "kernels/kmeans/update.cuh"
+
+namespace km::kernels {
+
+// One queued re-check: object i, and its two candidates (c2 < 0: every centroid).
+struct Recheck {
+  std::int64_t i;
+  int c1, c2;
+};
+
+// The three smallest keys seen, with the indices of the first two (lowest index first on
+// equal keys).
+template <class T>
+struct Top3 {
+  T v1, v2, v3;
+  int i1, i2;
+};
+
+template <class T>
+__device__ __forceinline__ void top3_clear(Top3<T>& t) {
+  t.v1 = t.v2 = t.v3 = T(INFINITY);
+  t.i1 = t.i2 = INT_MAX;
+}
+
+template <class T>
+__device__ __forceinline__ void top3_insert(Top3<T>& t, T v, int j) {
+  if (v < t.v1 || (v == t.v1 && j < t.i1)) {
+    t.v3 = t.v2;
+    t.v2 = t.v1;
+    t.i2 = t.i1;
+    t.v1 = v;
+    t.i1 = j;
+  } else if (v < t.v2 || (v == t.v2 && j < t.i2)) {
+    t.v3 = t.v2;
+    t.v2 = v;
+    t.i2 = j;
+  } else if (v < t.v3) {
+    t.v3 = v;
+  }
+}
+
+// Merges a disjoint list into t.
+template <class T>
+__device__ __forceinline__ void top3_merge(Top3<T>& t, const Top3<T>& o) {
+  top3_insert(t, o.v1, o.i1);
+  top3_insert(t, o.v2, o.i2);
+  top3_insert(t, o.v3, INT_MAX);
+}
+
+template <class T>
+__device__ __forceinline__ Top3<T> top3_shfl_xor(const Top3<T>& t, int mask) {
+  Top3<T> o;
+  o.v1 = __shfl_xor_sync(0xffffffffu, t.v1, mask);
+  o.v2 = __shfl_xor_sync(0xffffffffu, t.v2, mask);
+  o.v3 = __shfl_xor_sync(0xffffffffu, t.v3, mask);
+  o.i1 = __shfl_xor_sync(0xffffffffu, t.i1, mask);
+  o.i2 = __shfl_xor_sync(0xffffffffu, t.i2, mask);
+  return o;
+}
+
+// seq's squared distance: differences, squares and the running sum each rounded once, in
+// coordinate order (the _rn intrinsics are never contracted into FMAs).
+__device__ __forceinline__ float seq_distance(const float* x, const float* c, int d) {
+  float s = 0;
+  for (int p = 0; p < d; ++p) {
+    const float diff = __fsub_rn(x[p], c[p]);
+    s = __fadd_rn(s, __fmul_rn(diff, diff));
+  }
+  return s;
+}
+__device__ __forceinline__ double seq_distance(const double* x, const double* c, int d) {
+  double s = 0;
+  for (int p = 0; p < d; ++p) {
+    const double diff = __dsub_rn(x[p], c[p]);
+    s = __dadd_rn(s, __dmul_rn(diff, diff));
+  }
+  return s;
+}
+
+// The tile shape of each precision: 8 warps, 2 along the objects and 4 along the centroids.
+// Double keeps 32 objects per warp (64 would spill: 128 accumulator registers plus the lists).
+template <class Mma>
+struct TensorAssignShape {
+  static constexpr bool is_double = sizeof(typename Mma::T) == 8;
+  static constexpr int WM = is_double ? 32 : 64, WN = 32, BM = 2 * WM, BN = 4 * WN, BK = is_double ? 16 : 32,
+                       STAGES = 3;
+  static constexpr int threads = (BM / WM) * (BN / WN) * 32;
+  static constexpr int warps_n = BN / WN;
+};
+
+template <class Mma>
+constexpr std::size_t tensor_assign_smem_bytes() {
+  using S = TensorAssignShape<Mma>;
+  using T = typename Mma::T;
+  using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
+  using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
+  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems) * sizeof(T);
+  const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(Top3<T>);
+  return ring > lists ? ring : lists;
+}
+
+// x: row-major [n][d]; centroids: row-major [k][d]; norms[k] = |c|^2 in T; cmax2: the
+// largest |c|^2 (double); xnorm2[n]: |x|^2 (double). Writes every object's candidate label to
+// labels and queues those that need seq's formula.
+template <class Mma, int VEC>
+__global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
+    fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ centroids,
+                        const typename Mma::T* __restrict__ norms, const double* __restrict__ cmax2,
+                        const double* __restrict__ xnorm2, std::int64_t n, int d, int k, CandidateBound bound,
+                        std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
+                        unsigned long long* __restrict__ queued) {
+  using T = typename Mma::T;
+  using Reg = typename Mma::Reg;
+  using S = TensorAssignShape<Mma>;
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, WM = S::WM, WN = S::WN, STAGES = S::STAGES, NT = S::threads;
+  using TA = gemm::TileGeometry<T, true, BM, BK>;
+  using TB = gemm::TileGeometry<T, true, BN, BK>;
+  constexpr int FM = WM / Mma::M, FN = WN / Mma::N, ROWS = FM * (Mma::C / 2 > 0 ? Mma::C / 2 : 1);
+  static_assert(Mma::C == 4 || Mma::C == 2, "accumulator layouts of the mma shapes used here");
+
+  extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
+  T* smem = reinterpret_cast<T*>(fused_tensor_raw);
+  auto stage_a = [&](int s) { return smem + s * (TA::elems + TB::elems); };
+  auto stage_b = [&](int s) { return smem + s * (TA::elems + TB::elems) + TA::elems; };
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gq = lane / 4, tq = lane % 4;
+  const int wn = warp % (BN / WN);
+  const int wm0 = (warp / (BN / WN)) * WM, wn0 = wn * WN;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
+  const T* xb = x + row0 * d;
+
+  const int dtiles = (d + BK - 1) / BK, ctiles = (k + BN - 1) / BN;
+  const int tiles = dtiles * ctiles;
+  auto load = [&](int t) {
+    const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
+    gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
+    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centroids, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
+  };
+
+  T acc[FM][FN][Mma::C];
+  auto clear = [&] {
+#pragma unroll
+    for (int a = 0; a < FM; ++a)
+#pragma unroll
+      for (int b = 0; b < FN; ++b)
+#pragma unroll
+        for (int e = 0; e < Mma::C; ++e) acc[a][b][e] = T(0);
+  };
+  clear();
+  Top3<T> top[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) top3_clear(top[r]);
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) load(s);
+    gemm::cp_async_commit();
+  }
+  for (int t = 0; t < tiles; ++t) {
+    gemm::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (t + STAGES - 1 < tiles) load(t + STAGES - 1);
+    gemm::cp_async_commit();
+
+    const T* as = stage_a(t % STAGES);
+    const T* bs = stage_b(t % STAGES);
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += Mma::K) {
+      Reg af[FM][Mma::A], bf[FN][Mma::B];
+#pragma unroll
+      for (int a = 0; a < FM; ++a)
+#pragma unroll
+        for (int e = 0; e < Mma::A; ++e)
+          af[a][e] = Mma::convert(as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), kk + tq + 4 * (e >> 1))]);
+#pragma unroll
+      for (int b = 0; b < FN; ++b)
+#pragma unroll
+        for (int e = 0; e < Mma::B; ++e) bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
+#pragma unroll
+      for (int a = 0; a < FM; ++a)
+#pragma unroll
+        for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
+    }
+
+    if (t % dtiles == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
+      const int c0 = (t / dtiles) * BN + wn0;
+#pragma unroll
+      for (int b = 0; b < FN; ++b)
+#pragma unroll
+        for (int e2 = 0; e2 < 2; ++e2) {
+          const int j = c0 + b * Mma::N + 2 * tq + e2;
+          if (j < k) {
+            const T nj = norms[j];
+#pragma unroll
+            for (int a = 0; a < FM; ++a)
+#pragma unroll
+              for (int h = 0; h < Mma::C / 2; ++h) {
+                const T v = nj - 2 * acc[a][b][h * 2 + e2];
+                Top3<T>& tr = top[a * (Mma::C / 2) + h];
+                if (v <= tr.v3) top3_insert(tr, v, j);
+              }
+          }
+        }
+      clear();
+    }
+  }
+  gemm::cp_async_wait<0>();
+
+  // The four lanes of a quad hold the same rows: merge them.
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    top3_merge(top[r], top3_shfl_xor(top[r], 1));
+    top3_merge(top[r], top3_shfl_xor(top[r], 2));
+  }
+  // Then the warps that share rows, through shared memory (the ring is no longer read).
+  __syncthreads();
+  Top3<T>* lists = reinterpret_cast<Top3<T>*>(fused_tensor_raw);
+  if (tq == 0) {
+#pragma unroll
+    for (int a = 0; a < FM; ++a)
+#pragma unroll
+      for (int h = 0; h < Mma::C / 2; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * (Mma::C / 2) + h];
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows_here; r += NT) {
+    Top3<T> m = lists[r];
+    for (int w = 1; w < S::warps_n; ++w) top3_merge(m, lists[w * BM + r]);
+    const std::int64_t i = row0 + r;
+    const double margin = candidate_margin(bound, xnorm2[i], *cmax2, static_cast<double>(m.v1));
+    labels[i] = m.i1;
+    if (!(static_cast<double>(m.v2) - static_cast<double>(m.v1) > margin)) {
+      const unsigned long long slot = atomicAdd(queued, 1ull);
+      const bool pair = static_cast<double>(m.v3) - static_cast<double>(m.v1) > margin;
+      queue[slot] = Recheck{i, m.i1 < m.i2 ? m.i1 : m.i2, pair ? (m.i1 < m.i2 ? m.i2 : m.i1) : -1};
+    }
+  }
+}
+
+// One warp per queued object (grid-stride over the queue's length, read on the device).
+template <class T>
+__global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
+                                const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
+                                std::int32_t* __restrict__ labels) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  const std::int64_t total = static_cast<std::int64_t>(*queued);
+  for (std::int64_t q = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < total;
+       q += warps) {
+    const Recheck r = queue[q];
+    const T* xi = x + r.i * d;
+    T best = T(INFINITY);
+    int best_c = INT_MAX;
+    if (r.c2 >= 0) {  // two candidates, c1 < c2
+      if (lane < 2) {
+        best_c = lane == 0 ? r.c1 : r.c2;
+        best = seq_distance(xi, centroids + static_cast<std::int64_t>(best_c) * d, d);
+      }
+    } else {
+      for (int c = lane; c < k; c += 32) {  // ascending c: strict < keeps the lowest on ties
+        const T v = seq_distance(xi, centroids + static_cast<std::int64_t>(c) * d, d);
+        if (v < best) {
+          best = v;
+          best_c = c;
+        }
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      const T ov = __shfl_down_sync(0xffffffffu, best, off);
+      const int oc = __shfl_down_sync(0xffffffffu, best_c, off);
+      if (ov < best || (ov == best && oc < best_c)) {
+        best = ov;
+        best_c = oc;
+      }
+    }
+    if (lane == 0) labels[r.i] = best_c;
+  }
+}
+
+// One warp per object (grid-stride): labels <- next, the change count; with sums, the
+// object's fixed-point coordinates into its cluster's sums, its count, and its squared
+// distance into the inertia.
+template <class T>
+__global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ centroids,
+                                const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
+                                std::int64_t n, int d, unsigned long long* changed,
+                                unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
+                                double scale, unsigned long long* inertia, double inertia_scale) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  double part = 0;
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
+    const int c = next[i];
+    bool moved = false;
+    if (lane == 0) {
+      moved = labels[i] != c;
+      labels[i] = c;
+    }
+    count_changed(changed, moved);
+    if (sums) {
+      const T* xi = x + i * d;
+      const T* ci = centroids + static_cast<std::int64_t>(c) * d;
+      unsigned long long* si = sums + static_cast<std::int64_t>(c) * d;
+      for (int p = lane; p < d; p += 32) {
+        const T v = xi[p];
+        const double diff = static_cast<double>(v) - static_cast<double>(ci[p]);
+        part += diff * diff;
+        atomicAdd(&si[p], to_fixed(static_cast<double>(v), scale));
+      }
+      if (lane == 0) atomicAdd(&counts[c], 1ull);
+    }
+  }
+  if (sums) flush_block_sum(inertia, part, inertia_scale);
+}
+
+// |x|^2 of every object (row-major [n][d]), in double: one warp per object.
+template <class T>
+__global__ void row_norms(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
+    double s = 0;
+    for (int p = lane; p < d; p += 32) {
+      const double v = static_cast<double>(x[i * d + p]);
+      s += v * v;
+    }
+    for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) out[i] = s;
+  }
+}
+
+// |c|^2 of every centroid in T (the key's term) and the largest in double into *cmax2
+// (cleared by the caller): one warp per centroid. The maximum of non-negative doubles is the
+// maximum of their bit patterns, so one integer atomicMax does it.
+template <class T>
+__global__ void centroid_norms_max(const T* __restrict__ centroids, int k, int d, T* __restrict__ norms,
+                                   double* cmax2) {
+  const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+  const int lane = threadIdx.x & 31;
+  if (warp >= k) return;
+  const T* c = centroids + static_cast<std::int64_t>(warp) * d;
+  T s = 0;
+  double sd = 0;
+  for (int p = lane; p < d; p += 32) {
+    s += c[p] * c[p];
+    sd += static_cast<double>(c[p]) * static_cast<double>(c[p]);
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    s += __shfl_down_sync(0xffffffffu, s, off);
+    sd += __shfl_down_sync(0xffffffffu, sd, off);
+  }
+  if (lane == 0) {
+    norms[warp] = s;
+    // Bound the rounding of sd itself (relative d * 2^-53) so the maximum is an upper bound.
+    const double up = sd * (1 + (d + 2) * 1.2e-16);
+    atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));
+  }
+}
+
+}  // namespace km::kernels
