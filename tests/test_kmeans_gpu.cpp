@@ -295,7 +295,9 @@ void check_recheck_exercised() {
   EXPECT_GT(got.per_iteration[0].rechecked, 0) << "quantised data must queue some objects";
   EXPECT_LT(got.per_iteration[0].rechecked, static_cast<std::int64_t>(s.n));
   EXPECT_EQ(got.per_iteration[0].changed, ref.per_iteration[0].changed);
-  EXPECT_NEAR(got.per_iteration[0].inertia, ref.per_iteration[0].inertia, 1e-12 * ref.per_iteration[0].inertia);
+  // The GPU sums the inertia in double from T's differences, omp in T: 1e-12 in double, 1e-5 in float.
+  EXPECT_NEAR(got.per_iteration[0].inertia, ref.per_iteration[0].inertia,
+              (sizeof(T) == 8 ? 1e-12 : 1e-5) * ref.per_iteration[0].inertia);
 }
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }

@@ -1,7 +1,7 @@
 // The tensor path's exactness bound (kernels/kmeans/margin.hpp), checked on the CPU against
-// an emulation of the worst the tensor cores may do: TF32 inputs rounded to nearest (ties
-// away), every FP32 accumulation step truncated toward zero (a rounding twice the nominal
-// unit), products exact. Exact reference values in __float128. Then the whole decision (top
+// an emulation of the worst the tensor cores may do: the objects' FP32 bits cut to TF32, the
+// centroids rounded to TF32 (to nearest, ties away), products exact, every FP32 accumulation
+// step truncated toward zero (a rounding twice the nominal unit). Exact reference values in __float128. Then the whole decision (top
 // three keys, margin, re-check) against seq's nearest centroid on tie-heavy data.
 #include <gtest/gtest.h>
 
@@ -20,14 +20,18 @@ using km::kernels::candidate_bound;
 using km::kernels::candidate_margin;
 using Quad = __float128;
 
-float to_tf32(float x) {  // cvt.rna.tf32.f32: 10 explicit mantissa bits, ties away from zero
+std::uint32_t bits_of(float x) {
   std::uint32_t b;
   std::memcpy(&b, &x, 4);
-  b = (b + 0x1000u) & ~0x1FFFu;
+  return b;
+}
+float from_bits(std::uint32_t b) {
   float r;
   std::memcpy(&r, &b, 4);
   return r;
 }
+float tf32_rna(float x) { return from_bits((bits_of(x) + 0x1000u) & ~0x1FFFu); }  // cvt.rna.tf32.f32
+float tf32_cut(float x) { return from_bits(bits_of(x) & ~0x1FFFu); }                // the mma reading raw bits
 
 float truncate_to_float(double v) {  // round toward zero
   float f = static_cast<float>(v);
@@ -35,43 +39,43 @@ float truncate_to_float(double v) {  // round toward zero
   return f;
 }
 
-// The key |c|^2 - 2 x.c as the float tensor path may compute it, at its worst.
-float emulated_key(const std::vector<float>& x, const std::vector<float>& c) {
-  float dot = 0, norm = 0;
-  for (std::size_t p = 0; p < x.size(); ++p) {
-    const double prod = static_cast<double>(to_tf32(x[p])) * static_cast<double>(to_tf32(c[p]));  // exact
-    dot = truncate_to_float(static_cast<double>(dot) + prod);
-    norm += c[p] * c[p];
+// What centre_centroids computes for one centroid: c' = c - mu in T, keyed = |c'|^2 + 2 mu.c'.
+template <class T>
+T keyed_term(const std::vector<T>& cc, const std::vector<T>& mu) {
+  T s = 0, m = 0;
+  for (std::size_t p = 0; p < cc.size(); ++p) {
+    s += cc[p] * cc[p];
+    m += mu[p] * cc[p];
   }
-  return norm - 2 * dot;
+  return s + 2 * m;
 }
 
-// The same for double with FP64 mma: exact inputs, each step rounded (here: toward zero in
-// quad precision, then to double).
-double emulated_key(const std::vector<double>& x, const std::vector<double>& c) {
-  double dot = 0, norm = 0;
+// The key keyed - 2 x.c' as the float tensor path may compute it, at its worst: the object's
+// bits cut to TF32, the centroid rounded to TF32, products exact, every accumulation truncated.
+float emulated_key(const std::vector<float>& x, const std::vector<float>& cc, float keyed) {
+  float dot = 0;
+  for (std::size_t p = 0; p < x.size(); ++p)
+    dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(tf32_cut(x[p])) * tf32_rna(cc[p]));
+  return keyed - 2 * dot;
+}
+
+// The same for double with FP64 mma: exact inputs, each accumulation rounded toward zero.
+double emulated_key(const std::vector<double>& x, const std::vector<double>& cc, double keyed) {
+  double dot = 0;
   for (std::size_t p = 0; p < x.size(); ++p) {
-    const Quad s = static_cast<Quad>(dot) + static_cast<Quad>(x[p]) * static_cast<Quad>(c[p]);
+    const Quad s = static_cast<Quad>(dot) + static_cast<Quad>(x[p]) * static_cast<Quad>(cc[p]);
     double r = static_cast<double>(s);
     if (static_cast<Quad>(std::fabs(r)) > (s < 0 ? -s : s)) r = std::nextafter(r, 0.0);
     dot = r;
-    norm += c[p] * c[p];
   }
-  return norm - 2 * dot;
+  return keyed - 2 * dot;
 }
 
 template <class T>
-Quad exact_key(const std::vector<T>& x, const std::vector<T>& c) {
-  Quad k = 0;
-  for (std::size_t p = 0; p < x.size(); ++p)
-    k += static_cast<Quad>(c[p]) * static_cast<Quad>(c[p]) - 2 * static_cast<Quad>(x[p]) * static_cast<Quad>(c[p]);
-  return k;
-}
-template <class T>
-Quad exact_distance(const std::vector<T>& x, const std::vector<T>& c) {
-  Quad s = 0;
-  for (std::size_t p = 0; p < x.size(); ++p) {
-    const Quad diff = static_cast<Quad>(x[p]) - static_cast<Quad>(c[p]);
+Quad squared(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>* c = nullptr) {
+  Quad s = 0;  // |a - b - c|^2, exactly enough
+  for (std::size_t p = 0; p < a.size(); ++p) {
+    const Quad diff = static_cast<Quad>(a[p]) - static_cast<Quad>(b[p]) - (c ? static_cast<Quad>((*c)[p]) : Quad(0));
     s += diff * diff;
   }
   return s;
@@ -82,11 +86,17 @@ double norm2(const std::vector<T>& v) {
   for (T e : v) s += static_cast<double>(e) * static_cast<double>(e);
   return s;
 }
+template <class T>
+std::vector<T> minus(const std::vector<T>& a, const std::vector<T>& b) {
+  std::vector<T> r(a.size());
+  for (std::size_t p = 0; p < a.size(); ++p) r[p] = a[p] - b[p];
+  return r;
+}
 
 template <class T>
 km::kernels::CandidateBound bound_for(std::size_t d) {
-  if constexpr (sizeof(T) == 8) return candidate_bound(d, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
-  return candidate_bound(d, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+  if constexpr (sizeof(T) == 8) return candidate_bound(d, 0.0, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
+  return candidate_bound(d, 0x1p-10, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
 }
 
 // Vectors of several kinds: centred, offset (large |x| next to small distances: heavy
@@ -106,6 +116,7 @@ std::vector<T> draw(std::mt19937_64& rng, std::size_t d, int kind) {
   return v;
 }
 
+// |Â - K| <= E for one (x, c), K = |x - mu - c'|^2 - |x - mu|^2, and the centring term.
 template <class T>
 void check_key_bound() {
   std::mt19937_64 rng(7);
@@ -114,15 +125,21 @@ void check_key_bound() {
     double worst = 0;  // the largest error seen, as a fraction of the bound
     for (int kind = 0; kind < 4; ++kind)
       for (int trial = 0; trial < 40; ++trial) {
-        const auto x = draw<T>(rng, d, kind), c = draw<T>(rng, d, kind);
-        const double xn = norm2(x), cn = norm2(c);
-        const double e = b.a * cn + b.b * std::sqrt(xn) * std::sqrt(cn) + b.tiny;
-        const double err = std::fabs(static_cast<double>(static_cast<Quad>(emulated_key(x, c)) - exact_key(x, c)));
+        const auto x = draw<T>(rng, d, kind), c = draw<T>(rng, d, kind), mu = draw<T>(rng, d, kind);
+        const auto cc = minus(c, mu);
+        const double cn = std::sqrt(norm2(cc)), xn = std::sqrt(norm2(x)), mn = std::sqrt(norm2(mu));
+        const double e = b.a * cn * cn + b.b * xn * cn + b.b_mu * mn * cn + b.tiny;
+        const Quad k = squared(x, mu, &cc) - squared(x, mu);
+        const double err = std::fabs(static_cast<double>(static_cast<Quad>(emulated_key(x, cc, keyed_term(cc, mu))) - k));
         ASSERT_LE(err, e) << "d=" << d << " kind=" << kind;
         worst = std::max(worst, err / e);
+        // centring: |x - mu - c'|^2 against |x - c|^2
+        const double xc = std::sqrt(static_cast<double>(squared(x, mu)));
+        ASSERT_LE(std::fabs(static_cast<double>(squared(x, mu, &cc) - squared(x, c))), b.centre * (xc + cn) * cn + 1e-300)
+            << "d=" << d << " kind=" << kind;
         // seq's direct formula within g T (margin.hpp's second half)
         const double seq = static_cast<double>(km::squared_distance(x.data(), c.data(), d));
-        const Quad t = exact_distance(x, c);
+        const Quad t = squared(x, c);
         const double g = b.g2 / 2.02;  // g2 = 1.01 * 2g / (1 - g) >= 2.02 g
         ASSERT_LE(std::fabs(static_cast<double>(static_cast<Quad>(seq) - t)), g * static_cast<double>(t) + 1e-300)
             << "d=" << d << " kind=" << kind;
@@ -135,9 +152,9 @@ void check_key_bound() {
 TEST(TensorMargin, FloatKeyWithinBound) { check_key_bound<float>(); }
 TEST(TensorMargin, DoubleKeyWithinBound) { check_key_bound<double>(); }
 
-// The whole decision on tie-heavy data: keys by the emulation, top three, margin, then seq's
-// formula for the close calls. Must give seq's label on every object, and must have
-// re-checked some (the data is built with exact ties).
+// The whole decision on tie-heavy data, as the kernels make it: keys by the emulation, the
+// three smallest, the margin, then seq's formula for the close calls. Must give seq's label on
+// every object, and must have re-checked some (the data is built with exact ties).
 template <class T>
 void check_decision() {
   std::mt19937_64 rng(11);
@@ -148,17 +165,29 @@ void check_decision() {
     for (std::size_t c = 0; c < k; ++c)
       for (std::size_t p = 0; p < d; ++p) cs[c * d + p] = xs[(c * 7 % n) * d + p];
     for (std::size_t p = 0; p < d; ++p) cs[(k - 1) * d + p] = cs[p];  // an exact duplicate of centroid 0
+    std::vector<T> mu(d);
+    for (std::size_t p = 0; p < d; ++p) {
+      double s = 0;
+      for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(xs[i * d + p]);
+      mu[p] = static_cast<T>(s / static_cast<double>(n));
+    }
     const auto b = bound_for<T>(d);
+    std::vector<std::vector<T>> cc(k);
+    std::vector<T> keyed(k);
     double cmax2 = 0;
-    for (std::size_t c = 0; c < k; ++c)
-      cmax2 = std::max(cmax2, norm2(std::vector<T>(cs.begin() + c * d, cs.begin() + (c + 1) * d)));
+    for (std::size_t c = 0; c < k; ++c) {
+      cc[c] = minus(std::vector<T>(cs.begin() + c * d, cs.begin() + (c + 1) * d), mu);
+      keyed[c] = keyed_term(cc[c], mu);
+      cmax2 = std::max(cmax2, norm2(cc[c]));
+    }
+    const double mu_norm = std::sqrt(norm2(mu)) * (1 + 1e-12);
     std::size_t rechecked = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::vector<T> x(xs.begin() + i * d, xs.begin() + (i + 1) * d);
       T v1 = INFINITY, v2 = INFINITY, v3 = INFINITY;
       int i1 = -1, i2 = -1;
       for (std::size_t c = 0; c < k; ++c) {
-        const T v = emulated_key(x, std::vector<T>(cs.begin() + c * d, cs.begin() + (c + 1) * d));
+        const T v = emulated_key(x, cc[c], keyed[c]);
         if (v < v1) {
           v3 = v2, v2 = v1, i2 = i1, v1 = v, i1 = static_cast<int>(c);
         } else if (v < v2) {
@@ -167,7 +196,7 @@ void check_decision() {
           v3 = v;
         }
       }
-      const double m = candidate_margin(b, norm2(x), cmax2, static_cast<double>(v1));
+      const double m = candidate_margin(b, static_cast<double>(squared(x, mu)), mu_norm, cmax2, static_cast<double>(v1));
       int label = i1;
       if (!(static_cast<double>(v2) - static_cast<double>(v1) > m)) {
         ++rechecked;

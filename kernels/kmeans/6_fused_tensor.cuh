@@ -2,15 +2,17 @@
 // cores, the N×K matrix never written, and seq's labels exactly.
 //
 //   fused_tensor_assign  A block takes BM objects and walks every centroid in tiles of BN,
-//                        each tile's products x.c accumulated over d in BK slices by mma.sync
-//                        (FP64 DMMA in double, TF32 in float) from a cp.async ring: the GEMM
-//                        ladder's tensor kernel (kernels/gemm/6_tensor.cuh) supplies the mma
-//                        shapes, tile geometry and loads. After a tile, the key |c|^2 - 2x.c
-//                        of every pair goes into the object's running top three (registers),
-//                        then the lists merge across lanes and warps. The key is not seq's
-//                        arithmetic; margin.hpp bounds how far it can be, and an object whose
-//                        runner-up lies within that margin is queued for a re-check: with the
-//                        two candidates when the third is beyond it, else with every centroid.
+//                        each tile's products x.c' (c' = c - mu, centred on the data's mean)
+//                        accumulated over d in BK slices by mma.sync (FP64 DMMA in double, TF32
+//                        in float) from a cp.async ring: the GEMM ladder's tensor kernel
+//                        (kernels/gemm/6_tensor.cuh) supplies the mma shapes, tile geometry and
+//                        loads. After a tile, the key |c'|^2 + 2mu.c' - 2x.c' of every pair goes into
+//                        the object's running list of its L smallest (registers), then the
+//                        lists merge across lanes and warps. The key is not seq's arithmetic;
+//                        margin.hpp bounds how far it can be, and an object whose runner-up
+//                        lies within that margin is queued for a re-check: with the listed
+//                        candidates within the margin when the list's last is beyond it, else
+//                        with every centroid.
 //   recheck_nearest      A warp per queued object: seq's direct formula, in seq's order and
 //                        rounding, over the queued candidates; the lowest index wins ties.
 //   accumulate_rows      A warp per object: the change count, the fixed-point sums and counts
@@ -29,59 +31,67 @@
 
 namespace km::kernels {
 
-// One queued re-check: object i, and its two candidates (c2 < 0: every centroid).
+// One queued re-check: object i and its `count` candidates (count 0: every centroid).
+constexpr int kMaxCandidates = 3;
 struct Recheck {
   std::int64_t i;
-  int c1, c2;
+  int count;
+  int c[kMaxCandidates];
 };
 
-// The three smallest keys seen, with the indices of the first two (lowest index first on
-// equal keys).
-template <class T>
-struct Top3 {
-  T v1, v2, v3;
-  int i1, i2;
+// The L smallest keys seen and their centroids, in order (lowest index first on equal keys).
+template <class T, int L>
+struct TopL {
+  T v[L];
+  int i[L];
 };
 
-template <class T>
-__device__ __forceinline__ void top3_clear(Top3<T>& t) {
-  t.v1 = t.v2 = t.v3 = T(INFINITY);
-  t.i1 = t.i2 = INT_MAX;
-}
-
-template <class T>
-__device__ __forceinline__ void top3_insert(Top3<T>& t, T v, int j) {
-  if (v < t.v1 || (v == t.v1 && j < t.i1)) {
-    t.v3 = t.v2;
-    t.v2 = t.v1;
-    t.i2 = t.i1;
-    t.v1 = v;
-    t.i1 = j;
-  } else if (v < t.v2 || (v == t.v2 && j < t.i2)) {
-    t.v3 = t.v2;
-    t.v2 = v;
-    t.i2 = j;
-  } else if (v < t.v3) {
-    t.v3 = v;
+template <class T, int L>
+__device__ __forceinline__ void top_clear(TopL<T, L>& t) {
+#pragma unroll
+  for (int q = 0; q < L; ++q) {
+    t.v[q] = T(INFINITY);
+    t.i[q] = INT_MAX;
   }
 }
 
-// Merges a disjoint list into t.
 template <class T>
-__device__ __forceinline__ void top3_merge(Top3<T>& t, const Top3<T>& o) {
-  top3_insert(t, o.v1, o.i1);
-  top3_insert(t, o.v2, o.i2);
-  top3_insert(t, o.v3, INT_MAX);
+__device__ __forceinline__ bool key_before(T v, int j, T w, int k) {
+  return v < w || (v == w && j < k);
 }
 
-template <class T>
-__device__ __forceinline__ Top3<T> top3_shfl_xor(const Top3<T>& t, int mask) {
-  Top3<T> o;
-  o.v1 = __shfl_xor_sync(0xffffffffu, t.v1, mask);
-  o.v2 = __shfl_xor_sync(0xffffffffu, t.v2, mask);
-  o.v3 = __shfl_xor_sync(0xffffffffu, t.v3, mask);
-  o.i1 = __shfl_xor_sync(0xffffffffu, t.i1, mask);
-  o.i2 = __shfl_xor_sync(0xffffffffu, t.i2, mask);
+template <class T, int L>
+__device__ __forceinline__ void top_insert(TopL<T, L>& t, T v, int j) {
+  if (!key_before(v, j, t.v[L - 1], t.i[L - 1])) return;
+  t.v[L - 1] = v;
+  t.i[L - 1] = j;
+#pragma unroll
+  for (int q = L - 1; q > 0; --q)
+    if (key_before(t.v[q], t.i[q], t.v[q - 1], t.i[q - 1])) {
+      const T tv = t.v[q];
+      const int ti = t.i[q];
+      t.v[q] = t.v[q - 1];
+      t.i[q] = t.i[q - 1];
+      t.v[q - 1] = tv;
+      t.i[q - 1] = ti;
+    }
+}
+
+// Merges a list of other centroids into t.
+template <class T, int L>
+__device__ __forceinline__ void top_merge(TopL<T, L>& t, const TopL<T, L>& o) {
+#pragma unroll
+  for (int q = 0; q < L; ++q) top_insert(t, o.v[q], o.i[q]);
+}
+
+template <class T, int L>
+__device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask) {
+  TopL<T, L> o;
+#pragma unroll
+  for (int q = 0; q < L; ++q) {
+    o.v[q] = __shfl_xor_sync(0xffffffffu, t.v[q], mask);
+    o.i[q] = __shfl_xor_sync(0xffffffffu, t.i[q], mask);
+  }
   return o;
 }
 
@@ -104,13 +114,14 @@ __device__ __forceinline__ double seq_distance(const double* x, const double* c,
   return s;
 }
 
-// The tile shape of each precision: 8 warps, 2 along the objects and 4 along the centroids.
-// Double keeps 32 objects per warp (64 would spill: 128 accumulator registers plus the lists).
+// The tile shape of each precision: 8 warps of 64 objects x 32 centroids, 2 along the
+// objects and 4 along the centroids. L keys are kept per object: 4 in float, whose TF32 keys
+// leave several candidates within the margin more often, 2 in double.
 template <class Mma>
 struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
-  static constexpr int WM = is_double ? 32 : 64, WN = 32, BM = 2 * WM, BN = 4 * WN, BK = is_double ? 16 : 32,
-                       STAGES = 3;
+  static constexpr int WM = 64, WN = 32, BM = 2 * WM, BN = 4 * WN, BK = is_double ? 16 : 32, STAGES = 3;
+  static constexpr int L = is_double ? 2 : 4;
   static constexpr int threads = (BM / WM) * (BN / WN) * 32;
   static constexpr int warps_n = BN / WN;
 };
@@ -122,33 +133,49 @@ constexpr std::size_t tensor_assign_smem_bytes() {
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
   const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems) * sizeof(T);
-  const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(Top3<T>);
+  const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
 }
 
-// x: row-major [n][d]; centroids: row-major [k][d]; norms[k] = |c|^2 in T; cmax2: the
-// largest |c|^2 (double); xnorm2[n]: |x|^2 (double). Writes every object's candidate label to
-// labels and queues those that need seq's formula.
+// The object operand as the mma reads it: FP64 as is; for TF32 the FP32 bits as they are
+// (the mma ignores the low 13: truncation, margin.hpp's u_x = 2^-10), which saves a
+// conversion per element. Centroids go through Mma::convert (cvt.rna: 2^-11).
+template <class Mma>
+__device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
+  if constexpr (sizeof(typename Mma::Reg) == sizeof(float) && sizeof(typename Mma::T) == sizeof(float))
+    return __float_as_uint(v);
+  else
+    return v;
+}
+
+// x: row-major [n][d]; centred: row-major [k][d], c' = c - mu; keyed[k] = |c'|^2 + 2 mu.c'
+// in T; cmax2: the largest |c'|^2 (double); xc2[n] = |x - mu|^2 (double); mu_norm = |mu|.
+// Key of (x, c) = keyed - 2 x.c' (margin.hpp). Writes every object's candidate label to
+// labels and queues those that need seq's formula (queued[0]: all; queued[1]: those with
+// every centroid).
 template <class Mma, int VEC>
 __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
-    fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ centroids,
-                        const typename Mma::T* __restrict__ norms, const double* __restrict__ cmax2,
-                        const double* __restrict__ xnorm2, std::int64_t n, int d, int k, CandidateBound bound,
-                        std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
+    fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ centred,
+                        const typename Mma::T* __restrict__ keyed, const double* __restrict__ cmax2,
+                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
+                        CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                         unsigned long long* __restrict__ queued) {
   using T = typename Mma::T;
   using Reg = typename Mma::Reg;
   using S = TensorAssignShape<Mma>;
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, WM = S::WM, WN = S::WN, STAGES = S::STAGES, NT = S::threads;
+  constexpr int L = S::L;
   using TA = gemm::TileGeometry<T, true, BM, BK>;
   using TB = gemm::TileGeometry<T, true, BN, BK>;
-  constexpr int FM = WM / Mma::M, FN = WN / Mma::N, ROWS = FM * (Mma::C / 2 > 0 ? Mma::C / 2 : 1);
+  constexpr int H = Mma::C / 2;  // accumulator rows per mma tile per thread
+  constexpr int FM = WM / Mma::M, FN = WN / Mma::N, ROWS = FM * H;
   static_assert(Mma::C == 4 || Mma::C == 2, "accumulator layouts of the mma shapes used here");
 
   extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
-  auto stage_a = [&](int s) { return smem + s * (TA::elems + TB::elems); };
-  auto stage_b = [&](int s) { return smem + s * (TA::elems + TB::elems) + TA::elems; };
+  constexpr int STAGE = TA::elems + TB::elems;
+  auto stage_a = [&](int s) { return smem + s * STAGE; };
+  auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int gq = lane / 4, tq = lane % 4;
@@ -163,7 +190,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
   auto load = [&](int t) {
     const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
     gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
-    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centroids, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
+    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
   };
 
   T acc[FM][FN][Mma::C];
@@ -176,9 +203,9 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         for (int e = 0; e < Mma::C; ++e) acc[a][b][e] = T(0);
   };
   clear();
-  Top3<T> top[ROWS];
+  TopL<T, L> top[ROWS];
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) top3_clear(top[r]);
+  for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -200,7 +227,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
       for (int a = 0; a < FM; ++a)
 #pragma unroll
         for (int e = 0; e < Mma::A; ++e)
-          af[a][e] = Mma::convert(as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), kk + tq + 4 * (e >> 1))]);
+          af[a][e] = object_operand<Mma>(as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), kk + tq + 4 * (e >> 1))]);
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
@@ -219,15 +246,11 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         for (int e2 = 0; e2 < 2; ++e2) {
           const int j = c0 + b * Mma::N + 2 * tq + e2;
           if (j < k) {
-            const T nj = norms[j];
+            const T nj = keyed[j];
 #pragma unroll
             for (int a = 0; a < FM; ++a)
 #pragma unroll
-              for (int h = 0; h < Mma::C / 2; ++h) {
-                const T v = nj - 2 * acc[a][b][h * 2 + e2];
-                Top3<T>& tr = top[a * (Mma::C / 2) + h];
-                if (v <= tr.v3) top3_insert(tr, v, j);
-              }
+              for (int h = 0; h < H; ++h) top_insert(top[a * H + h], nj - 2 * acc[a][b][h * 2 + e2], j);
           }
         }
       clear();
@@ -238,29 +261,37 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
   // The four lanes of a quad hold the same rows: merge them.
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
-    top3_merge(top[r], top3_shfl_xor(top[r], 1));
-    top3_merge(top[r], top3_shfl_xor(top[r], 2));
+    top_merge(top[r], top_shfl_xor(top[r], 1));
+    top_merge(top[r], top_shfl_xor(top[r], 2));
   }
   // Then the warps that share rows, through shared memory (the ring is no longer read).
   __syncthreads();
-  Top3<T>* lists = reinterpret_cast<Top3<T>*>(fused_tensor_raw);
+  TopL<T, L>* lists = reinterpret_cast<TopL<T, L>*>(fused_tensor_raw);
   if (tq == 0) {
 #pragma unroll
     for (int a = 0; a < FM; ++a)
 #pragma unroll
-      for (int h = 0; h < Mma::C / 2; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * (Mma::C / 2) + h];
+      for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
   }
   __syncthreads();
   for (int r = threadIdx.x; r < rows_here; r += NT) {
-    Top3<T> m = lists[r];
-    for (int w = 1; w < S::warps_n; ++w) top3_merge(m, lists[w * BM + r]);
+    TopL<T, L> m = lists[r];
+    for (int w = 1; w < S::warps_n; ++w) top_merge(m, lists[w * BM + r]);
     const std::int64_t i = row0 + r;
-    const double margin = candidate_margin(bound, xnorm2[i], *cmax2, static_cast<double>(m.v1));
-    labels[i] = m.i1;
-    if (!(static_cast<double>(m.v2) - static_cast<double>(m.v1) > margin)) {
-      const unsigned long long slot = atomicAdd(queued, 1ull);
-      const bool pair = static_cast<double>(m.v3) - static_cast<double>(m.v1) > margin;
-      queue[slot] = Recheck{i, m.i1 < m.i2 ? m.i1 : m.i2, pair ? (m.i1 < m.i2 ? m.i2 : m.i1) : -1};
+    const double best = static_cast<double>(m.v[0]);
+    const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, best);
+    labels[i] = m.i[0];
+    if (!(static_cast<double>(m.v[1]) - best > margin)) {
+      // The candidates within the margin; if the list's last is within it too, others may
+      // be, and every centroid is re-checked.
+      Recheck q{i, 0, {0, 0, 0}};
+      if (static_cast<double>(m.v[L - 1]) - best > margin) {
+#pragma unroll
+        for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
+          if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
+      }
+      queue[atomicAdd(queued, 1ull)] = q;
+      if (q.count == 0) atomicAdd(queued + 1, 1ull);
     }
   }
 }
@@ -279,9 +310,9 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
     const T* xi = x + r.i * d;
     T best = T(INFINITY);
     int best_c = INT_MAX;
-    if (r.c2 >= 0) {  // two candidates, c1 < c2
-      if (lane < 2) {
-        best_c = lane == 0 ? r.c1 : r.c2;
+    if (r.count > 0) {  // the candidates within the margin
+      if (lane < r.count) {
+        best_c = r.c[lane];
         best = seq_distance(xi, centroids + static_cast<std::int64_t>(best_c) * d, d);
       }
     } else {
@@ -341,15 +372,16 @@ __global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ c
   if (sums) flush_block_sum(inertia, part, inertia_scale);
 }
 
-// |x|^2 of every object (row-major [n][d]), in double: one warp per object.
+// |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object.
 template <class T>
-__global__ void row_norms(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ out) {
+__global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
+                                  double* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
     double s = 0;
     for (int p = lane; p < d; p += 32) {
-      const double v = static_cast<double>(x[i * d + p]);
+      const double v = static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
       s += v * v;
     }
     for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
@@ -357,28 +389,32 @@ __global__ void row_norms(const T* __restrict__ x, std::int64_t n, int d, double
   }
 }
 
-// |c|^2 of every centroid in T (the key's term) and the largest in double into *cmax2
-// (cleared by the caller): one warp per centroid. The maximum of non-negative doubles is the
-// maximum of their bit patterns, so one integer atomicMax does it.
+// c' = c - mu (rounded in T) of every centroid, its key term |c'|^2 + 2 mu.c' in T, and the
+// largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. The
+// maximum of non-negative doubles is the maximum of their bit patterns: one integer atomicMax.
 template <class T>
-__global__ void centroid_norms_max(const T* __restrict__ centroids, int k, int d, T* __restrict__ norms,
-                                   double* cmax2) {
+__global__ void centre_centroids(const T* __restrict__ centroids, const T* __restrict__ mu, int k, int d,
+                                 T* __restrict__ centred, T* __restrict__ keyed, double* cmax2) {
   const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (warp >= k) return;
-  const T* c = centroids + static_cast<std::int64_t>(warp) * d;
-  T s = 0;
+  const std::int64_t at = static_cast<std::int64_t>(warp) * d;
+  T s = 0, m = 0;
   double sd = 0;
   for (int p = lane; p < d; p += 32) {
-    s += c[p] * c[p];
-    sd += static_cast<double>(c[p]) * static_cast<double>(c[p]);
+    const T v = centroids[at + p] - mu[p];
+    centred[at + p] = v;
+    s += v * v;
+    m += mu[p] * v;
+    sd += static_cast<double>(v) * static_cast<double>(v);
   }
   for (int off = 16; off > 0; off /= 2) {
     s += __shfl_down_sync(0xffffffffu, s, off);
+    m += __shfl_down_sync(0xffffffffu, m, off);
     sd += __shfl_down_sync(0xffffffffu, sd, off);
   }
   if (lane == 0) {
-    norms[warp] = s;
+    keyed[warp] = s + 2 * m;
     // Bound the rounding of sd itself (relative d * 2^-53) so the maximum is an upper bound.
     const double up = sd * (1 + (d + 2) * 1.2e-16);
     atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));

@@ -17,7 +17,8 @@ struct IterationStats {
   double total = 0;                              // seconds, wall clock of the iteration
   std::int64_t changed = 0;                      // objects whose cluster changed
   double shift = 0;                              // summed squared centroid shift
-  std::int64_t rechecked = -1;  // fused tensor path: objects whose label seq's formula re-decided (-1: n/a)
+  std::int64_t rechecked = -1;      // fused tensor path: objects whose label seq's formula re-decided (-1: n/a)
+  std::int64_t rechecked_all = -1;  // ... of which against every centroid
   double inertia = 0;  // sum of each object's squared distance to the centroid it was assigned to in
                        // this iteration (before the update), from the assignment pass itself
 };

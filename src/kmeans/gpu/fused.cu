@@ -9,6 +9,8 @@
 // FusedEngine picks the path at setup and forwards to it.
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <cmath>
 #include <optional>
@@ -79,7 +81,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 // 16-byte copies when every row starts 16-byte aligned.
 template <class T>
 struct TensorKernels {
-  using Assign = void (*)(const T*, const T*, const T*, const double*, const double*, std::int64_t, int, int,
+  using Assign = void (*)(const T*, const T*, const T*, const double*, const double*, double, std::int64_t, int, int,
                           kernels::CandidateBound, std::int32_t*, kernels::Recheck*, unsigned long long*);
   Assign assign = nullptr;
   std::size_t smem = 0;
@@ -107,14 +109,14 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
 
-// The bound of margin.hpp for T's mma: TF32 inputs (2^-11) with FP32 sums in float; exact
-// FP64 inputs with FP64 sums in double.
+// The bound of margin.hpp for T's mma: in float, TF32 reading the objects' bits (2^-10) and
+// rounded centroids (2^-11), FP32 sums; in double, exact FP64 inputs and sums.
 template <class T>
 kernels::CandidateBound tensor_bound(std::size_t d) {
   if constexpr (std::is_same_v<T, double>)
-    return kernels::candidate_bound(d, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
+    return kernels::candidate_bound(d, 0.0, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
   else
-    return kernels::candidate_bound(d, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+    return kernels::candidate_bound(d, 0x1p-10, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
 }
 
 template <class T>
@@ -124,7 +126,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void iterate(IterationStats& stats) override {
     DeviceUpdateEngine<T>::iterate(stats);  // waits for the stream, so the count is here
-    stats.rechecked = static_cast<std::int64_t>(*queued_host_.get());
+    stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0]);
+    stats.rechecked_all = static_cast<std::int64_t>(queued_host_.get()[1]);
   }
 
  private:
@@ -132,31 +135,50 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
-    // norms, the largest norm, the next labels, |x|^2, the re-check queue and its length
-    return this->k_ * sizeof(T) + sizeof(double) +
-           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck)) + sizeof(unsigned long long);
+    // the mean, the centred centroids, their norms, the largest norm, the next labels,
+    // |x'|^2, the re-check queue and its length
+    return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
+           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck)) + 2 * sizeof(unsigned long long);
   }
 
   void after_setup() override {
     const std::size_t n = this->n_;
+    // The centre: the mean of at most 65,536 objects spread evenly over the data (any centre
+    // keeps the labels exact, margin.hpp; a central one keeps the margin small), in double,
+    // rounded to T.
+    const Dataset<T>& data = *this->data_;
+    const std::size_t step = std::max<std::size_t>(1, n / 65536);
+    std::vector<double> sum(this->d_, 0.0);
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < n; i += step, ++taken)
+      for (std::size_t j = 0; j < this->d_; ++j) sum[j] += static_cast<double>(data.row(i)[j]);
+    std::vector<T> mean(this->d_);
+    for (std::size_t j = 0; j < this->d_; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
+    mu_norm_ = 0;
+    for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
+    mu_norm_ = std::sqrt(mu_norm_) * (1 + 1e-12);
+    mu_ = DeviceBuffer<T>(this->d_);
+    CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
+    centred_ = DeviceBuffer<T>(this->k_ * this->d_);
     norms_ = DeviceBuffer<T>(this->k_);
     cmax2_ = DeviceBuffer<double>(1);
     next_ = DeviceBuffer<std::int32_t>(n);
     xnorm2_ = DeviceBuffer<double>(n);
     queue_ = DeviceBuffer<kernels::Recheck>(n);
-    queued_ = DeviceBuffer<unsigned long long>(1);
+    queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
-    kernels::row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(this->x_.get(), static_cast<std::int64_t>(n),
-                                                                   static_cast<int>(this->d_), xnorm2_.get());
+    kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
+        this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), xnorm2_.get());
     CUDA_CHECK_LAUNCH();
     after_update();
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
   }
 
-  void after_update() override {  // |c|^2 and the largest, for the new centroids
+  void after_update() override {  // c' = c - mu, |c'|^2 and the largest, for the new centroids
     const int k = static_cast<int>(this->k_);
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
-    kernels::centroid_norms_max<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
-        this->centroids_.get(), k, static_cast<int>(this->d_), norms_.get(), cmax2_.get());
+    kernels::centre_centroids<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
+        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), centred_.get(), norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
   }
 
@@ -164,10 +186,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     cudaStream_t s = this->stream_;
-    CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, sizeof(unsigned long long), s));
+    CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), s));
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
-        this->x_.get(), this->centroids_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), n, d, k, bound_,
+        this->x_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), queued_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
@@ -179,19 +201,20 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
         this->counts_.get(), this->scale_, accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
     CUDA_CHECK_LAUNCH();
     if (accumulate)
-      CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), sizeof(unsigned long long),
+      CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), 2 * sizeof(unsigned long long),
                                  cudaMemcpyDeviceToHost, s));
   }
 
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
   int rows_grid_ = 1;
-  DeviceBuffer<T> norms_;
+  DeviceBuffer<T> mu_, centred_, norms_;
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<unsigned long long> queued_;
-  PinnedBuffer<unsigned long long> queued_host_{1};
+  PinnedBuffer<unsigned long long> queued_host_{2};
+  double mu_norm_ = 0;
 };
 
 const char* fused_path(std::size_t k, std::size_t d, std::size_t elem) {
