@@ -1,6 +1,6 @@
 // The tensor path's exactness bound (kernels/kmeans/margin.hpp), checked on the CPU against
-// an emulation of the worst the tensor cores may do: the objects' FP32 bits cut to TF32, the
-// centroids rounded to TF32 (to nearest, ties away), products exact, every FP32 accumulation
+// an emulation of the worst the tensor cores may do: centred objects and centroids rounded to
+// TF32 (to nearest, ties away), products exact, every FP32 accumulation
 // step truncated toward zero (a rounding twice the nominal unit). Exact reference values in __float128. Then the whole decision (top
 // three keys, margin, re-check) against seq's nearest centroid on tie-heavy data.
 #include <gtest/gtest.h>
@@ -31,7 +31,6 @@ float from_bits(std::uint32_t b) {
   return r;
 }
 float tf32_rna(float x) { return from_bits((bits_of(x) + 0x1000u) & ~0x1FFFu); }  // cvt.rna.tf32.f32
-float tf32_cut(float x) { return from_bits(bits_of(x) & ~0x1FFFu); }                // the mma reading raw bits
 
 float truncate_to_float(double v) {  // round toward zero
   float f = static_cast<float>(v);
@@ -39,7 +38,12 @@ float truncate_to_float(double v) {  // round toward zero
   return f;
 }
 
-// What centre_centroids computes for one centroid: c' = c - mu in T, keyed = |c'|^2 + 2 mu.c'.
+// Float centres the objects too (x' = x - mu in T); double only the centroids.
+template <class T>
+constexpr bool centre_objects = sizeof(T) == 4;
+
+// What centre_centroids computes for one centroid: c' = c - mu in T, keyed = |c'|^2 + 2 mu.c'
+// (|c'|^2 when the objects are centred).
 template <class T>
 T keyed_term(const std::vector<T>& cc, const std::vector<T>& mu) {
   T s = 0, m = 0;
@@ -47,15 +51,16 @@ T keyed_term(const std::vector<T>& cc, const std::vector<T>& mu) {
     s += cc[p] * cc[p];
     m += mu[p] * cc[p];
   }
-  return s + 2 * m;
+  return centre_objects<T> ? s : s + 2 * m;
 }
 
-// The key keyed - 2 x.c' as the float tensor path may compute it, at its worst: the object's
-// bits cut to TF32, the centroid rounded to TF32, products exact, every accumulation truncated.
+// The key keyed - 2 x'.c' as the float tensor path may compute it, at its worst: x' and c'
+// rounded to TF32, products exact, every accumulation truncated. x is the object as the mma
+// sees it before rounding (x' here).
 float emulated_key(const std::vector<float>& x, const std::vector<float>& cc, float keyed) {
   float dot = 0;
   for (std::size_t p = 0; p < x.size(); ++p)
-    dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(tf32_cut(x[p])) * tf32_rna(cc[p]));
+    dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(tf32_rna(x[p])) * tf32_rna(cc[p]));
   return keyed - 2 * dot;
 }
 
@@ -96,7 +101,7 @@ std::vector<T> minus(const std::vector<T>& a, const std::vector<T>& b) {
 template <class T>
 km::kernels::CandidateBound bound_for(std::size_t d) {
   if constexpr (sizeof(T) == 8) return candidate_bound(d, 0.0, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
-  return candidate_bound(d, 0x1p-10, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+  return candidate_bound(d, 0x1p-11, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
 }
 
 // Vectors of several kinds: centred, offset (large |x| next to small distances: heavy
@@ -127,15 +132,20 @@ void check_key_bound() {
       for (int trial = 0; trial < 40; ++trial) {
         const auto x = draw<T>(rng, d, kind), c = draw<T>(rng, d, kind), mu = draw<T>(rng, d, kind);
         const auto cc = minus(c, mu);
-        const double cn = std::sqrt(norm2(cc)), xn = std::sqrt(norm2(x)), mn = std::sqrt(norm2(mu));
+        // The object as the mma sees it, its norm in the bound, and the key's exact value.
+        const auto xo = centre_objects<T> ? minus(x, mu) : x;
+        const double cn = std::sqrt(norm2(cc)), xn = std::sqrt(norm2(xo));
+        const double mn = centre_objects<T> ? 0.0 : std::sqrt(norm2(mu));
         const double e = b.a * cn * cn + b.b * xn * cn + b.b_mu * mn * cn + b.tiny;
-        const Quad k = squared(x, mu, &cc) - squared(x, mu);
-        const double err = std::fabs(static_cast<double>(static_cast<Quad>(emulated_key(x, cc, keyed_term(cc, mu))) - k));
+        const Quad k = centre_objects<T> ? squared(xo, cc) - squared(xo, std::vector<T>(d, T(0)))
+                                         : squared(x, mu, &cc) - squared(x, mu);
+        const double err = std::fabs(static_cast<double>(static_cast<Quad>(emulated_key(xo, cc, keyed_term(cc, mu))) - k));
         ASSERT_LE(err, e) << "d=" << d << " kind=" << kind;
         worst = std::max(worst, err / e);
-        // centring: |x - mu - c'|^2 against |x - c|^2
-        const double xc = std::sqrt(static_cast<double>(squared(x, mu)));
-        ASSERT_LE(std::fabs(static_cast<double>(squared(x, mu, &cc) - squared(x, c))), b.centre * (xc + cn) * cn + 1e-300)
+        // centring: the distance the key stands for against |x - c|^2
+        const double xc = std::sqrt(centre_objects<T> ? norm2(xo) : static_cast<double>(squared(x, mu)));
+        const Quad stands_for = centre_objects<T> ? squared(xo, cc) : squared(x, mu, &cc);
+        ASSERT_LE(std::fabs(static_cast<double>(stands_for - squared(x, c))), b.centre * (xc + cn) * (xc + cn) + 1e-300)
             << "d=" << d << " kind=" << kind;
         // seq's direct formula within g T (margin.hpp's second half)
         const double seq = static_cast<double>(km::squared_distance(x.data(), c.data(), d));
@@ -180,14 +190,15 @@ void check_decision() {
       keyed[c] = keyed_term(cc[c], mu);
       cmax2 = std::max(cmax2, norm2(cc[c]));
     }
-    const double mu_norm = std::sqrt(norm2(mu)) * (1 + 1e-12);
+    const double mu_norm = centre_objects<T> ? 0.0 : std::sqrt(norm2(mu)) * (1 + 1e-12);
     std::size_t rechecked = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::vector<T> x(xs.begin() + i * d, xs.begin() + (i + 1) * d);
+      const auto xo = centre_objects<T> ? minus(x, mu) : x;
       T v1 = INFINITY, v2 = INFINITY, v3 = INFINITY;
       int i1 = -1, i2 = -1;
       for (std::size_t c = 0; c < k; ++c) {
-        const T v = emulated_key(x, cc[c], keyed[c]);
+        const T v = emulated_key(xo, cc[c], keyed[c]);
         if (v < v1) {
           v3 = v2, v2 = v1, i2 = i1, v1 = v, i1 = static_cast<int>(c);
         } else if (v < v2) {
@@ -196,7 +207,8 @@ void check_decision() {
           v3 = v;
         }
       }
-      const double m = candidate_margin(b, static_cast<double>(squared(x, mu)), mu_norm, cmax2, static_cast<double>(v1));
+      const double xc2 = centre_objects<T> ? norm2(xo) : static_cast<double>(squared(x, mu));
+      const double m = candidate_margin(b, xc2, mu_norm, cmax2, static_cast<double>(v1));
       int label = i1;
       if (!(static_cast<double>(v2) - static_cast<double>(v1) > m)) {
         ++rechecked;

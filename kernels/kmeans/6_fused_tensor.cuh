@@ -122,6 +122,10 @@ struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
   static constexpr int WM = 64, WN = 32, BM = 2 * WM, BN = 4 * WN, BK = is_double ? 16 : 32, STAGES = 3;
   static constexpr int L = is_double ? 2 : 4;
+  // Float centres the objects too, on their way into the mma (x' = x - mu, then cvt.rna):
+  // TF32 keys are coarse, and the margin shrinks with |x'| (half of |x| or less on typical
+  // data). Double's keys are fine enough with the centroids alone centred.
+  static constexpr bool centre_objects = !is_double;
   static constexpr int threads = (BM / WM) * (BN / WN) * 32;
   static constexpr int warps_n = BN / WN;
 };
@@ -132,7 +136,7 @@ constexpr std::size_t tensor_assign_smem_bytes() {
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
-  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems) * sizeof(T);
+  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0)) * sizeof(T);
   const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
 }
@@ -148,14 +152,16 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
     return v;
 }
 
-// x: row-major [n][d]; centred: row-major [k][d], c' = c - mu; keyed[k] = |c'|^2 + 2 mu.c'
-// in T; cmax2: the largest |c'|^2 (double); xc2[n] = |x - mu|^2 (double); mu_norm = |mu|.
-// Key of (x, c) = keyed - 2 x.c' (margin.hpp). Writes every object's candidate label to
+// x: row-major [n][d]; mu[d]: the centre; centred: row-major [k][d], c' = c - mu; keyed[k] =
+// |c'|^2 + 2 mu.c' in T (|c'|^2 when the objects are centred too); cmax2: the largest |c'|^2
+// (double); xc2[n] = |x - mu|^2 (double); mu_norm = |mu| (0 when the objects are centred).
+// Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
 // labels and queues those that need seq's formula (queued[0]: all; queued[1]: those with
 // every centroid).
 template <class Mma, int VEC>
 __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
-    fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ centred,
+    fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ mu,
+                        const typename Mma::T* __restrict__ centred,
                         const typename Mma::T* __restrict__ keyed, const double* __restrict__ cmax2,
                         const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                         CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
@@ -173,9 +179,10 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 
   extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
-  constexpr int STAGE = TA::elems + TB::elems;
+  constexpr int STAGE = TA::elems + TB::elems + (S::centre_objects ? BK : 0);
   auto stage_a = [&](int s) { return smem + s * STAGE; };
   auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
+  auto stage_mu = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems; };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int gq = lane / 4, tq = lane % 4;
@@ -191,6 +198,11 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
     const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
     gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
     gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
+    if constexpr (S::centre_objects)
+      if (threadIdx.x < BK / VEC) {
+        const int p = p0 + threadIdx.x * VEC;
+        gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
+      }
   };
 
   T acc[FM][FN][Mma::C];
@@ -220,14 +232,21 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 
     const T* as = stage_a(t % STAGES);
     const T* bs = stage_b(t % STAGES);
+    const T* ms = stage_mu(t % STAGES);
 #pragma unroll
     for (int kk = 0; kk < BK; kk += Mma::K) {
       Reg af[FM][Mma::A], bf[FN][Mma::B];
 #pragma unroll
       for (int a = 0; a < FM; ++a)
 #pragma unroll
-        for (int e = 0; e < Mma::A; ++e)
-          af[a][e] = object_operand<Mma>(as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), kk + tq + 4 * (e >> 1))]);
+        for (int e = 0; e < Mma::A; ++e) {
+          const int col = kk + tq + 4 * (e >> 1);
+          const T v = as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), col)];
+          if constexpr (S::centre_objects)
+            af[a][e] = Mma::convert(v - ms[col]);
+          else
+            af[a][e] = object_operand<Mma>(v);
+        }
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
@@ -372,16 +391,18 @@ __global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ c
   if (sums) flush_block_sum(inertia, part, inertia_scale);
 }
 
-// |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object.
+// |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With
+// `rounded`, of x' = x - mu rounded in T, as the assignment kernel forms it.
 template <class T>
 __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
-                                  double* __restrict__ out) {
+                                  bool rounded, double* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
     double s = 0;
     for (int p = lane; p < d; p += 32) {
-      const double v = static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
+      const double v = rounded ? static_cast<double>(x[i * d + p] - mu[p])
+                               : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
       s += v * v;
     }
     for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
@@ -389,12 +410,12 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-// c' = c - mu (rounded in T) of every centroid, its key term |c'|^2 + 2 mu.c' in T, and the
+// c' = c - mu (rounded in T) of every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) in T, and the
 // largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. The
 // maximum of non-negative doubles is the maximum of their bit patterns: one integer atomicMax.
 template <class T>
 __global__ void centre_centroids(const T* __restrict__ centroids, const T* __restrict__ mu, int k, int d,
-                                 T* __restrict__ centred, T* __restrict__ keyed, double* cmax2) {
+                                 bool with_mu_term, T* __restrict__ centred, T* __restrict__ keyed, double* cmax2) {
   const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (warp >= k) return;
@@ -414,7 +435,7 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
     sd += __shfl_down_sync(0xffffffffu, sd, off);
   }
   if (lane == 0) {
-    keyed[warp] = s + 2 * m;
+    keyed[warp] = with_mu_term ? s + 2 * m : s;
     // Bound the rounding of sd itself (relative d * 2^-53) so the maximum is an upper bound.
     const double up = sd * (1 + (d + 2) * 1.2e-16);
     atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));

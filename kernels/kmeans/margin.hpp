@@ -6,9 +6,11 @@
 // Centring. The kernel compares keys of the centred centroids c' = fl(c - mu) (mu: a centre
 // of the data, any vector in T): with S = x.c', m = mu.c', N = |c'|^2,
 //   K = N + 2m - 2S = |x - mu - c'|^2 - |x - mu|^2,
-// the same for every centroid up to the constant |x - mu|^2. Only c' is centred (once per
-// iteration); the objects enter the mma as they are, and |x| |c'| -- which sets the error --
-// is small because c' is.
+// the same for every centroid up to the constant |x - mu|^2. In double only c' is centred
+// (once per iteration); the objects enter the mma as they are, and |x| |c'| -- which sets the
+// error -- is small because c' is. In float the objects are centred too, x' = fl(x - mu) on
+// their way into the mma: then m = 0, mu_norm = 0 below (x' is the object and |x| means |x'|),
+// and X = |x'|^2.
 //
 // The computed key is Â = fl(fl(N̂ + 2 m̂) - 2Ŝ), where
 //   Ŝ  is the tensor cores' sum of x̃_p c̃_p, x̃ and c̃ the mma's views of x and c' (relative
@@ -22,9 +24,9 @@
 // With C = the largest |c'| and |x| <= |x - mu| + |mu|:
 //   |Â - K| <= E = a C^2 + b |x| C + b_mu |mu| C,
 //   a = γ_d + 2u, b = 2 (u_x + u_c + u_x u_c + γ (1 + u_x)(1 + u_c)) + 2u, b_mu = 2 γ_d + 4u,
-// each inflated by 1% for second-order terms. c' itself is off from c - mu by at most u per
-// coordinate (|e| <= u C), which moves |x - mu - c'|^2 from |x - c|^2 by at most
-// 2 |x - c| |e| + |e|^2 <= 2.02 u (|x - mu| + C) C: added to E.
+// each inflated by 1% for second-order terms. c' (and x', when formed) are off from c - mu
+// (x - mu) by at most u per coordinate (|e| <= u (|x'| + C)), which moves the distance from
+// |x - c|^2 by at most 2 |x - c| |e| + |e|^2 <= 2.02 u (|x'| + C)^2: added to E.
 //
 // seq computes D = the direct sum of (x_p - c_p)^2 in T, in order: |D - T| <= g T, where
 // T = |x - c|^2 and g = γ_{d+2}(u) (the difference, the square, d - 1 additions). Let b be the
@@ -76,7 +78,7 @@ KM_MARGIN_HD inline CandidateBound candidate_bound(std::size_t d, double u_x, do
 KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2, double mu_norm, double cmax2,
                                             double best) {
   const double c = sqrt(cmax2), xc = sqrt(xc2), xr = xc + mu_norm;
-  const double e = k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * c + k.tiny;
+  const double e = k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * (xc + c) + k.tiny;
   const double w = xc2 + best + e;
   return 2 * e + k.g2 * (w > 0 ? w : 0) + k.tiny;
 }

@@ -81,11 +81,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 // 16-byte copies when every row starts 16-byte aligned.
 template <class T>
 struct TensorKernels {
-  using Assign = void (*)(const T*, const T*, const T*, const double*, const double*, double, std::int64_t, int, int,
-                          kernels::CandidateBound, std::int32_t*, kernels::Recheck*, unsigned long long*);
+  using Assign = void (*)(const T*, const T*, const T*, const T*, const double*, const double*, double, std::int64_t,
+                          int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, unsigned long long*);
   Assign assign = nullptr;
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
+  bool centre_objects = false;
 };
 
 template <class Mma>
@@ -97,6 +98,7 @@ TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   r.smem = kernels::tensor_assign_smem_bytes<Mma>();
   r.threads = kernels::TensorAssignShape<Mma>::threads;
   r.rows = kernels::TensorAssignShape<Mma>::BM;
+  r.centre_objects = kernels::TensorAssignShape<Mma>::centre_objects;
   return r;
 }
 
@@ -109,14 +111,14 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
 
-// The bound of margin.hpp for T's mma: in float, TF32 reading the objects' bits (2^-10) and
-// rounded centroids (2^-11), FP32 sums; in double, exact FP64 inputs and sums.
+// The bound of margin.hpp for T's mma: in float, centred objects and centroids rounded to
+// TF32 (2^-11), FP32 sums; in double, exact FP64 inputs and sums.
 template <class T>
 kernels::CandidateBound tensor_bound(std::size_t d) {
   if constexpr (std::is_same_v<T, double>)
     return kernels::candidate_bound(d, 0.0, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
   else
-    return kernels::candidate_bound(d, 0x1p-10, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+    return kernels::candidate_bound(d, 0x1p-11, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
 }
 
 template <class T>
@@ -156,7 +158,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     for (std::size_t j = 0; j < this->d_; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
     mu_norm_ = 0;
     for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
-    mu_norm_ = std::sqrt(mu_norm_) * (1 + 1e-12);
+    mu_norm_ = kernels_.centre_objects ? 0.0 : std::sqrt(mu_norm_) * (1 + 1e-12);
     mu_ = DeviceBuffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
     centred_ = DeviceBuffer<T>(this->k_ * this->d_);
@@ -168,7 +170,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
-        this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), xnorm2_.get());
+        this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
+        xnorm2_.get());
     CUDA_CHECK_LAUNCH();
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
@@ -178,7 +181,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const int k = static_cast<int>(this->k_);
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
     kernels::centre_centroids<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
-        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), centred_.get(), norms_.get(), cmax2_.get());
+        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, centred_.get(),
+        norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
   }
 
@@ -189,7 +193,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), s));
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
-        this->x_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
+        this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), queued_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
