@@ -13,6 +13,7 @@
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/generate.hpp"
+#include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
 #include "test_util.hpp"
 
@@ -301,5 +302,33 @@ void check_recheck_exercised() {
 }
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
+
+}  // namespace
+
+namespace {
+
+// k-means++ on the GPU gives the CPU's centres, bit for bit (the same draws, distances in the
+// same arithmetic, chunk sums in the same order), and the same on every run.
+template <class T>
+void check_gpu_kmeanspp() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const LabelShape& s : {LabelShape{50000, 32, 100}, LabelShape{40000, 3, 1000}, LabelShape{20000, 200, 64}})
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
+      const auto data = label_data<T>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.init = km::Init::kmeanspp;
+      p.seed = 99;
+      const auto cpu = km::initial_centroids(data, p, false);
+      const auto gpu = km::initial_centroids(data, p, true);
+      const auto again = km::initial_centroids(data, p, true);
+      ASSERT_EQ(gpu.size(), cpu.size());
+      EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0) << "GPU centres differ from the CPU's";
+      EXPECT_EQ(std::memcmp(gpu.data(), again.data(), cpu.size() * sizeof(T)), 0) << "not reproducible";
+    }
+}
+TEST(GpuKmeansPlusPlus, Double) { check_gpu_kmeanspp<double>(); }
+TEST(GpuKmeansPlusPlus, Float) { check_gpu_kmeanspp<float>(); }
 
 }  // namespace

@@ -18,7 +18,7 @@ template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
   Result<T> result;
   Stopwatch watch;
-  const std::vector<T> initial = initial_centroids(data, params);
+  const std::vector<T> initial = initial_centroids(data, params, engine.on_gpu());
   result.seconds.init = watch.seconds();
 
   watch.restart();

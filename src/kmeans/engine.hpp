@@ -34,6 +34,8 @@ class Engine {
   virtual void final_labels(std::vector<std::int32_t>& out) = 0;
 
   virtual std::string device() const { return "cpu"; }
+  // Whether it runs on the GPU (then k-means++ runs there too).
+  virtual bool on_gpu() const { return false; }
   // Which of its paths the implementation took for this problem ("" when it has one).
   virtual std::string path() const { return ""; }
   virtual int threads() const { return 1; }

@@ -128,24 +128,74 @@ CandidateSums<T> pick_candidate_sums() {
   return pick_by_isa<CandidateSums<T>>(candidate_sums_avx512<T>, candidate_sums_avx2<T>, candidate_sums_baseline<T>);
 }
 
+// The CPU's steps: OpenMP over chunks, vector lanes for the candidates.
 template <class T>
-void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, std::vector<T>& out) {
+class CpuPlusPlus final : public PlusPlusSteps {
+ public:
+  explicit CpuPlusPlus(const Dataset<T>& data) : data_(data), closest_(data.n) {}
+
+  void start(std::size_t first, std::vector<double>& chunk_sums) override {
+    chunked_sum(data_.n, chunk_sums, [&](std::size_t i) {
+      return closest_[i] = squared_distance_double(data_.row(i), data_.row(first), data_.d);
+    });
+  }
+  const double* closest(std::size_t begin, std::size_t) override { return closest_.data() + begin; }
+
+  void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
+    // The candidates' coordinates, in double, coordinate-major [d][padded]: one object's
+    // distances to kLanes candidates run as the lanes of a vector, each still summed over the
+    // coordinates in order (element-wise arithmetic rounds as the scalar code does).
+    const std::size_t n = data_.n, d = data_.d, trials = cands.size();
+    const std::size_t padded = (trials + kLanes - 1) / kLanes * kLanes;
+    coords_.assign(d * padded, 0.0);
+    for (std::size_t t = 0; t < trials; ++t)
+      for (std::size_t j = 0; j < d; ++j) coords_[j * padded + t] = static_cast<double>(data_.row(cands[t])[j]);
+    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    out.assign(chunks * trials, 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::size_t ch = 0; ch < chunks; ++ch)
+      sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded, trials,
+            &out[ch * trials]);
+  }
+
+  void choose(std::size_t centre_index, std::vector<double>& chunk_sums) override {
+    const std::size_t n = data_.n, d = data_.d;
+    std::vector<double> centre(d);
+    for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(data_.row(centre_index)[j]);
+    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    chunk_sums.assign(chunks, 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::size_t ch = 0; ch < chunks; ++ch)
+      chunk_sums[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
+                                      closest_.data());
+  }
+
+ private:
+  const Dataset<T>& data_;
+  std::vector<double> closest_, coords_;
+  const CandidateSums<T> sums_ = pick_candidate_sums<T>();
+};
+
+template <class T>
+void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
+                   std::vector<T>& out) {
   const std::size_t n = data.n, d = data.d;
   Uniform u{seed, kPlusPlus};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
+  if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
 
   std::size_t first = u.below(n);
   std::copy_n(data.row(first), d, out.begin());
-  std::vector<double> closest(n), chunk_sums;
-  double potential = chunked_sum(n, chunk_sums, [&](std::size_t i) {
-    return closest[i] = squared_distance_double(data.row(i), data.row(first), d);
-  });
+  std::vector<double> chunk_sums, candidate_sums;  // [chunk], [chunk][candidate]
+  steps.start(first, chunk_sums);
+  auto total = [](const std::vector<double>& sums) {  // in chunk order
+    double p = 0;
+    for (double s : sums) p += s;
+    return p;
+  };
+  double potential = total(chunk_sums);
 
   std::vector<std::size_t> candidates(trials);
-  if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
-  std::vector<double> candidate_sums;    // [chunk][candidate]
-  std::vector<double> candidate_coords;  // [d][padded candidates]
-  const CandidateSums<T> sums_of_candidates = pick_candidate_sums<T>();
   for (std::size_t c = 1; c < k; ++c) {
     progress::update("k-means++", static_cast<double>(c), static_cast<double>(k), "centres");
     // Draw candidates with probability proportional to the squared distance.
@@ -157,36 +207,26 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
       double r = u() * potential;
       std::size_t chunk = 0;
       while (chunk + 1 < chunk_sums.size() && r >= chunk_sums[chunk]) r -= chunk_sums[chunk++];
-      std::size_t i = chunk * kSumChunk, end = std::min(n, i + kSumChunk);
+      const std::size_t begin = chunk * kSumChunk, end = std::min(n, begin + kSumChunk);
+      const double* closest = steps.closest(begin, end);
       cand = end - 1;
-      for (; i < end; ++i) {
-        if (r < closest[i]) {
+      for (std::size_t i = begin; i < end; ++i) {
+        if (r < closest[i - begin]) {
           cand = i;
           break;
         }
-        r -= closest[i];
+        r -= closest[i - begin];
       }
       // Rounding must not land on an object that already is a centre: move to the next
       // object that is not (one exists, since the potential is positive).
-      while (closest[cand] == 0) cand = (cand + 1) % n;
+      while (*steps.closest(cand, cand + 1) == 0) cand = (cand + 1) % n;
     }
     // Keep the candidate that lowers the potential most (first one on ties). Every
     // candidate's potential comes from one pass over the data (each object read once for all
     // of them); each chunk's sums run in object order and the chunks add up in order, so the
     // potentials are the bits that one chunked_sum per candidate gives.
-    // The candidates' coordinates, in double, coordinate-major [d][padded]: one object's
-    // distances to kLanes candidates run as the lanes of a vector, each still summed over the
-    // coordinates in order (element-wise arithmetic rounds as the scalar code does).
-    const std::size_t padded = (trials + kLanes - 1) / kLanes * kLanes;
-    candidate_coords.assign(d * padded, 0.0);
-    for (std::size_t t = 0; t < trials; ++t)
-      for (std::size_t j = 0; j < d; ++j) candidate_coords[j * padded + t] = static_cast<double>(data.row(candidates[t])[j]);
-    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
-    candidate_sums.assign(chunks * trials, 0.0);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t ch = 0; ch < chunks; ++ch)
-      sums_of_candidates(data, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest.data(),
-                         candidate_coords.data(), padded, trials, &candidate_sums[ch * trials]);
+    steps.candidate_sums(candidates, candidate_sums);
+    const std::size_t chunks = chunk_sums.size();
     std::size_t best = candidates[0];
     double best_potential = INFINITY;
     for (std::size_t t = 0; t < trials; ++t) {
@@ -198,32 +238,32 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, st
       }
     }
     std::copy_n(data.row(best), d, out.begin() + c * d);
-    std::vector<double> centre(d);
-    for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(data.row(best)[j]);
-    chunk_sums.assign(chunks, 0.0);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t ch = 0; ch < chunks; ++ch)
-      chunk_sums[ch] = update_closest(data, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
-                                      closest.data());
-    potential = 0;
-    for (double s : chunk_sums) potential += s;
+    steps.choose(best, chunk_sums);
+    potential = total(chunk_sums);
   }
 }
 
 }  // namespace
 
 template <class T>
-std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params) {
+std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu) {
   check_clusters(params.k, data.n);
   const auto k = static_cast<std::size_t>(params.k);
   std::vector<T> out(k * data.d);
   switch (params.init) {
     case Init::first: std::copy_n(data.values.data(), k * data.d, out.begin()); break;
     case Init::random: pick_random(data, k, params.seed, out); break;
-    case Init::kmeanspp:
-      pick_kmeanspp(data, k, params.seed, out);
+    case Init::kmeanspp: {
+      const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
+      std::unique_ptr<PlusPlusSteps> steps;
+      if (on_gpu)
+        steps = gpu_plusplus_steps(data, trials);
+      else
+        steps = std::make_unique<CpuPlusPlus<T>>(data);
+      pick_kmeanspp(data, k, params.seed, *steps, out);
       progress::end_stage();
       break;
+    }
     case Init::given:
       if (params.given_d != data.d)
         throw UsageError(strprintf("the centroids have %zu coordinates but the data has %zu", params.given_d, data.d));
@@ -233,7 +273,7 @@ std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params) {
   return out;
 }
 
-template std::vector<float> initial_centroids(const Dataset<float>&, const Params&);
-template std::vector<double> initial_centroids(const Dataset<double>&, const Params&);
+template std::vector<float> initial_centroids(const Dataset<float>&, const Params&, bool);
+template std::vector<double> initial_centroids(const Dataset<double>&, const Params&, bool);
 
 }  // namespace km

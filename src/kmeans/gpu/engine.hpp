@@ -35,6 +35,7 @@ class GpuEngine : public Engine<T> {
       : params_(params), name_(name), layout_(layout) {}
 
   std::string device() const override { return device_name(); }
+  bool on_gpu() const override { return true; }
 
  protected:
   // Uploads the data (transposed on the device for coord_major), allocates the labels (set

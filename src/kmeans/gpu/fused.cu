@@ -242,6 +242,7 @@ class FusedEngine final : public Engine<T> {
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   std::string device() const override { return device_name(); }
+  bool on_gpu() const override { return true; }
   std::string path() const override { return path_name_; }
 
  private:

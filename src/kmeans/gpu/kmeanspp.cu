@@ -1,0 +1,127 @@
+// k-means++ on the GPU: the data-sized steps of init.cpp's greedy k-means++ (the distance
+// passes and the chunk sums) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the
+// choice left to the shared driver, so the centres are the CPU's, bit for bit.
+#include <algorithm>
+#include <unordered_map>
+
+#include "cuda/check.hpp"
+#include "cuda/device.hpp"
+#include "cuda/memory.hpp"
+#include "kernels/kmeans/kmeanspp.cuh"
+#include "kmeans/cpu_steps.hpp"
+#include "kmeans/init.hpp"
+
+namespace km {
+
+namespace {
+
+using cuda::DeviceBuffer;
+
+template <class T>
+class GpuPlusPlus final : public PlusPlusSteps {
+ public:
+  GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials)
+      : data_(data), n_(data.n), d_(data.d), chunks_((data.n + kSumChunk - 1) / kSumChunk) {
+    const std::size_t bytes = n_ * d_ * sizeof(T) + n_ * sizeof(double) * (1 + max_trials) +
+                              max_trials * d_ * sizeof(double) + chunks_ * max_trials * sizeof(double);
+    check_device_memory(bytes, "--init=kmeans++ on the GPU", "use fewer objects or --init=random");
+    x_ = DeviceBuffer<T>(n_ * d_);
+    CUDA_CHECK(cudaMemcpyAsync(x_.get(), data.values.data(), n_ * d_ * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    closest_ = DeviceBuffer<double>(n_);
+    mins_ = DeviceBuffer<double>(n_ * max_trials);
+    centres_ = DeviceBuffer<double>(max_trials * d_);
+    sums_ = DeviceBuffer<double>(chunks_ * max_trials);
+  }
+
+  void start(std::size_t first, std::vector<double>& chunk_sums) override { closest_pass(first, true, chunk_sums); }
+  void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
+    closest_pass(centre, false, chunk_sums);
+  }
+
+  // The walk reads one chunk, several times per centre: each chunk is copied once until
+  // closest changes.
+  const double* closest(std::size_t begin, std::size_t end) override {
+    const std::size_t chunk = begin / kSumChunk;
+    if (end <= (chunk + 1) * kSumChunk) {  // within one chunk (always, from the walk)
+      auto it = cached_.find(chunk);
+      if (it == cached_.end()) {
+        const std::size_t from = chunk * kSumChunk, count = std::min(n_, from + kSumChunk) - from;
+        it = cached_.emplace(chunk, std::vector<double>(count)).first;
+        copy_closest(from, count, it->second.data());
+      }
+      return it->second.data() + (begin - chunk * kSumChunk);
+    }
+    host_closest_.resize(end - begin);
+    copy_closest(begin, end - begin, host_closest_.data());
+    return host_closest_.data();
+  }
+
+  void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
+    const int trials = static_cast<int>(cands.size());
+    upload_rows(cands);
+    kernels::plusplus_candidates<T><<<blocks(n_), kThreads, 0, stream_>>>(
+        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), trials, closest_.get(),
+        mins_.get());
+    CUDA_CHECK_LAUNCH();
+    sums_of(mins_.get(), trials, out);
+  }
+
+ private:
+  static constexpr int kThreads = 256;
+  static unsigned blocks(std::size_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
+
+  // Objects `rows` as doubles [rows][d] into centres_.
+  void upload_rows(const std::vector<std::size_t>& rows) {
+    staging_.resize(rows.size() * d_);
+    for (std::size_t t = 0; t < rows.size(); ++t)
+      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(data_.row(rows[t])[j]);
+    CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
+                               cudaMemcpyHostToDevice, stream_));
+  }
+
+  void copy_closest(std::size_t from, std::size_t count, double* out) {
+    CUDA_CHECK(cudaMemcpyAsync(out, closest_.get() + from, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
+    cached_.clear();
+    upload_rows({centre});
+    kernels::plusplus_closest<T><<<blocks(n_), kThreads, 0, stream_>>>(
+        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), first, closest_.get());
+    CUDA_CHECK_LAUNCH();
+    sums_of(closest_.get(), 1, chunk_sums);
+  }
+
+  // out[ch * rows + r]: chunk ch's sum of row r of `values` ([rows][n]).
+  void sums_of(const double* values, int rows, std::vector<double>& out) {
+    const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
+    kernels::plusplus_chunk_sums<<<blocks(count), kThreads, 0, stream_>>>(
+        values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(kSumChunk),
+        static_cast<std::int64_t>(chunks_), sums_.get());
+    CUDA_CHECK_LAUNCH();
+    out.resize(count);
+    CUDA_CHECK(cudaMemcpyAsync(out.data(), sums_.get(), count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  const Dataset<T>& data_;
+  std::size_t n_, d_, chunks_;
+  cuda::Stream stream_;
+  DeviceBuffer<T> x_;
+  DeviceBuffer<double> closest_, mins_, centres_, sums_;
+  std::vector<double> host_closest_, staging_;
+  std::unordered_map<std::size_t, std::vector<double>> cached_;
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials) {
+  return std::make_unique<GpuPlusPlus<T>>(data, max_trials);
+}
+
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t);
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t);
+
+}  // namespace km
