@@ -312,7 +312,10 @@ namespace {
 template <class T>
 void check_gpu_kmeanspp() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  for (const LabelShape& s : {LabelShape{50000, 32, 100}, LabelShape{40000, 3, 1000}, LabelShape{20000, 200, 64}})
+  const std::vector<LabelShape> shapes =
+      quick() ? std::vector<LabelShape>{{3000, 8, 20}}
+              : std::vector<LabelShape>{{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}};
+  for (const LabelShape& s : shapes)
     for (int kind = 0; kind < 3; ++kind) {
       SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
       const auto data = label_data<T>(kind, s);

@@ -357,13 +357,23 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
 
 // One warp per object (grid-stride): labels <- next, the change count; with sums, the
 // object's fixed-point coordinates into its cluster's sums, its count, and its squared
-// distance into the inertia.
-template <class T>
+// distance into the inertia. With BLOCK (when K*d fits in shared memory), each block sums
+// into its own shared copy and adds it to the global sums once at the end: K*d + K global
+// atomics per block instead of d + 1 per object, which matters when few clusters take many
+// objects each. Integer sums: the same bits either way, in any order.
+template <class T, bool BLOCK>
 __global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ centroids,
                                 const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
-                                std::int64_t n, int d, unsigned long long* changed,
+                                std::int64_t n, int d, int k, unsigned long long* changed,
                                 unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
                                 double scale, unsigned long long* inertia, double inertia_scale) {
+  extern __shared__ unsigned long long accumulate_shared[];
+  unsigned long long* block_sums = BLOCK ? accumulate_shared : sums;
+  unsigned long long* block_counts = BLOCK ? accumulate_shared + static_cast<std::int64_t>(k) * d : counts;
+  if (BLOCK && sums) {
+    for (int t = threadIdx.x; t < k * d + k; t += blockDim.x) accumulate_shared[t] = 0;
+    __syncthreads();
+  }
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   double part = 0;
@@ -378,17 +388,24 @@ __global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ c
     if (sums) {
       const T* xi = x + i * d;
       const T* ci = centroids + static_cast<std::int64_t>(c) * d;
-      unsigned long long* si = sums + static_cast<std::int64_t>(c) * d;
+      unsigned long long* si = block_sums + static_cast<std::int64_t>(c) * d;
       for (int p = lane; p < d; p += 32) {
         const T v = xi[p];
         const double diff = static_cast<double>(v) - static_cast<double>(ci[p]);
         part += diff * diff;
         atomicAdd(&si[p], to_fixed(static_cast<double>(v), scale));
       }
-      if (lane == 0) atomicAdd(&counts[c], 1ull);
+      if (lane == 0) atomicAdd(&block_counts[c], 1ull);
     }
   }
-  if (sums) flush_block_sum(inertia, part, inertia_scale);
+  if (sums) flush_block_sum(inertia, part, inertia_scale);  // ends with a barrier
+  if (BLOCK && sums) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+      if (accumulate_shared[t]) atomicAdd(&sums[t], accumulate_shared[t]);
+    for (int c = threadIdx.x; c < k; c += blockDim.x)
+      if (block_counts[c]) atomicAdd(&counts[c], block_counts[c]);
+  }
 }
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With

@@ -8,56 +8,63 @@
 
 namespace km::kernels {
 
-// The distance from row x (d values of T) to a centre of d doubles, as the CPU's
-// squared_distance_double: each difference in double, summed in order.
+// Both distance passes stage their objects through shared memory: a block of kRows objects
+// reads kCols coordinates of each row at a time, coalesced, as doubles (rows padded to
+// kCols + 1: conflict-free when each thread walks its own row). Each distance is still summed
+// in coordinate order.
+constexpr int kPlusPlusRows = 128, kPlusPlusCols = 32, kPlusPlusGroup = 16;
+
 template <class T>
-__device__ __forceinline__ double plusplus_distance(const T* __restrict__ x, const double* __restrict__ c, int d) {
-  double s = 0;
-  for (int p = 0; p < d; ++p) {
-    const double e = __dsub_rn(static_cast<double>(x[p]), c[p]);
-    s = __dadd_rn(s, __dmul_rn(e, e));
+__device__ __forceinline__ void plusplus_stage(const T* __restrict__ x, std::int64_t n, int d, std::int64_t row0,
+                                               int p0, double (*tile)[kPlusPlusCols + 1]) {
+  for (int f = threadIdx.x; f < kPlusPlusRows * kPlusPlusCols; f += blockDim.x) {
+    const int r = f / kPlusPlusCols, c = f % kPlusPlusCols;
+    const std::int64_t i = row0 + r;
+    tile[r][c] = i < n && p0 + c < d ? static_cast<double>(x[i * d + p0 + c]) : 0.0;
   }
-  return s;
 }
 
-// closest[i] = distance to `centre` (first) or min(closest[i], it) (update): one thread per
-// object.
+// mins[t][i] = min(closest[i], distance to centre t) for `count` centres of d doubles
+// (centres[t][d]), or with `replace`, closest[i] = that minimum (count 1) -- or, with `first`,
+// the distance itself. Blocks of kPlusPlusRows threads, one object each.
 template <class T>
-__global__ void plusplus_closest(const T* __restrict__ x, std::int64_t n, int d, const double* __restrict__ centre,
-                                 bool first, double* __restrict__ closest) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const double v = plusplus_distance(x + i * d, centre, d);
-  closest[i] = first ? v : (v < closest[i] ? v : closest[i]);
-}
-
-// mins[t][i] = min(closest[i], distance to candidate t) for the `trials` candidates, whose
-// coordinates (double) are cands[t][d]: one thread per object, reading its row once for up
-// to kPlusPlusGroup candidates at a time (each distance still summed in coordinate order).
-constexpr int kPlusPlusGroup = 16;
-template <class T>
-__global__ void plusplus_candidates(const T* __restrict__ x, std::int64_t n, int d, const double* __restrict__ cands,
-                                    int trials, const double* __restrict__ closest, double* __restrict__ mins) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const double cl = closest[i];
-  const T* row = x + i * d;
-  for (int t0 = 0; t0 < trials; t0 += kPlusPlusGroup) {
+__global__ void __launch_bounds__(kPlusPlusRows)
+    plusplus_distances(const T* __restrict__ x, std::int64_t n, int d, const double* __restrict__ centres,
+                       int count, bool first, double* __restrict__ closest, double* __restrict__ mins) {
+  __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows;
+  const std::int64_t i = row0 + threadIdx.x;
+  const double cl = i < n && !first ? closest[i] : 0.0;
+  for (int t0 = 0; t0 < count; t0 += kPlusPlusGroup) {
     double acc[kPlusPlusGroup];
 #pragma unroll
     for (int t = 0; t < kPlusPlusGroup; ++t) acc[t] = 0;
-    for (int p = 0; p < d; ++p) {
-      const double v = static_cast<double>(row[p]);
+    for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
+      __syncthreads();  // the previous tile is used up
+      plusplus_stage(x, n, d, row0, p0, tile);
+      __syncthreads();
+      const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
+      for (int c = 0; c < cols; ++c) {
+        const double v = tile[threadIdx.x][c];
+#pragma unroll
+        for (int t = 0; t < kPlusPlusGroup; ++t)
+          if (t0 + t < count) {
+            const double e = __dsub_rn(v, centres[static_cast<std::int64_t>(t0 + t) * d + p0 + c]);
+            acc[t] = __dadd_rn(acc[t], __dmul_rn(e, e));
+          }
+      }
+    }
+    if (i < n) {
 #pragma unroll
       for (int t = 0; t < kPlusPlusGroup; ++t)
-        if (t0 + t < trials) {
-          const double e = __dsub_rn(v, cands[static_cast<std::int64_t>(t0 + t) * d + p]);
-          acc[t] = __dadd_rn(acc[t], __dmul_rn(e, e));
+        if (t0 + t < count) {
+          const double m = first ? acc[t] : acc[t] < cl ? acc[t] : cl;
+          if (mins)
+            mins[(t0 + t) * n + i] = m;
+          else
+            closest[i] = m;
         }
     }
-#pragma unroll
-    for (int t = 0; t < kPlusPlusGroup; ++t)
-      if (t0 + t < trials) mins[(t0 + t) * n + i] = acc[t] < cl ? acc[t] : cl;
   }
 }
 

@@ -169,6 +169,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     queue_ = DeviceBuffer<kernels::Recheck>(n);
     queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
+    // Block-private sums while K*d (and the counts) fit one block per SM's shared memory.
+    const std::size_t bytes = (this->k_ * this->d_ + this->k_) * sizeof(unsigned long long);
+    if (bytes <= kBlockSumsLimit && bytes <= gpu_info().shared_optin) {
+      block_bytes_ = bytes;
+      cuda::opt_in_shared(kernels::accumulate_rows<T, true>, block_bytes_, "--impl=fused");
+      block_grid_ = multiprocessor_count();
+    }
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
         xnorm2_.get());
@@ -199,10 +206,15 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, queue_.get(), queued_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
-    kernels::accumulate_rows<T><<<rows_grid_, 256, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d,
-        accumulate ? this->changed_.get() : nullptr, accumulate ? this->sums_.get() : nullptr,
-        this->counts_.get(), this->scale_, accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
+    if (block_bytes_ && accumulate)
+      kernels::accumulate_rows<T, true><<<block_grid_, 1024, block_bytes_, s>>>(
+          this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d, k, this->changed_.get(),
+          this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
+    else
+      kernels::accumulate_rows<T, false><<<rows_grid_, 256, 0, s>>>(
+          this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d, k,
+          accumulate ? this->changed_.get() : nullptr, accumulate ? this->sums_.get() : nullptr, this->counts_.get(),
+          this->scale_, accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
     CUDA_CHECK_LAUNCH();
     if (accumulate)
       CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), 2 * sizeof(unsigned long long),
@@ -211,7 +223,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
-  int rows_grid_ = 1;
+  static constexpr std::size_t kBlockSumsLimit = 200 * 1024;
+  int rows_grid_ = 1, block_grid_ = 1;
+  std::size_t block_bytes_ = 0;
   DeviceBuffer<T> mu_, centred_, norms_;
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
@@ -221,8 +235,19 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   double mu_norm_ = 0;
 };
 
+// KMEANS_FUSED_PATH=one-pass|tensor forces a path (for measuring the crossover; one-pass
+// still needs d <= 32 and its shared memory).
+bool one_pass_for(std::size_t k, std::size_t d, std::size_t elem) {
+  const char* forced = std::getenv("KMEANS_FUSED_PATH");
+  if (forced && std::string(forced) == "tensor") return false;
+  if (forced && std::string(forced) == "one-pass")
+    return d <= static_cast<std::size_t>(kernels::kFusedMaxCoords) &&
+           kernels::block_sums_layout<std::size_t>(k, d, elem).bytes <= gpu_info().shared_optin;
+  return kernels::fused_one_pass(k, d, elem);
+}
+
 const char* fused_path(std::size_t k, std::size_t d, std::size_t elem) {
-  return kernels::fused_one_pass(k, d, elem) ? "one-pass" : "tensor";
+  return one_pass_for(k, d, elem) ? "one-pass" : "tensor";
 }
 
 template <class T>
@@ -232,7 +257,7 @@ class FusedEngine final : public Engine<T> {
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     path_name_ = fused_path(initial.size() / data.d, data.d, sizeof(T));
-    if (kernels::fused_one_pass(initial.size() / data.d, data.d, sizeof(T)))
+    if (one_pass_for(initial.size() / data.d, data.d, sizeof(T)))
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else
       path_ = std::make_unique<FusedTensor<T>>(params_);

@@ -59,8 +59,8 @@ class GpuPlusPlus final : public PlusPlusSteps {
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
     const int trials = static_cast<int>(cands.size());
     upload_rows(cands);
-    kernels::plusplus_candidates<T><<<blocks(n_), kThreads, 0, stream_>>>(
-        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), trials, closest_.get(),
+    kernels::plusplus_distances<T><<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), trials, false, closest_.get(),
         mins_.get());
     CUDA_CHECK_LAUNCH();
     sums_of(mins_.get(), trials, out);
@@ -69,6 +69,9 @@ class GpuPlusPlus final : public PlusPlusSteps {
  private:
   static constexpr int kThreads = 256;
   static unsigned blocks(std::size_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
+  unsigned row_blocks() const {
+    return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
+  }
 
   // Objects `rows` as doubles [rows][d] into centres_.
   void upload_rows(const std::vector<std::size_t>& rows) {
@@ -87,8 +90,9 @@ class GpuPlusPlus final : public PlusPlusSteps {
   void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
     cached_.clear();
     upload_rows({centre});
-    kernels::plusplus_closest<T><<<blocks(n_), kThreads, 0, stream_>>>(
-        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), first, closest_.get());
+    kernels::plusplus_distances<T><<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), 1, first, closest_.get(),
+        nullptr);
     CUDA_CHECK_LAUNCH();
     sums_of(closest_.get(), 1, chunk_sums);
   }

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The real-data shapes (embeddings and images: d = 16...784, K = 128...65536) through
+`fused` and its peers, in one process on one GPU, per-iteration medians (first-K init,
+uniform data in [0, 1), 10 iterations):
+
+  fused double / float     this program; its JSON gives the per-iteration kernel time and how
+                           many objects the tensor path re-checked with seq's formula
+  compute floor (double)   2 N K d / cuBLAS DGEMM's rate on the shape (`gemm --kernel=cublas`,
+                           m capped so that the m x K product fits in memory)
+  PyTorch fp32 / fp64      matmul + argmin + index_add_ Lloyd on the same GPU, TF32 off
+  Flash-KMeans             svg-project/flash-kmeans (tf32, fp16, fp64, IEEE fp32), when
+                           --flash DIR holds its flash_kmeans package; skipped otherwise
+
+Also, with --kmeanspp, k-means++ at 1,000,000 x 128, K = 1024: fused (GPU k-means++) against
+the time of its 10 iterations, and omp (CPU k-means++) on every core; and with --crossover,
+fused's two paths (KMEANS_FUSED_PATH=one-pass|tensor) on the shapes where both run.
+
+Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--kmeanspp]
+                            [--crossover] [--quick]"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import stamp  # noqa: E402
+
+ROWS = [(262144, 128, 1024), (4194304, 128, 1024), (1000000, 16, 65536), (1000000, 128, 128), (60000, 784, 256)]
+LOOPS = 10
+
+
+def run_json(cmd, env=None, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def ours(kmeans, n, d, k, precision, env=None, init="first", loops=LOOPS):
+    r = run_json([kmeans, "--impl=fused", f"--objects={n}", f"--coords={d}", f"--clusters={k}", f"--loops={loops}",
+                  f"--precision={precision}", f"--init={init}", "--report=json", "--quiet"], env=env)
+    it = r["per_iteration"]
+    rechecked = [x["rechecked"] for x in it if "rechecked" in x]
+    return dict(ms=1e3 * statistics.median(x["kernel"] for x in it), path=r.get("path", ""),
+                rechecked=statistics.mean(rechecked) if rechecked else "", init_s=r["seconds"]["init"],
+                loop_s=r["seconds"]["loop"], inertia=r["inertia"])
+
+
+def dgemm_floor_ms(gemm, n, d, k):
+    m = max(1024, min(n, (1 << 28) // k))
+    r = run_json([gemm, "--kernel=cublas", "--op=nt", f"--m={m}", f"--n={k}", f"--k={d}", "--precision=double",
+                  "--no-check", "--report=json"])
+    tflops = r["gflops"] / 1e3
+    return 2.0 * n * k * d / (tflops * 1e12) * 1e3, tflops
+
+
+def torch_lloyd_ms(n, d, k, dtype_name):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtype = getattr(torch, dtype_name)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.rand((n, d), device="cuda", dtype=dtype, generator=g)
+    c = x[:k].clone()
+    x2 = (x * x).sum(1, keepdim=True)
+    times = []
+    for _ in range(LOOPS):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        d2 = x2 - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
+        labels = d2.argmin(1)
+        sums = torch.zeros_like(c).index_add_(0, labels, x)
+        counts = torch.bincount(labels, minlength=k).to(dtype)
+        c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], c)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    del x, c, x2
+    torch.cuda.empty_cache()
+    return 1e3 * statistics.median(times)
+
+
+def flash_ms(flash_dir, n, d, k, mode):
+    """Flash-KMeans per iteration: (t(11) - t(1)) / 10, as ../shared/peers/README.md times it."""
+    import torch
+    if flash_dir not in sys.path:
+        sys.path.insert(0, flash_dir)
+    from flash_kmeans.kmeans_triton_impl import batch_kmeans_Euclid  # no silent torch fallback
+    dtype = {"tf32": torch.float32, "ieee": torch.float32, "fp16": torch.float16, "fp64": torch.float64}[mode]
+    os.environ["TRITON_F32_DEFAULT"] = "ieee" if mode == "ieee" else "tf32"
+    x = torch.rand((1, n, d), device="cuda", dtype=torch.float32).to(dtype)
+    init = x[:, :k].clone()
+    batch_kmeans_Euclid(x, k, max_iters=2, tol=-1.0, init_centroids=init.clone())
+
+    def t(iters):
+        torch.cuda.synchronize()
+        s = time.perf_counter()
+        batch_kmeans_Euclid(x, k, max_iters=iters, tol=-1.0, init_centroids=init.clone())
+        torch.cuda.synchronize()
+        return time.perf_counter() - s
+
+    per = (t(11) - t(1)) / 10
+    del x, init
+    torch.cuda.empty_cache()
+    return 1e3 * per
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="build")
+    ap.add_argument("--csv", default="real_shapes.csv")
+    ap.add_argument("--flash", default=None, help="folder holding the flash_kmeans package")
+    ap.add_argument("--kmeanspp", action="store_true")
+    ap.add_argument("--crossover", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="first and last rows only")
+    a = ap.parse_args()
+    st = stamp()
+    kmeans, gemm = os.path.join(a.bin, "kmeans"), os.path.join(a.bin, "gemm")
+    rows = []
+
+    def add(section, n, d, k, who, precision, ms, **extra):
+        rows.append(dict(section=section, objects=n, coords=d, clusters=k, who=who, precision=precision,
+                         ms_per_iter=ms, **extra, **st))
+        more = " ".join(f"{key}={val}" for key, val in extra.items() if val != "")
+        print(f"{section:<10} {n:>8} x {d:<4} K={k:<6} {who:<22} {precision:<6} {ms:10.3f} ms  {more}", flush=True)
+
+    for n, d, k in (ROWS[:1] + ROWS[-1:]) if a.quick else ROWS:
+        floor, rate = dgemm_floor_ms(gemm, n, d, k)
+        add("shapes", n, d, k, "floor (cuBLAS DGEMM)", "double", floor, tflops=round(rate, 2))
+        for precision in ("double", "float"):
+            r = ours(kmeans, n, d, k, precision)
+            add("shapes", n, d, k, "fused", precision, r["ms"], path=r["path"], rechecked=r["rechecked"],
+                vs_floor=round(r["ms"] / floor, 3) if precision == "double" else "")
+        for dtype in ("float32", "float64"):
+            try:
+                add("shapes", n, d, k, "PyTorch", dtype, torch_lloyd_ms(n, d, k, dtype))
+            except Exception as e:  # noqa: BLE001 - out of memory on the largest shapes: say so
+                print(f"PyTorch {dtype} at {n} x {d}, K={k}: {str(e).splitlines()[0][:120]}", flush=True)
+        if a.flash:
+            for mode in ("tf32", "fp16", "fp64", "ieee"):
+                try:
+                    add("shapes", n, d, k, "Flash-KMeans", mode, flash_ms(a.flash, n, d, k, mode))
+                except Exception as e:  # noqa: BLE001
+                    print(f"Flash {mode}: {str(e).splitlines()[0][:160]}", flush=True)
+
+    if a.kmeanspp:
+        n, d, k = 1000000, 128, 1024
+        for precision in ("double", "float"):
+            r = ours(kmeans, n, d, k, precision, init="kmeans++")
+            add("kmeans++", n, d, k, "fused GPU k-means++", precision, 1e3 * r["init_s"],
+                loop_10_ms=round(1e3 * r["loop_s"], 3), inertia=r["inertia"])
+        r = run_json([kmeans, "--impl=omp", f"--objects={n}", f"--coords={d}", f"--clusters={k}", "--loops=1",
+                      "--init=kmeans++", "--report=json", "--quiet"])
+        add("kmeans++", n, d, k, f"omp k-means++ ({os.cpu_count()} cores)", "double", 1e3 * r["seconds"]["init"])
+
+    if a.crossover:
+        n = 1 << 20
+        for d in (2, 8, 16, 32):
+            for k in (16, 64, 256, 1024):
+                for precision in ("double", "float"):
+                    for path in ("one-pass", "tensor"):
+                        env = dict(os.environ, KMEANS_FUSED_PATH=path)
+                        try:
+                            r = ours(kmeans, n, d, k, precision, env=env)
+                        except RuntimeError as e:
+                            print(f"crossover {d} {k} {precision} {path}: {e}", flush=True)
+                            continue
+                        if r["path"] == path:
+                            add("crossover", n, d, k, f"fused {path}", precision, r["ms"])
+
+    fields = sorted({key for r in rows for key in r}, key=lambda f: (f not in (
+        "section", "objects", "coords", "clusters", "who", "precision", "ms_per_iter"), f))
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
