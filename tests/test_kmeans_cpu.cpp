@@ -481,8 +481,17 @@ TEST(Layouts, SharedMemoryFootprints) {
   EXPECT_FALSE(fused_owner_lanes(16, 33));
   EXPECT_FALSE(fused_owner_lanes(4, 16));
   EXPECT_TRUE(fused_one_pass(16, 16, 8));
-  EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the GEMM path";
+  EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the tensor path";
   EXPECT_FALSE(fused_one_pass(1024, 128, 4));
+  // The measured crossover (layouts.hpp): one pass for d <= 4 at any K that fits, up to
+  // K*d = 512 (double) / 2048 (float) for d <= 16, and only K*d <= 512 in float at d = 32.
+  EXPECT_TRUE(fused_one_pass(1024, 2, 8));
+  EXPECT_TRUE(fused_one_pass(64, 8, 8));
+  EXPECT_FALSE(fused_one_pass(256, 8, 8));
+  EXPECT_TRUE(fused_one_pass(256, 8, 4));
+  EXPECT_FALSE(fused_one_pass(64, 32, 8));
+  EXPECT_TRUE(fused_one_pass(16, 32, 4));
+  EXPECT_FALSE(fused_one_pass(4096, 4, 8)) << "one pass only while its shared memory stays small";
 }
 
 TEST(CpuSteps, TransposesRoundTripAndAccumulate) {

@@ -196,7 +196,10 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
   const int tiles = dtiles * ctiles;
   auto load = [&](int t) {
     const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
-    gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
+    // With one slice of d (d <= BK) every tile needs the same objects' slice: once each stage
+    // holds it, only the centroids move.
+    if (dtiles > 1 || t < STAGES)
+      gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
     gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
     if constexpr (S::centre_objects)
       if (threadIdx.x < BK / VEC) {
