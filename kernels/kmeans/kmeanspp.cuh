@@ -69,18 +69,30 @@ __global__ void __launch_bounds__(kPlusPlusRows)
 }
 
 // out[ch * rows + r] = the sum, in object order, of values[r][chunk ch] (rows of n values):
-// one thread per (chunk, row).
-__global__ void plusplus_chunk_sums(const double* __restrict__ values, std::int64_t n, int rows, std::int64_t chunk,
-                                    std::int64_t chunks, double* __restrict__ out) {
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= chunks * rows) return;
+// one warp per (chunk, row). The warp reads 256 values at a time, coalesced, into its slice of
+// shared memory; lane 0 adds them in order (the CPU's order: the same bits).
+constexpr int kSumWarps = 4, kSumBatch = 256;
+__global__ void __launch_bounds__(kSumWarps * 32)
+    plusplus_chunk_sums(const double* __restrict__ values, std::int64_t n, int rows, std::int64_t chunk,
+                        std::int64_t chunks, double* __restrict__ out) {
+  __shared__ double batch[kSumWarps][kSumBatch];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kSumWarps + warp;
+  if (t >= chunks * rows) return;  // whole warps leave together
   const std::int64_t ch = t / rows;
   const int r = static_cast<int>(t % rows);
   const std::int64_t begin = ch * chunk, end = begin + chunk < n ? begin + chunk : n;
   const double* v = values + static_cast<std::int64_t>(r) * n;
   double s = 0;
-  for (std::int64_t i = begin; i < end; ++i) s = __dadd_rn(s, v[i]);
-  out[t] = s;
+  for (std::int64_t b = begin; b < end; b += kSumBatch) {
+    const int count = static_cast<int>(end - b < kSumBatch ? end - b : kSumBatch);
+    for (int q = lane; q < count; q += 32) batch[warp][q] = v[b + q];
+    __syncwarp();
+    if (lane == 0)
+      for (int q = 0; q < count; ++q) s = __dadd_rn(s, batch[warp][q]);
+    __syncwarp();
+  }
+  if (lane == 0) out[t] = s;
 }
 
 }  // namespace km::kernels

@@ -67,8 +67,6 @@ class GpuPlusPlus final : public PlusPlusSteps {
   }
 
  private:
-  static constexpr int kThreads = 256;
-  static unsigned blocks(std::size_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
   unsigned row_blocks() const {
     return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
   }
@@ -100,7 +98,8 @@ class GpuPlusPlus final : public PlusPlusSteps {
   // out[ch * rows + r]: chunk ch's sum of row r of `values` ([rows][n]).
   void sums_of(const double* values, int rows, std::vector<double>& out) {
     const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
-    kernels::plusplus_chunk_sums<<<blocks(count), kThreads, 0, stream_>>>(
+    const auto sum_blocks = static_cast<unsigned>((count + kernels::kSumWarps - 1) / kernels::kSumWarps);
+    kernels::plusplus_chunk_sums<<<sum_blocks, kernels::kSumWarps * 32, 0, stream_>>>(
         values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(kSumChunk),
         static_cast<std::int64_t>(chunks_), sums_.get());
     CUDA_CHECK_LAUNCH();
