@@ -278,8 +278,10 @@ TEST_P(GpuExactLabels, Double) { check_exact_labels<double>(*GetParam()); }
 TEST_P(GpuExactLabels, Float) { check_exact_labels<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuExactLabels, ::testing::ValuesIn(gpu_implementations()), impl_name);
 
-// The tensor path's re-check runs on purpose: on quantised data with a triplicated centroid,
-// some objects are queued (the JSON's "rechecked"), and the labels still equal seq's.
+// The tensor path's re-checks run on purpose: on quantised data, from centroids of which four
+// are copies of object 0 (so its neighbours have four tied keys and are checked against every
+// centroid), some objects are queued with their candidates and some against every centroid
+// (the JSON's "rechecked" / "rechecked_all"), and the first iteration still equals omp's.
 template <class T>
 void check_recheck_exercised() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -288,17 +290,24 @@ void check_recheck_exercised() {
   km::Params p;
   p.k = s.k;
   p.loops = 3;
+  p.init = km::Init::given;
+  p.given_d = s.d;
+  p.given_centroids.resize(static_cast<std::size_t>(s.k) * s.d);
+  for (int c = 0; c < s.k; ++c)
+    for (std::size_t j = 0; j < s.d; ++j)
+      p.given_centroids[c * s.d + j] = data.row(c >= s.k - 3 ? 0 : static_cast<std::size_t>(c))[j];
   const auto& fused = km::find_implementation("fused");
   ASSERT_STREQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)), "tensor");
   const auto got = km::run(fused, data, p);
   const auto ref = km::run(km::find_implementation("omp"), data, p);
   ASSERT_GE(got.per_iteration.size(), 1u);
-  EXPECT_GT(got.per_iteration[0].rechecked, 0) << "quantised data must queue some objects";
-  EXPECT_LT(got.per_iteration[0].rechecked, static_cast<std::int64_t>(s.n));
-  EXPECT_EQ(got.per_iteration[0].changed, ref.per_iteration[0].changed);
+  const auto& first = got.per_iteration[0];
+  EXPECT_GT(first.rechecked, first.rechecked_all) << "some objects must be queued with their candidates";
+  EXPECT_GT(first.rechecked_all, 0) << "the copies of object 0 must send some objects to every centroid";
+  EXPECT_LT(first.rechecked, static_cast<std::int64_t>(s.n));
+  EXPECT_EQ(first.changed, ref.per_iteration[0].changed);
   // The GPU sums the inertia in double from T's differences, omp in T: 1e-12 in double, 1e-5 in float.
-  EXPECT_NEAR(got.per_iteration[0].inertia, ref.per_iteration[0].inertia,
-              (sizeof(T) == 8 ? 1e-12 : 1e-5) * ref.per_iteration[0].inertia);
+  EXPECT_NEAR(first.inertia, ref.per_iteration[0].inertia, (sizeof(T) == 8 ? 1e-12 : 1e-5) * ref.per_iteration[0].inertia);
 }
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }

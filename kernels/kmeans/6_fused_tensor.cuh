@@ -15,6 +15,8 @@
 //                        with every centroid.
 //   recheck_nearest      A warp per queued object: seq's direct formula, in seq's order and
 //                        rounding, over the queued candidates; the lowest index wins ties.
+//   recheck_all          The same against every centroid, for groups of queued objects at a
+//                        time through shared-memory tiles.
 //   accumulate_rows      A warp per object: the change count, the fixed-point sums and counts
 //                        (update.cuh: to_fixed; integer atomics, the same bits in any order)
 //                        and the inertia.
@@ -31,7 +33,8 @@
 
 namespace km::kernels {
 
-// One queued re-check: object i and its `count` candidates (count 0: every centroid).
+// One queued re-check: object i and its `count` candidates (count 0: every centroid, queued
+// apart for recheck_all).
 constexpr int kMaxCandidates = 3;
 struct Recheck {
   std::int64_t i;
@@ -156,8 +159,8 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
 // |c'|^2 + 2 mu.c' in T (|c'|^2 when the objects are centred too); cmax2: the largest |c'|^2
 // (double); xc2[n] = |x - mu|^2 (double); mu_norm = |mu| (0 when the objects are centred).
 // Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
-// labels and queues those that need seq's formula (queued[0]: all; queued[1]: those with
-// every centroid).
+// labels and queues those that need seq's formula: with their candidates in queue (length
+// queued[0]), or, to be checked against every centroid, in everyone (length queued[1]).
 template <class Mma, int VEC>
 __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
     fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ mu,
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
                         const typename Mma::T* __restrict__ keyed, const double* __restrict__ cmax2,
                         const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                         CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
-                        unsigned long long* __restrict__ queued) {
+                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued) {
   using T = typename Mma::T;
   using Reg = typename Mma::Reg;
   using S = TensorAssignShape<Mma>;
@@ -312,8 +315,10 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
           if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
       }
-      queue[atomicAdd(queued, 1ull)] = q;
-      if (q.count == 0) atomicAdd(queued + 1, 1ull);
+      if (q.count == 0)
+        everyone[atomicAdd(queued + 1, 1ull)] = i;
+      else
+        queue[atomicAdd(queued, 1ull)] = q;
     }
   }
 }
@@ -332,19 +337,9 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
     const T* xi = x + r.i * d;
     T best = T(INFINITY);
     int best_c = INT_MAX;
-    if (r.count > 0) {  // the candidates within the margin
-      if (lane < r.count) {
-        best_c = r.c[lane];
-        best = seq_distance(xi, centroids + static_cast<std::int64_t>(best_c) * d, d);
-      }
-    } else {
-      for (int c = lane; c < k; c += 32) {  // ascending c: strict < keeps the lowest on ties
-        const T v = seq_distance(xi, centroids + static_cast<std::int64_t>(c) * d, d);
-        if (v < best) {
-          best = v;
-          best_c = c;
-        }
-      }
+    if (lane < r.count) {  // the candidates within the margin
+      best_c = r.c[lane];
+      best = seq_distance(xi, centroids + static_cast<std::int64_t>(best_c) * d, d);
     }
     for (int off = 16; off > 0; off /= 2) {
       const T ov = __shfl_down_sync(0xffffffffu, best, off);
@@ -355,6 +350,86 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
       }
     }
     if (lane == 0) labels[r.i] = best_c;
+  }
+}
+
+// seq's running sum for one more coordinate: (x - c)^2 rounded, added, rounded.
+__device__ __forceinline__ float seq_add(float s, float x, float c) {
+  const float e = __fsub_rn(x, c);
+  return __fadd_rn(s, __fmul_rn(e, e));
+}
+__device__ __forceinline__ double seq_add(double s, double x, double c) {
+  const double e = __dsub_rn(x, c);
+  return __dadd_rn(s, __dmul_rn(e, e));
+}
+
+// The objects queued against every centroid, kAllObjects per block at a time: tiles of
+// kAllTile centroids x kAllCols coordinates and the objects' same coordinates are staged in
+// shared memory, so the centroids stream once per group of objects instead of once per
+// object. Thread (object o, lane l) keeps the running sums of centroids l, l + 8, ... of the
+// tile, each summed over the coordinates in order (seq's arithmetic); the nearest, lowest
+// index on ties, merges over the 8 lanes.
+constexpr int kAllObjects = 32, kAllLanes = 8, kAllTile = 64, kAllCols = 32;
+template <class T>
+__global__ void __launch_bounds__(kAllObjects * kAllLanes)
+    recheck_all(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
+                const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
+                std::int32_t* __restrict__ labels) {
+  constexpr int PER = kAllTile / kAllLanes;
+  __shared__ T xs[kAllObjects][kAllCols + 1];
+  __shared__ T cs[kAllTile][kAllCols + 1];
+  __shared__ std::int64_t ids[kAllObjects];
+  const int o = threadIdx.x / kAllLanes, l = threadIdx.x % kAllLanes;
+  const std::int64_t total = static_cast<std::int64_t>(*count);
+  for (std::int64_t g = blockIdx.x; g * kAllObjects < total; g += gridDim.x) {
+    __syncthreads();  // the previous group's ids are used up
+    if (threadIdx.x < kAllObjects) {
+      const std::int64_t q = g * kAllObjects + threadIdx.x;
+      ids[threadIdx.x] = q < total ? everyone[q] : -1;
+    }
+    T best = T(INFINITY);
+    int best_c = INT_MAX;
+    for (int c0 = 0; c0 < k; c0 += kAllTile) {
+      T acc[PER];
+#pragma unroll
+      for (int j = 0; j < PER; ++j) acc[j] = 0;
+      for (int p0 = 0; p0 < d; p0 += kAllCols) {
+        __syncthreads();
+        for (int f = threadIdx.x; f < kAllObjects * kAllCols; f += blockDim.x) {
+          const int r = f / kAllCols, c = f % kAllCols;
+          const std::int64_t id = ids[r];
+          xs[r][c] = id >= 0 && p0 + c < d ? x[id * d + p0 + c] : T(0);
+        }
+        for (int f = threadIdx.x; f < kAllTile * kAllCols; f += blockDim.x) {
+          const int r = f / kAllCols, c = f % kAllCols;
+          cs[r][c] = c0 + r < k && p0 + c < d ? centroids[static_cast<std::int64_t>(c0 + r) * d + p0 + c] : T(0);
+        }
+        __syncthreads();
+        const int cols = d - p0 < kAllCols ? d - p0 : kAllCols;
+        for (int c = 0; c < cols; ++c) {
+          const T xv = xs[o][c];
+#pragma unroll
+          for (int j = 0; j < PER; ++j) acc[j] = seq_add(acc[j], xv, cs[l + kAllLanes * j][c]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {  // ascending centroid: strict < keeps the lowest on ties
+        const int cc = c0 + l + kAllLanes * j;
+        if (cc < k && acc[j] < best) {
+          best = acc[j];
+          best_c = cc;
+        }
+      }
+    }
+    for (int off = 1; off < kAllLanes; off *= 2) {
+      const T ov = __shfl_xor_sync(0xffffffffu, best, off);
+      const int oc = __shfl_xor_sync(0xffffffffu, best_c, off);
+      if (ov < best || (ov == best && oc < best_c)) {
+        best = ov;
+        best_c = oc;
+      }
+    }
+    if (l == 0 && ids[o] >= 0) labels[ids[o]] = best_c;
   }
 }
 

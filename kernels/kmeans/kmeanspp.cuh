@@ -14,42 +14,58 @@ namespace km::kernels {
 // in coordinate order.
 constexpr int kPlusPlusRows = 128, kPlusPlusCols = 32, kPlusPlusGroup = 16;
 
+// The block's kPlusPlusRows objects, coordinates [p0, p0 + kPlusPlusCols), into the tile as
+// doubles: every thread issues all its loads before storing any (kPlusPlusCols of them in
+// flight), a warp reading one row's columns, coalesced.
 template <class T>
 __device__ __forceinline__ void plusplus_stage(const T* __restrict__ x, std::int64_t n, int d, std::int64_t row0,
                                                int p0, double (*tile)[kPlusPlusCols + 1]) {
-  for (int f = threadIdx.x; f < kPlusPlusRows * kPlusPlusCols; f += blockDim.x) {
-    const int r = f / kPlusPlusCols, c = f % kPlusPlusCols;
-    const std::int64_t i = row0 + r;
-    tile[r][c] = i < n && p0 + c < d ? static_cast<double>(x[i * d + p0 + c]) : 0.0;
+  constexpr int per = kPlusPlusRows * kPlusPlusCols / kPlusPlusRows;  // = kPlusPlusCols
+  double v[per];
+  const int c = threadIdx.x % kPlusPlusCols, r0 = threadIdx.x / kPlusPlusCols;
+  constexpr int row_step = kPlusPlusRows / kPlusPlusCols;
+#pragma unroll
+  for (int q = 0; q < per; ++q) {
+    const std::int64_t i = row0 + r0 + q * row_step;
+    v[q] = i < n && p0 + c < d ? static_cast<double>(x[i * d + p0 + c]) : 0.0;
   }
+#pragma unroll
+  for (int q = 0; q < per; ++q) tile[r0 + q * row_step][c] = v[q];
 }
 
 // mins[t][i] = min(closest[i], distance to centre t) for `count` centres of d doubles
 // (centres[t][d]), or with `replace`, closest[i] = that minimum (count 1) -- or, with `first`,
-// the distance itself. Blocks of kPlusPlusRows threads, one object each.
+// the distance itself. Blocks of kPlusPlusRows threads, one object each; the centres' slice
+// of coordinates is staged beside the objects'.
 template <class T>
 __global__ void __launch_bounds__(kPlusPlusRows)
     plusplus_distances(const T* __restrict__ x, std::int64_t n, int d, const double* __restrict__ centres,
                        int count, bool first, double* __restrict__ closest, double* __restrict__ mins) {
   __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
+  __shared__ double cs[kPlusPlusGroup][kPlusPlusCols];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows;
   const std::int64_t i = row0 + threadIdx.x;
   const double cl = i < n && !first ? closest[i] : 0.0;
   for (int t0 = 0; t0 < count; t0 += kPlusPlusGroup) {
+    const int group = count - t0 < kPlusPlusGroup ? count - t0 : kPlusPlusGroup;
     double acc[kPlusPlusGroup];
 #pragma unroll
     for (int t = 0; t < kPlusPlusGroup; ++t) acc[t] = 0;
     for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
-      __syncthreads();  // the previous tile is used up
+      __syncthreads();  // the previous tiles are used up
       plusplus_stage(x, n, d, row0, p0, tile);
+      for (int f = threadIdx.x; f < group * kPlusPlusCols; f += blockDim.x) {
+        const int t = f / kPlusPlusCols, c = f % kPlusPlusCols;
+        cs[t][c] = p0 + c < d ? centres[static_cast<std::int64_t>(t0 + t) * d + p0 + c] : 0.0;
+      }
       __syncthreads();
       const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
       for (int c = 0; c < cols; ++c) {
         const double v = tile[threadIdx.x][c];
 #pragma unroll
         for (int t = 0; t < kPlusPlusGroup; ++t)
-          if (t0 + t < count) {
-            const double e = __dsub_rn(v, centres[static_cast<std::int64_t>(t0 + t) * d + p0 + c]);
+          if (t < group) {
+            const double e = __dsub_rn(v, cs[t][c]);
             acc[t] = __dadd_rn(acc[t], __dmul_rn(e, e));
           }
       }
@@ -57,7 +73,7 @@ __global__ void __launch_bounds__(kPlusPlusRows)
     if (i < n) {
 #pragma unroll
       for (int t = 0; t < kPlusPlusGroup; ++t)
-        if (t0 + t < count) {
+        if (t < group) {
           const double m = first ? acc[t] : acc[t] < cl ? acc[t] : cl;
           if (mins)
             mins[(t0 + t) * n + i] = m;

@@ -82,7 +82,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 template <class T>
 struct TensorKernels {
   using Assign = void (*)(const T*, const T*, const T*, const T*, const double*, const double*, double, std::int64_t,
-                          int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, unsigned long long*);
+                          int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, std::int64_t*,
+                          unsigned long long*);
   Assign assign = nullptr;
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
@@ -128,7 +129,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void iterate(IterationStats& stats) override {
     DeviceUpdateEngine<T>::iterate(stats);  // waits for the stream, so the count is here
-    stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0]);
+    stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0] + queued_host_.get()[1]);
     stats.rechecked_all = static_cast<std::int64_t>(queued_host_.get()[1]);
   }
 
@@ -138,9 +139,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
-    // |x'|^2, the re-check queue and its length
+    // |x'|^2, the two re-check queues and their lengths
     return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
-           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck)) + 2 * sizeof(unsigned long long);
+           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t)) +
+           2 * sizeof(unsigned long long);
   }
 
   void after_setup() override {
@@ -167,6 +169,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     next_ = DeviceBuffer<std::int32_t>(n);
     xnorm2_ = DeviceBuffer<double>(n);
     queue_ = DeviceBuffer<kernels::Recheck>(n);
+    everyone_ = DeviceBuffer<std::int64_t>(n);
     queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
     // Block-private sums while K*d (and the counts) fit one block per SM's shared memory.
@@ -201,10 +204,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
         this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
-        next_.get(), queue_.get(), queued_.get());
+        next_.get(), queue_.get(), everyone_.get(), queued_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, queue_.get(), queued_.get(), next_.get());
+    CUDA_CHECK_LAUNCH();
+    kernels::recheck_all<T><<<multiprocessor_count() * 4, kernels::kAllObjects * kernels::kAllLanes, 0, s>>>(
+        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued_.get() + 1, next_.get());
     CUDA_CHECK_LAUNCH();
     if (block_bytes_ && accumulate)
       kernels::accumulate_rows<T, true><<<block_grid_, 1024, block_bytes_, s>>>(
@@ -230,6 +236,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
+  DeviceBuffer<std::int64_t> everyone_;
   DeviceBuffer<unsigned long long> queued_;
   PinnedBuffer<unsigned long long> queued_host_{2};
   double mu_norm_ = 0;
