@@ -202,6 +202,67 @@ def peers(rows, out):
     finish(fig, rows, os.path.join(out, "peers.png"))
 
 
+# Flash-KMeans per iteration (ms) on an H200, from the issue that asked for the tensor path
+# (another session: the peer could not be brought into this one). Shown as reference marks.
+FLASH_REFERENCE = {(262144, 128, 1024): {"tf32": 0.717, "fp64": 27.0}, (4194304, 128, 1024): {"tf32": 6.24, "fp64": 424},
+                   (1000000, 16, 65536): {"tf32": 34.1, "fp64": 85.4}, (1000000, 128, 128): {"tf32": 0.686, "fp64": 1.88},
+                   (60000, 784, 256): {"tf32": 1.90, "fp64": 3.02}}
+
+
+def real_shapes(rows, out):
+    """Per-iteration time on the real-data shapes (bench_real_shapes.py), and fused's two paths
+    across the crossover."""
+    shapes = [r for r in rows if r.get("section") == "shapes"]
+    if shapes:
+        keys = list(dict.fromkeys((int(r["objects"]), int(r["coords"]), int(r["clusters"])) for r in shapes))
+        series = [("fused", "double", "#55a868"), ("floor (cuBLAS DGEMM)", "double", "#c0c0c0"),
+                  ("fused", "float", "#4c72b0"), ("PyTorch", "float32", "#dd8452"), ("PyTorch", "float64", "#937860")]
+        fig, ax = plt.subplots(figsize=(11, 5))
+        width = 0.16
+        for si, (who, prec, color) in enumerate(series):
+            for ki, key in enumerate(keys):
+                r = next((r for r in shapes if (int(r["objects"]), int(r["coords"]), int(r["clusters"])) == key
+                          and r["who"] == who and r["precision"] == prec), None)
+                if r:
+                    ax.bar(ki + (si - 2) * width, num(r["ms_per_iter"]), width, color=color,
+                           label=f"{who} {prec}" if ki == 0 else None)
+        for ki, key in enumerate(keys):
+            ref = FLASH_REFERENCE.get(key, {})
+            for mode, marker in (("tf32", "v"), ("fp64", "^")):
+                if mode in ref:
+                    ax.plot(ki, ref[mode], marker, color="k", label=f"Flash-KMeans {mode} (issue's H200 run)"
+                            if ki == 0 else None)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels([f"N={n:,}\nd={d}, K={k}" for n, d, k in keys], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms per iteration (log)")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title("Real-data shapes: fused's tensor path (labels identical to seq's) against its floor and peers")
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, shapes, os.path.join(out, "real_shapes.png"))
+    cross = [r for r in rows if r.get("section") == "crossover"]
+    if cross:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for ax, prec in zip(axes, ("double", "float")):
+            for path, style in (("fused one-pass", "-o"), ("fused tensor", "--s")):
+                for d, color in zip((2, 8, 16, 32), ("#4c72b0", "#55a868", "#c44e52", "#8172b2")):
+                    sel = sorted((int(r["clusters"]), num(r["ms_per_iter"])) for r in cross
+                                 if r["who"] == path and r["precision"] == prec and int(r["coords"]) == d)
+                    if sel:
+                        ax.plot([k for k, _ in sel], [v for _, v in sel], style, color=color, ms=4,
+                                label=f"{path.split()[1]}, d={d}")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("K")
+            ax.set_ylabel("ms per iteration (N = 2^20)")
+            ax.set_title(f"fused's paths, {prec}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout(rect=(0, 0.02, 1, 1))
+        finish(fig, cross, os.path.join(out, "fused_crossover.png"))
+
+
 def gemm_plots(rows, out):
     ok = [r for r in rows if r.get("status") == "ok"]
     size = [r for r in ok if r["sweep"] == "size" and r["op"] == "nn"]
@@ -345,6 +406,7 @@ def main():
     peers(read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
+    real_shapes(read(os.path.join(d, "real_shapes_h200.csv")), d)
     return 0
 
 
