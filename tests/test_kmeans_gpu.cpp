@@ -230,10 +230,10 @@ struct LabelShape {
   std::size_t n, d;
   int k;
 };
-const std::vector<LabelShape> kLabelShapes = {{3000, 1, 2},   {3000, 3, 100},   {2500, 64, 1024}, {3000, 128, 100},
+const std::vector<LabelShape> kLabelShapes = {{3000, 1, 2},   {3000, 3, 100},   {4000, 16, 16}, {2500, 64, 1024}, {3000, 128, 100},
                                               {1500, 784, 256}, {2000, 1000, 2}, {5000, 16, 4097},
                                               {70000, 1, 65536}};
-const std::vector<LabelShape> kQuickLabelShapes = {{2500, 64, 1024}, {1500, 784, 256}};
+const std::vector<LabelShape> kQuickLabelShapes = {{3000, 3, 100}, {4000, 16, 16}, {2500, 64, 1024}, {1500, 784, 256}};
 
 template <class T>
 km::Dataset<T> label_data(int kind, const LabelShape& s) {

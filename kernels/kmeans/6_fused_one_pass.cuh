@@ -23,9 +23,14 @@
 
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
+
+// diff * diff + s as one fused multiply-add, whatever nvcc's -fmad setting.
+__device__ __forceinline__ float fused_square_add(float diff, float s) { return __fmaf_rn(diff, diff, s); }
+__device__ __forceinline__ double fused_square_add(double diff, double s) { return __fma_rn(diff, diff, s); }
 
 template <class T, int MAXD, bool OWNER>
 __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
@@ -46,6 +51,12 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   for (int t = threadIdx.x; t < k * d; t += blockDim.x) s[t] = centroids[t];
   __syncthreads();
 
+  // The near-tie test (see below): 4.1 g with g = (d + 2) u / (1 - (d + 2) u), u = T's unit
+  // roundoff, and an absolute term for products that underflow.
+  constexpr double unit = sizeof(T) == 8 ? 0x1p-53 : 0x1p-24;
+  constexpr double smallest = sizeof(T) == 8 ? 2.2250738585072014e-308 : 1.1754943508222875e-38;
+  const T near_tie = static_cast<T>(4.1 * (d + 2) * unit / (1 - (d + 2) * unit));
+  const T tiny = static_cast<T>(8 * (d + 2) * smallest);
   unsigned moves = 0;  // objects of this thread whose label changed
   double my_inertia = 0;  // the squared distances of this thread's objects to their centroids
   const int lane = threadIdx.x & 31;
@@ -70,20 +81,41 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
       const std::int64_t i = base + u * blockDim.x + threadIdx.x;
       int label = -1;
       if (i < n) {
+        // Distances with fused multiply-adds (one instruction per coordinate, not seq's two),
+        // the nearest and the runner-up. Both sums lie within g T of the true distance T
+        // (g = gamma_{d+2}), so when the runner-up is more than ~4g above the nearest, seq's
+        // choice is the same; otherwise (near-ties, exact ties) the object is redone in seq's
+        // arithmetic, lowest index first.
         int best = 0;
-        T best_dist = 0;
+        T best_dist = 0, second = T(INFINITY);
         for (int c = 0; c < k; ++c) {
           T dist = 0;
 #pragma unroll
           for (int j = 0; j < MAXD; ++j) {
             if (j < d) {
               const T diff = xr[u][j] - s[j * k + c];
-              dist += diff * diff;
+              dist = fused_square_add(diff, dist);
             }
           }
           if (c == 0 || dist < best_dist) {
+            if (c > 0) second = best_dist;
             best_dist = dist;
             best = c;
+          } else if (dist < second) {
+            second = dist;
+          }
+        }
+        if (!(second - best_dist > near_tie * best_dist + tiny)) {
+          best = 0;
+          for (int c = 0; c < k; ++c) {
+            T dist = 0;
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j)
+              if (j < d) dist = seq_add(dist, xr[u][j], s[j * k + c]);
+            if (c == 0 || dist < best_dist) {
+              best_dist = dist;
+              best = c;
+            }
           }
         }
         moves += old[u] != best ? 1u : 0u;

@@ -29,6 +29,7 @@
 #include "kernels/gemm/6_tensor.cuh"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/margin.hpp"
+#include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
@@ -98,22 +99,11 @@ __device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask
   return o;
 }
 
-// seq's squared distance: differences, squares and the running sum each rounded once, in
-// coordinate order (the _rn intrinsics are never contracted into FMAs).
-__device__ __forceinline__ float seq_distance(const float* x, const float* c, int d) {
-  float s = 0;
-  for (int p = 0; p < d; ++p) {
-    const float diff = __fsub_rn(x[p], c[p]);
-    s = __fadd_rn(s, __fmul_rn(diff, diff));
-  }
-  return s;
-}
-__device__ __forceinline__ double seq_distance(const double* x, const double* c, int d) {
-  double s = 0;
-  for (int p = 0; p < d; ++p) {
-    const double diff = __dsub_rn(x[p], c[p]);
-    s = __dadd_rn(s, __dmul_rn(diff, diff));
-  }
+// seq's squared distance (nearest.cuh: seq_add, in coordinate order).
+template <class T>
+__device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
+  T s = 0;
+  for (int p = 0; p < d; ++p) s = seq_add(s, x[p], c[p]);
   return s;
 }
 
@@ -351,16 +341,6 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
     }
     if (lane == 0) labels[r.i] = best_c;
   }
-}
-
-// seq's running sum for one more coordinate: (x - c)^2 rounded, added, rounded.
-__device__ __forceinline__ float seq_add(float s, float x, float c) {
-  const float e = __fsub_rn(x, c);
-  return __fadd_rn(s, __fmul_rn(e, e));
-}
-__device__ __forceinline__ double seq_add(double s, double x, double c) {
-  const double e = __dsub_rn(x, c);
-  return __dadd_rn(s, __dmul_rn(e, e));
 }
 
 // The objects queued against every centroid, kAllObjects per block at a time: tiles of

@@ -7,6 +7,18 @@
 
 namespace km::kernels {
 
+// seq's running sum for one more coordinate: (x - c)^2 rounded, then added and rounded. The
+// _rn intrinsics are never contracted into a fused multiply-add (nvcc contracts x*y + z by
+// default, and seq, compiled with -ffp-contract=off, does not), so this is seq's bits.
+__device__ __forceinline__ float seq_add(float s, float x, float c) {
+  const float e = __fsub_rn(x, c);
+  return __fadd_rn(s, __fmul_rn(e, e));
+}
+__device__ __forceinline__ double seq_add(double s, double x, double c) {
+  const double e = __dsub_rn(x, c);
+  return __dadd_rn(s, __dmul_rn(e, e));
+}
+
 // x_at(j) and c_at(c, j) read the object's and the centroids' coordinates in whatever
 // layout and memory the kernel keeps them; *distance (if given) gets the winner's.
 template <class T, class XAt, class CAt>
@@ -15,10 +27,7 @@ __device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at
   T best_dist = 0;
   for (int c = 0; c < k; ++c) {
     T dist = 0;
-    for (int j = 0; j < d; ++j) {
-      const T diff = x_at(j) - c_at(c, j);
-      dist += diff * diff;
-    }
+    for (int j = 0; j < d; ++j) dist = seq_add(dist, x_at(j), c_at(c, j));
     if (c == 0 || dist < best_dist) {
       best_dist = dist;
       best = c;
