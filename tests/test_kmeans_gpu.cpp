@@ -79,9 +79,10 @@ void check_against_seq(const Case& c) {
   const km::Implementation* impl = c.impl;
   const Shape& s = c.shape;
   const bool is_float = std::is_same_v<T, float>;
-  // Double: both sides compute the same sums of squares in double (the GPU with fused
-  // multiply-adds), so centroids agree to ~1e-15 and the inertia to far better than 1e-9;
-  // a label may differ only at a near-tie. Float: rounding differs by ~1e-7 per
+  // Labels from the same centroids are seq's exactly (GpuExactLabels below); over several
+  // iterations the GPU's centroids (fixed-point sums) and seq's (double sums) may differ in the
+  // last bits, so a later label may differ at a near-tie. Double: centroids agree to ~1e-15 and
+  // the inertia to far better than 1e-9. Float: rounding differs by ~1e-7 per
   // distance and a near-tie flip can move a centroid, hence 1e-4 on the inertia.
   const double tol = is_float ? 1e-4 : 1e-9;
   km::Params p;
