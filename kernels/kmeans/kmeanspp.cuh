@@ -12,7 +12,7 @@ namespace km::kernels {
 // reads kCols coordinates of each row at a time, coalesced, as doubles (rows padded to
 // kCols + 1: conflict-free when each thread walks its own row). Each distance is still summed
 // in coordinate order.
-constexpr int kPlusPlusRows = 128, kPlusPlusCols = 32, kPlusPlusGroup = 16;
+constexpr int kPlusPlusRows = 128, kPlusPlusCols = 32;
 
 // The block's kPlusPlusRows objects, coordinates [p0, p0 + kPlusPlusCols), into the tile as
 // doubles: every thread issues all its loads before storing any (kPlusPlusCols of them in
@@ -34,45 +34,45 @@ __device__ __forceinline__ void plusplus_stage(const T* __restrict__ x, std::int
 }
 
 // mins[t][i] = min(closest[i], distance to centre t) for `count` centres of d doubles
-// (centres[t][d]), or with `replace`, closest[i] = that minimum (count 1) -- or, with `first`,
+// (centres[t][d]), or (mins null) closest[i] = that minimum (count 1) -- or, with `first`,
 // the distance itself. Blocks of kPlusPlusRows threads, one object each; the centres' slice
-// of coordinates is staged beside the objects'.
-template <class T>
+// of coordinates is staged beside the objects'. G (1, 2, 4, 8 or 16) centres at a time, so a
+// pass over one centre does not pay for sixteen.
+template <class T, int G>
 __global__ void __launch_bounds__(kPlusPlusRows)
     plusplus_distances(const T* __restrict__ x, std::int64_t n, int d, const double* __restrict__ centres,
                        int count, bool first, double* __restrict__ closest, double* __restrict__ mins) {
   __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
-  __shared__ double cs[kPlusPlusGroup][kPlusPlusCols];
+  __shared__ double cs[G][kPlusPlusCols];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows;
   const std::int64_t i = row0 + threadIdx.x;
   const double cl = i < n && !first ? closest[i] : 0.0;
-  for (int t0 = 0; t0 < count; t0 += kPlusPlusGroup) {
-    const int group = count - t0 < kPlusPlusGroup ? count - t0 : kPlusPlusGroup;
-    double acc[kPlusPlusGroup];
+  for (int t0 = 0; t0 < count; t0 += G) {
+    const int group = count - t0 < G ? count - t0 : G;
+    double acc[G];
 #pragma unroll
-    for (int t = 0; t < kPlusPlusGroup; ++t) acc[t] = 0;
+    for (int t = 0; t < G; ++t) acc[t] = 0;
     for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
       __syncthreads();  // the previous tiles are used up
       plusplus_stage(x, n, d, row0, p0, tile);
-      for (int f = threadIdx.x; f < group * kPlusPlusCols; f += blockDim.x) {
+      for (int f = threadIdx.x; f < G * kPlusPlusCols; f += blockDim.x) {
         const int t = f / kPlusPlusCols, c = f % kPlusPlusCols;
-        cs[t][c] = p0 + c < d ? centres[static_cast<std::int64_t>(t0 + t) * d + p0 + c] : 0.0;
+        cs[t][c] = t < group && p0 + c < d ? centres[static_cast<std::int64_t>(t0 + t) * d + p0 + c] : 0.0;
       }
       __syncthreads();
       const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
       for (int c = 0; c < cols; ++c) {
         const double v = tile[threadIdx.x][c];
 #pragma unroll
-        for (int t = 0; t < kPlusPlusGroup; ++t)
-          if (t < group) {
-            const double e = __dsub_rn(v, cs[t][c]);
-            acc[t] = __dadd_rn(acc[t], __dmul_rn(e, e));
-          }
+        for (int t = 0; t < G; ++t) {  // padding centres (t >= group) are computed, never stored
+          const double e = __dsub_rn(v, cs[t][c]);
+          acc[t] = __dadd_rn(acc[t], __dmul_rn(e, e));
+        }
       }
     }
     if (i < n) {
 #pragma unroll
-      for (int t = 0; t < kPlusPlusGroup; ++t)
+      for (int t = 0; t < G; ++t)
         if (t < group) {
           const double m = first ? acc[t] : acc[t] < cl ? acc[t] : cl;
           if (mins)

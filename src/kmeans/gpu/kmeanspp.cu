@@ -59,14 +59,32 @@ class GpuPlusPlus final : public PlusPlusSteps {
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
     const int trials = static_cast<int>(cands.size());
     upload_rows(cands);
-    kernels::plusplus_distances<T><<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
-        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), trials, false, closest_.get(),
-        mins_.get());
-    CUDA_CHECK_LAUNCH();
+    distances(trials, false, mins_.get());
     sums_of(mins_.get(), trials, out);
   }
 
  private:
+  // The distance pass over `count` centres, G of them at a time (the smallest of 1, 2, 4, 8, 16
+  // that holds them, else 16).
+  void distances(int count, bool first, double* mins) {
+    auto launch = [&](auto kernel) {
+      kernel<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+                                                                   static_cast<int>(d_), centres_.get(), count, first,
+                                                                   closest_.get(), mins);
+    };
+    if (count <= 1)
+      launch(kernels::plusplus_distances<T, 1>);
+    else if (count <= 2)
+      launch(kernels::plusplus_distances<T, 2>);
+    else if (count <= 4)
+      launch(kernels::plusplus_distances<T, 4>);
+    else if (count <= 8)
+      launch(kernels::plusplus_distances<T, 8>);
+    else
+      launch(kernels::plusplus_distances<T, 16>);
+    CUDA_CHECK_LAUNCH();
+  }
+
   unsigned row_blocks() const {
     return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
   }
@@ -88,10 +106,7 @@ class GpuPlusPlus final : public PlusPlusSteps {
   void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
     cached_.clear();
     upload_rows({centre});
-    kernels::plusplus_distances<T><<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
-        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), centres_.get(), 1, first, closest_.get(),
-        nullptr);
-    CUDA_CHECK_LAUNCH();
+    distances(1, first, nullptr);
     sums_of(closest_.get(), 1, chunk_sums);
   }
 
