@@ -111,4 +111,41 @@ __global__ void __launch_bounds__(kSumWarps * 32)
   if (lane == 0) out[t] = s;
 }
 
+// The draws' walks (init.hpp: PlusPlusSteps::Draw), one warp per draw: batches of the chunk's
+// closest values are read coalesced into shared memory and lane 0 walks them in order, with the
+// CPU's subtractions (the same bits), then past objects already at a centre.
+__global__ void __launch_bounds__(kSumWarps * 32)
+    plusplus_walk(const double* __restrict__ closest, std::int64_t n, std::int64_t chunk,
+                  const std::int64_t* __restrict__ chunks, const double* __restrict__ rs, int count,
+                  std::int64_t* __restrict__ cands) {
+  __shared__ double batch[kSumWarps][kSumBatch];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int w = blockIdx.x * kSumWarps + warp;
+  if (w >= count) return;  // whole warps leave together
+  const std::int64_t begin = chunks[w] * chunk, end = begin + chunk < n ? begin + chunk : n;
+  double r = rs[w];
+  std::int64_t cand = end - 1;
+  bool found = false;
+  for (std::int64_t b = begin; b < end && !found; b += kSumBatch) {
+    const int size = static_cast<int>(end - b < kSumBatch ? end - b : kSumBatch);
+    for (int q = lane; q < size; q += 32) batch[warp][q] = closest[b + q];
+    __syncwarp();
+    if (lane == 0)
+      for (int q = 0; q < size; ++q) {
+        if (r < batch[warp][q]) {
+          cand = b + q;
+          found = true;
+          break;
+        }
+        r = __dsub_rn(r, batch[warp][q]);
+      }
+    found = __shfl_sync(0xffffffffu, found, 0);
+    __syncwarp();
+  }
+  if (lane == 0) {
+    while (closest[cand] == 0) cand = (cand + 1) % n;
+    cands[w] = cand;
+  }
+}
+
 }  // namespace km::kernels

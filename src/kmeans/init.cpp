@@ -128,6 +128,27 @@ CandidateSums<T> pick_candidate_sums() {
   return pick_by_isa<CandidateSums<T>>(candidate_sums_avx512<T>, candidate_sums_avx2<T>, candidate_sums_baseline<T>);
 }
 
+}  // namespace
+
+// The walk of one draw (init.hpp: PlusPlusSteps::Draw) over closest[n].
+std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r) {
+  const std::size_t begin = chunk * kSumChunk, end = std::min(n, begin + kSumChunk);
+  std::size_t cand = end - 1;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (r < closest[i]) {
+      cand = i;
+      break;
+    }
+    r -= closest[i];
+  }
+  // Rounding must not land on an object that already is a centre: move to the next object
+  // that is not (one exists, since the potential is positive).
+  while (closest[cand] == 0) cand = (cand + 1) % n;
+  return cand;
+}
+
+namespace {
+
 // The CPU's steps: OpenMP over chunks, vector lanes for the candidates.
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
@@ -139,7 +160,9 @@ class CpuPlusPlus final : public PlusPlusSteps {
       return closest_[i] = squared_distance_double(data_.row(i), data_.row(first), data_.d);
     });
   }
-  const double* closest(std::size_t begin, std::size_t) override { return closest_.data() + begin; }
+  void walk(std::vector<Draw>& draws) override {
+    for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r);
+  }
 
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
     // The candidates' coordinates, in double, coordinate-major [d][padded]: one object's
@@ -196,30 +219,22 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, Pl
   double potential = total(chunk_sums);
 
   std::vector<std::size_t> candidates(trials);
+  std::vector<PlusPlusSteps::Draw> draws;
   for (std::size_t c = 1; c < k; ++c) {
     progress::update("k-means++", static_cast<double>(c), static_cast<double>(k), "centres");
-    // Draw candidates with probability proportional to the squared distance.
-    for (auto& cand : candidates) {
-      if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
-        cand = u.below(n);
-        continue;
+    // Draw candidates with probability proportional to the squared distance: the chunk here,
+    // the object within it by the steps' walk.
+    if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
+      for (auto& cand : candidates) cand = u.below(n);
+    } else {
+      draws.resize(trials);
+      for (auto& w : draws) {
+        w.r = u() * potential;
+        w.chunk = 0;
+        while (w.chunk + 1 < chunk_sums.size() && w.r >= chunk_sums[w.chunk]) w.r -= chunk_sums[w.chunk++];
       }
-      double r = u() * potential;
-      std::size_t chunk = 0;
-      while (chunk + 1 < chunk_sums.size() && r >= chunk_sums[chunk]) r -= chunk_sums[chunk++];
-      const std::size_t begin = chunk * kSumChunk, end = std::min(n, begin + kSumChunk);
-      const double* closest = steps.closest(begin, end);
-      cand = end - 1;
-      for (std::size_t i = begin; i < end; ++i) {
-        if (r < closest[i - begin]) {
-          cand = i;
-          break;
-        }
-        r -= closest[i - begin];
-      }
-      // Rounding must not land on an object that already is a centre: move to the next
-      // object that is not (one exists, since the potential is positive).
-      while (*steps.closest(cand, cand + 1) == 0) cand = (cand + 1) % n;
+      steps.walk(draws);
+      for (std::size_t t = 0; t < trials; ++t) candidates[t] = draws[t].cand;
     }
     // Keep the candidate that lowers the potential most (first one on ties). Every
     // candidate's potential comes from one pass over the data (each object read once for all

@@ -29,13 +29,23 @@ class PlusPlusSteps {
   virtual ~PlusPlusSteps() = default;
   // closest[i] = the distance from object i to object `first`; the chunks' sums of closest.
   virtual void start(std::size_t first, std::vector<double>& chunk_sums) = 0;
-  // closest[begin, end), valid until the next call.
-  virtual const double* closest(std::size_t begin, std::size_t end) = 0;
+  // One candidate's draw: the object of chunk `chunk` where the running remainder r, less
+  // each object's closest in order, first falls below that object's closest (else the chunk's
+  // last), then moved on (cyclically) past objects already at a centre.
+  struct Draw {
+    std::size_t chunk = 0;
+    double r = 0;
+    std::size_t cand = 0;  // out
+  };
+  virtual void walk(std::vector<Draw>& draws) = 0;
   // out[ch * trials + t] = the sum over chunk ch of min(closest[i], distance to object cands[t]).
   virtual void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) = 0;
   // closest[i] = min(closest[i], distance to object `centre`); the chunks' sums of closest.
   virtual void choose(std::size_t centre, std::vector<double>& chunk_sums) = 0;
 };
+
+// One draw's walk on the host (the CPU's steps; the GPU's kernel does the same in the same order).
+std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r);
 
 // The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration.
 template <class T>

@@ -1,8 +1,7 @@
 // k-means++ on the GPU: the data-sized steps of init.cpp's greedy k-means++ (the distance
-// passes and the chunk sums) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the
-// choice left to the shared driver, so the centres are the CPU's, bit for bit.
+// passes, the chunk sums and the draws' walks) as kernels (kernels/kmeans/kmeanspp.cuh), the
+// sampling and the choice left to the shared driver, so the centres are the CPU's, bit for bit.
 #include <algorithm>
-#include <unordered_map>
 
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
@@ -31,6 +30,9 @@ class GpuPlusPlus final : public PlusPlusSteps {
     mins_ = DeviceBuffer<double>(n_ * max_trials);
     centres_ = DeviceBuffer<double>(max_trials * d_);
     sums_ = DeviceBuffer<double>(chunks_ * max_trials);
+    walk_chunks_ = DeviceBuffer<std::int64_t>(max_trials);
+    walk_cands_ = DeviceBuffer<std::int64_t>(max_trials);
+    walk_r_ = DeviceBuffer<double>(max_trials);
   }
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override { closest_pass(first, true, chunk_sums); }
@@ -38,22 +40,26 @@ class GpuPlusPlus final : public PlusPlusSteps {
     closest_pass(centre, false, chunk_sums);
   }
 
-  // The walk reads one chunk, several times per centre: each chunk is copied once until
-  // closest changes.
-  const double* closest(std::size_t begin, std::size_t end) override {
-    const std::size_t chunk = begin / kSumChunk;
-    if (end <= (chunk + 1) * kSumChunk) {  // within one chunk (always, from the walk)
-      auto it = cached_.find(chunk);
-      if (it == cached_.end()) {
-        const std::size_t from = chunk * kSumChunk, count = std::min(n_, from + kSumChunk) - from;
-        it = cached_.emplace(chunk, std::vector<double>(count)).first;
-        copy_closest(from, count, it->second.data());
-      }
-      return it->second.data() + (begin - chunk * kSumChunk);
+  void walk(std::vector<Draw>& draws) override {
+    const int count = static_cast<int>(draws.size());
+    std::vector<std::int64_t> chunks(count), cands(count);
+    std::vector<double> rs(count);
+    for (int t = 0; t < count; ++t) {
+      chunks[t] = static_cast<std::int64_t>(draws[t].chunk);
+      rs[t] = draws[t].r;
     }
-    host_closest_.resize(end - begin);
-    copy_closest(begin, end - begin, host_closest_.data());
-    return host_closest_.data();
+    CUDA_CHECK(cudaMemcpyAsync(walk_chunks_.get(), chunks.data(), count * sizeof(std::int64_t), cudaMemcpyHostToDevice,
+                               stream_));
+    CUDA_CHECK(cudaMemcpyAsync(walk_r_.get(), rs.data(), count * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    kernels::plusplus_walk<<<(count + kernels::kSumWarps - 1) / kernels::kSumWarps, kernels::kSumWarps * 32, 0,
+                             stream_>>>(closest_.get(), static_cast<std::int64_t>(n_),
+                                        static_cast<std::int64_t>(kSumChunk), walk_chunks_.get(), walk_r_.get(), count,
+                                        walk_cands_.get());
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpyAsync(cands.data(), walk_cands_.get(), count * sizeof(std::int64_t), cudaMemcpyDeviceToHost,
+                               stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int t = 0; t < count; ++t) draws[t].cand = static_cast<std::size_t>(cands[t]);
   }
 
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
@@ -98,13 +104,7 @@ class GpuPlusPlus final : public PlusPlusSteps {
                                cudaMemcpyHostToDevice, stream_));
   }
 
-  void copy_closest(std::size_t from, std::size_t count, double* out) {
-    CUDA_CHECK(cudaMemcpyAsync(out, closest_.get() + from, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
-
   void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
-    cached_.clear();
     upload_rows({centre});
     distances(1, first, nullptr);
     sums_of(closest_.get(), 1, chunk_sums);
@@ -128,8 +128,9 @@ class GpuPlusPlus final : public PlusPlusSteps {
   cuda::Stream stream_;
   DeviceBuffer<T> x_;
   DeviceBuffer<double> closest_, mins_, centres_, sums_;
-  std::vector<double> host_closest_, staging_;
-  std::unordered_map<std::size_t, std::vector<double>> cached_;
+  std::vector<double> staging_;
+  DeviceBuffer<std::int64_t> walk_chunks_, walk_cands_;
+  DeviceBuffer<double> walk_r_;
 };
 
 }  // namespace
