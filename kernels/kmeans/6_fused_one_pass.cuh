@@ -2,7 +2,8 @@
 // 6_fused_tensor.cuh the other. The engine (src/kmeans/gpu/fused.cu) picks by
 // layouts.hpp: fused_one_pass.
 //
-// one pass (d <= 32 and the block's centroids + accumulators fit in shared memory): one pass
+// one pass (small K*d, where it measures faster; d <= 32 and the block's centroids +
+//   accumulators fit in shared memory): one pass
 //   over the objects per iteration. Objects are coordinate-major, so each load of a warp
 //   is 32 consecutive values; U objects per thread per pass are loaded before any is
 //   used (memory-level parallelism: at d = 2 one object's loads left 80% of the cycles
@@ -18,7 +19,10 @@
 //   lane c of each warp owns cluster c: each object's coordinates are passed round the
 //   warp by shuffles and only the owner adds them, in double registers, merging into the
 //   block's sums once at the end. The change count is kept per thread and flushed with
-//   one atomic per block.
+//   one atomic per block. Distances use fused multiply-adds (one instruction per
+//   coordinate); the runner-up is tracked, and an object whose runner-up is within the
+//   two sums' error bound of the nearest is redone in seq's arithmetic, so the labels are
+//   seq's.
 #pragma once
 
 #include "kernels/kmeans/counters.cuh"

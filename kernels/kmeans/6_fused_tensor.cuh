@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 
 // One warp per queued object (grid-stride over the queue's length, read on the device).
 template <class T>
-__global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
+__global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
                                 const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
                                 std::int32_t* __restrict__ labels) {
   const int lane = threadIdx.x & 31;

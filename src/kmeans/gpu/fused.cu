@@ -207,7 +207,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
         next_.get(), queue_.get(), everyone_.get(), queued_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, k, queue_.get(), queued_.get(), next_.get());
+        this->x_.get(), this->centroids_.get(), d, queue_.get(), queued_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_all<T><<<multiprocessor_count() * 4, kernels::kAllObjects * kernels::kAllLanes, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued_.get() + 1, next_.get());
