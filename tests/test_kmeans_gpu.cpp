@@ -279,14 +279,6 @@ TEST_P(GpuExactLabels, Double) { check_exact_labels<double>(*GetParam()); }
 TEST_P(GpuExactLabels, Float) { check_exact_labels<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuExactLabels, ::testing::ValuesIn(gpu_implementations()), impl_name);
 
-// Float's tensor path reads a centred TF32 copy of the objects when it fits, else centres them
-// in the kernel: the second kernel too must give seq's labels.
-TEST(GpuExactLabels, FloatTensorWithoutObjectCopy) {
-  ::setenv("KMEANS_FUSED_OBJECT_COPY", "0", 1);
-  check_exact_labels<float>(km::find_implementation("fused"));
-  ::unsetenv("KMEANS_FUSED_OBJECT_COPY");
-}
-
 // The tensor path's re-checks run on purpose: on quantised data, from centroids of which four
 // are copies of object 0 (so its neighbours have four tied keys and are checked against every
 // centroid), some objects are queued with their candidates and some against every centroid

@@ -123,28 +123,20 @@ struct TensorAssignShape {
   static constexpr int warps_n = BN / WN;
 };
 
-// PREPARED (float): the objects come already centred and rounded to TF32 from a copy made
-// once (prepare_objects), and the centroids rounded in centre_centroids: the mma reads both
-// as they are -- the same values the conversions would give, so the same bound -- and the
-// inner loop does no arithmetic besides the mma.
-template <class Mma, bool PREPARED = false>
-__host__ __device__ constexpr bool centres_in_kernel() {
-  return TensorAssignShape<Mma>::centre_objects && !PREPARED;
-}
-
-template <class Mma, bool PREPARED = false>
+template <class Mma>
 constexpr std::size_t tensor_assign_smem_bytes() {
   using S = TensorAssignShape<Mma>;
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
-  const std::size_t ring =
-      std::size_t(S::STAGES) * (TA::elems + TB::elems + (centres_in_kernel<Mma, PREPARED>() ? S::BK : 0)) * sizeof(T);
+  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0)) * sizeof(T);
   const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
 }
 
-// An operand passed as it is: FP64 values, or FP32 bits already rounded to TF32 (PREPARED).
+// The object operand as the mma reads it: FP64 as is; for TF32 the FP32 bits as they are
+// (the mma ignores the low 13: truncation, margin.hpp's u_x = 2^-10), which saves a
+// conversion per element. Centroids go through Mma::convert (cvt.rna: 2^-11).
 template <class Mma>
 __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
   if constexpr (sizeof(typename Mma::Reg) == sizeof(float) && sizeof(typename Mma::T) == sizeof(float))
@@ -159,7 +151,7 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
 // Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
 // labels and queues those that need seq's formula: with their candidates in queue (length
 // queued[0]), or, to be checked against every centroid, in everyone (length queued[1]).
-template <class Mma, int VEC, bool PREPARED>
+template <class Mma, int VEC>
 __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
     fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ mu,
                         const typename Mma::T* __restrict__ centred,
@@ -180,8 +172,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 
   extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
-  constexpr bool CENTRE = centres_in_kernel<Mma, PREPARED>();
-  constexpr int STAGE = TA::elems + TB::elems + (CENTRE ? BK : 0);
+  constexpr int STAGE = TA::elems + TB::elems + (S::centre_objects ? BK : 0);
   auto stage_a = [&](int s) { return smem + s * STAGE; };
   auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
   auto stage_mu = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems; };
@@ -203,7 +194,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
     if (dtiles > 1 || t < STAGES)
       gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
     gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
-    if constexpr (CENTRE)
+    if constexpr (S::centre_objects)
       if (threadIdx.x < BK / VEC) {
         const int p = p0 + threadIdx.x * VEC;
         gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
@@ -247,7 +238,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         for (int e = 0; e < Mma::A; ++e) {
           const int col = kk + tq + 4 * (e >> 1);
           const T v = as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), col)];
-          if constexpr (CENTRE)
+          if constexpr (S::centre_objects)
             af[a][e] = Mma::convert(v - ms[col]);
           else
             af[a][e] = object_operand<Mma>(v);
@@ -255,13 +246,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
-        for (int e = 0; e < Mma::B; ++e) {
-          const T v = bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)];
-          if constexpr (PREPARED)
-            bf[b][e] = object_operand<Mma>(v);  // already TF32
-          else
-            bf[b][e] = Mma::convert(v);
-        }
+        for (int e = 0; e < Mma::B; ++e) bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
 #pragma unroll
       for (int a = 0; a < FM; ++a)
 #pragma unroll
@@ -500,28 +485,12 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-// cvt.rna.tf32.f32, kept as an FP32 value (its low 13 bits zero).
-__device__ __forceinline__ float round_tf32(float v) {
-  return __uint_as_float(gemm::MmaTf32m16n8k8::convert(v));
-}
-
-// The PREPARED objects: tf32(x - mu), row-major like x.
-__global__ void prepare_objects(const float* __restrict__ x, const float* __restrict__ mu, std::int64_t n, int d,
-                                float* __restrict__ out) {
-  const std::int64_t total = n * d;
-  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[e] = round_tf32(x[e] - mu[e % d]);
-}
-
-// c' = c - mu (rounded in T; stored rounded on to TF32 with `tf32`) of every centroid, its key
-// term |c'|^2 + 2 mu.c' (or |c'|^2) in T from the unrounded c', and the
+// c' = c - mu (rounded in T) of every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) in T, and the
 // largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. The
 // maximum of non-negative doubles is the maximum of their bit patterns: one integer atomicMax.
 template <class T>
 __global__ void centre_centroids(const T* __restrict__ centroids, const T* __restrict__ mu, int k, int d,
-                                 bool with_mu_term, bool tf32, T* __restrict__ centred, T* __restrict__ keyed,
-                                 double* cmax2) {
+                                 bool with_mu_term, T* __restrict__ centred, T* __restrict__ keyed, double* cmax2) {
   const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (warp >= k) return;
@@ -530,10 +499,7 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
   double sd = 0;
   for (int p = lane; p < d; p += 32) {
     const T v = centroids[at + p] - mu[p];
-    if constexpr (sizeof(T) == 4)
-      centred[at + p] = tf32 ? round_tf32(v) : v;  // the mma's view (PREPARED); the sums use v
-    else
-      centred[at + p] = v;
+    centred[at + p] = v;
     s += v * v;
     m += mu[p] * v;
     sd += static_cast<double>(v) * static_cast<double>(v);

@@ -88,18 +88,15 @@ struct TensorKernels {
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
   bool centre_objects = false;
-  bool prepared = false;  // float: objects from the centred TF32 copy
 };
 
-template <class Mma, bool PREPARED>
+template <class Mma>
 TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   using T = typename Mma::T;
   constexpr int vec = 16 / int(sizeof(T));
   TensorKernels<T> r;
-  r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec, PREPARED>
-                          : kernels::fused_tensor_assign<Mma, 1, PREPARED>;
-  r.smem = kernels::tensor_assign_smem_bytes<Mma, PREPARED>();
-  r.prepared = PREPARED;
+  r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec> : kernels::fused_tensor_assign<Mma, 1>;
+  r.smem = kernels::tensor_assign_smem_bytes<Mma>();
   r.threads = kernels::TensorAssignShape<Mma>::threads;
   r.rows = kernels::TensorAssignShape<Mma>::BM;
   r.centre_objects = kernels::TensorAssignShape<Mma>::centre_objects;
@@ -107,23 +104,12 @@ TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
 }
 
 template <class T>
-TensorKernels<T> tensor_kernels(std::size_t d, bool prepared) {
+TensorKernels<T> tensor_kernels(std::size_t d) {
   namespace g = kernels::gemm;
   if constexpr (std::is_same_v<T, double>)
-    return compute_capability() >= 90 ? tensor_kernels_for<g::MmaF64m16n8k4, false>(d)
-                                      : tensor_kernels_for<g::MmaF64m8n8k4, false>(d);
+    return compute_capability() >= 90 ? tensor_kernels_for<g::MmaF64m16n8k4>(d) : tensor_kernels_for<g::MmaF64m8n8k4>(d);
   else
-    return prepared ? tensor_kernels_for<g::MmaTf32m16n8k8, true>(d) : tensor_kernels_for<g::MmaTf32m16n8k8, false>(d);
-}
-
-// Float makes the centred TF32 copy of the objects when it fits beside everything else
-// (KMEANS_FUSED_OBJECT_COPY=0 turns it off, so tests reach both kernels).
-bool object_copy_fits(std::size_t bytes) {
-  const char* v = std::getenv("KMEANS_FUSED_OBJECT_COPY");
-  if (v && std::string(v) == "0") return false;
-  std::size_t free_bytes = 0, total = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  return bytes + (512ull << 20) < free_bytes;
+    return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
 
 // The bound of margin.hpp for T's mma: in float, centred objects and centroids rounded to
@@ -149,7 +135,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
  private:
   std::size_t prepare(const Dataset<T>& data) override {
-    kernels_ = tensor_kernels<T>(data.d, false);
+    kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
@@ -193,16 +179,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       cuda::opt_in_shared(kernels::accumulate_rows<T, true>, block_bytes_, "--impl=fused");
       block_grid_ = multiprocessor_count();
     }
-    if constexpr (std::is_same_v<T, float>) {
-      if (object_copy_fits(n * this->d_ * sizeof(float))) {
-        prepared_ = DeviceBuffer<float>(n * this->d_);
-        kernels::prepare_objects<<<multiprocessor_count() * 8, 256, 0, this->stream_>>>(
-            this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), prepared_.get());
-        CUDA_CHECK_LAUNCH();
-        kernels_ = tensor_kernels<T>(this->d_, true);
-        cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
-      }
-    }
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
         xnorm2_.get());
@@ -215,8 +191,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const int k = static_cast<int>(this->k_);
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
     kernels::centre_centroids<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
-        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, kernels_.prepared,
-        centred_.get(), norms_.get(), cmax2_.get());
+        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, centred_.get(),
+        norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
   }
 
@@ -227,7 +203,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), s));
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
-        objects(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
+        this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), everyone_.get(), queued_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
@@ -251,20 +227,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
                                  cudaMemcpyDeviceToHost, s));
   }
 
-  // What the assignment kernel reads: the centred TF32 copy (float, when made) or the data.
-  const T* objects() const {
-    if constexpr (std::is_same_v<T, float>)
-      if (kernels_.prepared) return prepared_.get();
-    return this->x_.get();
-  }
-
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
   static constexpr std::size_t kBlockSumsLimit = 200 * 1024;
   int rows_grid_ = 1, block_grid_ = 1;
   std::size_t block_bytes_ = 0;
   DeviceBuffer<T> mu_, centred_, norms_;
-  DeviceBuffer<float> prepared_;  // float: tf32(x - mu), when it fits
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
