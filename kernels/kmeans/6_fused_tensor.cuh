@@ -124,18 +124,14 @@ struct TensorAssignShape {
 };
 
 template <class Mma>
-__host__ __device__ constexpr std::size_t tensor_assign_ring_bytes() {
+constexpr std::size_t tensor_assign_smem_bytes() {
   using S = TensorAssignShape<Mma>;
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
-  return std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0)) * sizeof(T);
-}
-// The cp.async ring, then the lists' merge area.
-template <class Mma>
-constexpr std::size_t tensor_assign_smem_bytes() {
-  using S = TensorAssignShape<Mma>;
-  return tensor_assign_ring_bytes<Mma>() + std::size_t(S::warps_n) * S::BM * sizeof(TopL<typename Mma::T, S::L>);
+  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0)) * sizeof(T);
+  const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
+  return ring > lists ? ring : lists;
 }
 
 // The object operand as the mma reads it: FP64 as is; for TF32 the FP32 bits as they are
@@ -180,46 +176,28 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
   auto stage_a = [&](int s) { return smem + s * STAGE; };
   auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
   auto stage_mu = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems; };
-  // The lists' merge area, after the ring: the ring keeps loading the next objects meanwhile.
-  constexpr std::size_t kRingBytes = tensor_assign_ring_bytes<Mma>();
-  TopL<T, L>* lists = reinterpret_cast<TopL<T, L>*>(fused_tensor_raw + kRingBytes);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int gq = lane / 4, tq = lane % 4;
   const int wn = warp % (BN / WN);
   const int wm0 = (warp / (BN / WN)) * WM, wn0 = wn * WN;
-  // Persistent blocks: block b takes object tiles b, b + gridDim.x, ...; the cp.async ring
-  // runs on across them, so one tile's last slices and merge overlap the next tile's first
-  // loads. Positions advance by counters (no 64-bit division in the loop).
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
+  const T* xb = x + row0 * d;
+
   const int dtiles = (d + BK - 1) / BK, ctiles = (k + BN - 1) / BN;
-  const std::int64_t object_tiles = (n + BM - 1) / BM;
-  const std::int64_t mine = object_tiles > blockIdx.x ? (object_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  const std::int64_t tiles = mine * dtiles * ctiles;
-  struct Pos {
-    int ds = 0, ct = 0, stage = 0;  // d slice, centroid tile, ring stage
-    std::int64_t row0 = 0;          // first object of the tile
-  };
-  auto advance = [&](Pos& q) {
-    if (++q.stage == STAGES) q.stage = 0;
-    if (++q.ds < dtiles) return;
-    q.ds = 0;
-    if (++q.ct < ctiles) return;
-    q.ct = 0;
-    q.row0 += static_cast<std::int64_t>(gridDim.x) * BM;
-  };
-  auto load = [&](const Pos& q) {
-    const int rows = static_cast<int>(n - q.row0 < BM ? n - q.row0 : BM);
-    const int p0 = q.ds * BK;
-    // With one slice of d (d <= BK) every tile of these objects needs the same slice: once
-    // each stage holds it, only the centroids move.
-    if (dtiles > 1 || q.ct * dtiles + q.ds < STAGES)
-      gemm::tensor_load_tile<true, BM, BK, NT, VEC>(x + q.row0 * d, std::size_t(d), rows, d, stage_a(q.stage), 0,
-                                                    p0);
-    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(q.stage), q.ct * BN, p0);
+  const int tiles = dtiles * ctiles;
+  auto load = [&](int t) {
+    const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
+    // With one slice of d (d <= BK) every tile needs the same objects' slice: once each stage
+    // holds it, only the centroids move.
+    if (dtiles > 1 || t < STAGES)
+      gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
+    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
     if constexpr (S::centre_objects)
       if (threadIdx.x < BK / VEC) {
         const int p = p0 + threadIdx.x * VEC;
-        gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(q.stage) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
+        gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
       }
   };
 
@@ -237,28 +215,20 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
 
-  Pos cur, next;
-  cur.row0 = next.row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) {
-      load(next);
-      advance(next);
-    }
+    if (s < tiles) load(s);
     gemm::cp_async_commit();
   }
-  for (std::int64_t t = 0; t < tiles; ++t) {
+  for (int t = 0; t < tiles; ++t) {
     gemm::cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (t + STAGES - 1 < tiles) {
-      load(next);
-      advance(next);
-    }
+    if (t + STAGES - 1 < tiles) load(t + STAGES - 1);
     gemm::cp_async_commit();
 
-    const T* as = stage_a(cur.stage);
-    const T* bs = stage_b(cur.stage);
-    const T* ms = stage_mu(cur.stage);
+    const T* as = stage_a(t % STAGES);
+    const T* bs = stage_b(t % STAGES);
+    const T* ms = stage_mu(t % STAGES);
 #pragma unroll
     for (int kk = 0; kk < BK; kk += Mma::K) {
       Reg af[FM][Mma::A], bf[FN][Mma::B];
@@ -283,11 +253,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
     }
 
-    const Pos done = cur;
-    advance(cur);
-    if (done.ds != dtiles - 1) continue;
-    {  // this centroid tile is complete: fold it into the lists
-      const int c0 = done.ct * BN + wn0;
+    if (t % dtiles == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
+      const int c0 = (t / dtiles) * BN + wn0;
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
@@ -303,51 +270,47 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma>::threads, 1)
         }
       clear();
     }
-    if (done.ct != ctiles - 1) continue;
-
-    // These objects have met every centroid. The four lanes of a quad hold the same rows:
-    // merge them; then the warps that share rows, through the merge area (its previous
-    // readers finished before this iteration's barrier).
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      top_merge(top[r], top_shfl_xor(top[r], 1));
-      top_merge(top[r], top_shfl_xor(top[r], 2));
-    }
-    if (tq == 0) {
-#pragma unroll
-      for (int a = 0; a < FM; ++a)
-#pragma unroll
-        for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
-    __syncthreads();
-    const std::int64_t row0 = done.row0;
-    const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
-    for (int r = threadIdx.x; r < rows_here; r += NT) {
-      TopL<T, L> m = lists[r];
-      for (int w = 1; w < S::warps_n; ++w) top_merge(m, lists[w * BM + r]);
-      const std::int64_t i = row0 + r;
-      const double best = static_cast<double>(m.v[0]);
-      const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, best);
-      labels[i] = m.i[0];
-      if (!(static_cast<double>(m.v[1]) - best > margin)) {
-        // The candidates within the margin; if the list's last is within it too, others may
-        // be, and every centroid is re-checked.
-        Recheck q{i, 0, {0, 0, 0}};
-        if (static_cast<double>(m.v[L - 1]) - best > margin) {
-#pragma unroll
-          for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
-            if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
-        }
-        if (q.count == 0)
-          everyone[atomicAdd(queued + 1, 1ull)] = i;
-        else
-          queue[atomicAdd(queued, 1ull)] = q;
-      }
-    }
   }
   gemm::cp_async_wait<0>();
+
+  // The four lanes of a quad hold the same rows: merge them.
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    top_merge(top[r], top_shfl_xor(top[r], 1));
+    top_merge(top[r], top_shfl_xor(top[r], 2));
+  }
+  // Then the warps that share rows, through shared memory (the ring is no longer read).
+  __syncthreads();
+  TopL<T, L>* lists = reinterpret_cast<TopL<T, L>*>(fused_tensor_raw);
+  if (tq == 0) {
+#pragma unroll
+    for (int a = 0; a < FM; ++a)
+#pragma unroll
+      for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows_here; r += NT) {
+    TopL<T, L> m = lists[r];
+    for (int w = 1; w < S::warps_n; ++w) top_merge(m, lists[w * BM + r]);
+    const std::int64_t i = row0 + r;
+    const double best = static_cast<double>(m.v[0]);
+    const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, best);
+    labels[i] = m.i[0];
+    if (!(static_cast<double>(m.v[1]) - best > margin)) {
+      // The candidates within the margin; if the list's last is within it too, others may
+      // be, and every centroid is re-checked.
+      Recheck q{i, 0, {0, 0, 0}};
+      if (static_cast<double>(m.v[L - 1]) - best > margin) {
+#pragma unroll
+        for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
+          if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
+      }
+      if (q.count == 0)
+        everyone[atomicAdd(queued + 1, 1ull)] = i;
+      else
+        queue[atomicAdd(queued, 1ull)] = q;
+    }
+  }
 }
 
 // One warp per queued object (grid-stride over the queue's length, read on the device).

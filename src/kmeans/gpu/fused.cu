@@ -137,9 +137,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_.assign, kernels_.threads, kernels_.smem));
-    assign_wave_ = std::max(1, per_sm) * multiprocessor_count();
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths
@@ -204,9 +201,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     cudaStream_t s = this->stream_;
     CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), s));
-    // Persistent: one wave of resident blocks walks the object tiles.
-    const auto tiles = (this->n_ + kernels_.rows - 1) / kernels_.rows;
-    const auto blocks = static_cast<unsigned>(std::min<std::size_t>(tiles, static_cast<std::size_t>(assign_wave_)));
+    const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
         this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), everyone_.get(), queued_.get());
@@ -235,7 +230,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
   static constexpr std::size_t kBlockSumsLimit = 200 * 1024;
-  int rows_grid_ = 1, block_grid_ = 1, assign_wave_ = 1;
+  int rows_grid_ = 1, block_grid_ = 1;
   std::size_t block_bytes_ = 0;
   DeviceBuffer<T> mu_, centred_, norms_;
   DeviceBuffer<double> cmax2_, xnorm2_;
