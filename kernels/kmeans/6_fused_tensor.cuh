@@ -17,9 +17,9 @@
 //                        rounding, over the queued candidates; the lowest index wins ties.
 //   recheck_all          The same against every centroid, for groups of queued objects at a
 //                        time through shared-memory tiles.
-//   accumulate_rows      A warp per object: the change count, the fixed-point sums and counts
-//                        (update.cuh: to_fixed; integer atomics, the same bits in any order)
-//                        and the inertia.
+//   accumulate_sorted    The objects sorted by label (CUB radix sort), then summed in fixed
+//                        chunks of the sorted order: the fixed-point sums and counts (update.cuh:
+//                        to_fixed; integer atomics, the same bits in any order) and the inertia.
 #pragma once
 
 #include <cfloat>
@@ -413,57 +413,61 @@ __global__ void __launch_bounds__(kAllObjects * kAllLanes)
   }
 }
 
-// One warp per object (grid-stride): labels <- next, the change count; with sums, the
-// object's fixed-point coordinates into its cluster's sums, its count, and its squared
-// distance into the inertia. With BLOCK (when K*d fits in shared memory), each block sums
-// into its own shared copy and adds it to the global sums once at the end: K*d + K global
-// atomics per block instead of d + 1 per object, which matters when few clusters take many
-// objects each. Integer sums: the same bits either way, in any order.
-template <class T, bool BLOCK>
-__global__ void accumulate_rows(const T* __restrict__ x, const T* __restrict__ centroids,
-                                const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
-                                std::int64_t n, int d, int k, unsigned long long* changed,
-                                unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
-                                double scale, unsigned long long* inertia, double inertia_scale) {
-  extern __shared__ unsigned long long accumulate_shared[];
-  unsigned long long* block_sums = BLOCK ? accumulate_shared : sums;
-  unsigned long long* block_counts = BLOCK ? accumulate_shared + static_cast<std::int64_t>(k) * d : counts;
-  if (BLOCK && sums) {
-    for (int t = threadIdx.x; t < k * d + k; t += blockDim.x) accumulate_shared[t] = 0;
-    __syncthreads();
-  }
-  const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  double part = 0;
-  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
+// The accumulation by cluster. relabel_for_sort: labels <- next, the change count (unless
+// null: the final E-step), and the objects' indices for CUB's radix sort by label. accumulate_sorted then walks the sorted
+// order in fixed chunks of kSortedChunk positions: thread j adds coordinate j of each object
+// (one row read coalesced by the block) into a running 64-bit fixed-point sum and flushes it
+// with one global atomic whenever the cluster changes: about K*d + d atomics per chunk instead
+// of d per object, and no shared-memory contention when few clusters take many objects. The
+// sums are integers, so they are the same bits in any order and as the per-object atomics.
+constexpr int kSortedChunk = 256;
+
+__global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
+                                 std::int64_t n, unsigned long long* changed, std::int64_t* __restrict__ index) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool moved = false;
+  if (i < n) {
     const int c = next[i];
-    bool moved = false;
-    if (lane == 0) {
-      moved = labels[i] != c;
-      labels[i] = c;
-    }
-    count_changed(changed, moved);
-    if (sums) {
-      const T* xi = x + i * d;
-      const T* ci = centroids + static_cast<std::int64_t>(c) * d;
-      unsigned long long* si = block_sums + static_cast<std::int64_t>(c) * d;
-      for (int p = lane; p < d; p += 32) {
-        const T v = xi[p];
-        const double diff = static_cast<double>(v) - static_cast<double>(ci[p]);
+    moved = labels[i] != c;
+    labels[i] = c;
+    index[i] = i;
+  }
+  count_changed(changed, moved);
+}
+
+template <class T>
+__global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__ centroids,
+                                  const std::int32_t* __restrict__ sorted_labels,
+                                  const std::int64_t* __restrict__ sorted_index, std::int64_t n, int d,
+                                  unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
+                                  double scale, unsigned long long* inertia, double inertia_scale) {
+  double part = 0;
+  const std::int64_t chunks = (n + kSortedChunk - 1) / kSortedChunk;
+  for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
+    const std::int64_t begin = ch * kSortedChunk, end = begin + kSortedChunk < n ? begin + kSortedChunk : n;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+      unsigned long long acc = 0, members = 0;
+      int label = sorted_labels[begin];
+      for (std::int64_t q = begin; q < end; ++q) {
+        const int c = sorted_labels[q];
+        if (c != label) {
+          atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
+          if (j == 0) atomicAdd(&counts[label], members);
+          acc = 0;
+          members = 0;
+          label = c;
+        }
+        const T v = x[sorted_index[q] * d + j];
+        const double diff = static_cast<double>(v) - static_cast<double>(centroids[static_cast<std::int64_t>(c) * d + j]);
         part += diff * diff;
-        atomicAdd(&si[p], to_fixed(static_cast<double>(v), scale));
+        acc += to_fixed(static_cast<double>(v), scale);
+        ++members;
       }
-      if (lane == 0) atomicAdd(&block_counts[c], 1ull);
+      atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
+      if (j == 0) atomicAdd(&counts[label], members);
     }
   }
-  if (sums) flush_block_sum(inertia, part, inertia_scale);  // ends with a barrier
-  if (BLOCK && sums) {
-    __syncthreads();
-    for (int t = threadIdx.x; t < k * d; t += blockDim.x)
-      if (accumulate_shared[t]) atomicAdd(&sums[t], accumulate_shared[t]);
-    for (int c = threadIdx.x; c < k; c += blockDim.x)
-      if (block_counts[c]) atomicAdd(&counts[c], block_counts[c]);
-  }
+  flush_block_sum(inertia, part, inertia_scale);
 }
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With

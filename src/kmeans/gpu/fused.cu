@@ -15,6 +15,8 @@
 #include <cmath>
 #include <optional>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "kernels/kmeans/6_fused_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/layouts.hpp"
@@ -142,7 +144,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // |x'|^2, the two re-check queues and their lengths
     return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
            data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t)) +
-           2 * sizeof(unsigned long long);
+           2 * sizeof(unsigned long long) +
+           data.n * (2 * sizeof(std::int64_t) + sizeof(std::int32_t)) * 2;  // the sort's buffers and workspace
   }
 
   void after_setup() override {
@@ -172,13 +175,20 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     everyone_ = DeviceBuffer<std::int64_t>(n);
     queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
-    // Block-private sums while K*d (and the counts) fit one block per SM's shared memory.
-    const std::size_t bytes = (this->k_ * this->d_ + this->k_) * sizeof(unsigned long long);
-    if (bytes <= kBlockSumsLimit && bytes <= gpu_info().shared_optin) {
-      block_bytes_ = bytes;
-      cuda::opt_in_shared(kernels::accumulate_rows<T, true>, block_bytes_, "--impl=fused");
-      block_grid_ = multiprocessor_count();
-    }
+    // The sort by label: its buffers and workspace, label bits, and the chunks' launch shape.
+    index_ = DeviceBuffer<std::int64_t>(n);
+    sorted_index_ = DeviceBuffer<std::int64_t>(n);
+    sorted_labels_ = DeviceBuffer<std::int32_t>(n);
+    label_bits_ = 1;
+    while ((std::size_t{1} << label_bits_) < this->k_) ++label_bits_;
+    std::size_t temp_bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, next_.get(), sorted_labels_.get(), index_.get(),
+                                               sorted_index_.get(), static_cast<std::int64_t>(n), 0, label_bits_,
+                                               this->stream_));
+    sort_temp_ = DeviceBuffer<unsigned char>(temp_bytes);
+    sorted_threads_ = static_cast<int>(std::min<std::size_t>(256, (this->d_ + 31) / 32 * 32));
+    sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + kernels::kSortedChunk - 1) / kernels::kSortedChunk,
+                                                          static_cast<std::size_t>(multiprocessor_count()) * 16));
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
         xnorm2_.get());
@@ -212,16 +222,23 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     kernels::recheck_all<T><<<multiprocessor_count() * 4, kernels::kAllObjects * kernels::kAllLanes, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued_.get() + 1, next_.get());
     CUDA_CHECK_LAUNCH();
-    if (block_bytes_ && accumulate)
-      kernels::accumulate_rows<T, true><<<block_grid_, 1024, block_bytes_, s>>>(
-          this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d, k, this->changed_.get(),
-          this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
-    else
-      kernels::accumulate_rows<T, false><<<rows_grid_, 256, 0, s>>>(
-          this->x_.get(), this->centroids_.get(), next_.get(), this->labels_.get(), n, d, k,
-          accumulate ? this->changed_.get() : nullptr, accumulate ? this->sums_.get() : nullptr, this->counts_.get(),
-          this->scale_, accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
-    CUDA_CHECK_LAUNCH();
+    if (accumulate) {
+      // Sort the objects by label, then sum each cluster's members in chunks of that order.
+      kernels::relabel_for_sort<<<static_cast<unsigned>((this->n_ + 255) / 256), 256, 0, s>>>(
+          next_.get(), this->labels_.get(), n, this->changed_.get(), index_.get());
+      CUDA_CHECK_LAUNCH();
+      std::size_t temp_bytes = sort_temp_.size();
+      CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.get(), temp_bytes, next_.get(), sorted_labels_.get(),
+                                                 index_.get(), sorted_index_.get(), n, 0, label_bits_, s));
+      kernels::accumulate_sorted<T><<<sorted_grid_, sorted_threads_, 0, s>>>(
+          this->x_.get(), this->centroids_.get(), sorted_labels_.get(), sorted_index_.get(), n, d, this->sums_.get(),
+          this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
+      CUDA_CHECK_LAUNCH();
+    } else {  // the final E-step: the labels only
+      kernels::relabel_for_sort<<<static_cast<unsigned>((this->n_ + 255) / 256), 256, 0, s>>>(
+          next_.get(), this->labels_.get(), n, nullptr, index_.get());
+      CUDA_CHECK_LAUNCH();
+    }
     if (accumulate)
       CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), 2 * sizeof(unsigned long long),
                                  cudaMemcpyDeviceToHost, s));
@@ -229,9 +246,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
-  static constexpr std::size_t kBlockSumsLimit = 200 * 1024;
-  int rows_grid_ = 1, block_grid_ = 1;
-  std::size_t block_bytes_ = 0;
+  int rows_grid_ = 1, sorted_grid_ = 1, sorted_threads_ = 32, label_bits_ = 1;
+  DeviceBuffer<std::int64_t> index_, sorted_index_;
+  DeviceBuffer<std::int32_t> sorted_labels_;
+  DeviceBuffer<unsigned char> sort_temp_;
   DeviceBuffer<T> mu_, centred_, norms_;
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
