@@ -438,18 +438,27 @@ __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int
 template <class T>
 __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__ centroids,
                                   const std::int32_t* __restrict__ sorted_labels,
-                                  const std::int64_t* __restrict__ sorted_index, std::int64_t n, int d,
+                                  const std::int64_t* __restrict__ sorted_index, std::int64_t n, int d, int chunk,
                                   unsigned long long* __restrict__ sums, unsigned long long* __restrict__ counts,
                                   double scale, unsigned long long* inertia, double inertia_scale) {
+  __shared__ std::int32_t labels_s[kSortedChunk];
+  __shared__ std::int64_t index_s[kSortedChunk];
   double part = 0;
-  const std::int64_t chunks = (n + kSortedChunk - 1) / kSortedChunk;
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
   for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
-    const std::int64_t begin = ch * kSortedChunk, end = begin + kSortedChunk < n ? begin + kSortedChunk : n;
+    const std::int64_t begin = ch * chunk;
+    const int size = static_cast<int>(n - begin < chunk ? n - begin : chunk);
+    __syncthreads();  // the previous chunk's entries are used up
+    for (int q = threadIdx.x; q < size; q += blockDim.x) {  // the chunk's labels and rows, coalesced
+      labels_s[q] = sorted_labels[begin + q];
+      index_s[q] = sorted_index[begin + q];
+    }
+    __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
       unsigned long long acc = 0, members = 0;
-      int label = sorted_labels[begin];
-      for (std::int64_t q = begin; q < end; ++q) {
-        const int c = sorted_labels[q];
+      int label = labels_s[0];
+      for (int q = 0; q < size; ++q) {
+        const int c = labels_s[q];
         if (c != label) {
           atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
           if (j == 0) atomicAdd(&counts[label], members);
@@ -457,7 +466,7 @@ __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__
           members = 0;
           label = c;
         }
-        const T v = x[sorted_index[q] * d + j];
+        const T v = x[index_s[q] * d + j];
         const double diff = static_cast<double>(v) - static_cast<double>(centroids[static_cast<std::int64_t>(c) * d + j]);
         part += diff * diff;
         acc += to_fixed(static_cast<double>(v), scale);

@@ -187,8 +187,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
                                                this->stream_));
     sort_temp_ = DeviceBuffer<unsigned char>(temp_bytes);
     sorted_threads_ = static_cast<int>(std::min<std::size_t>(256, (this->d_ + 31) / 32 * 32));
-    sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + kernels::kSortedChunk - 1) / kernels::kSortedChunk,
-                                                          static_cast<std::size_t>(multiprocessor_count()) * 16));
+    const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
+    sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
+    sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
         xnorm2_.get());
@@ -231,7 +232,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.get(), temp_bytes, next_.get(), sorted_labels_.get(),
                                                  index_.get(), sorted_index_.get(), n, 0, label_bits_, s));
       kernels::accumulate_sorted<T><<<sorted_grid_, sorted_threads_, 0, s>>>(
-          this->x_.get(), this->centroids_.get(), sorted_labels_.get(), sorted_index_.get(), n, d, this->sums_.get(),
+          this->x_.get(), this->centroids_.get(), sorted_labels_.get(), sorted_index_.get(), n, d, sorted_chunk_,
+          this->sums_.get(),
           this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
       CUDA_CHECK_LAUNCH();
     } else {  // the final E-step: the labels only
@@ -246,7 +248,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
-  int rows_grid_ = 1, sorted_grid_ = 1, sorted_threads_ = 32, label_bits_ = 1;
+  int rows_grid_ = 1, sorted_grid_ = 1, sorted_threads_ = 32, sorted_chunk_ = kernels::kSortedChunk, label_bits_ = 1;
   DeviceBuffer<std::int64_t> index_, sorted_index_;
   DeviceBuffer<std::int32_t> sorted_labels_;
   DeviceBuffer<unsigned char> sort_temp_;
