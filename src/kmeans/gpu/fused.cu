@@ -92,16 +92,17 @@ struct TensorKernels {
   bool centre_objects = false;
 };
 
-template <class Mma>
+template <class Mma, bool SHORT = false>
 TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   using T = typename Mma::T;
+  using Shape = kernels::TensorAssignShape<Mma, SHORT>;
   constexpr int vec = 16 / int(sizeof(T));
   TensorKernels<T> r;
-  r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec> : kernels::fused_tensor_assign<Mma, 1>;
-  r.smem = kernels::tensor_assign_smem_bytes<Mma>();
-  r.threads = kernels::TensorAssignShape<Mma>::threads;
-  r.rows = kernels::TensorAssignShape<Mma>::BM;
-  r.centre_objects = kernels::TensorAssignShape<Mma>::centre_objects;
+  r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec, SHORT> : kernels::fused_tensor_assign<Mma, 1, SHORT>;
+  r.smem = kernels::tensor_assign_smem_bytes<Mma, SHORT>();
+  r.threads = Shape::threads;
+  r.rows = Shape::BM;
+  r.centre_objects = Shape::centre_objects;
   return r;
 }
 
@@ -110,6 +111,8 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
   namespace g = kernels::gemm;
   if constexpr (std::is_same_v<T, double>)
     return compute_capability() >= 90 ? tensor_kernels_for<g::MmaF64m16n8k4>(d) : tensor_kernels_for<g::MmaF64m8n8k4>(d);
+  else if (d <= 16)  // 16-deep slices: a short d is not padded to 32
+    return tensor_kernels_for<g::MmaTf32m16n8k8, true>(d);
   else
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
