@@ -272,9 +272,11 @@ def test_init_predict_ninit_npy():
 def test_damaged_hdf5():
     # Files found by the fuzzer: one on which HDF5 1.10 itself segfaults, one whose metadata
     # makes it allocate without bound (24 GB and an OOM kill before the cap), one on which it
-    # corrupts the heap and glibc aborts: one line, exit 1.
+    # corrupts the heap and glibc aborts, one more on which it segfaults in H5F__accum_read (found
+    # by the test suite's own smoke fuzzing): one line, exit 1.
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-    for name in ("hdf5-library-segv.h5", "hdf5-unbounded-metadata.h5", "hdf5-heap-corruption.h5"):
+    for name in ("hdf5-library-segv.h5", "hdf5-unbounded-metadata.h5", "hdf5-heap-corruption.h5",
+                 "hdf5-accum-read-segv.h5"):
         p = run(f"--input={os.path.join(here, name)}", "--impl=seq", check=False)
         lines = p.stderr.strip().splitlines()
         expect(p.returncode == 1 and len(lines) == 1 and lines[0].startswith("kmeans: error:"),

@@ -55,6 +55,11 @@ for target in $targets; do
   cp -n "$here/corpus/$target/"* "$corpus/" 2>/dev/null || true
   if [[ $mode == smoke ]]; then
     limit=(-max_total_time=2)
+    # HDF5 1.10 itself crashes on some damaged files (the program's guard turns that into an
+    # error line; cli_test.py checks the files found so far). Random mutation would make the
+    # test suite fail at random on the library's bugs, so the smoke run only replays the h5
+    # corpus (files our own checks must refuse); the long run mutates it, ignoring HDF5's crashes.
+    [[ $target == h5 ]] && limit=(-runs=0)
   else
     limit=(-runs="$runs")
     # HDF5's own crashes on damaged files (the program turns them into an error; here the
