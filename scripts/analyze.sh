@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The analysis suite in one command, on a GPU machine (about 10 minutes on an H100/H200):
-#   k-means block-size sweep + bottleneck + roofline data, peers (PyTorch, scikit-learn),
-#   the GEMM sweep (quick setting), then every PNG from the CSV.
+#   k-means block-size sweep + bottleneck + roofline data, peers (PyTorch, scikit-learn), the
+#   real-data shapes and fused's crossover, the GEMM sweep (quick setting), then every PNG.
 #     scripts/analyze.sh [OUTDIR]            (default plots/; builds with scripts/setup.sh build
 #                                             unless KM_BIN names a folder with the binaries)
 #     scripts/analyze.sh --plots-only [DIR]  redraw the PNGs from committed CSV (no GPU needed)
@@ -27,6 +27,11 @@ echo "# k-means sweep: $((SECONDS - start)) s"
   tee "$OUT/convergence.log"
 "$PY" scripts/peers.py --bin "$KM_BIN" --csv "$OUT/peers.csv" | tee "$OUT/peers.log"
 echo "# peers: $((SECONDS - start)) s"
+# The real-data shapes (fused's tensor path against its floor and PyTorch; Flash-KMeans when
+# FLASH_KMEANS names its package folder), k-means++, and fused's path crossover.
+"$PY" scripts/bench_real_shapes.py --bin "$KM_BIN" --csv "$OUT/real_shapes.csv" --kmeanspp --crossover \
+  ${FLASH_KMEANS:+--flash "$FLASH_KMEANS"} | tee "$OUT/real_shapes.log"
+echo "# real-data shapes: $((SECONDS - start)) s"
 "$PY" scripts/bench_gemm.py --gemm "$KM_BIN/gemm" --quick --csv "$OUT/bench_gemm.csv" | tee "$OUT/bench_gemm.log" ||
   echo "# the GEMM sweep reported failed runs (see bench_gemm.csv, column status)"
 echo "# gemm sweep: $((SECONDS - start)) s"
