@@ -34,7 +34,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   // Assigns every object: with `accumulate`, counts changes into changed_ and adds each
   // object into sums_/counts_; without, only writes the labels (the final E-step).
   virtual void assign(bool accumulate) = 0;
-  // Work after each update_centroids (e.g. the GEMM path's |c|^2).
+  // Work after each update_centroids (e.g. the tensor path's centred centroids and norms).
   virtual void after_update() {}
 
   DeviceBuffer<T> centroids_;              // in layout_

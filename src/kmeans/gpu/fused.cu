@@ -1,11 +1,11 @@
 // fused: the fastest rung. Two paths, chosen per shape by kernels/kmeans/layouts.hpp's
-// fused_one_pass():
-//   one pass  (d <= 32, small K*d) kernels/kmeans/6_fused_one_pass.cuh: assignment and
-//             block-private accumulation in one read of the data;
+// fused_one_pass() (a measured crossover):
+//   one pass  (small K*d) kernels/kmeans/6_fused_one_pass.cuh: assignment and block-private
+//             accumulation in one read of the data;
 //   tensor    (any shape) kernels/kmeans/6_fused_tensor.cuh: distances and arg-min on the
 //             tensor cores (FP64 DMMA / TF32), never writing the N×K matrix, seq's labels
-//             exactly through a proven margin and a re-check of the close calls; then one
-//             accumulation pass.
+//             exactly through a proven margin and a re-check of the close calls; then a
+//             radix sort by label and the sums cluster by cluster.
 // FusedEngine picks the path at setup and forwards to it.
 #include <algorithm>
 #include <cfloat>
@@ -310,7 +310,7 @@ class FusedEngine final : public Engine<T> {
 
 namespace km {
 extern const Implementation fused_implementation = describe<gpu::FusedEngine>(
-    "fused", "fastest: one pass, registers + shared memory, block-private sums; for large K*d, exact distances + arg-min fused on the tensor cores", Where::gpu,
+    "fused", "fastest: one pass, registers + shared memory, block-private sums for small K*d; otherwise exact distances + arg-min fused on the tensor cores", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); },
     gpu::fused_path);
 }  // namespace km
