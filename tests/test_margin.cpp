@@ -55,25 +55,25 @@ T keyed_term(const std::vector<T>& cc, const std::vector<T>& mu) {
 }
 
 // The key keyed - 2 x'.c' as the float tensor path may compute it, at its worst: x' and c'
-// rounded to TF32, products exact, every accumulation truncated, starting from -keyed/2. x is the object as the mma
+// rounded to TF32, products exact, every accumulation truncated. x is the object as the mma
 // sees it before rounding (x' here).
 float emulated_key(const std::vector<float>& x, const std::vector<float>& cc, float keyed) {
-  float acc = -keyed / 2;  // the kernel's accumulator starts there and ends at -key/2
+  float dot = 0;
   for (std::size_t p = 0; p < x.size(); ++p)
-    acc = truncate_to_float(static_cast<double>(acc) + static_cast<double>(tf32_rna(x[p])) * tf32_rna(cc[p]));
-  return -2 * acc;
+    dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(tf32_rna(x[p])) * tf32_rna(cc[p]));
+  return keyed - 2 * dot;
 }
 
 // The same for double with FP64 mma: exact inputs, each accumulation rounded toward zero.
 double emulated_key(const std::vector<double>& x, const std::vector<double>& cc, double keyed) {
-  double acc = -keyed / 2;
+  double dot = 0;
   for (std::size_t p = 0; p < x.size(); ++p) {
-    const Quad s = static_cast<Quad>(acc) + static_cast<Quad>(x[p]) * static_cast<Quad>(cc[p]);
+    const Quad s = static_cast<Quad>(dot) + static_cast<Quad>(x[p]) * static_cast<Quad>(cc[p]);
     double r = static_cast<double>(s);
     if (static_cast<Quad>(std::fabs(r)) > (s < 0 ? -s : s)) r = std::nextafter(r, 0.0);
-    acc = r;
+    dot = r;
   }
-  return -2 * acc;
+  return keyed - 2 * dot;
 }
 
 template <class T>

@@ -6,8 +6,7 @@
 //                        accumulated over d in BK slices by mma.sync (FP64 DMMA in double, TF32
 //                        in float) from a cp.async ring: the GEMM ladder's tensor kernel
 //                        (kernels/gemm/6_tensor.cuh) supplies the mma shapes, tile geometry and
-//                        loads. After a tile, half the key |c'|^2 + 2mu.c' - 2x.c' of every pair
-//                        (the accumulators start at -(|c'|^2 + 2mu.c')/2) goes into
+//                        loads. After a tile, the key |c'|^2 + 2mu.c' - 2x.c' of every pair goes into
 //                        the object's running list of its L smallest (registers), then the
 //                        lists merge across lanes and warps. The key is not seq's arithmetic;
 //                        margin.hpp bounds how far it can be, and an object whose runner-up
@@ -203,24 +202,16 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT>::threads, 1)
       }
   };
 
-  // The accumulators of centroid tile ct start at -keyed/2 (exact), so after the products they
-  // hold -key/2: the lists keep half-keys, key/2 = -acc, with no arithmetic per pair
-  // (margin.hpp counts the start value in the accumulation's error).
   T acc[FM][FN][Mma::C];
-  auto clear = [&](int ct) {
+  auto clear = [&] {
 #pragma unroll
-    for (int b = 0; b < FN; ++b)
+    for (int a = 0; a < FM; ++a)
 #pragma unroll
-      for (int e2 = 0; e2 < 2; ++e2) {
-        const int j = ct * BN + wn0 + b * Mma::N + 2 * tq + e2;
-        const T start = j < k ? -keyed[j] / 2 : T(0);
+      for (int b = 0; b < FN; ++b)
 #pragma unroll
-        for (int a = 0; a < FM; ++a)
-#pragma unroll
-          for (int h = 0; h < H; ++h) acc[a][b][h * 2 + e2] = start;
-      }
+        for (int e = 0; e < Mma::C; ++e) acc[a][b][e] = T(0);
   };
-  clear(0);
+  clear();
   TopL<T, L> top[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
@@ -271,13 +262,14 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT>::threads, 1)
         for (int e2 = 0; e2 < 2; ++e2) {
           const int j = c0 + b * Mma::N + 2 * tq + e2;
           if (j < k) {
+            const T nj = keyed[j];
 #pragma unroll
             for (int a = 0; a < FM; ++a)
 #pragma unroll
-              for (int h = 0; h < H; ++h) top_insert(top[a * H + h], -acc[a][b][h * 2 + e2], j);
+              for (int h = 0; h < H; ++h) top_insert(top[a * H + h], nj - 2 * acc[a][b][h * 2 + e2], j);
           }
         }
-      if (t + 1 < tiles) clear((t + 1) / dtiles);
+      clear();
     }
   }
   gemm::cp_async_wait<0>();
@@ -302,9 +294,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT>::threads, 1)
     TopL<T, L> m = lists[r];
     for (int w = 1; w < S::warps_n; ++w) top_merge(m, lists[w * BM + r]);
     const std::int64_t i = row0 + r;
-    // The lists hold half-keys: compare against half the margin.
     const double best = static_cast<double>(m.v[0]);
-    const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, 2 * best) / 2;
+    const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, best);
     labels[i] = m.i[0];
     if (!(static_cast<double>(m.v[1]) - best > margin)) {
       // The candidates within the margin; if the list's last is within it too, others may

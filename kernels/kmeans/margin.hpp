@@ -12,22 +12,18 @@
 // their way into the mma: then m = 0, mu_norm = 0 below (x' is the object and |x| means |x'|),
 // and X = |x'|^2.
 //
-// The kernel starts each accumulator at -fl(N̂ + 2 m̂)/2 (exact) and adds the products, so the
-// accumulator ends at -Â/2 with Â = N̂ + 2 m̂ - 2Ŝ; its first addition rounds a sum that
-// includes |N̂ + 2 m̂|/2, which the γ term below therefore also charges against (in a and b_mu),
-// over d + 1 additions. Where:
+// The computed key is Â = fl(fl(N̂ + 2 m̂) - 2Ŝ), where
 //   Ŝ  is the tensor cores' sum of x̃_p c̃_p, x̃ and c̃ the mma's views of x and c' (relative
 //      error <= u_x and u_c: TF32 reads an FP32 operand's bits as they are (truncation,
 //      2^-10) or after cvt.rna (2^-11); FP64 mma reads exactly, 0), accumulated in a format
 //      of unit roundoff u_acc. Tensor cores may align and truncate rather than round, so each
-//      of the d + 1 additions is charged 2 u_acc, γ = 2 (d + 1) u_acc / (1 - 2 (d + 1) u_acc):
+//      of the d additions is charged 2 u_acc, γ = 2 d u_acc / (1 - 2 d u_acc):
 //        |Ŝ - S| <= (u_x + u_c + u_x u_c + γ (1 + u_x)(1 + u_c)) P,  P = sum |x_p c'_p| <= |x| C;
 //   N̂, m̂ are sums in T in any order: errors <= γ_d(u) N and γ_d(u) |mu| C, γ_d(u) = d u / (1 - d u);
 //   the two roundings after them cost at most u (N + 2|m|) + u (N + 2|m| + 2|S|) (first order).
 // With C = the largest |c'| and |x| <= |x - mu| + |mu|:
 //   |Â - K| <= E = a C^2 + b |x| C + b_mu |mu| C,
-//   a = γ_d + 2u + γ, b = 2 (u_x + u_c + u_x u_c + γ (1 + u_x)(1 + u_c)) + 2u,
-//   b_mu = 2 γ_d + 4u + 2γ (|N̂ + 2 m̂| <= C^2 + 2 |mu| C, charged at γ),
+//   a = γ_d + 2u, b = 2 (u_x + u_c + u_x u_c + γ (1 + u_x)(1 + u_c)) + 2u, b_mu = 2 γ_d + 4u,
 // each inflated by 1% for second-order terms. c' (and x', when formed) are off from c - mu
 // (x - mu) by at most u per coordinate (|e| <= u (|x'| + C)), which moves the distance from
 // |x - c|^2 by at most 2 |x - c| |e| + |e|^2 <= 2.02 u (|x'| + C)^2: added to E.
@@ -64,13 +60,13 @@ struct CandidateBound {
 KM_MARGIN_HD inline CandidateBound candidate_bound(std::size_t d, double u_x, double u_c, double u_acc, double u,
                                                    double min_normal) {
   const double dd = static_cast<double>(d);
-  const double gamma_acc = 2 * (dd + 1) * u_acc / (1 - 2 * (dd + 1) * u_acc);
+  const double gamma_acc = 2 * dd * u_acc / (1 - 2 * dd * u_acc);
   const double gamma_d = dd * u / (1 - dd * u);
   const double g = (dd + 2) * u / (1 - (dd + 2) * u);
   CandidateBound r;
-  r.a = 1.01 * (gamma_d + 2 * u + gamma_acc);
+  r.a = 1.01 * (gamma_d + 2 * u);
   r.b = 1.01 * (2 * (u_x + u_c + u_x * u_c + gamma_acc * (1 + u_x) * (1 + u_c)) + 2 * u);
-  r.b_mu = 1.01 * (2 * gamma_d + 4 * u + 2 * gamma_acc);
+  r.b_mu = 1.01 * (2 * gamma_d + 4 * u);
   r.centre = 2.02 * u;
   r.g2 = 1.01 * 2 * g / (1 - g);
   r.tiny = 8 * (dd + 2) * min_normal;
