@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stamp  # noqa: E402
+from common import stamp, torch_lloyd  # noqa: E402
 
 ROWS = [(262144, 128, 1024), (4194304, 128, 1024), (1000000, 16, 65536), (1000000, 128, 128), (60000, 784, 256)]
 LOOPS = 10
@@ -60,24 +60,10 @@ def dgemm_floor_ms(gemm, n, d, k):
 
 def torch_lloyd_ms(n, d, k, dtype_name):
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dtype = getattr(torch, dtype_name)
     g = torch.Generator(device="cuda").manual_seed(7)
-    x = torch.rand((n, d), device="cuda", dtype=dtype, generator=g)
-    c = x[:k].clone()
-    x2 = (x * x).sum(1, keepdim=True)
-    times = []
-    for _ in range(LOOPS):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        d2 = x2 - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
-        labels = d2.argmin(1)
-        sums = torch.zeros_like(c).index_add_(0, labels, x)
-        counts = torch.bincount(labels, minlength=k).to(dtype)
-        c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], c)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    del x, c, x2
+    x = torch.rand((n, d), device="cuda", dtype=getattr(torch, dtype_name), generator=g)
+    times, c = torch_lloyd(x, k, LOOPS)
+    del x, c
     torch.cuda.empty_cache()
     return 1e3 * statistics.median(times)
 

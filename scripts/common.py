@@ -79,3 +79,27 @@ def order_of(rows, key):
     """The distinct values of rows[key] in the order they first appear (the scripts write rows
     in registry order, so this is the ladder order)."""
     return list(dict.fromkeys(r[key] for r in rows if r.get(key)))
+
+
+def torch_lloyd(x, k, loops):
+    """A plain PyTorch Lloyd on the GPU, the peer every benchmark times: distances by matrix
+    product (TF32 off), argmin, index_add_, bincount; first-K init. x: a CUDA tensor [n][d].
+    Returns (seconds of each iteration, final centroids)."""
+    import time
+
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    c = x[:k].clone()
+    x2 = (x * x).sum(1, keepdim=True)
+    times = []
+    for _ in range(loops):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        d2 = x2 - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
+        labels = d2.argmin(1)
+        sums = torch.zeros_like(c).index_add_(0, labels, x)
+        counts = torch.bincount(labels, minlength=k).to(x.dtype)
+        c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], c)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times, c

@@ -24,30 +24,18 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stamp  # noqa: E402
+from common import stamp, torch_lloyd  # noqa: E402
 
 CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
 LOOPS = 10
 AGREE = 1e-6  # relative inertia; distances by matrix product round differently near ties
 
 
-def torch_lloyd(x_np, k, loops):
+def torch_lloyd_peer(x_np, k, loops):
     import torch
-    dev = torch.device("cuda")
-    x = torch.from_numpy(x_np).to(dev)
-    c = x[:k].clone()
+    x = torch.from_numpy(x_np).to(torch.device("cuda"))
+    times, c = torch_lloyd(x, k, loops)
     x2 = (x * x).sum(1, keepdim=True)
-    times = []
-    for _ in range(loops):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        d2 = x2 - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
-        labels = d2.argmin(1)
-        sums = torch.zeros_like(c).index_add_(0, labels, x)
-        counts = torch.bincount(labels, minlength=k).to(x.dtype)
-        c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None], c)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
     # inertia as scikit-learn defines it: distances to the final centroids, exactly
     d2 = x2 - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
     labels = d2.argmin(1)
@@ -92,7 +80,7 @@ def main():
             omp_s, omp_inertia, its_o, _ = ours(kmeans, path, "omp", k, LOOPS)
             results.append((f"kmeans omp ({os.cpu_count()} cores)", omp_s, omp_inertia, its_o))
             try:
-                t_s, t_inertia, _ = torch_lloyd(x, k, LOOPS)
+                t_s, t_inertia, _ = torch_lloyd_peer(x, k, LOOPS)
                 results.append(("PyTorch Lloyd (GPU)", t_s, t_inertia, LOOPS))
             except Exception as e:  # noqa: BLE001 - report, do not hide
                 print(f"PyTorch peer failed: {e}", flush=True)
