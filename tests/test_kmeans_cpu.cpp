@@ -360,6 +360,40 @@ TEST(Params, MoreClustersThanObjects) {
   EXPECT_NO_THROW(run_impl("omp", data, p));
 }
 
+// Predict labels any number of objects, fewer than the centroids included (one object with
+// K = 8: what scikit-learn's predict does on a single sample).
+TEST(Predict, FewerObjectsThanCentroids) {
+  const auto centres = km::generate_uniform<double>(8, 3, 1);
+  for (std::size_t n : {1u, 3u}) {
+    const auto data = km::generate_uniform<double>(n, 3, 2);
+    km::Params p;
+    p.k = 8;
+    p.init = km::Init::given;
+    p.given_d = 3;
+    p.given_centroids.assign(centres.values.data(), centres.values.data() + 24);
+    for (const char* name : {"seq", "omp"}) {
+      const auto r = km::predict(km::find_implementation(name), data, p);
+      ASSERT_EQ(r.labels.size(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        int best = 0;
+        double best_d = 1e300;
+        for (int c = 0; c < 8; ++c) {
+          double s = 0;
+          for (int j = 0; j < 3; ++j) {
+            const double e = data.row(i)[j] - p.given_centroids[c * 3 + j];
+            s += e * e;
+          }
+          if (s < best_d) best_d = s, best = c;
+        }
+        EXPECT_EQ(r.labels[i], best) << name << " object " << i;
+      }
+    }
+    // A fit still needs K objects.
+    p.init = km::Init::first;
+    EXPECT_THROW(run_impl("seq", data, p), km::UsageError);
+  }
+}
+
 TEST(Registry, NamesDescriptionsAndGpuRule) {
   ASSERT_GE(km::implementations().size(), 2u);
   for (const km::Implementation* impl : km::implementations()) {

@@ -219,6 +219,33 @@ TEST_P(GpuReproducible, Float) { check_reproducible<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuReproducible, ::testing::ValuesIn(gpu_implementations()),
                          impl_name);
 
+// Predict with fewer objects than centroids (1 and 5 objects, K = 16 and 300): omp's labels.
+template <class T>
+void check_predict_few_objects(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (int k : {16, 300}) {
+    if (!km::supports(impl, static_cast<std::size_t>(k), 24, sizeof(T)).ok) continue;
+    const auto centres = km::generate_uniform<double>(static_cast<std::size_t>(k), 24, 3);
+    for (std::size_t n : {1u, 5u}) {
+      SCOPED_TRACE("k=" + std::to_string(k) + " n=" + std::to_string(n));
+      const auto data = km::generate_uniform<T>(n, 24, 4);
+      km::Params p;
+      p.k = k;
+      p.init = km::Init::given;
+      p.given_d = 24;
+      p.given_centroids.assign(centres.values.data(), centres.values.data() + centres.n * 24);
+      const auto ref = km::predict(km::find_implementation("omp"), data, p);
+      const auto got = km::predict(impl, data, p);
+      EXPECT_EQ(got.labels, ref.labels);
+    }
+  }
+}
+
+class GpuPredictFewObjects : public ::testing::TestWithParam<const km::Implementation*> {};
+TEST_P(GpuPredictFewObjects, Double) { check_predict_few_objects<double>(*GetParam()); }
+TEST_P(GpuPredictFewObjects, Float) { check_predict_few_objects<float>(*GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Registry, GpuPredictFewObjects, ::testing::ValuesIn(gpu_implementations()), impl_name);
+
 }  // namespace
 
 namespace {

@@ -37,7 +37,18 @@ void enable(const char* program) {
 
 void disable() { state().on = false; }
 
+namespace {
+bool (*poll_check)() = nullptr;
+}
+
+void set_poll(bool (*check)()) { poll_check = check; }
+
+void poll() {
+  if (poll_check && poll_check()) throw Interrupted{};
+}
+
 void update(const char* stage, double done, double total, const char* unit, const std::string& detail) {
+  poll();
   State& s = state();
   if (!s.on) return;
   if (s.stage != stage) {

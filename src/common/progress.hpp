@@ -19,4 +19,10 @@ void update(const char* stage, double done, double total, const char* unit, cons
 // Ends the current stage (the in-place line gets its newline).
 void end_stage();
 
+// Interruption (the Python module's Ctrl-C): `check` is called by poll() and by every
+// update(), enabled or not; when it returns true they throw Interrupted. nullptr: none.
+struct Interrupted {};
+void set_poll(bool (*check)());
+void poll();
+
 }  // namespace km::progress

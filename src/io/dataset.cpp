@@ -29,7 +29,7 @@ HostBuffer<T>::HostBuffer(std::size_t count) : size_(count) {
 
 template <class T>
 void HostBuffer<T>::Free::operator()(T* p) const {
-  std::free(p);
+  if (owned) std::free(p);
 }
 
 template <class T>

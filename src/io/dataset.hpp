@@ -26,8 +26,19 @@ class HostBuffer {
   T& operator[](std::size_t i) { return ptr_[i]; }
   const T& operator[](std::size_t i) const { return ptr_[i]; }
 
+  // A view of `count` values someone else owns (a NumPy array): never freed here, and
+  // possibly not page-aligned (pinning it in place may then fail; uploads fall back to a
+  // pageable copy). The owner keeps it alive and unchanged while the view is used.
+  static HostBuffer borrow(const T* p, std::size_t count) {
+    HostBuffer b;
+    b.ptr_ = std::unique_ptr<T[], Free>(const_cast<T*>(p), Free{false});
+    b.size_ = count;
+    return b;
+  }
+
  private:
   struct Free {
+    bool owned = true;
     void operator()(T* p) const;
   };
   std::unique_ptr<T[], Free> ptr_;

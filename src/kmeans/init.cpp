@@ -262,7 +262,8 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, Pl
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu) {
-  check_clusters(params.k, data.n);
+  // Given centroids may outnumber the objects (predict labels a single object with K of them).
+  if (params.init != Init::given) check_clusters(params.k, data.n);
   const auto k = static_cast<std::size_t>(params.k);
   std::vector<T> out(k * data.d);
   switch (params.init) {

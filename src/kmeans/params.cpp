@@ -45,7 +45,7 @@ void validate(const Params& p) {
 
 void check_clusters(int k, std::size_t n) {
   if (k < 1 || static_cast<std::size_t>(k) > n)
-    throw UsageError(strprintf("--clusters=%d: must be between 1 and the number of objects (%zu)", k, n));
+    throw UsageError(strprintf("--clusters=%d: must be between 1 and the number of objects (n_samples = %zu)", k, n));
 }
 
 }  // namespace km

@@ -100,10 +100,13 @@ void check_arithmetic_range(const Dataset<T>& data) {
                                largest, data.n));
 }
 
+// fitting: K must not exceed the objects (a fit needs K of them); predicting labels any
+// number of objects, one included, with K given centroids.
 template <class T>
-void check_problem(const Implementation& impl, const Dataset<T>& data, const Params& params) {
+void check_problem(const Implementation& impl, const Dataset<T>& data, const Params& params, bool fitting) {
   validate(params);
-  check_clusters(params.k, data.n);
+  if (fitting) check_clusters(params.k, data.n);
+  else if (params.k < 1) check_clusters(params.k, data.n);
   const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
   check_arithmetic_range(data);
@@ -131,7 +134,7 @@ std::uint64_t init_seed(std::uint64_t seed, int r) {
 template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
-  check_problem(impl, data, params);
+  check_problem(impl, data, params, true);
   Result<T> best;
   std::vector<double> inertias;
   RunSeconds spent;
@@ -156,7 +159,7 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params) {
-  check_problem(impl, data, params);
+  check_problem(impl, data, params, false);
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Result<T> result;
   Stopwatch watch;

@@ -1,0 +1,297 @@
+// kmeans_gpu._core: the registry's engines for Python, over NumPy arrays without a copy.
+//
+// The estimator (python/kmeans_gpu/__init__.py) converts and checks what scikit-learn's
+// conventions ask for, then calls fit()/predict() here with a C-contiguous float32 or float64
+// array. That array's memory becomes the Dataset's (HostBuffer::borrow): the engines read it
+// in place, as they read a file the CLI loaded. The GIL is released while the engines run;
+// every iteration and every k-means++ centre polls for Ctrl-C, which ends the run with
+// KeyboardInterrupt. The library's errors become Python exceptions: UsageError and
+// InputError -> ValueError with the CLI's message, DeviceError -> kmeans_gpu.DeviceError (a
+// RuntimeError); nothing aborts the interpreter.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/progress.hpp"
+#include "cuda/device.hpp"
+#include "kmeans/registry.hpp"
+#include "report/report.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// Runs with the GIL released; called back with it held only to poll for signals.
+bool python_interrupt_pending() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
+template <class T>
+km::Dataset<T> view(const py::array& x) {
+  // The estimator hands over C-contiguous 2-D arrays of T; anything else is its bug.
+  if (x.ndim() != 2 || !(x.flags() & py::array::c_style) || !py::isinstance<py::array_t<T>>(x))
+    throw km::UsageError("internal: expected a C-contiguous 2-D array of the run's precision");
+  km::Dataset<T> data;
+  data.n = static_cast<std::size_t>(x.shape(0));
+  data.d = static_cast<std::size_t>(x.shape(1));
+  data.source = "numpy";
+  km::check_shape(static_cast<std::int64_t>(data.n), static_cast<std::int64_t>(data.d), sizeof(T), "X");
+  data.values = km::HostBuffer<T>::borrow(static_cast<const T*>(x.data()), data.n * data.d);
+  km::check_finite(data, "X");
+  return data;
+}
+
+struct Options {
+  std::string impl;
+  int k = 8, loops = 300, block = 128, threads = 0, n_init = 1;
+  double threshold = 0;
+  std::optional<double> tol;
+  std::string init = "kmeans++";
+  std::uint64_t seed = 0;
+  std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids;
+};
+
+km::Params params_of(const Options& o, std::size_t d) {
+  km::Params p;
+  p.k = o.k;
+  p.loops = o.loops;
+  p.threshold = o.threshold;
+  p.tol = o.tol;
+  p.seed = o.seed;
+  p.block = o.block;
+  p.threads = o.threads;
+  p.n_init = o.n_init;
+  if (o.centroids) {
+    const auto& c = *o.centroids;
+    if (c.ndim() != 2 || static_cast<std::size_t>(c.shape(1)) != d)
+      throw km::UsageError(km::strprintf("the centroids have %zu coordinates but the data has %zu",
+                                         c.ndim() == 2 ? static_cast<std::size_t>(c.shape(1)) : 0, d));
+    p.init = km::Init::given;
+    p.given_d = d;
+    p.given_centroids.assign(c.data(), c.data() + c.size());
+    p.k = static_cast<int>(c.shape(0));
+  } else {
+    p.init = km::init_from_string(o.init);
+  }
+  return p;
+}
+
+const km::Implementation& implementation(const std::string& name) {
+  const km::Implementation& impl =
+      km::find_implementation(name.empty() ? km::default_implementation(km::gpu_info().present) : name);
+  km::require_runnable(impl, km::gpu_info());
+  return impl;
+}
+
+template <class T>
+py::dict to_python(const km::Implementation& impl, const km::Dataset<T>& data, const km::Params& params,
+                   km::Result<T>& result, bool predicting) {
+  km::RunReport report = km::make_report(impl.name, data, params, result);
+  if (predicting) report.init = "predict";
+  std::ostringstream json;
+  km::write_json(json, report);
+
+  const auto k = static_cast<py::ssize_t>(params.k), d = static_cast<py::ssize_t>(data.d);
+  py::array_t<T> centers({k, d});
+  std::copy(result.centroids.begin(), result.centroids.end(), centers.mutable_data());
+  py::array_t<std::int32_t> labels(static_cast<py::ssize_t>(result.labels.size()));
+  std::copy(result.labels.begin(), result.labels.end(), labels.mutable_data());
+
+  py::dict out;
+  out["cluster_centers"] = centers;
+  out["labels"] = labels;
+  out["inertia"] = result.inertia;
+  out["n_iter"] = result.iterations;
+  out["converged"] = result.converged;
+  out["report"] = json.str();
+  return out;
+}
+
+// Runs fn() with the GIL released and Ctrl-C polled; a pending signal's exception is raised.
+template <class F>
+auto interruptible(F&& fn) {
+  struct Poll {
+    Poll() { km::progress::set_poll(python_interrupt_pending); }
+    ~Poll() { km::progress::set_poll(nullptr); }
+  } poll;
+  try {
+    py::gil_scoped_release release;
+    return fn();
+  } catch (const km::progress::Interrupted&) {
+    throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals left set
+  }
+}
+
+template <class T>
+py::dict fit(const py::array& x, const Options& o) {
+  const km::Dataset<T> data = view<T>(x);
+  const km::Params params = params_of(o, data.d);
+  const km::Implementation& impl = implementation(o.impl);
+  km::Result<T> result = interruptible([&] {
+    return km::run(impl, data, params, [](int, const km::IterationStats&) { km::progress::poll(); });
+  });
+  return to_python(impl, data, params, result, false);
+}
+
+template <class T>
+py::dict predict(const py::array& x, const Options& o) {
+  const km::Dataset<T> data = view<T>(x);
+  const km::Params params = params_of(o, data.d);
+  const km::Implementation& impl = implementation(o.impl);
+  km::Result<T> result = interruptible([&] { return km::predict(impl, data, params); });
+  return to_python(impl, data, params, result, true);
+}
+
+py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
+  if (py::isinstance<py::array_t<float>>(x)) return predicting ? predict<float>(x, o) : fit<float>(x, o);
+  if (py::isinstance<py::array_t<double>>(x)) return predicting ? predict<double>(x, o) : fit<double>(x, o);
+  throw km::UsageError("internal: X must be float32 or float64");
+}
+
+Options options(const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
+                const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
+                std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids) {
+  Options o;
+  o.impl = impl;
+  o.k = k;
+  o.loops = loops;
+  o.threshold = threshold;
+  o.tol = tol;
+  o.init = init;
+  o.seed = seed;
+  o.block = block;
+  o.threads = threads;
+  o.n_init = n_init;
+  o.centroids = std::move(centroids);
+  return o;
+}
+
+// The mean over the columns of their variance (two passes, in double, rows split over the
+// threads): scikit-learn's scale for tol, without NumPy's temporary copies of X.
+template <class T>
+double mean_variance(const km::Dataset<T>& data) {
+  const std::size_t n = data.n, d = data.d;
+  std::vector<double> mean(d, 0.0), var(d, 0.0);
+#pragma omp parallel
+  {
+    std::vector<double> local(d, 0.0);
+#pragma omp for schedule(static) nowait
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < d; ++j) local[j] += static_cast<double>(data.row(i)[j]);
+#pragma omp critical
+    for (std::size_t j = 0; j < d; ++j) mean[j] += local[j];
+#pragma omp barrier
+#pragma omp single
+    for (std::size_t j = 0; j < d; ++j) mean[j] /= static_cast<double>(n);
+    std::fill(local.begin(), local.end(), 0.0);
+#pragma omp for schedule(static) nowait
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < d; ++j) {
+        const double e = static_cast<double>(data.row(i)[j]) - mean[j];
+        local[j] += e * e;
+      }
+#pragma omp critical
+    for (std::size_t j = 0; j < d; ++j) var[j] += local[j];
+  }
+  double sum = 0;
+  for (std::size_t j = 0; j < d; ++j) sum += var[j] / static_cast<double>(n);
+  return sum / static_cast<double>(d);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "kmeans-gpu's engines (use kmeans_gpu.KMeans)";
+
+  static py::exception<km::DeviceError> device_error(m, "DeviceError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const km::UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const km::InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const km::DeviceError& e) {
+      device_error(e.what());
+    }
+  });
+
+  const auto common = [](const char* doc) { return doc; };
+  m.def(
+      "fit",
+      [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
+         const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
+         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids) {
+        return dispatch(x, options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids),
+                        false);
+      },
+      py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
+      py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
+      py::arg("centroids"),
+      common("Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON "
+             "report."));
+  m.def(
+      "predict",
+      [](const py::array& x, const std::string& impl, py::array_t<double, py::array::c_style | py::array::forcecast>
+                                                         centroids,
+         int block, int threads) {
+        return dispatch(x, options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids), true);
+      },
+      py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
+      common("Labels X with the given centroids; returns a dict of labels, inertia and the JSON report."));
+  m.def(
+      "mean_variance",
+      [](const py::array& x) {
+        if (py::isinstance<py::array_t<float>>(x)) {
+          const auto data = view<float>(x);
+          py::gil_scoped_release release;
+          return mean_variance(data);
+        }
+        const auto data = view<double>(x);
+        py::gil_scoped_release release;
+        return mean_variance(data);
+      },
+      py::arg("X"), "The mean of X's column variances (scikit-learn's scale for tol).");
+  m.def(
+      "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
+      "The address the engines would read X from (the zero-copy test compares it with X's).");
+  m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
+        py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
+  m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
+  m.def("gpu_why_absent", [] { return km::gpu_info().why_absent; }, "Why no GPU is usable ('' when one is).");
+  m.def("default_implementation", [] { return km::default_implementation(km::gpu_info().present); },
+        "fused with a GPU, else omp.");
+  m.def(
+      "time_cpp_fit",
+      [](const py::array& x, const std::string& impl, int k, int loops, int repeats) {
+        // The same fit through the C++ API, timed in C++: the baseline for the calling overhead.
+        Options o = options(impl, k, loops, 0, std::nullopt, "first", 0, 128, 0, 1, std::nullopt);
+        std::vector<double> seconds;
+        const auto time = [&](auto tag) {
+          using T = decltype(tag);
+          const km::Dataset<T> data = view<T>(x);
+          const km::Params params = params_of(o, data.d);
+          const km::Implementation& impl_ = implementation(o.impl);
+          py::gil_scoped_release release;
+          for (int r = 0; r < repeats; ++r) {
+            km::Stopwatch watch;
+            const auto result = km::run(impl_, data, params);
+            seconds.push_back(watch.seconds());
+          }
+        };
+        if (py::isinstance<py::array_t<float>>(x)) time(float{});
+        else time(double{});
+        return seconds;
+      },
+      py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("repeats"),
+      "Seconds of each of `repeats` fits (first-K init) through the C++ API, timed in C++.");
+}
