@@ -131,6 +131,13 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 
 }  // namespace
 
+void write_npy_file(const std::string& path, const char* descr, const std::vector<std::size_t>& shape,
+                    const void* data, std::size_t bytes) {
+  TemporaryFile tmp(temporary_path_for(path));
+  write_text_file(tmp.path(), [&](std::FILE* f) { write_npy(f, descr, shape, data, bytes); });
+  tmp.commit_to(path);
+}
+
 template <class T>
 void write_result(const std::string& path, const ResultView<T>& r) {
   const Format format = format_from_path(path);

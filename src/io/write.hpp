@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace km {
 
@@ -45,6 +46,11 @@ class TemporaryFile {
   int slot_ = -1;
   bool committed_ = false;
 };
+
+// One array as a NumPy .npy (descr "<f4", "<f8", "<i4"...; C order), written whole or not
+// at all (through a TemporaryFile).
+void write_npy_file(const std::string& path, const char* descr, const std::vector<std::size_t>& shape,
+                    const void* data, std::size_t bytes);
 
 // "<dir>/<stem>.labels.csv" for "<dir>/<stem>.csv" (likewise .npy).
 std::string labels_path_for(const std::string& path);

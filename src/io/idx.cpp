@@ -1,0 +1,134 @@
+#include "io/idx.hpp"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "common/errors.hpp"
+#include "common/host_memory.hpp"
+
+namespace km {
+
+namespace {
+
+// gzread reads compressed and plain files alike.
+class GzFile {
+ public:
+  explicit GzFile(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      throw InputError(strprintf("'%s': no such file (an IDX file, plain or .gz)", path.c_str()));
+    f_ = gzopen(path.c_str(), "rb");
+    if (!f_) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
+  }
+  ~GzFile() {
+    if (f_) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
+  // Exactly `bytes` bytes, or InputError saying what was being read.
+  void read(void* out, std::size_t bytes, const char* what) {
+    auto* p = static_cast<unsigned char*>(out);
+    while (bytes > 0) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 30));
+      const int got = gzread(f_, p, chunk);
+      if (got < 0) {
+        int code = 0;
+        const char* msg = gzerror(f_, &code);
+        throw InputError(strprintf("'%s': corrupt data while reading the %s (%s)", path_.c_str(), what, msg));
+      }
+      if (got == 0) throw InputError(strprintf("'%s': truncated: the file ends inside the %s", path_.c_str(), what));
+      p += got;
+      bytes -= static_cast<std::size_t>(got);
+    }
+  }
+  std::uint32_t u32(const char* what) {
+    unsigned char b[4];
+    read(b, 4, what);
+    return (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
+  }
+  // Whether anything follows (trailing garbage makes the sizes suspect).
+  bool more() {
+    unsigned char b;
+    return gzread(f_, &b, 1) == 1;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
+
+void check_magic(GzFile& f, std::uint32_t want, const char* kind) {
+  const std::uint32_t magic = f.u32("header");
+  if (magic != want)
+    throw InputError(strprintf("'%s': magic number 0x%08x, not 0x%08x: not an IDX %s file", f.path().c_str(), magic,
+                               want, kind));
+}
+
+void check_end(GzFile& f) {
+  if (f.more()) throw InputError(strprintf("'%s': data past the sizes its header gives", f.path().c_str()));
+}
+
+}  // namespace
+
+IdxImages read_idx_images(const std::string& path) {
+  GzFile f(path);
+  check_magic(f, 0x00000803u, "images (ubyte, 3 dimensions)");
+  IdxImages im;
+  im.count = f.u32("header");
+  im.rows = f.u32("header");
+  im.cols = f.u32("header");
+  if (im.count == 0 || im.rows == 0 || im.cols == 0)
+    throw InputError(strprintf("'%s': empty images (%zu of %zu x %zu)", path.c_str(), im.count, im.rows, im.cols));
+  if (im.rows * im.cols > (1u << 24))
+    throw InputError(strprintf("'%s': images of %zu x %zu pixels are beyond this program's 2^24", path.c_str(),
+                               im.rows, im.cols));
+  const double bytes = double(im.count) * double(im.rows) * double(im.cols);
+  check_host_memory(bytes, strprintf("the images of '%s'", path.c_str()));
+  im.pixels.resize(im.count * im.rows * im.cols);
+  f.read(im.pixels.data(), im.pixels.size(), "pixels");
+  check_end(f);
+  return im;
+}
+
+std::vector<std::uint8_t> read_idx_labels(const std::string& path, int classes) {
+  GzFile f(path);
+  check_magic(f, 0x00000801u, "labels (ubyte, 1 dimension)");
+  const std::size_t count = f.u32("header");
+  if (count == 0) throw InputError(strprintf("'%s': no labels", path.c_str()));
+  check_host_memory(double(count), strprintf("the labels of '%s'", path.c_str()));
+  std::vector<std::uint8_t> labels(count);
+  f.read(labels.data(), count, "labels");
+  check_end(f);
+  for (std::size_t i = 0; i < count; ++i)
+    if (labels[i] >= classes)
+      throw InputError(strprintf("'%s': label %d of item %zu is out of range (0..%d)", path.c_str(), labels[i], i,
+                                 classes - 1));
+  return labels;
+}
+
+IdxSet read_idx_set(const std::string& dir, const std::string& prefix, int classes) {
+  const auto pick = [&](const std::string& stem) {
+    const std::string plain = dir + "/" + stem;
+    std::error_code ec;
+    if (std::filesystem::exists(plain, ec)) return plain;
+    if (std::filesystem::exists(plain + ".gz", ec)) return plain + ".gz";
+    throw InputError(strprintf("'%s': neither it nor '%s.gz' exists (--data names the folder of the IDX files)",
+                               plain.c_str(), plain.c_str()));
+  };
+  IdxSet set;
+  const std::string images = pick(prefix + "-images-idx3-ubyte"), labels = pick(prefix + "-labels-idx1-ubyte");
+  set.images = read_idx_images(images);
+  set.labels = read_idx_labels(labels, classes);
+  if (set.labels.size() != set.images.count)
+    throw InputError(strprintf("'%s' holds %zu images but '%s' %zu labels", images.c_str(), set.images.count,
+                               labels.c_str(), set.labels.size()));
+  return set;
+}
+
+}  // namespace km
