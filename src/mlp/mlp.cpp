@@ -222,6 +222,12 @@ std::vector<T> Trainer<T>::weights(int l) {
 }
 
 template <class T>
+void Trainer<T>::set_weights(int l, const std::vector<T>& w) {
+  if (w.size() != std::size_t(sizes_[l]) * sizes_[l + 1]) throw UsageError("set_weights: wrong size");
+  impl_->be->put(impl_->w[l], w.data(), w.size());
+}
+
+template <class T>
 std::vector<T> Trainer<T>::biases(int l) {
   std::vector<T> out(std::size_t(sizes_[l + 1]));
   impl_->be->get(out.data(), impl_->b[l], out.size());

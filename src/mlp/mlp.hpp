@@ -85,6 +85,7 @@ class Trainer {
   // Layer l's weights (in × out) and biases, copied to the host.
   std::vector<T> weights(int l);
   std::vector<T> biases(int l);
+  void set_weights(int l, const std::vector<T>& w);
   const std::vector<int>& sizes() const { return sizes_; }
   std::string device() const;
 
