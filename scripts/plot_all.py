@@ -6,6 +6,8 @@ the run it shows (from the CSV's stamp columns).
   kmeans_blocks.csv  -> block_sweep_<config>.png, bottleneck.png, roofline.png
   ceilings.csv       -> (the roofline's ceilings)
   peers.csv          -> peers.png
+  mlp_h200.csv, mlp_torch_h200.csv (or mlp.csv, mlp_torch.csv)
+                     -> mlp_epoch.png, mlp_accuracy.png
   bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
                         gemm_transfers.png, gemm_cpu_threads.png
 Usage: plot_all.py [DIR]"""
@@ -395,6 +397,59 @@ def convergence(rows, out):
     finish(fig, rows, os.path.join(out, "convergence.png"))
 
 
+def mlp_plots(rows, torch_rows, out):
+    """Time per epoch by kernel, stacked by phase (the last epoch of the phase-timed runs), with
+    PyTorch's epoch for the same network; test accuracy against epoch for the 10-epoch runs."""
+    if not rows:
+        return
+    timed = [r for r in rows if r["run"].startswith("2 epochs") and r["device"] != "cpu"]
+    ladder = ["cublas", "naive", "coalesced", "shared", "shared-static", "regblock", "tensor"]
+    phases = ["h2d", "nn", "tn", "nt", "elementwise", "d2h"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), squeeze=False)
+    for ax, prec in zip(axes[0], ("float", "double")):
+        sel = [r for r in timed if r["precision"] == prec]
+        kernels = sorted(order_of(sel, "kernel"), key=lambda k: ladder.index(k) if k in ladder else len(ladder))
+        last = {k: max((r for r in sel if r["kernel"] == k), key=lambda r: int(r["epoch"])) for k in kernels}
+        bottom = [0.0] * len(kernels)
+        for ph in phases:
+            vals = [num(last[k][ph]) * 1e3 for k in kernels]
+            ax.bar(kernels, vals, bottom=bottom, label=ph)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.plot(kernels, [num(last[k]["seconds"]) * 1e3 for k in kernels], "k_", ms=18, label="epoch (wall)")
+        for feed, style in (("host", "--"), ("resident", ":")):
+            t = [num(r["seconds"]) for r in torch_rows if r["precision"] == prec and r["feed"] == feed][1:]
+            if t:
+                t.sort()
+                ax.axhline(t[len(t) // 2] * 1e3, color="crimson", ls=style, label=f"PyTorch ({feed} batches)")
+        ax.set_ylabel("ms per epoch")
+        ax.set_title(f"{prec}: 784-512-256-10, batch {last[kernels[0]]['batch']}, {last[kernels[0]]['device']}")
+        ax.tick_params(axis="x", rotation=30)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("mlp: time per epoch by GEMM kernel, split by phase (GPU kernels; phases from events)")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "mlp_epoch.png"))
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for r0 in [r for r in rows if r["run"].startswith("10 epochs") and r["epoch"] == "1"]:
+        sel = [r for r in rows if r["run"] == r0["run"] and r["kernel"] == r0["kernel"] and
+               r["precision"] == r0["precision"]]
+        ax.plot([int(r["epoch"]) for r in sel], [100 * num(r["test_accuracy"]) for r in sel], "o-", ms=3,
+                label=f"{r0['kernel']} {r0['precision']}")
+    for prec in ("float", "double"):
+        sel = [r for r in torch_rows if r["precision"] == prec and r["feed"] == "resident"]
+        ax.plot([int(r["epoch"]) for r in sel], [100 * num(r["test_accuracy"]) for r in sel], "x--", ms=4,
+                label=f"PyTorch {prec}")
+    ax.axhline(88, color="0.5", ls=":", label="target 88%")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("mlp on Fashion-MNIST: the same weights, batches and rule in every run")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "mlp_accuracy.png"))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
@@ -408,6 +463,8 @@ def main():
     convergence(read(os.path.join(d, "convergence.csv")), d)
     # analyze.sh writes real_shapes.csv; the committed H200 run is real_shapes_h200.csv.
     real_shapes(read(os.path.join(d, "real_shapes.csv")) or read(os.path.join(d, "real_shapes_h200.csv")), d)
+    mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
+              read(os.path.join(d, "mlp_torch.csv")) or read(os.path.join(d, "mlp_torch_h200.csv")), d)
     return 0
 
 

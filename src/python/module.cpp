@@ -221,7 +221,7 @@ PYBIND11_MODULE(_core, m) {
     } catch (const km::InputError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const km::DeviceError& e) {
-      device_error(e.what());
+      PyErr_SetString(device_error.ptr(), e.what());
     }
   });
 

@@ -249,7 +249,7 @@ def test_bad_data():
         KMeans(2, impl="omp").fit(np.zeros((8, 0)))
     with pytest.raises(ValueError, match="2D"):
         KMeans(2, impl="omp").fit(np.zeros(8))
-    with pytest.raises(TypeError, match="sparse"):
+    with pytest.raises(TypeError, match="[Ss]parse"):
         KMeans(2, impl="omp").fit(scipy.sparse.random(20, 4, density=0.5, format="csr"))
     with pytest.raises(ValueError, match="[Cc]omplex"):
         KMeans(2, impl="omp").fit(np.zeros((8, 2), dtype=complex))
