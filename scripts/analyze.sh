@@ -35,5 +35,9 @@ echo "# real-data shapes: $((SECONDS - start)) s"
 "$PY" scripts/bench_gemm.py --gemm "$KM_BIN/gemm" --quick --csv "$OUT/bench_gemm.csv" | tee "$OUT/bench_gemm.log" ||
   echo "# the GEMM sweep reported failed runs (see bench_gemm.csv, column status)"
 echo "# gemm sweep: $((SECONDS - start)) s"
+"$PY" scripts/bench_mlp.py --mlp "$KM_BIN/mlp" --csv "$OUT/mlp.csv" | tee "$OUT/bench_mlp.log"
+python3 scripts/mlp_torch.py --mlp "$KM_BIN/mlp" --precision float,double --out "$OUT/mlp_torch.csv" | tee "$OUT/mlp_torch.log" ||
+  echo "# the PyTorch reference did not run (needs torch and a GPU)"
+echo "# mlp: $((SECONDS - start)) s"
 "$PY" scripts/plot_all.py "$OUT"
 echo "# analysis done in $((SECONDS - start)) s -> $OUT"

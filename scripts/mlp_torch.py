@@ -42,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mlp", default="build/mlp")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--precision", default="float", choices=["float", "double"])
+    ap.add_argument("--precision", default="float", help="float, double or float,double")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--hidden", default="512,256")
@@ -55,7 +55,18 @@ def main():
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dtype = torch.float32 if a.precision == "float" else torch.float64
+    rows = []
+    for precision in a.precision.split(","):
+        rows += train(a, precision)
+    if a.out:
+        with open(a.out, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+
+def train(a, precision):
+    dtype = torch.float32 if precision == "float" else torch.float64
     dev = torch.device("cuda")
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([a.mlp, "--quiet", f"--data={a.data}", f"--hidden={a.hidden}", f"--batch={a.batch}",
@@ -67,7 +78,7 @@ def main():
 
     xi, yi = load(a.data, "train")
     ti, ty = load(a.data, "t10k")
-    np_dtype = np.float32 if a.precision == "float" else np.float64
+    np_dtype = np.float32 if precision == "float" else np.float64
     x = ((xi.reshape(len(xi), -1) / 255.0 - mean) / std).astype(np_dtype)
     xt = ((ti.reshape(len(ti), -1) / 255.0 - mean) / std).astype(np_dtype)
     rows = []
@@ -120,15 +131,11 @@ def main():
             seconds = time.perf_counter() - t
             with torch.no_grad():
                 acc = (model(xt_dev).argmax(1) == yt_dev).double().mean().item()
-            row = dict(impl="pytorch", feed=feed, precision=a.precision, batch=a.batch, epoch=e + 1, seconds=seconds,
+            row = dict(impl="pytorch", feed=feed, precision=precision, batch=a.batch, epoch=e + 1, seconds=seconds,
                        train_loss=train_loss, test_accuracy=acc, device=torch.cuda.get_device_name())
             rows.append(row)
             print(row, flush=True)
-    if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    return rows
 
 
 if __name__ == "__main__":
