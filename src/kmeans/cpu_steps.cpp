@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace km {
@@ -25,10 +26,18 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels) {
+  // Chunks of about 2^18 values (a function of d only, so the sum is the same on any thread
+  // count): wide data gets enough chunks for every core (60,000 x 784 was 4 chunks of 16,384
+  // objects, 20 ms on a 16-core box).
+  const std::size_t chunk = std::clamp<std::size_t>((std::size_t{1} << 18) / std::max<std::size_t>(data.d, 1), 64,
+                                                    kSumChunk);
   std::vector<double> chunk_sums;
-  return chunked_sum(data.n, chunk_sums, [&](std::size_t i) {
-    return squared_distance_double(data.row(i), centroids + static_cast<std::size_t>(labels[i]) * data.d, data.d);
-  });
+  return chunked_sum(
+      data.n, chunk_sums,
+      [&](std::size_t i) {
+        return squared_distance_double(data.row(i), centroids + static_cast<std::size_t>(labels[i]) * data.d, data.d);
+      },
+      chunk);
 }
 
 template <class T>
@@ -36,9 +45,14 @@ double max_abs_value(const Dataset<T>& data) {
   const std::size_t total = data.n * data.d;
   const T* v = data.values.data();
   double m = 0;
-#pragma omp parallel for reduction(max : m) schedule(static)
-  for (std::size_t i = 0; i < total; ++i) m = std::max(m, std::abs(static_cast<double>(v[i])));
-  return m;
+  bool bad = false;
+#pragma omp parallel for reduction(max : m) reduction(|| : bad) schedule(static)
+  for (std::size_t i = 0; i < total; ++i) {
+    const double a = std::abs(static_cast<double>(v[i]));
+    bad = bad || !std::isfinite(a);
+    m = std::max(m, a);
+  }
+  return bad ? std::numeric_limits<double>::quiet_NaN() : m;
 }
 
 template double max_abs_value(const Dataset<float>&);

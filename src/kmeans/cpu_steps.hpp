@@ -77,16 +77,16 @@ inline void from_coord_major(const T* cols, std::size_t k, std::size_t d, std::s
 // order: the same bits for any thread count. chunk_sums receives each chunk's sum.
 constexpr std::size_t kSumChunk = 1 << 14;
 template <class F>
-double chunked_sum(std::size_t n, std::vector<double>& chunk_sums, F&& value) {
-  const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+double chunked_sum(std::size_t n, std::vector<double>& chunk_sums, F&& value, std::size_t chunk = kSumChunk) {
+  const std::size_t chunks = (n + chunk - 1) / chunk;
   chunk_sums.assign(chunks, 0.0);
 #if defined(_OPENMP)  // (CUDA files include this header without OpenMP)
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
   for (std::size_t c = 0; c < chunks; ++c) {
     double s = 0;
-    const std::size_t end = std::min(n, (c + 1) * kSumChunk);
-    for (std::size_t i = c * kSumChunk; i < end; ++i) s += value(i);
+    const std::size_t end = std::min(n, (c + 1) * chunk);
+    for (std::size_t i = c * chunk; i < end; ++i) s += value(i);
     chunk_sums[c] = s;
   }
   double total = 0;
@@ -120,7 +120,7 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels);
 
-// The largest |value| of the data (0 for all zeros), in parallel.
+// The largest |value| of the data (0 for all zeros; NaN when a value is NaN or infinite), in parallel.
 template <class T>
 double max_abs_value(const Dataset<T>& data);
 

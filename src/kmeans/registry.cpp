@@ -77,6 +77,9 @@ namespace {
 template <class T>
 void check_arithmetic_range(const Dataset<T>& data) {
   const double largest = max_abs_value(data);
+  // Loaders check finiteness with the file's name; data handed over in memory (the Python
+  // module's arrays) is checked here, in the same pass, named by its source.
+  if (std::isnan(largest)) check_finite(data, data.source.empty() ? std::string("the data") : data.source);
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
   // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2

@@ -35,18 +35,20 @@ bool python_interrupt_pending() {
   return PyErr_CheckSignals() != 0;
 }
 
+// check_finite: here (mean_variance); fit and predict leave it to the registry's range check,
+// which finds a NaN or Inf in the pass it makes anyway and names it the same way ("X: ...").
 template <class T>
-km::Dataset<T> view(const py::array& x) {
+km::Dataset<T> view(const py::array& x, bool check_finite = false) {
   // The estimator hands over C-contiguous 2-D arrays of T; anything else is its bug.
   if (x.ndim() != 2 || !(x.flags() & py::array::c_style) || !py::isinstance<py::array_t<T>>(x))
     throw km::UsageError("internal: expected a C-contiguous 2-D array of the run's precision");
   km::Dataset<T> data;
   data.n = static_cast<std::size_t>(x.shape(0));
   data.d = static_cast<std::size_t>(x.shape(1));
-  data.source = "numpy";
+  data.source = "X";
   km::check_shape(static_cast<std::int64_t>(data.n), static_cast<std::int64_t>(data.d), sizeof(T), "X");
   data.values = km::HostBuffer<T>::borrow(static_cast<const T*>(x.data()), data.n * data.d);
-  km::check_finite(data, "X");
+  if (check_finite) km::check_finite(data, "X");
   return data;
 }
 
@@ -252,11 +254,11 @@ PYBIND11_MODULE(_core, m) {
       "mean_variance",
       [](const py::array& x) {
         if (py::isinstance<py::array_t<float>>(x)) {
-          const auto data = view<float>(x);
+          const auto data = view<float>(x, true);
           py::gil_scoped_release release;
           return mean_variance(data);
         }
-        const auto data = view<double>(x);
+        const auto data = view<double>(x, true);
         py::gil_scoped_release release;
         return mean_variance(data);
       },
