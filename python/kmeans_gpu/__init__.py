@@ -193,6 +193,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               stacklevel=2)
                 n_init = 1
         tol = float(self.tol) * _core.mean_variance(X) if self.tol > 0 and X.size else 0.0
+        if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
+            tol = None
         out = _core.fit(X, self._impl(), k, loops, float(self.threshold), tol, init, self._seed(),
                         self._int("block", self.block, 1), self._threads(), n_init, centroids)
         self.cluster_centers_ = out["cluster_centers"]

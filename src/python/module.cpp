@@ -177,35 +177,35 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   return o;
 }
 
-// The mean over the columns of their variance (two passes, in double, rows split over the
-// threads): scikit-learn's scale for tol, without NumPy's temporary copies of X.
+// The mean over the columns of their variance (two passes, in double): scikit-learn's scale
+// for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks (at most
+// 1,024 of them) combined in order, so the result is the same bits on any thread count and
+// every run (tol decides when a fit stops).
 template <class T>
 double mean_variance(const km::Dataset<T>& data) {
   const std::size_t n = data.n, d = data.d;
-  std::vector<double> mean(d, 0.0), var(d, 0.0);
-#pragma omp parallel
-  {
-    std::vector<double> local(d, 0.0);
-#pragma omp for schedule(static) nowait
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < d; ++j) local[j] += static_cast<double>(data.row(i)[j]);
-#pragma omp critical
-    for (std::size_t j = 0; j < d; ++j) mean[j] += local[j];
-#pragma omp barrier
-#pragma omp single
-    for (std::size_t j = 0; j < d; ++j) mean[j] /= static_cast<double>(n);
-    std::fill(local.begin(), local.end(), 0.0);
-#pragma omp for schedule(static) nowait
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < d; ++j) {
-        const double e = static_cast<double>(data.row(i)[j]) - mean[j];
-        local[j] += e * e;
-      }
-#pragma omp critical
-    for (std::size_t j = 0; j < d; ++j) var[j] += local[j];
-  }
+  const std::size_t rows = std::max<std::size_t>(4096, (n + 1023) / 1024), chunks = (n + rows - 1) / rows;
+  std::vector<double> part(chunks * d), mean(d, 0.0), var(d, 0.0);
+  const auto pass = [&](bool second) {
+    std::fill(part.begin(), part.end(), 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::size_t c = 0; c < chunks; ++c) {
+      double* p = part.data() + c * d;
+      for (std::size_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i)
+        for (std::size_t j = 0; j < d; ++j) {
+          const double v = static_cast<double>(data.row(i)[j]);
+          p[j] += second ? (v - mean[j]) * (v - mean[j]) : v;
+        }
+    }
+    std::vector<double>& out = second ? var : mean;
+    for (std::size_t c = 0; c < chunks; ++c)
+      for (std::size_t j = 0; j < d; ++j) out[j] += part[c * d + j];
+    for (double& v : out) v /= static_cast<double>(n);
+  };
+  pass(false);
+  pass(true);
   double sum = 0;
-  for (std::size_t j = 0; j < d; ++j) sum += var[j] / static_cast<double>(n);
+  for (double v : var) sum += v;
   return sum / static_cast<double>(d);
 }
 
