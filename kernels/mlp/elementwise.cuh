@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/mlp/softmax_row.hpp"
+
 namespace km::kernels::mlp {
 
 struct DeviceMetrics {
@@ -65,19 +67,10 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   double my_loss = 0;
   long long my_right = 0;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-    const T* z = logits + std::size_t(i) * cols;
-    int best = 0;
-    for (int j = 1; j < cols; ++j)
-      if (z[j] > z[best]) best = j;
-    const T top = z[best];
-    T sum = 0;
-    for (int j = 0; j < cols; ++j) sum += exp(z[j] - top);
-    const T log_sum = log(sum);
-    my_loss += static_cast<double>(log_sum - (z[labels[i]] - top));
-    my_right += best == labels[i];
-    if (grad)
-      for (int j = 0; j < cols; ++j)
-        grad[std::size_t(i) * cols + j] = (exp(z[j] - top) / sum - T(j == labels[i])) / T(rows);
+    const RowResult r = softmax_row(logits + std::size_t(i) * cols, labels[i], cols,
+                                       grad ? grad + std::size_t(i) * cols : nullptr, rows);
+    my_loss += r.loss;
+    my_right += r.correct;
   }
   loss[threadIdx.x] = my_loss;
   right[threadIdx.x] = my_right;

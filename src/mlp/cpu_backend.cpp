@@ -11,6 +11,7 @@
 
 #include "common/errors.hpp"
 #include "gemm/registry.hpp"
+#include "kernels/mlp/softmax_row.hpp"
 #include "mlp/backend.hpp"
 #include "timing/timer.hpp"
 
@@ -61,19 +62,10 @@ class CpuBackend final : public Backend<T> {
     Stopwatch w;
     // Row by row in order, so the loss sums the same way on every run.
     for (int i = 0; i < rows; ++i) {
-      const T* z = logits + std::size_t(i) * cols;
-      int best = 0;
-      for (int j = 1; j < cols; ++j)
-        if (z[j] > z[best]) best = j;
-      const T top = z[best];
-      T sum = 0;
-      for (int j = 0; j < cols; ++j) sum += std::exp(z[j] - top);
-      const T log_sum = std::log(sum);
-      m_.loss_sum += static_cast<double>(log_sum - (z[labels[i]] - top));
-      m_.correct += best == labels[i];
-      if (grad)
-        for (int j = 0; j < cols; ++j)
-          grad[std::size_t(i) * cols + j] = (std::exp(z[j] - top) / sum - T(j == labels[i])) / T(rows);
+      const auto r = kernels::mlp::softmax_row(logits + std::size_t(i) * cols, labels[i], cols,
+                                               grad ? grad + std::size_t(i) * cols : nullptr, rows);
+      m_.loss_sum += r.loss;
+      m_.correct += r.correct;
     }
     t_.elementwise += w.seconds();
   }
