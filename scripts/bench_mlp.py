@@ -12,7 +12,7 @@ import io
 import subprocess
 import sys
 
-from common import stamp
+from common import stamp, write_csv
 
 GPU_KERNELS = ["cublas", "naive", "coalesced", "shared", "shared-static", "regblock", "tensor"]
 
@@ -45,10 +45,7 @@ def main():
         print(f"{k} {prec}: done", flush=True)
     if not rows:
         return 1
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(a.csv, rows)
     return 0
 
 

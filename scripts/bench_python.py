@@ -11,7 +11,6 @@
     PYTHONPATH=build/python python3 scripts/bench_python.py --out plots/python_bench.csv
 """
 import argparse
-import csv
 import gzip
 import os
 import statistics
@@ -23,6 +22,7 @@ from sklearn.cluster import KMeans as SkKMeans
 from sklearn.cluster import kmeans_plusplus
 
 import kmeans_gpu
+from common import write_csv
 
 
 def fashion_mnist(folder):
@@ -86,13 +86,7 @@ def main():
         print(row, flush=True)
 
     if a.out:
-        keys = []
-        for r in rows:
-            keys += [k for k in r if k not in keys]
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(a.out, rows)
 
 
 if __name__ == "__main__":

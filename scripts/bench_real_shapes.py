@@ -18,7 +18,6 @@ fused's two paths (KMEANS_FUSED_PATH=one-pass|tensor) on the shapes where both r
 Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--kmeanspp]
                             [--crossover] [--quick]"""
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -27,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stamp, torch_lloyd  # noqa: E402
+from common import stamp, torch_lloyd, write_csv  # noqa: E402
 
 ROWS = [(262144, 128, 1024), (4194304, 128, 1024), (1000000, 16, 65536), (1000000, 128, 128), (60000, 784, 256)]
 LOOPS = 10
@@ -158,10 +157,7 @@ def main():
 
     fields = sorted({key for r in rows for key in r}, key=lambda f: (f not in (
         "section", "objects", "coords", "clusters", "who", "precision", "ms_per_iter"), f))
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(a.csv, rows, fields)
     return 0
 
 

@@ -1,6 +1,7 @@
 """What the benchmark, analysis and plot scripts share: the run stamp, running a program for
 its JSON report, the registries (from `kmeans --list` / `gemm --list`), medians over
-iterations, the memory floor, and the OpenBLAS core choice."""
+iterations, the memory floor, the OpenBLAS core choice, and writing rows as CSV."""
+import csv
 import datetime
 import json
 import os
@@ -103,3 +104,15 @@ def torch_lloyd(x, k, loops):
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     return times, c
+
+
+def write_csv(path, rows, fields=None):
+    """Rows (dicts) as CSV; the columns are `fields`, or every key in the order first seen."""
+    if fields is None:
+        fields = []
+        for r in rows:
+            fields += [k for k in r if k not in fields]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
+        w.writeheader()
+        w.writerows(rows)

@@ -5,12 +5,11 @@ report's per_iteration) for each implementation and init on one data set, same s
 Writes CSV rows (impl, init, iteration, inertia, changed, shift, stamp) that plot_all.py draws as
 convergence.png. Usage: convergence.py [--kmeans build/kmeans] [--impls omp,fused] [--csv out.csv]"""
 import argparse
-import csv
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import HERE, registry, run_json, stamp  # noqa: E402
+from common import HERE, registry, run_json, stamp, write_csv  # noqa: E402
 
 DATA = ["--generator=blobs", "--objects=200000", "--coords=16", "--clusters=64", "--seed=3"]
 INITS = ["first", "random", "kmeans++"]
@@ -37,10 +36,7 @@ def main():
                 rows.append(dict(impl=impl, init=init, iteration=i, inertia=it["inertia"], changed=it["changed"],
                                  shift=it["shift"], final_inertia=r["inertia"], device=r["device"], **st))
             print(f"{impl:<14} {init:<9} {r['iterations']:3d} iterations, final inertia {r['inertia']:.6e}", flush=True)
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(a.csv, rows)
     return 0
 
 

@@ -10,7 +10,6 @@ does) and `resident` (the whole training set on the GPU, batches indexed there).
     python3 scripts/mlp_torch.py --mlp build/mlp --precision float --epochs 10 --out plots/mlp_torch.csv
 """
 import argparse
-import csv
 import gzip
 import os
 import subprocess
@@ -20,6 +19,8 @@ import time
 
 import numpy as np
 import torch
+
+from common import write_csv
 
 
 def idx(path):
@@ -59,10 +60,7 @@ def main():
     for precision in a.precision.split(","):
         rows += train(a, precision)
     if a.out:
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(a.out, rows)
 
 
 def train(a, precision):

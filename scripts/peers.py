@@ -12,7 +12,6 @@ by iterations for scikit-learn.
 
 Usage: peers.py [--bin build] [--csv peers.csv] [--workdir DIR]"""
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -24,7 +23,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stamp, torch_lloyd  # noqa: E402
+from common import stamp, torch_lloyd, write_csv  # noqa: E402
 
 CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
 LOOPS = 10
@@ -96,10 +95,7 @@ def main():
                       flush=True)
     fields = ["config", "objects", "coords", "clusters", "peer", "iterations", "iter_s", "vs_fused", "inertia",
               "inertia_rel_diff", "agrees", "gpu", "driver", "date", "commit"]
-    with open(a.csv, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(a.csv, rows, fields)
     return 0
 
 
