@@ -227,7 +227,6 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  const auto common = [](const char* doc) { return doc; };
   m.def(
       "fit",
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
@@ -239,8 +238,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
       py::arg("centroids"),
-      common("Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON "
-             "report."));
+      "Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON report.");
   m.def(
       "predict",
       [](const py::array& x, const std::string& impl, py::array_t<double, py::array::c_style | py::array::forcecast>
@@ -249,7 +247,7 @@ PYBIND11_MODULE(_core, m) {
         return dispatch(x, options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids), true);
       },
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
-      common("Labels X with the given centroids; returns a dict of labels, inertia and the JSON report."));
+      "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
       "mean_variance",
       [](const py::array& x) {
