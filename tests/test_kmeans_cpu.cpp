@@ -14,6 +14,7 @@
 #include "io/generate.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/fixed_point.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
@@ -177,6 +178,59 @@ TEST(Omp, ExactlySeqLabelsOnLargerData) {
   seq->final_labels(a);
   omp->final_labels(b);
   EXPECT_EQ(a, b);
+}
+
+// The sums are fixed point (kmeans/fixed_point.hpp): the same bits on any thread count,
+// on random, clustered and quantised (tie-heavy) data (double sums per thread would not be: 1 and 3 threads
+// add the objects in different groups).
+template <class T>
+void check_omp_thread_independent() {
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE(kind);
+    auto data = make_data<T>(kind == 1, 4099, 5, 12, 21);
+    if (kind == 2)
+      for (std::size_t i = 0; i < data.n * data.d; ++i) data.values[i] = std::round(data.values[i] * 4) / 4;
+    km::Params p;
+    p.k = 12;
+    p.loops = 8;
+    p.init = km::Init::kmeanspp;
+    p.threads = 1;
+    const auto one = run_impl("omp", data, p);
+    for (int threads : {2, 3, 7}) {
+      p.threads = threads;
+      const auto many = run_impl("omp", data, p);
+      EXPECT_EQ(many.centroids, one.centroids) << threads << " threads";
+      EXPECT_EQ(many.labels, one.labels);
+      EXPECT_EQ(many.inertia, one.inertia);
+      ASSERT_EQ(many.iterations, one.iterations);
+      for (int it = 0; it < one.iterations; ++it) {
+        EXPECT_EQ(many.per_iteration[it].inertia, one.per_iteration[it].inertia);
+        EXPECT_EQ(many.per_iteration[it].shift, one.per_iteration[it].shift);
+      }
+    }
+  }
+}
+
+TEST(Omp, SameBitsOnAnyThreadCountDouble) { check_omp_thread_independent<double>(); }
+TEST(Omp, SameBitsOnAnyThreadCountFloat) { check_omp_thread_independent<float>(); }
+
+TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
+  EXPECT_EQ(km::to_fixed(2.5, 1.0), 2);  // ties to even, as __double2ll_rn
+  EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);
+  EXPECT_EQ(km::to_fixed(-2.5, 1.0), -2);
+  EXPECT_EQ(km::to_fixed(0.375, 8.0), 3);
+  const auto s = km::fixed_scales(3.0, 1000, 4);
+  EXPECT_LT(3.0 * 1000 * s.sum, 0x1p61);
+  EXPECT_GE(3.0 * 1000 * s.sum, 0x1p60);
+  EXPECT_EQ(s.sum * s.inv_sum, 1.0);
+  // Two clusters of d = 2: sums 3 and -1 (cluster 0, 2 objects), cluster 1 empty.
+  const std::int64_t sums[4] = {3 * 1024, -1024, 99, 99}, counts[2] = {2, 0};
+  double c[4] = {0, 0, 5, 6};
+  const double shift = km::finalize_fixed(sums, counts, 2, 2, 1.0 / 1024, c);
+  EXPECT_EQ(c[0], 1.5);
+  EXPECT_EQ(c[1], -0.5);
+  EXPECT_EQ(c[2], 5);  // the empty cluster keeps its centroid
+  EXPECT_EQ(shift, 1.5 * 1.5 + 0.25);
 }
 
 // ------------------------------------------------------------------ stop rules

@@ -56,6 +56,19 @@ int compute_capability() {
   return attribute(cudaDevAttrComputeCapabilityMajor) * 10 + attribute(cudaDevAttrComputeCapabilityMinor);
 }
 
+int current_device() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+int device_count() {
+  if (!gpu_info().present) return 0;
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  return count;
+}
+
 std::string device_name() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));

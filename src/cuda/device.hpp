@@ -24,6 +24,9 @@ std::size_t max_shared_bytes();
 int multiprocessor_count();
 int compute_capability();
 std::string device_name();
+// The current device's index, and how many devices the runtime sees (0 when none is usable).
+int current_device();
+int device_count();
 
 // Throws DeviceError before any allocation when `bytes` (plus room for the runtime and
 // cuBLAS workspaces) will not fit in the current device's free memory. `what` names the

@@ -12,6 +12,28 @@
 
 namespace km {
 
+// The whole problem, when an engine holds one part of it (one GPU's or one process's rows):
+// the fixed-point scales (fixed_point.hpp) must be the same in every part, so they come from
+// the whole data, not the part.
+struct Whole {
+  std::size_t n = 0;    // objects in all parts together
+  double max_abs = 0;   // the largest |x| over all parts
+};
+
+// What one part contributes to an iteration: buffers of 64-bit integers (two's complement,
+// summed element-wise, wrapping), in this order: the k*d fixed-point centroid sums, the k
+// counts, the change count, the fixed-point inertia. On the device when `device` >= 0 (then
+// `stream` is the engine's cudaStream_t, on which they are ready), else in host memory.
+struct Partials {
+  struct Buffer {
+    void* data;
+    std::size_t count;
+  };
+  std::vector<Buffer> buffers;
+  int device = -1;
+  void* stream = nullptr;
+};
+
 template <class T>
 class Engine {
  public:
@@ -39,6 +61,18 @@ class Engine {
   // Which of its paths the implementation took for this problem ("" when it has one).
   virtual std::string path() const { return ""; }
   virtual int threads() const { return 1; }
+
+  // ---- Parts: engines that can run one part of a problem spread over GPUs or processes.
+  // Their iteration is accumulate() (assign this part's objects, form its integer partials),
+  // then the caller sums every part's partials() in place (NCCL, MPI_Allreduce: integers,
+  // so any order gives the same bits), then apply() (the update from the totals, the same
+  // on every part). iterate() is accumulate() then apply() for a part of one.
+  virtual bool partable() const { return false; }
+  // Before setup(): the whole problem this engine holds a part of.
+  virtual void set_whole(const Whole&) {}
+  virtual void accumulate() {}
+  virtual Partials partials() { return {}; }
+  virtual void apply(IterationStats&) {}
 };
 
 }  // namespace km

@@ -1,7 +1,9 @@
 // omp: the fast CPU implementation.
 //  - static schedule: each thread owns one contiguous range of objects;
 //  - per-thread partial sums and counts in the thread's own page-aligned buffers (no
-//    atomics, no false sharing), merged once per iteration;
+//    atomics, no false sharing), merged once per iteration. The sums are 64-bit fixed point
+//    (fixed_point.hpp), so the result is the same bits on any thread count, on any number
+//    of MPI ranks, and equals the GPU rungs' device update;
 //  - distances vectorised across centroids: the centroids are kept coordinate-major
 //    ([d][K], K padded), so for one object the loop over centroids is unit-stride and
 //    each distance is still summed over coordinates in seq's order. That keeps every
@@ -16,6 +18,7 @@
 #include <limits>
 
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/fixed_point.hpp"
 #include "kmeans/implementation.hpp"
 
 namespace km {
@@ -163,44 +166,53 @@ class OmpEngine final : public Engine<T> {
   explicit OmpEngine(const Params& params)
       : threads_(params.threads > 0 ? params.threads : omp_get_max_threads()) {}
 
+  bool partable() const override { return true; }
+  void set_whole(const Whole& whole) override { whole_ = whole; }
+
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     data_ = &data;
     d_ = data.d;
     k_ = initial.size() / d_;
     kp_ = round_up(k_, kLane);
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
+    if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
+    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_);
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);
     // Padding centroids sit at +Inf: their distances are +Inf and never win.
     std::fill_n(ct_.data(), d_ * kp_, std::numeric_limits<T>::infinity());
     transpose_centroids();
     labels_.assign(data.n, -1);
-    sums_.assign(k_ * d_, 0.0);
-    counts_.assign(k_, 0);
+    totals_.assign(k_ * d_ + k_ + 2, 0);
     partial_sums_.resize(threads_);
     partial_counts_.resize(threads_);
 #pragma omp parallel num_threads(threads_)
     {  // each thread allocates (and so first-touches) its own partials
       const int t = omp_get_thread_num();
-      partial_sums_[t] = HostBuffer<double>(k_ * d_);
+      partial_sums_[t] = HostBuffer<std::int64_t>(k_ * d_);
       partial_counts_[t] = HostBuffer<std::int64_t>(k_);
     }
   }
 
   void iterate(IterationStats& stats) override {
-    HostPhase phase(stats.cpu);
+    accumulate();
+    apply(stats);
+  }
+
+  void accumulate() override {
+    Stopwatch watch;
     const std::size_t n = data_->n, d = d_, k = k_;
-    std::int64_t changed = 0;
+    const double scale = scales_.sum, inertia_scale = scales_.inertia;
+    std::int64_t changed = 0, inertia = 0;
     int used = 1;
-    std::vector<double> inertia(static_cast<std::size_t>(threads_), 0.0);  // per thread, summed in order
-#pragma omp parallel num_threads(threads_) reduction(+ : changed)
+#pragma omp parallel num_threads(threads_) reduction(+ : changed, inertia)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
 #pragma omp single
       used = nt;
-      double* sums = partial_sums_[t].data();
+      std::int64_t* sums = partial_sums_[t].data();
       std::int64_t* counts = partial_counts_[t].data();
-      std::fill_n(sums, k * d, 0.0);
+      std::fill_n(sums, k * d, 0);
       std::fill_n(counts, k, 0);
       std::vector<T> dist(kGroup * kc_), best(kBlock);
       std::int32_t block_labels[kBlock];
@@ -210,18 +222,35 @@ class OmpEngine final : public Engine<T> {
         assign_(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
         for (std::size_t b = 0; b < count; ++b) {
           const std::int32_t label = block_labels[b];
-          inertia[static_cast<std::size_t>(t)] += static_cast<double>(best[b]);
+          inertia += to_fixed(static_cast<double>(best[b]), inertia_scale);
           if (label != labels_[i0 + b]) ++changed;
           labels_[i0 + b] = label;
-          add_to_cluster(data_->row(i0 + b), d, sums + static_cast<std::size_t>(label) * d, counts[label]);
+          const T* x = data_->row(i0 + b);
+          std::int64_t* s = sums + static_cast<std::size_t>(label) * d;
+          for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed(static_cast<double>(x[j]), scale);
+          ++counts[label];
         }
       }
     }
     merge_partials(used);
-    stats.changed = changed;
-    stats.inertia = 0;
-    for (int t = 0; t < used; ++t) stats.inertia += inertia[static_cast<std::size_t>(t)];
-    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k, d, centroids_.data());
+    totals_[k * d + k] = changed;
+    totals_[k * d + k + 1] = inertia;
+    cpu_seconds_ = watch.seconds();
+  }
+
+  Partials partials() override {
+    const std::size_t kd = k_ * d_;
+    return {{{totals_.data(), kd}, {totals_.data() + kd, k_}, {totals_.data() + kd + k_, 1},
+             {totals_.data() + kd + k_ + 1, 1}}};
+  }
+
+  void apply(IterationStats& stats) override {
+    HostPhase phase(stats.cpu);
+    stats.cpu += cpu_seconds_;
+    const std::size_t kd = k_ * d_;
+    stats.changed = totals_[kd + k_];
+    stats.inertia = static_cast<double>(totals_[kd + k_ + 1]) * scales_.inv_inertia;
+    stats.shift = finalize_fixed(totals_.data(), totals_.data() + kd, k_, d_, scales_.inv_sum, centroids_.data());
     transpose_centroids();
   }
 
@@ -245,31 +274,35 @@ class OmpEngine final : public Engine<T> {
  private:
   void transpose_centroids() { to_coord_major(centroids_.data(), k_, d_, ct_.data(), kp_); }
 
-  void merge_partials(int used) {
+  void merge_partials(int used) {  // integers: any grouping gives the same totals
     const std::size_t kd = k_ * d_;
+    std::int64_t* sums = totals_.data();
+    std::int64_t* counts = sums + kd;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (kd > 4096)
     for (std::size_t i = 0; i < kd; ++i) {
-      double s = 0;
+      std::int64_t s = 0;
       for (int t = 0; t < used; ++t) s += partial_sums_[t][i];
-      sums_[i] = s;
+      sums[i] = s;
     }
     for (std::size_t c = 0; c < k_; ++c) {
       std::int64_t s = 0;
       for (int t = 0; t < used; ++t) s += partial_counts_[t][c];
-      counts_[c] = s;
+      counts[c] = s;
     }
   }
 
   int threads_;
   AssignFn<T> assign_ = pick_assign_block<T>();
   const Dataset<T>* data_ = nullptr;
+  Whole whole_;
+  FixedScales scales_;
   std::size_t d_ = 0, k_ = 0, kp_ = 0, kc_ = 0;
   std::vector<T> centroids_;
   HostBuffer<T> ct_;
   std::vector<std::int32_t> labels_;
-  std::vector<double> sums_;
-  std::vector<std::int64_t> counts_;
-  std::vector<HostBuffer<double>> partial_sums_;
+  std::vector<std::int64_t> totals_;  // [k*d sums | k counts | changed | inertia], fixed point
+  double cpu_seconds_ = 0;            // accumulate()'s time, reported by apply()
+  std::vector<HostBuffer<std::int64_t>> partial_sums_;
   std::vector<HostBuffer<std::int64_t>> partial_counts_;
 };
 

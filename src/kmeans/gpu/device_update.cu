@@ -6,6 +6,7 @@
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/update.cuh"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/fixed_point.hpp"
 
 namespace km::gpu {
 
@@ -14,15 +15,12 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   const std::size_t k = initial.size() / data.d, d = data.d;
   this->k_ = k;
   this->d_ = d;
-  const double largest = max_abs_value(data);
-  const int exponent = kernels::fixed_point_exponent(largest * static_cast<double>(data.n));
-  scale_ = std::ldexp(1.0, exponent);
-  inv_scale_ = std::ldexp(1.0, -exponent);
-  // The inertia is at most n * d * (2 max|x|)^2 (registry.cpp's range check keeps it finite).
-  const int inertia_exponent = kernels::fixed_point_exponent(
-      static_cast<double>(data.n) * static_cast<double>(d) * (2 * largest) * (2 * largest));
-  this->inertia_scale_ = std::ldexp(1.0, inertia_exponent);
-  this->inertia_inv_scale_ = std::ldexp(1.0, -inertia_exponent);
+  if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
+  const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d);
+  scale_ = scales.sum;
+  inv_scale_ = scales.inv_sum;
+  this->inertia_scale_ = scales.inertia;
+  this->inertia_inv_scale_ = scales.inv_inertia;
   const std::size_t extra = prepare(data);
   this->setup_common(data, k, buffer_bytes(k, d) + extra);
   centroids_ = DeviceBuffer<T>(k * d);
@@ -43,10 +41,30 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
 
 template <class T>
 void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
-  const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
+  accumulate();
+  apply(stats);
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::accumulate() {
   this->timer_.begin(Phase::kernel, this->stream_);
   this->reset_changed();
   assign(true);
+  this->timer_.end(this->stream_);
+}
+
+template <class T>
+Partials DeviceUpdateEngine<T>::partials() {
+  return {{{sums_.get(), this->k_ * this->d_}, {counts_.get(), this->k_}, {this->changed_.get(), 1},
+           {this->inertia_.get(), 1}},
+          current_device(),
+          static_cast<void*>(this->stream_.get())};
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::apply(IterationStats& stats) {
+  const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
+  this->timer_.begin(Phase::kernel, this->stream_);
   kernels::update_centroids<T><<<k, 128, 0, this->stream_>>>(centroids_.get(), sums_.get(), counts_.get(), k, d,
                                                              this->layout_ == Layout::coord_major, inv_scale_,
                                                              shift_parts_.get());

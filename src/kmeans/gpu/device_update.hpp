@@ -17,6 +17,11 @@ class DeviceUpdateEngine : public GpuEngine<T> {
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override;
   void iterate(IterationStats& stats) override;
+  bool partable() const override { return true; }
+  void set_whole(const Whole& whole) override { whole_ = whole; }
+  void accumulate() override;
+  Partials partials() override;
+  void apply(IterationStats& stats) override;
   void read_centroids(std::vector<T>& out) override { this->download_centroids(centroids_.get(), out); }
   void final_labels(std::vector<std::int32_t>& out) override;
 
@@ -43,6 +48,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift
   DeviceBuffer<unsigned char> reduce_temp_;  // cub::DeviceReduce's workspace for their total
   double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
+  Whole whole_;                            // the whole problem, when this engine holds a part
 };
 
 }  // namespace km::gpu

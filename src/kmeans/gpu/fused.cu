@@ -132,8 +132,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
 
-  void iterate(IterationStats& stats) override {
-    DeviceUpdateEngine<T>::iterate(stats);  // waits for the stream, so the count is here
+  void apply(IterationStats& stats) override {
+    DeviceUpdateEngine<T>::apply(stats);  // waits for the stream, so the count is here
     stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0] + queued_host_.get()[1]);
     stats.rechecked_all = static_cast<std::int64_t>(queued_host_.get()[1]);
   }
@@ -293,9 +293,15 @@ class FusedEngine final : public Engine<T> {
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else
       path_ = std::make_unique<FusedTensor<T>>(params_);
+    if (whole_.n) path_->set_whole(whole_);
     path_->setup(data, initial);
   }
   void iterate(IterationStats& stats) override { path_->iterate(stats); }
+  bool partable() const override { return true; }
+  void set_whole(const Whole& whole) override { whole_ = whole; }
+  void accumulate() override { path_->accumulate(); }
+  Partials partials() override { return path_->partials(); }
+  void apply(IterationStats& stats) override { path_->apply(stats); }
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   std::string device() const override { return device_name(); }
@@ -304,6 +310,7 @@ class FusedEngine final : public Engine<T> {
 
  private:
   Params params_;
+  Whole whole_;
   const char* path_name_ = "";
   std::unique_ptr<Engine<T>> path_;
 };

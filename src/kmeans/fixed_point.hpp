@@ -1,0 +1,61 @@
+// Exact sums: every per-cluster sum, count and per-iteration inertia that an engine hands to
+// another thread, GPU or process is a 64-bit fixed-point integer (value * 2^E, rounded to the
+// nearest). Integer addition is associative, so the totals are the same bits however the
+// objects are split (threads, GPUs, MPI ranks) and in whatever order the parts are added:
+// omp on any thread count, fused on one GPU or four, and `mpirun -np R` all agree bit for
+// bit. The GPU's to_fixed (kernels/kmeans/update.cuh) is the same rounding.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kmeans/layouts.hpp"
+
+namespace km {
+
+// The scales of one problem: from the whole data's largest |x| and object count (not one
+// part's), so that every part rounds its addends identically.
+struct FixedScales {
+  double sum = 1, inv_sum = 1;          // centroid sums: |sum| <= n max|x| stays below 2^61
+  double inertia = 1, inv_inertia = 1;  // the inertia: at most n d (2 max|x|)^2
+};
+
+inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d) {
+  FixedScales s;
+  const int e = kernels::fixed_point_exponent(max_abs * static_cast<double>(n));
+  const int ei = kernels::fixed_point_exponent(static_cast<double>(n) * static_cast<double>(d) * (2 * max_abs) *
+                                               (2 * max_abs));
+  s.sum = std::ldexp(1.0, e);
+  s.inv_sum = std::ldexp(1.0, -e);
+  s.inertia = std::ldexp(1.0, ei);
+  s.inv_inertia = std::ldexp(1.0, -ei);
+  return s;
+}
+
+// v * scale rounded to the nearest integer, ties to even (the default rounding mode), as the
+// GPU's __double2ll_rn. scale is a power of two, so the product is exact.
+inline std::int64_t to_fixed(double v, double scale) { return std::llrint(v * scale); }
+
+// The update from fixed-point sums, exactly as kernels/kmeans/update.cuh's update_centroids
+// computes each value: centroid = (sum * 2^-E) / count in double, rounded to T; an empty
+// cluster keeps its centroid. Returns the summed squared shift (in double, in cluster order).
+template <class T>
+double finalize_fixed(const std::int64_t* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
+                      double inv_scale, T* centroids) {
+  double shift = 0;
+  for (std::size_t c = 0; c < k; ++c) {
+    if (counts[c] == 0) continue;
+    const double count = static_cast<double>(counts[c]);
+    for (std::size_t j = 0; j < d; ++j) {
+      const double sum = static_cast<double>(sums[c * d + j]) * inv_scale;
+      const T updated = static_cast<T>(sum / count);
+      const double delta = static_cast<double>(updated) - static_cast<double>(centroids[c * d + j]);
+      shift += delta * delta;
+      centroids[c * d + j] = updated;
+    }
+  }
+  return shift;
+}
+
+}  // namespace km
