@@ -214,6 +214,23 @@ void check_omp_thread_independent() {
 TEST(Omp, SameBitsOnAnyThreadCountDouble) { check_omp_thread_independent<double>(); }
 TEST(Omp, SameBitsOnAnyThreadCountFloat) { check_omp_thread_independent<float>(); }
 
+TEST(Gpus, RefusedForCpuImplementationsAndBelowOne) {
+  auto data = km::generate_uniform<double>(100, 2, 1);
+  km::Params p;
+  p.k = 3;
+  p.gpus = 2;
+  for (const char* impl : {"seq", "omp"}) {
+    try {
+      run_impl(impl, data, p);
+      ADD_FAILURE() << impl << " accepted --gpus=2";
+    } catch (const km::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("runs on the CPU"), std::string::npos) << e.what();
+    }
+  }
+  p.gpus = 0;
+  EXPECT_THROW(km::validate(p), km::UsageError);
+}
+
 TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
   EXPECT_EQ(km::to_fixed(2.5, 1.0), 2);  // ties to even, as __double2ll_rn
   EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);

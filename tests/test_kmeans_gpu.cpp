@@ -13,7 +13,9 @@
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/generate.hpp"
+#include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
+#include "kmeans/multi_gpu.hpp"
 #include "kmeans/registry.hpp"
 #include "test_util.hpp"
 
@@ -378,3 +380,114 @@ TEST(GpuKmeansPlusPlus, Double) { check_gpu_kmeanspp<double>(); }
 TEST(GpuKmeansPlusPlus, Float) { check_gpu_kmeanspp<float>(); }
 
 }  // namespace
+
+// ------------------------------------------------------------ several GPUs, exact sums
+
+namespace {
+
+// The device-update rungs (offload, offload-block, fused) sum in 64-bit fixed point and
+// update as omp does (kmeans/fixed_point.hpp), and their labels are seq's = omp's: so the
+// whole run is omp's bit for bit, centroids and labels, on random, clustered and quantised data.
+// And --gpus: the rows split over every GPU here (one GPU still goes through NCCL), the
+// partials all-reduced: the one-GPU run bit for bit, per-iteration inertia and counts included.
+struct SplitShape {
+  std::size_t n, d;
+  int k;
+};
+const std::vector<SplitShape> kSplitShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 33, 300}};
+
+template <class T>
+void check_split_and_omp(const char* name) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& impl = km::find_implementation(name);
+  const int gpus = std::min(km::device_count(), 4);
+  bool have_nccl = true;
+  try {
+    km::make_multi_gpu<T>(impl, [] { km::Params p; p.gpus = 1; return p; }());
+  } catch (const km::DeviceError& e) {
+    have_nccl = false;
+    std::printf("[   INFO   ] no NCCL, the split is not checked: %s\n", e.what());
+  }
+  for (const SplitShape& s : kSplitShapes) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " +
+                   (kind == 0 ? "uniform" : kind == 1 ? "blobs" : "quantised"));
+      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
+      km::Params p;
+      p.k = s.k;
+      p.loops = 6;
+      p.init = km::Init::kmeanspp;
+      const auto one = km::run(impl, data, p);
+      const auto omp = km::run(km::find_implementation("omp"), data, p);
+      EXPECT_EQ(one.centroids, omp.centroids) << "the GPU's centroids are omp's";
+      EXPECT_EQ(one.labels, omp.labels);
+      EXPECT_EQ(one.iterations, omp.iterations);
+      if (!have_nccl) continue;
+      p.gpus = gpus;
+      const auto engine = km::make_multi_gpu<T>(impl, p);
+      const auto split = km::fit(*engine, data, p);
+      EXPECT_EQ(split.gpus, gpus);
+      EXPECT_EQ(split.centroids, one.centroids) << gpus << " GPUs";
+      EXPECT_EQ(split.labels, one.labels);
+      EXPECT_EQ(split.inertia, one.inertia);
+      ASSERT_EQ(split.iterations, one.iterations);
+      for (int it = 0; it < one.iterations; ++it) {
+        EXPECT_EQ(split.per_iteration[it].changed, one.per_iteration[it].changed);
+        EXPECT_EQ(split.per_iteration[it].inertia, one.per_iteration[it].inertia);
+        EXPECT_EQ(split.per_iteration[it].shift, one.per_iteration[it].shift);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GpuSplit, FusedDouble) { check_split_and_omp<double>("fused"); }
+TEST(GpuSplit, FusedFloat) { check_split_and_omp<float>("fused"); }
+TEST(GpuSplit, OffloadDouble) { check_split_and_omp<double>("offload"); }
+TEST(GpuSplit, OffloadBlockFloat) { check_split_and_omp<float>("offload-block"); }
+
+// fused's owner lanes (8 <= d <= 16, K <= 32) move their exact double sums to the block's
+// integer sums every 2^53 / (largest addend) objects, which a large GPU rarely reaches: forced
+// to move them after every object, or every 3, the run is still omp's bit for bit.
+TEST(GpuSplit, OwnerLaneMovesChangeNoBit) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const char* every : {"1", "3"}) {
+    setenv("KMEANS_OWNER_FLUSH", every, 1);
+    for (int kind = 0; kind < 3; ++kind) {
+      const auto data = label_data<float>(kind, {20011, 12, 16});
+      km::Params p;
+      p.k = 16;
+      p.loops = 5;
+      ASSERT_EQ(km::supports(km::find_implementation("fused"), 16, 12, 4).ok, true);
+      const auto gpu = km::run(km::find_implementation("fused"), data, p);
+      const auto omp = km::run(km::find_implementation("omp"), data, p);
+      EXPECT_EQ(gpu.path, "one-pass");
+      EXPECT_EQ(gpu.centroids, omp.centroids) << "every " << every << ", data " << kind;
+      EXPECT_EQ(gpu.labels, omp.labels);
+    }
+  }
+  unsetenv("KMEANS_OWNER_FLUSH");
+}
+
+TEST(GpuSplit, RefusedWhereItCannotRun) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  auto data = km::generate_uniform<float>(1000, 4, 3);
+  km::Params p;
+  p.k = 4;
+  p.gpus = 1;
+  try {  // a rung whose update is on the host has no parts
+    km::make_multi_gpu<float>(km::find_implementation("shared"), p);
+    ADD_FAILURE() << "shared accepted --gpus";
+  } catch (const km::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs fused, offload or offload-block"), std::string::npos) << e.what();
+  }
+  p.gpus = km::device_count() + 1;
+  try {
+    km::run(km::find_implementation("fused"), data, p);
+    ADD_FAILURE() << "more GPUs than the machine has";
+  } catch (const km::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("usable GPU"), std::string::npos) << e.what();
+  }
+}

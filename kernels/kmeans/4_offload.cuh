@@ -31,7 +31,7 @@ __global__ void assign_accumulate_global(const T* __restrict__ x, const T* __res
     atomicAdd(&counts[best], 1ull);
   }
   count_changed(changed, moved);
-  flush_block_sum(inertia, static_cast<double>(distance), inertia_scale);
+  flush_block_fixed(inertia, i < n ? to_fixed(static_cast<double>(distance), inertia_scale) : 0ull);
 }
 
 }  // namespace km::kernels

@@ -28,18 +28,18 @@ __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __rest
   for (int t = threadIdx.x; t < k; t += blockDim.x) block_counts[t] = 0;
   stage_centroids(centroids, s, k * d);  // ends with __syncthreads
   unsigned moves = 0;
-  double my_inertia = 0;
+  unsigned long long my_inertia = 0;  // fixed point
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     T distance;
     const int best = nearest_shared(x, n, i, s, d, k, &distance);
-    my_inertia += static_cast<double>(distance);
+    my_inertia += to_fixed(static_cast<double>(distance), inertia_scale);
     moves += relabel(labels, i, best) ? 1u : 0u;
     for (int j = 0; j < d; ++j) atomicAdd(&block_sums[best * d + j], to_fixed(static_cast<double>(x[j * n + i]), scale));
     atomicAdd(&block_counts[best], 1u);
   }
   flush_block_count(changed, moves);  // ends with __syncthreads
-  flush_block_sum(inertia, my_inertia, inertia_scale);
+  flush_block_fixed(inertia, my_inertia);
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)

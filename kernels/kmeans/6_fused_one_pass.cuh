@@ -16,9 +16,9 @@
 //   native, while shared double atomics are compare-and-swap loops that serialise on a hot
 //   cluster and cost 20x the memory floor. With d >= 8 and
 //   K <= 32 (OWNER) even the integer atomics collide too often (d of them per object), so
-//   lane c of each warp owns cluster c: each object's coordinates are passed round the
-//   warp by shuffles and only the owner adds them, in double registers, merging into the
-//   block's sums once at the end. The change count is kept per thread and flushed with
+//   lane c of each warp owns cluster c: each object's fixed-point coordinates (integers,
+//   held in T) are passed round the warp by shuffles and only the owner adds them, in double
+//   registers where integer sums stay exact, merging into the block's sums once at the end. The change count is kept per thread and flushed with
 //   one atomic per block. Distances use fused multiply-adds (one instruction per
 //   coordinate); the runner-up is tracked, and an object whose runner-up is within the
 //   two sums' error bound of the nearest is redone in seq's arithmetic, so the labels are
@@ -35,13 +35,16 @@ namespace km::kernels {
 // diff * diff + s as one fused multiply-add, whatever nvcc's -fmad setting.
 __device__ __forceinline__ float fused_square_add(float diff, float s) { return __fmaf_rn(diff, diff, s); }
 __device__ __forceinline__ double fused_square_add(double diff, double s) { return __fma_rn(diff, diff, s); }
+// To the nearest integer, ties to even, in T.
+__device__ __forceinline__ float nearest_integer(float v) { return rintf(v); }
+__device__ __forceinline__ double nearest_integer(double v) { return rint(v); }
 
 template <class T, int MAXD, bool OWNER>
 __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ centroids, std::int64_t n, int d, int k,
                             std::int32_t* __restrict__ labels, unsigned long long* changed,
                             unsigned long long* __restrict__ sums,
                             unsigned long long* __restrict__ counts, double scale,
-                            unsigned long long* inertia, double inertia_scale) {
+                            unsigned long long* inertia, double inertia_scale, int flush_every) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
@@ -62,10 +65,14 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   const T near_tie = static_cast<T>(4.1 * (d + 2) * unit / (1 - (d + 2) * unit));
   const T tiny = static_cast<T>(8 * (d + 2) * smallest);
   unsigned moves = 0;  // objects of this thread whose label changed
-  double my_inertia = 0;  // the squared distances of this thread's objects to their centroids
+  unsigned long long my_inertia = 0;  // this thread's objects' squared distances, fixed point
   const int lane = threadIdx.x & 31;
-  double acc[OWNER ? MAXD : 1] = {};  // OWNER: the sums of cluster `lane`
-  unsigned owned = 0;                 // OWNER: the count of cluster `lane`
+  // OWNER: the sums of cluster `lane`, fixed-point integers held exactly in double (see below),
+  // its count, and the objects added since the sums were last moved to shared memory.
+  double acc[OWNER ? MAXD : 1] = {};
+  unsigned owned = 0;
+  int since = 0;
+  const T tscale = static_cast<T>(scale);  // exact: the engine takes OWNER in float only when 2^E fits
   constexpr int U = fused_unroll(MAXD);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
@@ -123,7 +130,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
           }
         }
         moves += old[u] != best ? 1u : 0u;
-        my_inertia += static_cast<double>(best_dist);
+        my_inertia += to_fixed(static_cast<double>(best_dist), inertia_scale);
         labels[i] = best;
         label = best;
         if (!OWNER && accumulate) {
@@ -135,29 +142,51 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
         }
       }
       if (OWNER && accumulate) {  // the loop bounds are warp-uniform: every lane is here
+        // Each lane rounds its own object to fixed-point addends (all lanes busy): x * 2^E to
+        // the nearest integer, ties to even, computed in T, which is to_fixed's value exactly
+        // (the product is exact, and an integer below 2^24 / 2^53 is a T). The warp passes them
+        // round in T (one shuffle per float); the owner adds them in double, where sums of
+        // integers are exact while below 2^53: every `flush_every` objects (2^53 over the largest
+        // addend) it moves them to the block's 64-bit sums. The sums are integers throughout, so
+        // they do not depend on which objects this thread saw (the grid, the split over GPUs).
+        T fx[MAXD];
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) fx[j] = j < d && label >= 0 ? nearest_integer(xr[u][j] * tscale) : T(0);
         for (int o = 0; o < 32; ++o) {
           const int l = __shfl_sync(0xffffffffu, label, o);
           if (l < 0) continue;  // past the end: the same for the whole warp
 #pragma unroll
           for (int j = 0; j < MAXD; ++j) {
-            const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
-            if (lane == l) acc[j] += static_cast<double>(v);
+            if (j < d) {
+              const T v = __shfl_sync(0xffffffffu, fx[j], o);
+              if (lane == l) acc[j] += static_cast<double>(v);
+            }
           }
-          if (lane == l) ++owned;
+          if (lane == l) {
+            ++owned;
+            if (++since == flush_every) {
+#pragma unroll
+              for (int j = 0; j < MAXD; ++j) {
+                if (j < d) atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j])));
+                acc[j] = 0;
+              }
+              since = 0;
+            }
+          }
         }
       }
     }
   }
   flush_block_count(changed, moves);  // ends with __syncthreads: the loop's atomics are done
   if (!accumulate) return;
-  flush_block_sum(inertia, my_inertia, inertia_scale);
+  flush_block_fixed(inertia, my_inertia);
   if (OWNER) {
     if (lane < k && owned) {
       atomicAdd(&block_counts[lane], owned);
 #pragma unroll
       for (int j = 0; j < MAXD; ++j)
         if (j < d)
-          atomicAdd(&block_sums[lane * d + j], to_fixed(acc[j], scale));
+          atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j])));
     }
     __syncthreads();
   }

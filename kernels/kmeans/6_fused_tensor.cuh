@@ -444,7 +444,7 @@ __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__
                                   double scale, unsigned long long* inertia, double inertia_scale) {
   __shared__ std::int32_t labels_s[kSortedChunk];
   __shared__ std::int64_t index_s[kSortedChunk];
-  double part = 0;
+  unsigned long long part = 0;  // the inertia, fixed point: one addend per object and coordinate
   const std::int64_t chunks = (n + chunk - 1) / chunk;
   for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
     const std::int64_t begin = ch * chunk;
@@ -469,7 +469,7 @@ __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__
         }
         const T v = x[index_s[q] * d + j];
         const double diff = static_cast<double>(v) - static_cast<double>(centroids[static_cast<std::int64_t>(c) * d + j]);
-        part += diff * diff;
+        part += to_fixed(diff * diff, inertia_scale);
         acc += to_fixed(static_cast<double>(v), scale);
         ++members;
       }
@@ -477,7 +477,7 @@ __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__
       if (j == 0) atomicAdd(&counts[label], members);
     }
   }
-  flush_block_sum(inertia, part, inertia_scale);
+  flush_block_fixed(inertia, part);
 }
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With

@@ -1,6 +1,8 @@
 // Counting objects whose cluster changed, with few atomics.
 #pragma once
 
+#include "kernels/kmeans/update.cuh"
+
 #include <cstdint>
 
 namespace km::kernels {
@@ -25,19 +27,20 @@ __device__ __forceinline__ void flush_block_count(unsigned long long* counter, u
   if (threadIdx.x == 0 && counter && block_total) atomicAdd(counter, block_total);
 }
 
-// Adds the block's sum of `value` (one per thread) to *target as 64-bit fixed point
-// (value * scale, rounded): warps sum by shuffles, thread 0 adds the warps in order, one
-// atomic per block. The order never changes and integer atomics are associative: the same
-// bits on every run. Every thread of the block must call it; target may be null.
-__device__ __forceinline__ void flush_block_sum(unsigned long long* target, double value, double scale) {
-  __shared__ double warp_sums[32];
+// Adds the block's sum of `value` (one per thread, 64-bit fixed point: each thread's sum of
+// its objects' to_fixed addends) to *target with one atomic per block. Integers: the total is
+// the same bits whichever objects a block, a GPU or a process took (a double sum per block,
+// rounded once, would depend on the grid and on how the rows are split). Every thread of the
+// block must call it; target may be null.
+__device__ __forceinline__ void flush_block_fixed(unsigned long long* target, unsigned long long value) {
+  __shared__ unsigned long long warp_sums[32];
   for (int off = 16; off > 0; off /= 2) value += __shfl_down_sync(0xffffffffu, value, off);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = value;
   __syncthreads();
   if (threadIdx.x == 0 && target) {
-    double total = 0;
+    unsigned long long total = 0;
     for (int w = 0; w < static_cast<int>((blockDim.x + 31) / 32); ++w) total += warp_sums[w];
-    atomicAdd(target, static_cast<unsigned long long>(__double2ll_rn(total * scale)));
+    if (total) atomicAdd(target, total);
   }
 }
 

@@ -68,6 +68,10 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--precision", o.precision, "double or float");
   app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)")->transform(integer);
   app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")->transform(integer);
+  app.add_option("--gpus", o.gpus,
+                 "GPUs that share the rows (default 1; more need NCCL and --impl=fused, offload or offload-block); "
+                 "the result is the one-GPU result bit for bit")
+      ->transform(integer);
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
@@ -122,6 +126,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.seed = o.seed;
   params.block = to_int(o.block, "--block");
   params.threads = to_int(o.threads, "--threads");
+  params.gpus = to_int(o.gpus, "--gpus");
   validate(params);
   if (!o.output.empty()) check_output_path(o.output, o.input);
   return params;

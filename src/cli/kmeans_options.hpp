@@ -26,7 +26,7 @@ struct KmeansOptions {
   std::string init = "first", precision = "double", output, report = "table";
   std::string predict;  // --predict=PATH: label the data with these centroids, no iterations
   long long n_init = 1;
-  long long block = 128, threads = 0;
+  long long block = 128, threads = 0, gpus = 1;
   bool quiet = false;
   bool list = false;
 };

@@ -51,6 +51,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   result.device = engine.device();
   result.path = engine.path();
   result.threads = engine.threads();
+  result.gpus = engine.gpus();
   return result;
 }
 

@@ -61,18 +61,27 @@ class Engine {
   // Which of its paths the implementation took for this problem ("" when it has one).
   virtual std::string path() const { return ""; }
   virtual int threads() const { return 1; }
+  // GPUs it runs on (0 on the CPU).
+  virtual int gpus() const { return on_gpu() ? 1 : 0; }
 
   // ---- Parts: engines that can run one part of a problem spread over GPUs or processes.
   // Their iteration is accumulate() (assign this part's objects, form its integer partials),
   // then the caller sums every part's partials() in place (NCCL, MPI_Allreduce: integers,
   // so any order gives the same bits), then apply() (the update from the totals, the same
-  // on every part). iterate() is accumulate() then apply() for a part of one.
+  // on every part). iterate() is accumulate() then apply() for a part of one. apply() is
+  // start_update() (queued, asynchronous on a GPU) then finish_update() (waits, fills the
+  // stats), so that several GPUs update at once.
   virtual bool partable() const { return false; }
   // Before setup(): the whole problem this engine holds a part of.
   virtual void set_whole(const Whole&) {}
   virtual void accumulate() {}
   virtual Partials partials() { return {}; }
-  virtual void apply(IterationStats&) {}
+  virtual void start_update() {}
+  virtual void finish_update(IterationStats&) {}
+  void apply(IterationStats& stats) {
+    start_update();
+    finish_update(stats);
+  }
 };
 
 }  // namespace km

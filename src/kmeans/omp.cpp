@@ -196,7 +196,7 @@ class OmpEngine final : public Engine<T> {
 
   void iterate(IterationStats& stats) override {
     accumulate();
-    apply(stats);
+    this->apply(stats);
   }
 
   void accumulate() override {
@@ -244,7 +244,7 @@ class OmpEngine final : public Engine<T> {
              {totals_.data() + kd + k_ + 1, 1}}};
   }
 
-  void apply(IterationStats& stats) override {
+  void finish_update(IterationStats& stats) override {
     HostPhase phase(stats.cpu);
     stats.cpu += cpu_seconds_;
     const std::size_t kd = k_ * d_;

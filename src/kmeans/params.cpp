@@ -33,6 +33,7 @@ void validate(const Params& p) {
   if (p.block < 32 || p.block > 1024 || p.block % 32 != 0)
     throw UsageError(strprintf("--block=%d: must be a multiple of 32 in 32..1024", p.block));
   if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
+  if (p.gpus < 1) throw UsageError(strprintf("--gpus=%d: must be at least 1", p.gpus));
   if (p.n_init < 1) throw UsageError(strprintf("--n-init=%d: need at least 1 initialisation", p.n_init));
   if (p.n_init > 1 && p.init != Init::random && p.init != Init::kmeanspp)
     throw UsageError(strprintf("--n-init=%d: several initialisations need --init=random or --init=kmeans++ (the "

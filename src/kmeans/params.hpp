@@ -24,6 +24,7 @@ struct Params {
   int block = 128;             // GPU threads per block
   int threads = 0;             // CPU threads; 0 = all
   int n_init = 1;              // initialisations (random, kmeans++); the lowest final inertia is kept
+  int gpus = 1;                // GPUs of this process that share the rows (--gpus; NCCL beyond one)
   // Init::given: K x given_d centroids, row-major (read from a file: --init=PATH, --predict).
   std::vector<double> given_centroids;
   std::size_t given_d = 0;
@@ -52,6 +53,9 @@ struct Result {
   std::string device = "cpu";
   std::string path;                   // the implementation's path, if it has several (fused)
   int threads = 1;                    // CPU threads the implementation used
+  int gpus = 0;                       // GPUs that ran it (over all ranks)
+  int ranks = 1;                      // processes (MPI ranks)
+  std::size_t objects = 0;            // objects of the whole problem (all ranks'); 0: the data's
   std::vector<double> n_init_inertia; // n_init > 1: each initialisation's final inertia, in order
 };
 

@@ -8,6 +8,7 @@
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
+#include "kmeans/multi_gpu.hpp"
 #include <nlohmann/json.hpp>
 
 // The ladder, in order. Each X(name) is the entry `name_implementation` defined beside its
@@ -112,6 +113,8 @@ void check_problem(const Implementation& impl, const Dataset<T>& data, const Par
   else if (params.k < 1) check_clusters(params.k, data.n);
   const Support s = supports(impl, static_cast<std::size_t>(params.k), data.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
+  if (params.gpus > 1 && !impl.needs_gpu())
+    throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
   check_arithmetic_range(data);
   // What the run allocates beside the data: labels (engine and result), per-thread double
   // sums, centroids.
@@ -144,7 +147,7 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
   for (int r = 0; r < params.n_init; ++r) {
     Params p = params;
     p.seed = init_seed(params.seed, r);
-    const auto engine = impl.make<T>(p);
+    const auto engine = p.gpus > 1 ? make_multi_gpu<T>(impl, p) : impl.make<T>(p);
     Result<T> result = finished(fit(*engine, data, p, observer));
     inertias.push_back(result.inertia);
     spent.init += result.seconds.init;

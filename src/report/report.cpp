@@ -17,7 +17,9 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.device = result.device;
   r.path = result.path;
   r.source = data.source;
-  r.objects = data.n;
+  r.objects = result.objects ? result.objects : data.n;
+  r.gpus = result.gpus;
+  r.ranks = result.ranks;
   r.coords = data.d;
   r.clusters = static_cast<std::size_t>(params.k);
   r.block = params.block;
@@ -45,6 +47,7 @@ IterationStats phase_totals(const std::vector<IterationStats>& per_iteration) {
     sum.kernel += s.kernel;
     sum.cpu += s.cpu;
     sum.d2h += s.d2h;
+    sum.allreduce += s.allreduce;
     sum.total += s.total;
     sum.changed += s.changed;
   }
@@ -61,7 +64,7 @@ namespace {
 std::string tol_text(const std::optional<double>& tol) { return tol ? strprintf("%g", *tol) : "off"; }
 
 nlohmann::ordered_json phases_json(const IterationStats& s) {
-  return {{"h2d", s.h2d}, {"kernel", s.kernel}, {"cpu", s.cpu}, {"d2h", s.d2h}};
+  return {{"h2d", s.h2d}, {"kernel", s.kernel}, {"cpu", s.cpu}, {"d2h", s.d2h}, {"allreduce", s.allreduce}};
 }
 
 }  // namespace
@@ -69,22 +72,31 @@ nlohmann::ordered_json phases_json(const IterationStats& s) {
 void write_table(std::ostream& out, const RunReport& r) {
   const double megabytes = static_cast<double>(r.objects * r.coords) *
                            (r.precision == "float" ? 4.0 : 8.0) / 1048576.0;
-  out << strprintf("kmeans   impl=%s%s  precision=%s  device=%s  threads=%d  block=%d\n", r.impl.c_str(),
+  out << strprintf("kmeans   impl=%s%s  precision=%s  device=%s  threads=%d  block=%d", r.impl.c_str(),
                    r.path.empty() ? "" : (" (" + r.path + " path)").c_str(), r.precision.c_str(), r.device.c_str(),
                    r.threads, r.block);
+  if (r.gpus > 1 || r.ranks > 1) out << strprintf("  gpus=%d  ranks=%d", r.gpus, r.ranks);
+  out << "\n";
+  const bool reduced = r.gpus > 1 || r.ranks > 1;
   out << strprintf("data     %s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
                    r.objects, r.coords, megabytes, r.clusters);
   out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s\n\n", r.init.c_str(), r.loops, r.threshold,
                    tol_text(r.tol).c_str());
-  out << strprintf("%6s %11s %11s %11s %11s %11s %12s %18s\n", "iter", "h2d ms", "kernel ms", "cpu ms", "d2h ms",
-                   "total ms", "changed", "inertia");
+  // The allreduce column only when parts were summed across GPUs or processes.
+  out << strprintf("%6s %11s %11s %11s %11s", "iter", "h2d ms", "kernel ms", "cpu ms", "d2h ms");
+  if (reduced) out << strprintf(" %12s", "allreduce ms");
+  out << strprintf(" %11s %12s %18s\n", "total ms", "changed", "inertia");
   int i = 0;
-  for (const auto& s : r.per_iteration)
-    out << strprintf("%6d %11.3f %11.3f %11.3f %11.3f %11.3f %12lld %18.10e\n", ++i, s.h2d * 1e3, s.kernel * 1e3,
-                     s.cpu * 1e3, s.d2h * 1e3, s.total * 1e3, static_cast<long long>(s.changed), s.inertia);
+  for (const auto& s : r.per_iteration) {
+    out << strprintf("%6d %11.3f %11.3f %11.3f %11.3f", ++i, s.h2d * 1e3, s.kernel * 1e3, s.cpu * 1e3, s.d2h * 1e3);
+    if (reduced) out << strprintf(" %12.3f", s.allreduce * 1e3);
+    out << strprintf(" %11.3f %12lld %18.10e\n", s.total * 1e3, static_cast<long long>(s.changed), s.inertia);
+  }
   const IterationStats sum = phase_totals(r.per_iteration);
-  out << strprintf("%6s %11.3f %11.3f %11.3f %11.3f %11.3f\n\n", "sum", sum.h2d * 1e3, sum.kernel * 1e3,
-                   sum.cpu * 1e3, sum.d2h * 1e3, sum.total * 1e3);
+  out << strprintf("%6s %11.3f %11.3f %11.3f %11.3f", "sum", sum.h2d * 1e3, sum.kernel * 1e3, sum.cpu * 1e3,
+                   sum.d2h * 1e3);
+  if (reduced) out << strprintf(" %12.3f", sum.allreduce * 1e3);
+  out << strprintf(" %11.3f\n\n", sum.total * 1e3);
   out << strprintf("seconds  load %.3f  init %.3f  setup %.3f  loop %.3f  finish %.3f  write %.3f  total %.3f\n",
                    r.seconds.load, r.seconds.init, r.seconds.setup, r.seconds.loop, r.seconds.finish,
                    r.seconds.write, r.seconds.total());
@@ -109,6 +121,8 @@ void write_json(std::ostream& out, const RunReport& r) {
             {"clusters", r.clusters},
             {"block", r.block},
             {"threads", r.threads},
+            {"gpus", r.gpus},
+            {"ranks", r.ranks},
             {"init", r.init},
             {"loops", r.loops},
             {"threshold", r.threshold},
@@ -140,7 +154,8 @@ void write_json(std::ostream& out, const RunReport& r) {
 void write_csv(std::ostream& out, const RunReport& r) {
   // Tidy: one row per iteration, the run's configuration and results on every row.
   out << "impl,precision,device,objects,coords,clusters,block,threads,iterations,converged,inertia,"
-         "load,init,setup,loop,finish,iteration,h2d,kernel,cpu,d2h,total,changed,shift,inertia_iteration\n";
+         "load,init,setup,loop,finish,iteration,h2d,kernel,cpu,d2h,total,changed,shift,inertia_iteration,allreduce,gpus,"
+         "ranks\n";
   const std::string prefix =
       strprintf("%s,%s,\"%s\",%zu,%zu,%zu,%d,%d,%d,%d,%s,%s,%s,%s,%s,%s", r.impl.c_str(), r.precision.c_str(),
                 r.device.c_str(), r.objects, r.coords, r.clusters, r.block, r.threads, r.iterations,
@@ -150,9 +165,10 @@ void write_csv(std::ostream& out, const RunReport& r) {
   int i = 0;
   for (const auto& s : r.per_iteration)
     out << prefix
-        << strprintf(",%d,%s,%s,%s,%s,%s,%lld,%s,%s\n", ++i, number_text(s.h2d).c_str(), number_text(s.kernel).c_str(),
-                     number_text(s.cpu).c_str(), number_text(s.d2h).c_str(), number_text(s.total).c_str(),
-                     static_cast<long long>(s.changed), number_text(s.shift).c_str(), number_text(s.inertia).c_str());
+        << strprintf(",%d,%s,%s,%s,%s,%s,%lld,%s,%s,%s,%d,%d\n", ++i, number_text(s.h2d).c_str(),
+                     number_text(s.kernel).c_str(), number_text(s.cpu).c_str(), number_text(s.d2h).c_str(),
+                     number_text(s.total).c_str(), static_cast<long long>(s.changed), number_text(s.shift).c_str(),
+                     number_text(s.inertia).c_str(), number_text(s.allreduce).c_str(), r.gpus, r.ranks);
 }
 
 }  // namespace km

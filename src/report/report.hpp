@@ -15,6 +15,7 @@ struct RunReport {
   std::string impl, precision, device, source, path;
   std::size_t objects = 0, coords = 0, clusters = 0;
   int block = 0, threads = 0, loops = 0;
+  int gpus = 0, ranks = 1;
   double threshold = 0;
   std::optional<double> tol;
   std::string init;

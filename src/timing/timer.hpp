@@ -14,6 +14,7 @@ namespace km {
 
 struct IterationStats {
   double h2d = 0, kernel = 0, cpu = 0, d2h = 0;  // seconds
+  double allreduce = 0;  // seconds summing the parts' partials across GPUs or processes (NCCL, MPI)
   double total = 0;                              // seconds, wall clock of the iteration
   std::int64_t changed = 0;                      // objects whose cluster changed
   double shift = 0;                              // summed squared centroid shift

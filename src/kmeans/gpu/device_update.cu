@@ -42,7 +42,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
 template <class T>
 void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
   accumulate();
-  apply(stats);
+  this->apply(stats);
 }
 
 template <class T>
@@ -62,7 +62,7 @@ Partials DeviceUpdateEngine<T>::partials() {
 }
 
 template <class T>
-void DeviceUpdateEngine<T>::apply(IterationStats& stats) {
+void DeviceUpdateEngine<T>::start_update() {
   const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
   this->timer_.begin(Phase::kernel, this->stream_);
   kernels::update_centroids<T><<<k, 128, 0, this->stream_>>>(centroids_.get(), sums_.get(), counts_.get(), k, d,
@@ -74,7 +74,12 @@ void DeviceUpdateEngine<T>::apply(IterationStats& stats) {
                                     this->stream_));
   after_update();
   this->timer_.end(this->stream_);
-  stats.changed = this->read_changed(stats, &stats.shift);
+  this->queue_read_back(true);
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::finish_update(IterationStats& stats) {
+  stats.changed = this->wait_read_back(stats, &stats.shift);
 }
 
 template <class T>

@@ -21,7 +21,8 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   void set_whole(const Whole& whole) override { whole_ = whole; }
   void accumulate() override;
   Partials partials() override;
-  void apply(IterationStats& stats) override;
+  void start_update() override;
+  void finish_update(IterationStats& stats) override;
   void read_centroids(std::vector<T>& out) override { this->download_centroids(centroids_.get(), out); }
   void final_labels(std::vector<std::int32_t>& out) override;
 

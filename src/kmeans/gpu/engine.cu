@@ -67,7 +67,7 @@ void GpuEngine<T>::reset_changed() {
 }
 
 template <class T>
-std::int64_t GpuEngine<T>::read_changed(IterationStats& stats, double* shift) {
+void GpuEngine<T>::queue_read_back(bool shift) {
   timer_.begin(Phase::d2h, stream_);
   CUDA_CHECK(cudaMemcpyAsync(changed_host_.get(), changed_.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                              stream_));
@@ -77,6 +77,10 @@ std::int64_t GpuEngine<T>::read_changed(IterationStats& stats, double* shift) {
     CUDA_CHECK(cudaMemcpyAsync(inertia_host_.get(), inertia_.get(), sizeof(unsigned long long),
                                cudaMemcpyDeviceToHost, stream_));
   timer_.end(stream_);
+}
+
+template <class T>
+std::int64_t GpuEngine<T>::wait_read_back(IterationStats& stats, double* shift) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect(stats);
   if (shift) *shift = *shift_host_.get();

@@ -46,7 +46,13 @@ class GpuEngine : public Engine<T> {
   void reset_changed();
   // Copies the change counter (and the shift, if asked, and the iteration's inertia when the
   // kernels sum it: inertia_inv_scale_ != 0) back, waits, collects the phases.
-  std::int64_t read_changed(IterationStats& stats, double* shift = nullptr);
+  std::int64_t read_changed(IterationStats& stats, double* shift = nullptr) {
+    queue_read_back(shift != nullptr);
+    return wait_read_back(stats, shift);
+  }
+  // The same in two steps: queue the copies; then wait for them and collect the phases.
+  void queue_read_back(bool shift);
+  std::int64_t wait_read_back(IterationStats& stats, double* shift);
   void download_labels(std::vector<std::int32_t>& out);
   // Blocks of params_.block threads covering `items`.
   int grid_for(std::size_t items) const;

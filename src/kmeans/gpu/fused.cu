@@ -27,7 +27,7 @@ namespace km::gpu {
 
 template <class T>
 using OnePassKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*,
-                               unsigned long long*, unsigned long long*, double, unsigned long long*, double);
+                               unsigned long long*, unsigned long long*, double, unsigned long long*, double, int);
 
 // The instantiation for a register width (the smallest power of two >= d) and the
 // accumulation mode (owner lanes or fixed-point shared atomics).
@@ -53,7 +53,18 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
     bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
-    kernel_ = one_pass_kernel<T>(maxd, kernels::fused_owner_lanes(maxd, this->k_));
+    // Owner lanes hold fixed-point addends in T: in float only while 2^E is a normal float
+    // (E <= 127 unless the data are below ~1e-20); they add them in double, exactly while
+    // below 2^53, so they move them on every `flush_every_` objects.
+    const int exponent = std::ilogb(this->scale_);
+    const bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || exponent <= 120);
+    const double largest = std::max(1.0, this->whole_.max_abs * this->scale_ + 1);
+    flush_every_ = static_cast<int>(std::clamp(std::floor(0x1p53 / largest), 1.0, 1e9));
+    // On a large GPU a lane rarely sees that many objects; KMEANS_OWNER_FLUSH=M moves the sums
+    // every M objects at most, so the tests can show the moves change no bit.
+    if (const char* every = std::getenv("KMEANS_OWNER_FLUSH"))
+      flush_every_ = std::clamp(std::atoi(every), 1, flush_every_);
+    kernel_ = one_pass_kernel<T>(maxd, owner);
     cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
     // --block is the threads per block, capped at what the kernel's registers allow
     // (1024 at d <= 8); the grid is one wave of resident blocks.
@@ -71,11 +82,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   void assign(bool accumulate) override {
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
                  accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_,
-                 accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
+                 accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_, flush_every_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;
-  int grid_ = 1, block_ = 128;
+  int grid_ = 1, block_ = 128, flush_every_ = 1;
   std::size_t bytes_ = 0;
 };
 
@@ -132,8 +143,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
 
-  void apply(IterationStats& stats) override {
-    DeviceUpdateEngine<T>::apply(stats);  // waits for the stream, so the count is here
+  void finish_update(IterationStats& stats) override {
+    DeviceUpdateEngine<T>::finish_update(stats);  // waits for the stream, so the count is here
     stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0] + queued_host_.get()[1]);
     stats.rechecked_all = static_cast<std::int64_t>(queued_host_.get()[1]);
   }
@@ -301,7 +312,8 @@ class FusedEngine final : public Engine<T> {
   void set_whole(const Whole& whole) override { whole_ = whole; }
   void accumulate() override { path_->accumulate(); }
   Partials partials() override { return path_->partials(); }
-  void apply(IterationStats& stats) override { path_->apply(stats); }
+  void start_update() override { path_->start_update(); }
+  void finish_update(IterationStats& stats) override { path_->finish_update(stats); }
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   std::string device() const override { return device_name(); }

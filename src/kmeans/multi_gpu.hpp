@@ -1,0 +1,17 @@
+// --gpus=N: one process, N GPUs, the rows split between them (kmeans/gpu/multi_gpu.cu).
+#pragma once
+
+#include <memory>
+
+#include "kmeans/implementation.hpp"
+
+namespace km {
+
+// An engine that runs `impl` on GPUs 0..params.gpus-1, each on a contiguous share of the
+// rows, their integer partials summed with NCCL every iteration. Throws UsageError when impl
+// cannot run on a part (its iteration is not accumulate / partials / apply) or the machine
+// has fewer GPUs, DeviceError when NCCL cannot be loaded.
+template <class T>
+std::unique_ptr<Engine<T>> make_multi_gpu(const Implementation& impl, const Params& params);
+
+}  // namespace km
