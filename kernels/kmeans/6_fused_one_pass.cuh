@@ -68,10 +68,9 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   unsigned long long my_inertia = 0;  // this thread's objects' squared distances, fixed point
   const int lane = threadIdx.x & 31;
   // OWNER: the sums of cluster `lane`, fixed-point integers held exactly in double (see below),
-  // its count, and the objects added since the sums were last moved to shared memory.
+  // its count, and the count when the sums were last moved to shared memory.
   double acc[OWNER ? MAXD : 1] = {};
-  unsigned owned = 0;
-  int since = 0;
+  unsigned owned = 0, moved_at = 0;
   const T tscale = static_cast<T>(scale);  // exact: the engine takes OWNER in float only when 2^E fits
   constexpr int U = fused_unroll(MAXD);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
@@ -149,30 +148,28 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
         // integers are exact while below 2^53: every `flush_every` objects (2^53 over the largest
         // addend) it moves them to the block's 64-bit sums. The sums are integers throughout, so
         // they do not depend on which objects this thread saw (the grid, the split over GPUs).
-        T fx[MAXD];
+        // (In place: the coordinates are not needed again; a second array would cost registers.)
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) fx[j] = j < d && label >= 0 ? nearest_integer(xr[u][j] * tscale) : T(0);
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d && label >= 0 ? nearest_integer(xr[u][j] * tscale) : T(0);
+        if (owned - moved_at > static_cast<unsigned>(flush_every - 32)) {  // 32 more could pass 2^53
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) {
+            if (j < d) atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j])));
+            acc[j] = 0;
+          }
+          moved_at = owned;
+        }
         for (int o = 0; o < 32; ++o) {
           const int l = __shfl_sync(0xffffffffu, label, o);
           if (l < 0) continue;  // past the end: the same for the whole warp
 #pragma unroll
           for (int j = 0; j < MAXD; ++j) {
             if (j < d) {
-              const T v = __shfl_sync(0xffffffffu, fx[j], o);
+              const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
               if (lane == l) acc[j] += static_cast<double>(v);
             }
           }
-          if (lane == l) {
-            ++owned;
-            if (++since == flush_every) {
-#pragma unroll
-              for (int j = 0; j < MAXD; ++j) {
-                if (j < d) atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j])));
-                acc[j] = 0;
-              }
-              since = 0;
-            }
-          }
+          if (lane == l) ++owned;
         }
       }
     }

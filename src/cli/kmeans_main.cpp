@@ -1,11 +1,16 @@
 // kmeans: the command-line front end. Every failure ends as one line on stderr,
 // "kmeans: error: ...", and a non-zero exit (2 for bad options, 1 for bad data or device).
+// Under `mpirun -np R` (built with MPI), each rank generates or reads its share of the rows,
+// the ranks run the loop together (registry.hpp: run_parted), and rank 0 alone reports and
+// writes; an error that only some ranks meet ends every rank (MPI_Abort).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,6 +22,7 @@
 #include "io/generate.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
+#include "dist/team.hpp"
 #include "kmeans/registry.hpp"
 #include "report/report.hpp"
 
@@ -24,48 +30,78 @@ namespace {
 
 using Options = km::cli::KmeansOptions;
 
+// A failure that may be this rank's alone (its rows, its memory): one line, then every rank
+// ends, so that none waits for this one in a collective.
+[[noreturn]] void fail(km::Team& team, const std::string& what) {
+  if (team.size() > 1)
+    std::fprintf(stderr, "kmeans: error: rank %d: %s\n", team.rank(), what.c_str());
+  else
+    std::fprintf(stderr, "kmeans: error: %s\n", what.c_str());
+  std::fflush(stderr);
+  team.abort(1);
+  std::exit(1);
+}
+
+// This rank's rows of a data set loaded whole (the file formats, for now: every rank reads the
+// file and keeps its share).
 template <class T>
-int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params) {
+km::Dataset<T> keep_rows(km::Dataset<T> all, const km::RowSplit& split) {
+  if (split.first == 0 && split.count == all.n) return all;
+  km::Dataset<T> part(split.count, all.d, all.source);
+  std::copy_n(all.row(split.first), split.count * all.d, part.values.data());
+  return part;
+}
+
+template <class T>
+int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params, km::Team& team) {
   km::Stopwatch load_watch;
   km::Dataset<T> data;
+  km::RowSplit split;
   if (!o.input.empty()) {
     km::LoadOptions lo;
     lo.dataset = o.dataset;
     if (o.coords_given) lo.coords = static_cast<std::size_t>(o.coords);
     data = km::load<T>(o.input, lo);
+    split = km::split_rows(data.n, team.rank(), team.size());
+    data = keep_rows(std::move(data), split);
   } else {
     // Generated data takes its dimension from given centroids unless --coords says otherwise.
     const auto d = params.init == km::Init::given && !o.coords_given ? params.given_d : static_cast<std::size_t>(o.coords);
     const std::size_t n = o.objects ? static_cast<std::size_t>(*o.objects) : km::objects_for_size(*o.size_mb, d);
     km::check_clusters(params.k, n);  // before the generator allocates K centres
+    split = km::split_rows(n, team.rank(), team.size());
     if (o.generator == "blobs") {
       km::BlobOptions bo;
       bo.n = n;
       bo.d = d;
       bo.k = static_cast<std::size_t>(params.k);
       bo.seed = o.seed;
+      bo.first = split.first;
+      bo.count = split.count;
       data = std::move(km::generate_blobs<T>(bo).data);
     } else {
-      data = km::generate_uniform<T>(n, d, o.seed);
+      data = km::generate_uniform_rows<T>(n, d, o.seed, split.first, split.count);
     }
   }
   const double load_seconds = load_watch.seconds();
 
   const bool predicting = !o.predict.empty();
+  if (predicting && team.size() > 1) throw km::UsageError("--predict runs in one process, not under mpirun");
   km::Result<T> result =
       predicting ? km::predict(impl, data, params)
-                 : km::run(impl, data, params, [&](int it, const km::IterationStats& s) {
+                 : km::run_parted(impl, data, split, team, params, [&](int it, const km::IterationStats& s) {
                      km::progress::update("iterations", it, params.loops * params.n_init, "iterations",
                                           km::strprintf("%lld changed, inertia %.6e", static_cast<long long>(s.changed),
                                                         s.inertia));
                    });
   km::progress::end_stage();
   result.seconds.load = load_seconds;
+  if (team.rank() != 0) return 0;  // rank 0 writes and reports
 
   if (!o.output.empty()) {
     km::Stopwatch write_watch;
     km::ResultView<T> view{result.centroids.data(), static_cast<std::size_t>(params.k), data.d,
-                           result.labels.data(), data.n, result.inertia, result.iterations};
+                           result.labels.data(), result.labels.size(), result.inertia, result.iterations};
     km::write_result(o.output, view);
     result.seconds.write = write_watch.seconds();
   }
@@ -85,6 +121,15 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::unique_ptr<km::Team> mpi;
+  try {
+    mpi = km::mpi_team_if_launched(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kmeans: error: %s\n", e.what());
+    return 1;
+  }
+  km::Team& team = mpi ? *mpi : km::solo_team();
+  const bool root = team.rank() == 0;
   Options o;
   CLI::App app{"kmeans: Lloyd k-means on the CPU and the GPU, with per-iteration timing", "kmeans"};
   km::cli::add_kmeans_options(app, o);
@@ -93,10 +138,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "kmeans: error: %s (see --help)\n", e.what());
+    if (root) std::fprintf(stderr, "kmeans: error: %s (see --help)\n", e.what());
     return 2;
   }
 
+  if (o.list && !root) return 0;
   if (o.list) {  // with --coords and --clusters: whether each runs that shape here, and its path
     const bool shape = app.count("--coords") && app.count("--clusters") && o.coords > 0 && o.clusters > 0;
     std::printf("%s\n", km::registry_json(shape ? static_cast<std::size_t>(o.clusters) : 0,
@@ -108,22 +154,24 @@ int main(int argc, char** argv) {
 
   try {
     km::cli::clamp_openmp_threads("kmeans");
-    if (!o.quiet) km::progress::enable("kmeans");
+    if (!o.quiet && root) km::progress::enable("kmeans");
     const km::Params params = km::cli::check_kmeans_options(app, o);
     const km::GpuInfo& gpu = km::gpu_info();
     const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;
     const km::Implementation& impl = km::find_implementation(name);
     km::require_runnable(impl, gpu);
 
-    return o.precision == "float" ? run_kmeans<float>(o, impl, params) : run_kmeans<double>(o, impl, params);
+    return o.precision == "float" ? run_kmeans<float>(o, impl, params, team)
+                                  : run_kmeans<double>(o, impl, params, team);
   } catch (const km::UsageError& e) {
-    std::fprintf(stderr, "kmeans: error: %s\n", e.what());
+    // The options and the problem's shape are checked alike on every rank, before any rank
+    // waits for another: rank 0 says it, and every rank ends normally.
+    if (root) std::fprintf(stderr, "kmeans: error: %s\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "kmeans: error: out of host memory; use fewer objects, coordinates or clusters\n");
-    return 1;
+    fail(team, "out of host memory; use fewer objects, coordinates or clusters");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kmeans: error: %s\n", e.what());
-    return 1;
+    fail(team, e.what());
   }
+  return 1;
 }

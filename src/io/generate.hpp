@@ -17,12 +17,18 @@ std::size_t objects_for_size(double megabytes, std::size_t coords);
 // Uniform values in [0, 1).
 template <class T>
 Dataset<T> generate_uniform(std::size_t n, std::size_t d, std::uint64_t seed);
+// Rows [first, first + count) of generate_uniform(n, d, seed), the same values (one MPI rank's share).
+template <class T>
+Dataset<T> generate_uniform_rows(std::size_t n, std::size_t d, std::uint64_t seed, std::size_t first,
+                                 std::size_t count);
 
 struct BlobOptions {
   std::size_t n = 0, d = 0, k = 0;
   std::uint64_t seed = 0;
   double cluster_std = 1.0;   // standard deviation of each Gaussian blob
   double center_box = 10.0;   // centres uniform in [-center_box, center_box]^d
+  std::size_t first = 0;      // generate rows [first, first + count) of the n (one MPI rank's share)
+  std::size_t count = 0;      // 0: all n
 };
 
 template <class T>
@@ -33,6 +39,7 @@ struct Blobs {
 };
 
 // Isotropic Gaussian blobs with known centres; object i belongs to a uniformly random blob.
+// With first/count, data and labels hold those rows only, with the values the whole data has.
 template <class T>
 Blobs<T> generate_blobs(const BlobOptions& options);
 

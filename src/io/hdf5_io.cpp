@@ -269,9 +269,12 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
   if (!file.ok()) throw InputError(strprintf("cannot create '%s'", path.c_str()));
   auto fail = [&](const char* what) { throw InputError(strprintf("'%s': failed to write %s", path.c_str(), what)); };
 
+  // No modification times in the object headers: the same result gives the same bytes.
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (!dcpl.ok() || H5Pset_obj_track_times(dcpl.get(), 0) < 0) fail("the dataset properties");
   hsize_t cdims[2] = {r.k, r.d};
   Handle cspace(H5Screate_simple(2, cdims, nullptr), H5Sclose);
-  Handle cds(H5Dcreate2(file.get(), "centroids", native_type<T>(), cspace.get(), H5P_DEFAULT, H5P_DEFAULT,
+  Handle cds(H5Dcreate2(file.get(), "centroids", native_type<T>(), cspace.get(), H5P_DEFAULT, dcpl.get(),
                         H5P_DEFAULT),
              H5Dclose);
   if (!cds.ok() || H5Dwrite(cds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, r.centroids) < 0)
@@ -279,7 +282,7 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
 
   hsize_t ldims[1] = {r.n};
   Handle lspace(H5Screate_simple(1, ldims, nullptr), H5Sclose);
-  Handle lds(H5Dcreate2(file.get(), "labels", H5T_STD_I32LE, lspace.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle lds(H5Dcreate2(file.get(), "labels", H5T_STD_I32LE, lspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
              H5Dclose);
   if (!lds.ok() || H5Dwrite(lds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, r.labels) < 0)
     fail("/labels");

@@ -26,12 +26,18 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels) {
-  // Chunks of about 2^18 values (a function of d only, so the sum is the same on any thread
-  // count): wide data gets enough chunks for every core (60,000 x 784 was 4 chunks of 16,384
-  // objects, 20 ms on a 16-core box).
-  const std::size_t chunk = std::clamp<std::size_t>((std::size_t{1} << 18) / std::max<std::size_t>(data.d, 1), 64,
-                                                    kSumChunk);
   std::vector<double> chunk_sums;
+  return inertia_chunks(data, centroids, labels, chunk_sums);
+}
+
+template <class T>
+double inertia_chunks(const Dataset<T>& data, const T* centroids, const std::int32_t* labels,
+                      std::vector<double>& chunk_sums) {
+  // Chunks of about 2^18 values, a power of two objects (a function of d only, so the sum is
+  // the same on any thread count, and a chunk never straddles two MPI ranks, whose rows start
+  // at multiples of kSumChunk): wide data gets enough chunks for every core (60,000 x 784 was
+  // 4 chunks of 16,384 objects, 20 ms on a 16-core box).
+  const std::size_t chunk = inertia_chunk(data.d);
   return chunked_sum(
       data.n, chunk_sums,
       [&](std::size_t i) {
@@ -61,5 +67,7 @@ template double finalize_centroids(const double*, const std::int64_t*, std::size
 template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*);
 template double inertia(const Dataset<float>&, const float*, const std::int32_t*);
 template double inertia(const Dataset<double>&, const double*, const std::int32_t*);
+template double inertia_chunks(const Dataset<float>&, const float*, const std::int32_t*, std::vector<double>&);
+template double inertia_chunks(const Dataset<double>&, const double*, const std::int32_t*, std::vector<double>&);
 
 }  // namespace km

@@ -119,6 +119,16 @@ double finalize_centroids(const double* sums, const std::int64_t* counts, std::s
 // to the centroid of its label. A chunked_sum: deterministic.
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels);
+// The same, with each chunk's sum (chunks of inertia_chunk(d) objects, a power of two that
+// divides kSumChunk).
+template <class T>
+double inertia_chunks(const Dataset<T>& data, const T* centroids, const std::int32_t* labels,
+                      std::vector<double>& chunk_sums);
+inline std::size_t inertia_chunk(std::size_t d) {
+  std::size_t chunk = 64;
+  while (chunk < kSumChunk && chunk * 2 * std::max<std::size_t>(d, 1) <= (std::size_t{1} << 18)) chunk *= 2;
+  return chunk;
+}
 
 // The largest |value| of the data (0 for all zeros; NaN when a value is NaN or infinite), in parallel.
 template <class T>

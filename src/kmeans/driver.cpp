@@ -1,5 +1,7 @@
 #include "kmeans/driver.hpp"
 
+#include <cstring>
+
 #include "common/errors.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
@@ -55,6 +57,69 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   return result;
 }
 
+template <class T>
+Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
+                     const Params& params, const IterationObserver& observer) {
+  Result<T> result;
+  Stopwatch watch;
+  const std::vector<T> initial = initial_centroids(local, split, team, params);
+  result.seconds.init = watch.seconds();
+
+  watch.restart();
+  engine.set_whole(whole);
+  engine.setup(local, initial);
+  result.seconds.setup = watch.seconds();
+
+  watch.restart();
+  for (int it = 1; it <= params.loops; ++it) {
+    IterationStats stats;
+    Stopwatch iteration;
+    engine.accumulate();
+    Stopwatch reduce;
+    const Partials partials = engine.partials();
+    if (partials.device >= 0) throw DeviceError("internal: a GPU engine's partials reached the MPI sum");
+    for (const Partials::Buffer& b : partials.buffers) team.sum(static_cast<std::int64_t*>(b.data), b.count);
+    stats.allreduce = reduce.seconds();
+    engine.apply(stats);
+    stats.total = iteration.seconds();
+    result.per_iteration.push_back(stats);
+    result.iterations = it;
+    if (observer) observer(it, stats);
+    if (should_stop(stats, split.total, params)) {
+      result.converged = true;
+      break;
+    }
+  }
+  result.seconds.loop = watch.seconds();
+
+  // The final E-step on each rank; the inertia from the ranks' chunk sums in chunk order (the
+  // single process's bits); every label on rank 0.
+  watch.restart();
+  engine.read_centroids(result.centroids);
+  std::vector<std::int32_t> labels;
+  engine.final_labels(labels);
+  std::vector<double> chunk_sums;
+  inertia_chunks(local, result.centroids.data(), labels.data(), chunk_sums);
+  result.inertia = 0;
+  for (double s : gather_all(team, chunk_sums)) result.inertia += s;
+  std::vector<unsigned char> all;
+  team.gather_to_root(labels.data(), labels.size() * sizeof(std::int32_t), all);
+  result.labels.resize(all.size() / sizeof(std::int32_t));
+  if (!all.empty()) std::memcpy(result.labels.data(), all.data(), all.size());
+  result.seconds.finish = watch.seconds();
+  result.device = engine.device();
+  result.path = engine.path();
+  result.threads = engine.threads();
+  result.gpus = engine.gpus() * team.size();
+  result.ranks = team.size();
+  result.objects = split.total;
+  return result;
+}
+
+template Result<float> fit_parted(Engine<float>&, const Dataset<float>&, const RowSplit&, Team&, const Whole&,
+                                  const Params&, const IterationObserver&);
+template Result<double> fit_parted(Engine<double>&, const Dataset<double>&, const RowSplit&, Team&, const Whole&,
+                                   const Params&, const IterationObserver&);
 template Result<float> fit(Engine<float>&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> fit(Engine<double>&, const Dataset<double>&, const Params&, const IterationObserver&);
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "dist/team.hpp"
 #include "io/dataset.hpp"
 #include "kmeans/engine.hpp"
 #include "kmeans/params.hpp"
@@ -17,6 +18,12 @@ using IterationObserver = std::function<void(int iteration, const IterationStats
 template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});
+
+// The loop of one rank of a team (registry.hpp: run_parted): the same steps, with the
+// engine's integer partials summed over the team each iteration (the allreduce phase).
+template <class T>
+Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
+                     const Params& params, const IterationObserver& observer = {});
 
 // True when a stop rule fires after an iteration with these stats.
 bool should_stop(const IterationStats& stats, std::size_t n, const Params& params);

@@ -9,6 +9,7 @@
 #include "common/progress.hpp"
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "dist/team.hpp"
 
 namespace km {
 
@@ -23,13 +24,12 @@ struct Uniform {
   std::size_t below(std::size_t n) { return std::min(n - 1, static_cast<std::size_t>((*this)() * n)); }
 };
 
-template <class T>
-void pick_random(const Dataset<T>& data, std::size_t k, std::uint64_t seed, std::vector<T>& out) {
-  // Floyd's algorithm: k distinct indices without an N-sized array.
+// k distinct indices below n, seeded: Floyd's algorithm, without an N-sized array.
+std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, std::uint64_t seed) {
   Uniform u{seed, kRandomPick};
   std::unordered_set<std::size_t> chosen;
   std::vector<std::size_t> order;
-  for (std::size_t j = data.n - k; j < data.n; ++j) {
+  for (std::size_t j = n - k; j < n; ++j) {
     std::size_t t = u.below(j + 1);
     if (chosen.insert(t).second) {
       order.push_back(t);
@@ -38,7 +38,34 @@ void pick_random(const Dataset<T>& data, std::size_t k, std::uint64_t seed, std:
       order.push_back(j);
     }
   }
-  for (std::size_t c = 0; c < k; ++c) std::copy_n(data.row(order[c]), data.d, out.begin() + c * data.d);
+  return order;
+}
+
+// Rows of the whole data by index, in the order asked, on every rank: each rank sends the
+// rows it holds (in that order), and every rank knows which rank holds which index.
+template <class T>
+std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& team,
+                          const std::vector<std::size_t>& rows) {
+  const std::size_t d = local.d;
+  std::vector<T> out(rows.size() * d);
+  if (team.size() == 1) {
+    for (std::size_t q = 0; q < rows.size(); ++q) std::copy_n(local.row(rows[q] - split.first), d, out.begin() + q * d);
+    return out;
+  }
+  std::vector<T> mine;
+  for (std::size_t row : rows)
+    if (split.owns(row)) mine.insert(mine.end(), local.row(row - split.first), local.row(row - split.first) + d);
+  const std::vector<T> all = gather_all(team, mine);
+  std::size_t at = 0;
+  for (int r = 0; r < team.size(); ++r) {
+    const RowSplit theirs = split_rows(split.total, r, team.size());
+    for (std::size_t q = 0; q < rows.size(); ++q)
+      if (theirs.owns(rows[q])) {
+        std::copy_n(all.begin() + at, d, out.begin() + q * d);
+        at += d;
+      }
+  }
+  return out;
 }
 
 constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
@@ -149,19 +176,70 @@ std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, 
 
 namespace {
 
-// The CPU's steps: OpenMP over chunks, vector lanes for the candidates.
+// The CPU's steps: OpenMP over chunks, vector lanes for the candidates. Over a team, each
+// rank holds its rows' closest distances and sums its own chunks (whole chunks: split_rows);
+// the chunk sums are gathered in rank order, which is chunk order, so every rank sees the
+// single process's sums and makes the same choices.
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
  public:
-  explicit CpuPlusPlus(const Dataset<T>& data) : data_(data), closest_(data.n) {}
+  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team)
+      : data_(local), split_(split), team_(team), closest_(local.n) {}
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
-    chunked_sum(data_.n, chunk_sums, [&](std::size_t i) {
-      return closest_[i] = squared_distance_double(data_.row(i), data_.row(first), data_.d);
+    const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
+    std::vector<double> mine;
+    chunked_sum(data_.n, mine, [&](std::size_t i) {
+      return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
     });
+    chunk_sums = gather_all(team_, mine);
   }
+
   void walk(std::vector<Draw>& draws) override {
-    for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r);
+    if (team_.size() == 1) {
+      for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r);
+      return;
+    }
+    // The rank holding each draw's chunk walks it (walk_chunk's first loop); then, as there,
+    // on past objects already at a centre, cyclically over the whole data: each rank offers
+    // the cyclic distance to its first such object, and the nearest wins.
+    const std::size_t n = split_.total, first_chunk = split_.first / kSumChunk;
+    const std::size_t chunks = (data_.n + kSumChunk - 1) / kSumChunk;
+    std::vector<std::uint64_t> cand(draws.size(), UINT64_MAX);
+    for (std::size_t q = 0; q < draws.size(); ++q) {
+      const Draw& w = draws[q];
+      if (w.chunk < first_chunk || w.chunk >= first_chunk + chunks) continue;
+      const std::size_t begin = (w.chunk - first_chunk) * kSumChunk, end = std::min(data_.n, begin + kSumChunk);
+      std::size_t c = end - 1;
+      double r = w.r;
+      for (std::size_t i = begin; i < end; ++i) {
+        if (r < closest_[i]) {
+          c = i;
+          break;
+        }
+        r -= closest_[i];
+      }
+      cand[q] = split_.first + c;
+    }
+    team_.min(cand.data(), cand.size());
+    std::vector<std::uint64_t> step(draws.size(), UINT64_MAX);
+    for (std::size_t q = 0; q < draws.size(); ++q) {
+      const std::size_t c = cand[q];
+      auto offer = [&](std::size_t local) {
+        const std::size_t global = split_.first + local;
+        step[q] = std::min<std::uint64_t>(step[q], global >= c ? global - c : global + n - c);
+      };
+      std::size_t i = c > split_.first ? std::min(c - split_.first, data_.n) : 0;
+      while (i < data_.n && closest_[i] == 0) ++i;
+      if (i < data_.n) offer(i);
+      if (c > split_.first) {  // wrapping round to this rank's start
+        std::size_t w = 0;
+        while (w < data_.n && closest_[w] == 0) ++w;
+        if (w < data_.n) offer(w);
+      }
+    }
+    team_.min(step.data(), step.size());
+    for (std::size_t q = 0; q < draws.size(); ++q) draws[q].cand = (cand[q] + step[q]) % n;
   }
 
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
@@ -170,45 +248,51 @@ class CpuPlusPlus final : public PlusPlusSteps {
     // coordinates in order (element-wise arithmetic rounds as the scalar code does).
     const std::size_t n = data_.n, d = data_.d, trials = cands.size();
     const std::size_t padded = (trials + kLanes - 1) / kLanes * kLanes;
+    const std::vector<T> rows = fetch_rows(data_, split_, team_, cands);
     coords_.assign(d * padded, 0.0);
     for (std::size_t t = 0; t < trials; ++t)
-      for (std::size_t j = 0; j < d; ++j) coords_[j * padded + t] = static_cast<double>(data_.row(cands[t])[j]);
+      for (std::size_t j = 0; j < d; ++j) coords_[j * padded + t] = static_cast<double>(rows[t * d + j]);
     const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
-    out.assign(chunks * trials, 0.0);
+    std::vector<double> mine(chunks * trials, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
       sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded, trials,
-            &out[ch * trials]);
+            &mine[ch * trials]);
+    out = gather_all(team_, mine);
   }
 
   void choose(std::size_t centre_index, std::vector<double>& chunk_sums) override {
     const std::size_t n = data_.n, d = data_.d;
+    const std::vector<T> row = fetch_rows(data_, split_, team_, {centre_index});
     std::vector<double> centre(d);
-    for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(data_.row(centre_index)[j]);
+    for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(row[j]);
     const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
-    chunk_sums.assign(chunks, 0.0);
+    std::vector<double> mine(chunks, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      chunk_sums[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
-                                      closest_.data());
+      mine[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
+                                closest_.data());
+    chunk_sums = gather_all(team_, mine);
   }
 
  private:
   const Dataset<T>& data_;
+  const RowSplit split_;
+  Team& team_;
   std::vector<double> closest_, coords_;
   const CandidateSums<T> sums_ = pick_candidate_sums<T>();
 };
 
-template <class T>
-void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
-                   std::vector<T>& out) {
-  const std::size_t n = data.n, d = data.d;
+// fetch(index, out): copies that object's row to out (on every rank, collectively).
+template <class T, class Fetch>
+void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
+                   std::vector<T>& out, Fetch&& fetch) {
   Uniform u{seed, kPlusPlus};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
 
   std::size_t first = u.below(n);
-  std::copy_n(data.row(first), d, out.begin());
+  fetch(first, out.data());
   std::vector<double> chunk_sums, candidate_sums;  // [chunk], [chunk][candidate]
   steps.start(first, chunk_sums);
   auto total = [](const std::vector<double>& sums) {  // in chunk order
@@ -252,7 +336,7 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, Pl
         best = candidates[t];
       }
     }
-    std::copy_n(data.row(best), d, out.begin() + c * d);
+    fetch(best, out.data() + c * d);
     steps.choose(best, chunk_sums);
     potential = total(chunk_sums);
   }
@@ -262,28 +346,46 @@ void pick_kmeanspp(const Dataset<T>& data, std::size_t k, std::uint64_t seed, Pl
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu) {
+  return initial_centroids(data, RowSplit{0, data.n, data.n}, solo_team(), params, on_gpu);
+}
+
+template <class T>
+std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
+                                 bool on_gpu) {
+  const std::size_t n = split.total, d = local.d;
   // Given centroids may outnumber the objects (predict labels a single object with K of them).
-  if (params.init != Init::given) check_clusters(params.k, data.n);
+  if (params.init != Init::given) check_clusters(params.k, n);
   const auto k = static_cast<std::size_t>(params.k);
-  std::vector<T> out(k * data.d);
+  std::vector<T> out(k * d);
   switch (params.init) {
-    case Init::first: std::copy_n(data.values.data(), k * data.d, out.begin()); break;
-    case Init::random: pick_random(data, k, params.seed, out); break;
+    case Init::first:
+    case Init::random: {
+      std::vector<std::size_t> rows(k);
+      if (params.init == Init::first)
+        for (std::size_t c = 0; c < k; ++c) rows[c] = c;
+      else
+        rows = random_rows(n, k, params.seed);
+      out = fetch_rows(local, split, team, rows);
+      break;
+    }
     case Init::kmeanspp: {
       const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
       std::unique_ptr<PlusPlusSteps> steps;
-      if (on_gpu)
-        steps = gpu_plusplus_steps(data, trials);
+      if (on_gpu && team.size() == 1)
+        steps = gpu_plusplus_steps(local, trials);
       else
-        steps = std::make_unique<CpuPlusPlus<T>>(data);
-      pick_kmeanspp(data, k, params.seed, *steps, out);
+        steps = std::make_unique<CpuPlusPlus<T>>(local, split, team);
+      pick_kmeanspp(n, d, k, params.seed, *steps, out, [&](std::size_t row, T* to) {
+        const std::vector<T> r = fetch_rows(local, split, team, {row});
+        std::copy_n(r.begin(), d, to);
+      });
       progress::end_stage();
       break;
     }
     case Init::given:
-      if (params.given_d != data.d)
-        throw UsageError(strprintf("the centroids have %zu coordinates but the data has %zu", params.given_d, data.d));
-      for (std::size_t i = 0; i < k * data.d; ++i) out[i] = static_cast<T>(params.given_centroids[i]);
+      if (params.given_d != d)
+        throw UsageError(strprintf("the centroids have %zu coordinates but the data has %zu", params.given_d, d));
+      for (std::size_t i = 0; i < k * d; ++i) out[i] = static_cast<T>(params.given_centroids[i]);
       break;
   }
   return out;
@@ -291,5 +393,7 @@ std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, b
 
 template std::vector<float> initial_centroids(const Dataset<float>&, const Params&, bool);
 template std::vector<double> initial_centroids(const Dataset<double>&, const Params&, bool);
+template std::vector<float> initial_centroids(const Dataset<float>&, const RowSplit&, Team&, const Params&, bool);
+template std::vector<double> initial_centroids(const Dataset<double>&, const RowSplit&, Team&, const Params&, bool);
 
 }  // namespace km

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/team.hpp"
 #include "io/dataset.hpp"
 #include "kmeans/params.hpp"
 
@@ -19,6 +20,11 @@ namespace km {
 // on_gpu: k-means++ evaluates its distances on the GPU (the same centres, bit for bit).
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu = false);
+// The same centres when the rows are spread over a team (this rank holds `split`'s rows in
+// `local`): called by every rank, each gets the single process's result.
+template <class T>
+std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
+                                 bool on_gpu = false);
 
 // The data-sized steps of greedy k-means++, on the CPU or the GPU; the driver (sampling,
 // choice) is shared, so both give the same centres. All sums are over fixed chunks of

@@ -75,34 +75,50 @@ std::string registry_json(std::size_t k, std::size_t d, std::size_t elem) {
 
 namespace {
 
+// Loaders check finiteness with the file's name; data handed over in memory (the Python
+// module's arrays) is checked here, in the same pass, named by its source.
 template <class T>
-void check_arithmetic_range(const Dataset<T>& data) {
+double largest_finite(const Dataset<T>& data) {
   const double largest = max_abs_value(data);
-  // Loaders check finiteness with the file's name; data handed over in memory (the Python
-  // module's arrays) is checked here, in the same pass, named by its source.
   if (std::isnan(largest)) check_finite(data, data.source.empty() ? std::string("the data") : data.source);
+  return largest;
+}
+
+template <class T>
+void check_data_range(const Dataset<T>& data) {
+  km::check_arithmetic_range<T>(largest_finite(data), data.n, data.d);
+}
+
+}  // namespace
+
+template <class T>
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d) {
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
   // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
   // (both in double).
-  const double lg = std::log2(largest) + 1, ln = std::log2(static_cast<double>(data.n)),
-               ld = std::log2(static_cast<double>(data.d));
+  const double lg = std::log2(largest) + 1, ln = std::log2(static_cast<double>(n)),
+               ld = std::log2(static_cast<double>(d));
   const double t_max = std::log2(static_cast<double>(std::numeric_limits<T>::max()));
   const double d_max = std::log2(std::numeric_limits<double>::max());
   if (2 * lg + ld >= t_max) {
     if constexpr (sizeof(T) == 4)
       throw InputError(strprintf("the data's values (up to %.3g) are too large for float: squared distances over "
                                  "%zu coordinates would overflow; use --precision=double or rescale the data",
-                                 largest, data.d));
+                                 largest, d));
     throw InputError(strprintf("the data's values (up to %.3g) are too large: squared distances over %zu "
                                "coordinates would overflow double; rescale the data",
-                               largest, data.d));
+                               largest, d));
   }
   if (lg + ln >= d_max || 2 * lg + ld + ln >= d_max)
     throw InputError(strprintf("the data's values (up to %.3g) are too large: the sums over %zu objects would "
                                "overflow double; rescale the data",
-                               largest, data.n));
+                               largest, n));
 }
+template void check_arithmetic_range<float>(double, std::size_t, std::size_t);
+template void check_arithmetic_range<double>(double, std::size_t, std::size_t);
+
+namespace {
 
 // fitting: K must not exceed the objects (a fit needs K of them); predicting labels any
 // number of objects, one included, with K given centroids.
@@ -115,7 +131,7 @@ void check_problem(const Implementation& impl, const Dataset<T>& data, const Par
   if (!s.ok) throw UsageError(s.reason);
   if (params.gpus > 1 && !impl.needs_gpu())
     throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
-  check_arithmetic_range(data);
+  check_data_range(data);
   // What the run allocates beside the data: labels (engine and result), per-thread double
   // sums, centroids.
   const double n = static_cast<double>(data.n), kd = static_cast<double>(params.k) * static_cast<double>(data.d);
@@ -183,6 +199,50 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
   return finished(std::move(result));
 }
 
+template <class T>
+Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const RowSplit& split, Team& team,
+                     const Params& params, const IterationObserver& observer) {
+  if (team.size() == 1) return run(impl, local, params, observer);
+  validate(params);
+  check_clusters(params.k, split.total);
+  if (impl.needs_gpu() || params.gpus > 1)
+    throw UsageError(strprintf("--impl=%s: under mpirun each rank runs omp (the GPU rungs spread over the GPUs of "
+                               "one process: --gpus=N)",
+                               impl.name));
+  const Support s = supports(impl, static_cast<std::size_t>(params.k), local.d, sizeof(T));
+  if (!s.ok) throw UsageError(s.reason);
+  double largest = largest_finite(local);  // throws on this rank; the caller aborts the team
+  team.max(&largest, 1);
+  check_arithmetic_range<T>(largest, split.total, local.d);
+  const Whole whole{split.total, largest};
+  Result<T> best;
+  std::vector<double> inertias;
+  RunSeconds spent;
+  for (int r = 0; r < params.n_init; ++r) {
+    Params p = params;
+    p.seed = init_seed(params.seed, r);
+    const auto engine = impl.make<T>(p);
+    if (!engine->partable())
+      throw UsageError(strprintf("--impl=%s runs as one process; under mpirun use --impl=omp", impl.name));
+    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, observer));
+    inertias.push_back(result.inertia);
+    spent.init += result.seconds.init;
+    spent.setup += result.seconds.setup;
+    spent.loop += result.seconds.loop;
+    spent.finish += result.seconds.finish;
+    if (r == 0 || result.inertia < best.inertia) best = std::move(result);
+  }
+  if (params.n_init > 1) {
+    best.n_init_inertia = std::move(inertias);
+    best.seconds = spent;
+  }
+  return best;
+}
+
+template Result<float> run_parted(const Implementation&, const Dataset<float>&, const RowSplit&, Team&, const Params&,
+                                  const IterationObserver&);
+template Result<double> run_parted(const Implementation&, const Dataset<double>&, const RowSplit&, Team&,
+                                   const Params&, const IterationObserver&);
 template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
 template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 

@@ -42,6 +42,20 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params);
 
+// The run under `mpirun -np R`: every rank calls it with its rows (`split` of the whole, in
+// `local`) and gets the single process's result: the same centroids, inertia and iterations,
+// bit for bit; the labels of every object on rank 0 only (the others' are empty). Runs the
+// implementations that can hold one part of a problem (partable: omp; the GPU rungs run
+// several GPUs in one process instead, --gpus). A team of one is run().
+template <class T>
+Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const RowSplit& split, Team& team,
+                     const Params& params, const IterationObserver& observer = {});
+
+// Throws InputError when values up to `largest` (finite) over n objects of d coordinates
+// would overflow T's squared distances or the double sums.
+template <class T>
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d);
+
 // The seed of initialisation r of --n-init: the run's seed for r = 0, derived ones after.
 std::uint64_t init_seed(std::uint64_t seed, int r);
 

@@ -56,14 +56,18 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // Owner lanes hold fixed-point addends in T: in float only while 2^E is a normal float
     // (E <= 127 unless the data are below ~1e-20); they add them in double, exactly while
     // below 2^53, so they move them on every `flush_every_` objects.
+    // It checks once per 32 objects, so it needs room for 32: a problem of fewer than about
+    // 2^13 objects (2^53 / (2^61 / N) < 32) takes the shared atomics instead. Either way the
+    // sums are integers: the same bits.
     const int exponent = std::ilogb(this->scale_);
-    const bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || exponent <= 120);
     const double largest = std::max(1.0, this->whole_.max_abs * this->scale_ + 1);
     flush_every_ = static_cast<int>(std::clamp(std::floor(0x1p53 / largest), 1.0, 1e9));
-    // On a large GPU a lane rarely sees that many objects; KMEANS_OWNER_FLUSH=M moves the sums
-    // every M objects at most, so the tests can show the moves change no bit.
+    // On a large GPU a lane rarely sees that many objects; KMEANS_OWNER_FLUSH=M (>= 32) moves
+    // the sums every M objects at most, so the tests can show the moves change no bit.
     if (const char* every = std::getenv("KMEANS_OWNER_FLUSH"))
-      flush_every_ = std::clamp(std::atoi(every), 1, flush_every_);
+      flush_every_ = std::clamp(std::atoi(every), 32, std::max(32, flush_every_));
+    const bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || exponent <= 120) &&
+                       flush_every_ >= 32;
     kernel_ = one_pass_kernel<T>(maxd, owner);
     cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
     // --block is the threads per block, capped at what the kernel's registers allow

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""`mpirun -np R kmeans --impl=omp` against one process, bit for bit: the same centroids and
+labels (the --output files compare equal byte for byte), inertia, iterations, and per-iteration
+change counts, inertia and shift, for every initialisation, both precisions, generated and file
+data, R = 2 and 3 (R = 3 splits 100,003 rows into 2, 2 and 3 chunks of 16,384), and one process
+of 2 threads against 2 ranks of 1 thread. Then the errors: one line each, no hang.
+Skipped (77) when mpirun is missing or cannot start two processes here, or when kmeans was built
+without MPI (it then reports ranks = 1). Usage: mpi_test.py path/to/kmeans"""
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+KMEANS = sys.argv[1]
+failures = []
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+
+
+def mpirun(np):
+    return ["mpirun", "-np", str(np), "--oversubscribe"] if np > 1 else []
+
+
+def run(np, *args, timeout=180):
+    return subprocess.run([*mpirun(np), KMEANS, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def skip_unless_mpi():
+    if shutil.which("mpirun") is None:
+        print("SKIP: no mpirun (install openmpi-bin)")
+        sys.exit(77)
+    p = run(2, "--impl=omp", "--objects=1000", "--coords=2", "--clusters=2", "--loops=1", "--report=json", "--quiet",
+            timeout=120)
+    if p.returncode != 0:
+        print(f"SKIP: mpirun cannot start two processes here: {p.stderr.strip()[-300:]}")
+        sys.exit(77)
+    if json.loads(p.stdout.splitlines()[0])["ranks"] != 2:
+        print("SKIP: kmeans was built without MPI (each process ran alone)")
+        sys.exit(77)
+
+
+def same_run(tag, data_args, extra, tmp, ext="csv"):
+    results = {}
+    for np, threads in ((1, 1), (1, 2), (2, 1), (3, 1)):
+        out = os.path.join(tmp, f"{tag}-{np}-{threads}.{ext}")
+        p = run(np, "--impl=omp", *data_args, *extra, f"--threads={threads}", "--report=json", "--quiet",
+                f"--output={out}")
+        if p.returncode != 0:
+            expect(False, f"{tag} np={np}: exit {p.returncode}: {p.stderr.strip()}")
+            return
+        expect(p.stderr == "", f"{tag} np={np}: stderr empty, got {p.stderr!r}")
+        lines = p.stdout.splitlines()
+        expect(len(lines) == 1, f"{tag} np={np}: one report (rank 0's), got {len(lines)} lines")
+        r = json.loads(lines[0])
+        expect(r["ranks"] == np, f"{tag} np={np}: the report says {r['ranks']} ranks")
+        with open(out, "rb") as f:
+            results[(np, threads)] = (r, f.read())
+    one, one_file = results[(1, 1)]
+    for key, (r, file_bytes) in results.items():
+        if key == (1, 1):
+            continue
+        what = f"{tag} np={key[0]} threads={key[1]}"
+        expect(file_bytes == one_file, f"{what}: centroids and labels are one process's, byte for byte")
+        expect(r["objects"] == one["objects"], f"{what}: objects {r['objects']} (all ranks')")
+        expect(r["inertia"] == one["inertia"], f"{what}: inertia {r['inertia']!r} vs {one['inertia']!r}")
+        expect(r["iterations"] == one["iterations"], f"{what}: iterations")
+        for i, (a, b) in enumerate(zip(r["per_iteration"], one["per_iteration"])):
+            for key2 in ("changed", "inertia", "shift"):
+                expect(a[key2] == b[key2], f"{what}: iteration {i + 1} {key2} {a[key2]!r} vs {b[key2]!r}")
+        expect(all("allreduce" in it for it in r["per_iteration"]), f"{what}: the allreduce phase is reported")
+
+
+def test_equal_bits(tmp):
+    gen = ["--objects=100003", "--coords=5", "--clusters=20", "--loops=8", "--seed=3"]
+    for init in ("first", "random", "kmeans++"):
+        for precision in ("double", "float"):
+            same_run(f"{init}-{precision}", gen, [f"--init={init}", f"--precision={precision}"], tmp)
+    same_run("blobs", ["--generator=blobs", "--objects=50000", "--coords=3", "--clusters=9", "--loops=10"],
+             ["--init=kmeans++", "--n-init=2"], tmp)
+    same_run("h5", ["--objects=40000", "--coords=4", "--clusters=6", "--loops=5"], ["--init=kmeans++"], tmp, "h5")
+    # A file read by every rank (each keeps its share).
+    data = os.path.join(tmp, "data.bin")
+    rnd = random.Random(5)
+    with open(data, "wb") as f:
+        n, d = 70001, 3
+        f.write(struct.pack("<ii", n, d))
+        f.write(struct.pack(f"<{n * d}f", *[rnd.random() for _ in range(n * d)]))
+    same_run("bin-file", [f"--input={data}", "--clusters=12", "--loops=6"], ["--init=kmeans++"], tmp)
+
+
+def test_errors():
+    # Options are checked alike on every rank: rank 0 says it once, every rank exits.
+    p = run(2, "--impl=omp", "--clusters=0", "--objects=100", "--quiet")
+    expect(p.returncode != 0, "--clusters=0 under mpirun fails")
+    expect(p.stderr.count("kmeans: error:") == 1, f"one error line, got {p.stderr!r}")
+    # (fused: "under mpirun" on a GPU machine, "needs a CUDA GPU" elsewhere)
+    for impl, words in (("seq", ["runs as one process"]), ("fused", ["under mpirun", "needs a CUDA GPU"])):
+        p = run(2, f"--impl={impl}", "--objects=1000", "--coords=2", "--clusters=3", "--quiet")
+        expect(p.returncode != 0 and any(w in p.stderr for w in words), f"--impl={impl} under mpirun refused: {p.stderr!r}")
+        expect(p.stderr.count("kmeans: error:") == 1, f"--impl={impl}: one error line, got {p.stderr!r}")
+    p = run(2, "--impl=omp", "--objects=5", "--coords=2", "--clusters=9", "--quiet")
+    expect(p.returncode != 0 and "clusters" in p.stderr, f"K above the objects of all ranks: {p.stderr!r}")
+    # Fewer rows than ranks x 16,384: a rank with no rows still takes part.
+    p = run(3, "--impl=omp", "--objects=20000", "--coords=2", "--clusters=3", "--report=json", "--quiet")
+    expect(p.returncode == 0, f"a rank without rows: {p.stderr!r}")
+    one = run(1, "--impl=omp", "--objects=20000", "--coords=2", "--clusters=3", "--report=json", "--quiet")
+    if p.returncode == 0 and one.returncode == 0:
+        expect(json.loads(p.stdout)["inertia"] == json.loads(one.stdout)["inertia"], "a rank without rows: same inertia")
+
+
+def main():
+    skip_unless_mpi()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_equal_bits(tmp)
+    test_errors()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all MPI tests passed")
+
+
+if __name__ == "__main__":
+    main()
