@@ -6,6 +6,7 @@ the run it shows (from the CSV's stamp columns).
   kmeans_blocks.csv  -> block_sweep_<config>.png, bottleneck.png, roofline.png
   ceilings.csv       -> (the roofline's ceilings)
   peers.csv          -> peers.png
+  scaling.csv (or scaling_h200x4.csv) -> scaling.png
   mlp_h200.csv, mlp_torch_h200.csv (or mlp.csv, mlp_torch.csv)
                      -> mlp_epoch.png, mlp_accuracy.png
   bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
@@ -450,6 +451,50 @@ def mlp_plots(rows, torch_rows, out):
     finish(fig, rows, os.path.join(out, "mlp_accuracy.png"))
 
 
+def scaling(rows, out):
+    """kmeans --gpus=N: time per iteration (split into kernel, allreduce and the rest) and the
+    parallel efficiency against the GPU count, one column per configuration, both precisions."""
+    rows = [r for r in rows if not r.get("error")]
+    if not rows:
+        return
+    configs = order_of(rows, "config")
+    fig, axes = plt.subplots(2, len(configs), figsize=(6.2 * len(configs), 8), squeeze=False)
+    for col, config in enumerate(configs):
+        ax_t, ax_e = axes[0][col], axes[1][col]
+        for prec, marker in (("double", "o"), ("float", "s")):
+            sel = sorted((r for r in rows if r["config"] == config and r["precision"] == prec),
+                         key=lambda r: int(r["gpus"]))
+            if not sel:
+                continue
+            g = [int(r["gpus"]) for r in sel]
+            ax_t.plot(g, [num(r["iteration_s"]) * 1e3 for r in sel], marker + "-", label=f"{prec}: iteration")
+            red = [(x, num(r["allreduce_s"]) * 1e3) for x, r in zip(g, sel) if num(r["allreduce_s"])]
+            ax_t.plot([p[0] for p in red], [p[1] for p in red], marker + ":", label=f"{prec}: allreduce")
+            ax_e.plot(g, [num(r["efficiency"]) for r in sel], marker + "-", label=prec)
+            for x, r in zip(g, sel):
+                ax_e.annotate(f"{num(r['speedup']):.2f}x", (x, num(r["efficiency"])), fontsize=7,
+                              textcoords="offset points", xytext=(4, 4))
+        g_all = sorted({int(r["gpus"]) for r in rows if r["config"] == config})
+        ax_t.set_xscale("log", base=2)
+        ax_t.set_yscale("log")
+        ax_t.set_xticks(g_all, [str(x) for x in g_all])
+        ax_t.set_ylabel("ms per iteration (median)")
+        ax_t.set_title(f"{config}: fused, {sel[0]['path']} path")
+        ax_t.grid(True, which="both", alpha=0.3)
+        ax_t.legend(fontsize=7)
+        ax_e.axhline(1.0, color="0.5", ls=":")
+        ax_e.axhline(0.9, color="crimson", ls="--", lw=0.8, label="target (3.6x on 4)")
+        ax_e.set_xticks(g_all, [str(x) for x in g_all])
+        ax_e.set_ylim(0.5, 1.1)
+        ax_e.set_xlabel("GPUs (rows split, partials all-reduced with NCCL)")
+        ax_e.set_ylabel("efficiency = speed-up / GPUs")
+        ax_e.grid(True, alpha=0.3)
+        ax_e.legend(fontsize=7)
+    fig.suptitle("Strong scaling of kmeans --gpus=N (the same data and result on every count)")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "scaling.png"))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
@@ -465,6 +510,7 @@ def main():
     real_shapes(read(os.path.join(d, "real_shapes.csv")) or read(os.path.join(d, "real_shapes_h200.csv")), d)
     mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
               read(os.path.join(d, "mlp_torch.csv")) or read(os.path.join(d, "mlp_torch_h200.csv")), d)
+    scaling(read(os.path.join(d, "scaling.csv")) or read(os.path.join(d, "scaling_h200x4.csv")), d)
     return 0
 
 

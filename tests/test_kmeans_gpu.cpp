@@ -491,3 +491,73 @@ TEST(GpuSplit, RefusedWhereItCannotRun) {
     EXPECT_NE(std::string(e.what()).find("usable GPU"), std::string::npos) << e.what();
   }
 }
+
+// ------------------------------------------------------------ out of core
+
+namespace {
+
+// Streamed (rows from pinned host memory in chunks, the sums carried across chunks) against
+// in memory: the same bits, for fused's two paths, offload-block and offload, in chunks of
+// 4,096 rows and of an odd 5,003 (KMEANS_STREAM_ROWS), on random, clustered and quantised data.
+template <class T>
+void check_streamed(const char* name) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& impl = km::find_implementation(name);
+  for (const SplitShape& s : {SplitShape{20011, 2, 16}, SplitShape{20011, 16, 16}, SplitShape{15013, 64, 100}}) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
+      km::Params p;
+      p.k = s.k;
+      p.loops = 5;
+      p.init = km::Init::kmeanspp;
+      const auto in_memory = km::run(impl, data, p);
+      for (const char* rows : {"4096", "5003"}) {
+        setenv("KMEANS_STREAM_ROWS", rows, 1);
+        const auto streamed = km::run(impl, data, p);
+        unsetenv("KMEANS_STREAM_ROWS");
+        EXPECT_NE(streamed.path.find("streamed"), std::string::npos) << streamed.path;
+        EXPECT_EQ(streamed.centroids, in_memory.centroids) << "chunks of " << rows;
+        EXPECT_EQ(streamed.labels, in_memory.labels);
+        EXPECT_EQ(streamed.inertia, in_memory.inertia);
+        ASSERT_EQ(streamed.iterations, in_memory.iterations);
+        for (int it = 0; it < in_memory.iterations; ++it) {
+          EXPECT_EQ(streamed.per_iteration[it].changed, in_memory.per_iteration[it].changed);
+          EXPECT_EQ(streamed.per_iteration[it].inertia, in_memory.per_iteration[it].inertia);
+          EXPECT_GT(streamed.per_iteration[it].h2d, 0) << "the copies are the h2d phase";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GpuStreamed, FusedDouble) { check_streamed<double>("fused"); }
+TEST(GpuStreamed, FusedFloat) { check_streamed<float>("fused"); }
+TEST(GpuStreamed, OffloadBlockDouble) { check_streamed<double>("offload-block"); }
+TEST(GpuStreamed, OffloadFloat) { check_streamed<float>("offload"); }
+
+// --device-memory below the data's size streams it (and says so); below what one chunk needs,
+// one clear error.
+TEST(GpuStreamed, DeviceMemoryCapStreamsOrRefuses) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const auto data = km::generate_uniform<float>(500000, 32, 5);  // 64 MB
+  km::Params p;
+  p.k = 64;
+  p.loops = 3;
+  const auto in_memory = km::run(km::find_implementation("fused"), data, p);
+  p.device_memory = 40ull << 20;
+  const auto capped = km::run(km::find_implementation("fused"), data, p);
+  EXPECT_NE(capped.path.find("streamed"), std::string::npos) << capped.path;
+  EXPECT_EQ(capped.centroids, in_memory.centroids);
+  EXPECT_EQ(capped.labels, in_memory.labels);
+  p.device_memory = 4ull << 20;
+  try {
+    km::run(km::find_implementation("fused"), data, p);
+    ADD_FAILURE() << "4 MiB streamed 64 MB";
+  } catch (const km::DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot stream"), std::string::npos) << e.what();
+  }
+}

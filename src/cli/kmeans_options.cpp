@@ -72,6 +72,9 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
                  "GPUs that share the rows (default 1; more need NCCL and --impl=fused, offload or offload-block); "
                  "the result is the one-GPU result bit for bit")
       ->transform(integer);
+  app.add_option("--device-memory", o.device_memory,
+                 "device memory a GPU implementation may use, e.g. 8G (K, M, G, T: powers of 1024; default: what is "
+                 "free); fused and offload-block stream larger data from host memory each iteration");
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
@@ -80,6 +83,30 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
                                  "shape here and the path it takes");
   size->excludes(objects);
   input->excludes(size)->excludes(objects)->excludes(generator);
+}
+
+// "123", "64K", "512M", "8G", "1T" (powers of 1024) as bytes; one clear line otherwise.
+static std::size_t parse_bytes(const std::string& text, const char* option) {
+  const auto bad = [&] {
+    return UsageError(strprintf("%s=%s: give bytes, or a number with K, M, G or T (e.g. 8G)", option, text.c_str()));
+  };
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  double unit = 1;
+  const std::string rest = text.substr(used);
+  if (rest == "K" || rest == "k") unit = 1024.0;
+  else if (rest == "M" || rest == "m") unit = 1048576.0;
+  else if (rest == "G" || rest == "g") unit = 1073741824.0;
+  else if (rest == "T" || rest == "t") unit = 1099511627776.0;
+  else if (!rest.empty()) throw bad();
+  const double bytes = value * unit;
+  if (!(bytes >= 1) || !std::isfinite(bytes) || bytes > 1.8e19) throw bad();
+  return static_cast<std::size_t>(bytes);
 }
 
 Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
@@ -127,6 +154,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.block = to_int(o.block, "--block");
   params.threads = to_int(o.threads, "--threads");
   params.gpus = to_int(o.gpus, "--gpus");
+  if (!o.device_memory.empty()) params.device_memory = parse_bytes(o.device_memory, "--device-memory");
   validate(params);
   if (!o.output.empty()) check_output_path(o.output, o.input);
   return params;

@@ -27,6 +27,7 @@ struct KmeansOptions {
   std::string predict;  // --predict=PATH: label the data with these centroids, no iterations
   long long n_init = 1;
   long long block = 128, threads = 0, gpus = 1;
+  std::string device_memory;  // --device-memory: bytes, or with a K, M, G or T suffix (powers of 1024)
   bool quiet = false;
   bool list = false;
 };

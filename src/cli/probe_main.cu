@@ -1,10 +1,13 @@
 // kmeans-probe: the device's ceilings, measured in the same run as the benchmarks.
 //   read bandwidth  a kernel that reads a 1 GiB buffer once (16-byte loads, grid-stride),
 //                   median of 20 timed runs after a warm-up;
+//   h2d bandwidth   pinned host -> device copies of 1 GiB, median of 10 after a warm-up (the
+//                   link that out-of-core k-means streams over);
 //   gemm            cuBLAS time of an m x k by k x n product (double and float, TF32 off),
 //                   median of 10 runs after a warm-up, for --gemm=m,n,k.
 // Prints one JSON object. Usage: kmeans-probe [--gemm=M,N,K]...
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -58,7 +61,24 @@ int main(int argc, char** argv) {
         CUDA_CHECK_LAUNCH();
       });
     }
-    std::printf("{\"device\": \"%s\", \"read_bandwidth_gbs\": %.3f", prop.name, bytes / seconds / 1e9);
+    double h2d_seconds = 0;
+    {
+      DeviceBuffer<unsigned char> dst(bytes);
+      void* host = nullptr;
+      CUDA_CHECK(cudaMallocHost(&host, bytes));
+      std::memset(host, 1, bytes);
+      try {
+        h2d_seconds = km::cuda::time_median(stream, 10, [&] {
+          CUDA_CHECK(cudaMemcpyAsync(dst.get(), host, bytes, cudaMemcpyHostToDevice, stream));
+        });
+      } catch (...) {
+        cudaFreeHost(host);
+        throw;
+      }
+      CUDA_CHECK(cudaFreeHost(host));
+    }
+    std::printf("{\"device\": \"%s\", \"read_bandwidth_gbs\": %.3f, \"h2d_pinned_gbs\": %.3f", prop.name,
+                bytes / seconds / 1e9, bytes / h2d_seconds / 1e9);
     km::cuda::CublasHandle h(stream);
     std::printf(", \"gemm\": [");
     bool first = true;

@@ -75,6 +75,21 @@ class PinnedRegion {
   void* ptr_ = nullptr;
 };
 
+// An event without timing (ordering between streams), destroyed with its owner.
+class Event {
+ public:
+  Event() { CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  ~Event() {
+    if (e_) cudaEventDestroy(e_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
 // A non-blocking stream, destroyed with its owner.
 class Stream {
  public:

@@ -25,6 +25,8 @@ struct Params {
   int threads = 0;             // CPU threads; 0 = all
   int n_init = 1;              // initialisations (random, kmeans++); the lowest final inertia is kept
   int gpus = 1;                // GPUs of this process that share the rows (--gpus; NCCL beyond one)
+  std::size_t device_memory = 0;  // bytes of device memory a GPU engine may use (0: what is free);
+                                  // data beyond it is streamed from host memory (out of core)
   // Init::given: K x given_d centroids, row-major (read from a file: --init=PATH, --predict).
   std::vector<double> given_centroids;
   std::size_t given_d = 0;

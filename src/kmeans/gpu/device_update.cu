@@ -1,6 +1,7 @@
 #include "kmeans/gpu/device_update.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cub/device/device_reduce.cuh>
 
 #include "kernels/kmeans/layouts.hpp"
@@ -9,6 +10,30 @@
 #include "kmeans/fixed_point.hpp"
 
 namespace km::gpu {
+
+template <class T>
+struct DeviceUpdateEngine<T>::Streamed {
+  const Dataset<T>* data = nullptr;  // all the rows, in host memory
+  Dataset<T> first_rows;             // a view of the first chunk: what the engine was set up with
+  std::size_t chunk = 0, chunks = 0;
+  std::vector<DeviceBuffer<std::int32_t>> labels;  // each chunk's labels
+  DeviceBuffer<T> stage[2];                        // row-major chunks in flight
+  cuda::Stream copy;
+  cuda::Event loaded[2], consumed[2];
+  std::unique_ptr<cuda::PinnedRegion> pinned;
+  cuda::EventPair copies;  // the iteration's copies on the copy stream: the h2d phase
+  std::size_t rows(std::size_t c) const { return std::min(chunk, data->n - c * chunk); }
+};
+
+// The device memory this process may use: what is free (less room for the runtime), or
+// --device-memory when smaller.
+inline std::size_t device_budget(std::size_t cap) {
+  std::size_t free_bytes = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  const std::size_t reserve = 256ull << 20;
+  const std::size_t usable = free_bytes > reserve ? free_bytes - reserve : 0;
+  return cap ? std::min(cap, usable) : usable;
+}
 
 template <class T>
 void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& initial) {
@@ -22,7 +47,14 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   this->inertia_scale_ = scales.inertia;
   this->inertia_inv_scale_ = scales.inv_inertia;
   const std::size_t extra = prepare(data);
-  this->setup_common(data, k, buffer_bytes(k, d) + extra);
+  const std::size_t budget = device_budget(this->params_.device_memory);
+  const std::size_t data_bytes = data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1);
+  // KMEANS_STREAM_ROWS=R streams in chunks of R rows whatever the memory (for the tests).
+  const char* forced = std::getenv("KMEANS_STREAM_ROWS");
+  if (forced || data_bytes + data.n * sizeof(std::int32_t) + buffer_bytes(k, d) + extra > budget)
+    setup_streamed(data, extra, budget, forced ? std::max<std::size_t>(1, std::strtoull(forced, nullptr, 10)) : 0);
+  else
+    this->setup_common(data, k, buffer_bytes(k, d) + extra);
   centroids_ = DeviceBuffer<T>(k * d);
   sums_ = DeviceBuffer<unsigned long long>(k * d);
   counts_ = DeviceBuffer<unsigned long long>(k);
@@ -40,6 +72,82 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
 }
 
 template <class T>
+void DeviceUpdateEngine<T>::setup_streamed(const Dataset<T>& data, std::size_t extra_for_all, std::size_t budget,
+                                           std::size_t forced_rows) {
+  const std::size_t n = data.n, d = data.d, k = this->k_, row = d * sizeof(T);
+  // Per row of a chunk: two staging rows, the engine's own copy (coordinate-major rungs
+  // transpose into it) and its per-object buffers; per row of the data: its label.
+  const std::size_t fixed = buffer_bytes(k, d) + n * sizeof(std::int32_t) + (8ull << 20);
+  const std::size_t per_row = 3 * row + (extra_for_all + n - 1) / n;
+  const std::size_t room = budget > fixed ? (budget - fixed) / per_row : 0;
+  const std::size_t chunk = forced_rows ? std::min(n, forced_rows) : std::min(n, room / 4096 * 4096);
+  if (chunk < 4096 && !forced_rows)
+    throw DeviceError(strprintf("--impl=%s: %.2f GiB of device memory cannot stream %zu objects x %zu coordinates "
+                                "(the labels and a chunk of 4,096 rows need %.2f GiB); raise --device-memory or use "
+                                "fewer objects",
+                                this->name_, budget / 1073741824.0, n, d,
+                                (fixed + 4096 * per_row) / 1073741824.0));
+  auto st = std::make_shared<Streamed>();
+  st->data = &data;
+  st->chunk = chunk;
+  st->chunks = (n + chunk - 1) / chunk;
+  st->first_rows.n = chunk;
+  st->first_rows.d = d;
+  st->first_rows.values = HostBuffer<T>::borrow(data.values.data(), chunk * d);
+  st->first_rows.source = data.source;
+  prepare(st->first_rows);  // launch shapes and buffers for a chunk
+  this->setup_common(st->first_rows, k, buffer_bytes(k, d) + extra_for_all / n * chunk);
+  this->data_ = &data;
+  for (std::size_t c = 0; c < st->chunks; ++c) {
+    st->labels.emplace_back(st->rows(c));
+    CUDA_CHECK(cudaMemsetAsync(st->labels.back().get(), 0xff, st->rows(c) * sizeof(std::int32_t), this->stream_));
+  }
+  for (auto& b : st->stage) b = DeviceBuffer<T>(chunk * d);
+  st->pinned = std::make_unique<cuda::PinnedRegion>(data.values.data(), n * row);
+  streamed_ = std::move(st);
+}
+
+// Every chunk through the engine's assignment: chunk c + 1 is copied while chunk c is assigned.
+template <class T>
+void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
+  Streamed& st = *streamed_;
+  const std::size_t d = this->d_;
+  cudaStream_t s = this->stream_, copy = st.copy;
+  auto issue_copy = [&](std::size_t c) {
+    const int b = static_cast<int>(c % 2);
+    CUDA_CHECK(cudaStreamWaitEvent(copy, st.consumed[b].get(), 0));  // its previous chunk is done with
+    CUDA_CHECK(cudaMemcpyAsync(st.stage[b].get(), st.data->row(c * st.chunk), st.rows(c) * d * sizeof(T),
+                               cudaMemcpyHostToDevice, copy));
+    CUDA_CHECK(cudaEventRecord(st.loaded[b].get(), copy));
+  };
+  st.copies.start(copy);
+  issue_copy(0);
+  for (std::size_t c = 0; c < st.chunks; ++c) {
+    if (c + 1 < st.chunks) issue_copy(c + 1);
+    if (c + 1 == st.chunks) st.copies.stop(copy);
+    const int b = static_cast<int>(c % 2);
+    const std::size_t rows = st.rows(c);
+    CUDA_CHECK(cudaStreamWaitEvent(s, st.loaded[b].get(), 0));
+    if (this->layout_ == Layout::coord_major) {
+      this->transpose_rows(st.stage[b].get(), rows);
+      CUDA_CHECK(cudaEventRecord(st.consumed[b].get(), s));
+    } else {
+      std::swap(this->x_, st.stage[b]);
+    }
+    this->n_ = rows;
+    std::swap(this->labels_, st.labels[c]);
+    rows_changed();
+    assign(accumulate);
+    std::swap(this->labels_, st.labels[c]);
+    if (this->layout_ == Layout::row_major) {
+      std::swap(this->x_, st.stage[b]);
+      CUDA_CHECK(cudaEventRecord(st.consumed[b].get(), s));
+    }
+  }
+  this->n_ = st.chunk;
+}
+
+template <class T>
 void DeviceUpdateEngine<T>::iterate(IterationStats& stats) {
   accumulate();
   this->apply(stats);
@@ -49,7 +157,10 @@ template <class T>
 void DeviceUpdateEngine<T>::accumulate() {
   this->timer_.begin(Phase::kernel, this->stream_);
   this->reset_changed();
-  assign(true);
+  if (streamed_)
+    run_chunks(true);
+  else
+    assign(true);
   this->timer_.end(this->stream_);
 }
 
@@ -80,12 +191,23 @@ void DeviceUpdateEngine<T>::start_update() {
 template <class T>
 void DeviceUpdateEngine<T>::finish_update(IterationStats& stats) {
   stats.changed = this->wait_read_back(stats, &stats.shift);
+  if (streamed_) stats.h2d += streamed_->copies.seconds();  // the copy stream's span, beside the kernels
 }
 
 template <class T>
 void DeviceUpdateEngine<T>::final_labels(std::vector<std::int32_t>& out) {
-  assign(false);
-  this->download_labels(out);
+  if (!streamed_) {
+    assign(false);
+    this->download_labels(out);
+    return;
+  }
+  run_chunks(false);
+  const Streamed& st = *streamed_;
+  out.resize(st.data->n);
+  for (std::size_t c = 0; c < st.chunks; ++c)
+    CUDA_CHECK(cudaMemcpyAsync(out.data() + c * st.chunk, st.labels[c].get(), st.rows(c) * sizeof(std::int32_t),
+                               cudaMemcpyDeviceToHost, this->stream_));
+  CUDA_CHECK(cudaStreamSynchronize(this->stream_));
 }
 
 template class DeviceUpdateEngine<float>;

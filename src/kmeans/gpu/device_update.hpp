@@ -25,6 +25,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   void finish_update(IterationStats& stats) override;
   void read_centroids(std::vector<T>& out) override { this->download_centroids(centroids_.get(), out); }
   void final_labels(std::vector<std::int32_t>& out) override;
+  std::string path() const override { return streamed_ ? "streamed" : ""; }
 
   // Device bytes this engine allocates beyond the data and labels, for K and d.
   static std::size_t buffer_bytes(std::size_t k, std::size_t d) {
@@ -42,6 +43,10 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   virtual void assign(bool accumulate) = 0;
   // Work after each update_centroids (e.g. the tensor path's centred centroids and norms).
   virtual void after_update() {}
+  // Out of core: x_, labels_ and n_ now hold another chunk of the rows (e.g. the tensor path's
+  // per-object norms are recomputed).
+  virtual void rows_changed() {}
+  bool streamed() const { return streamed_ != nullptr; }
 
   DeviceBuffer<T> centroids_;              // in layout_
   DeviceBuffer<unsigned long long> sums_;  // [k][d], 64-bit fixed point: value = sum * inv_scale_
@@ -50,6 +55,16 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   DeviceBuffer<unsigned char> reduce_temp_;  // cub::DeviceReduce's workspace for their total
   double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
   Whole whole_;                            // the whole problem, when this engine holds a part
+
+ private:
+  // Out of core (data beyond --device-memory or the free memory): the rows stay in pinned host
+  // memory and go through in chunks, two row-major staging buffers in flight on a copy stream
+  // while the previous chunk is assigned; every chunk's labels stay on the device; the sums
+  // carry across chunks (integers: the in-memory result bit for bit).
+  struct Streamed;
+  std::shared_ptr<Streamed> streamed_;
+  void setup_streamed(const Dataset<T>& data, std::size_t extra_for_all, std::size_t budget, std::size_t forced_rows);
+  void run_chunks(bool accumulate);
 };
 
 }  // namespace km::gpu

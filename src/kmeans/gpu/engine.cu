@@ -60,6 +60,15 @@ void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size
 }
 
 template <class T>
+void GpuEngine<T>::transpose_rows(const T* rows_on_device, std::size_t rows) {
+  const dim3 grid(static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
+  kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(rows_on_device, x_.get(),
+                                                                         static_cast<std::int64_t>(rows),
+                                                                         static_cast<int>(d_));
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
 void GpuEngine<T>::reset_changed() {
   CUDA_CHECK(cudaMemsetAsync(changed_.get(), 0, sizeof(unsigned long long), stream_));
   CUDA_CHECK(cudaMemsetAsync(shift_.get(), 0, sizeof(double), stream_));

@@ -54,6 +54,8 @@ class GpuEngine : public Engine<T> {
   void queue_read_back(bool shift);
   std::int64_t wait_read_back(IterationStats& stats, double* shift);
   void download_labels(std::vector<std::int32_t>& out);
+  // Out of core: `rows` row-major rows on the device into x_, in layout_ (n_ = rows), on the stream.
+  void transpose_rows(const T* rows_on_device, std::size_t rows);
   // Blocks of params_.block threads covering `items`.
   int grid_for(std::size_t items) const;
   // Launches an assignment kernel of the ladder's signature (objects, centroids, n, d, k,

@@ -218,6 +218,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
   }
 
+  void rows_changed() override {  // out of core: the chunk's |x'|^2
+    kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
+        this->x_.get(), mu_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
+        kernels_.centre_objects, xnorm2_.get());
+    CUDA_CHECK_LAUNCH();
+  }
+
   void after_update() override {  // c' = c - mu, |c'|^2 and the largest, for the new centroids
     const int k = static_cast<int>(this->k_);
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
@@ -322,7 +329,10 @@ class FusedEngine final : public Engine<T> {
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
-  std::string path() const override { return path_name_; }
+  std::string path() const override {
+    const std::string more = path_ ? path_->path() : "";
+    return more.empty() ? path_name_ : std::string(path_name_) + ", " + more;
+  }
 
  private:
   Params params_;
