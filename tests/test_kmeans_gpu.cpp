@@ -448,29 +448,6 @@ TEST(GpuSplit, FusedFloat) { check_split_and_omp<float>("fused"); }
 TEST(GpuSplit, OffloadDouble) { check_split_and_omp<double>("offload"); }
 TEST(GpuSplit, OffloadBlockFloat) { check_split_and_omp<float>("offload-block"); }
 
-// fused's owner lanes (8 <= d <= 16, K <= 32) move their exact double sums to the block's
-// integer sums before 2^53 / (largest addend) objects, which a large GPU rarely reaches: forced
-// to move them every 32 or 33 objects (the least it takes), the run is still omp's bit for bit.
-TEST(GpuSplit, OwnerLaneMovesChangeNoBit) {
-  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  for (const char* every : {"32", "33"}) {
-    setenv("KMEANS_OWNER_FLUSH", every, 1);
-    for (int kind = 0; kind < 3; ++kind) {
-      const auto data = label_data<float>(kind, {200011, 12, 16});
-      km::Params p;
-      p.k = 16;
-      p.loops = 5;
-      ASSERT_EQ(km::supports(km::find_implementation("fused"), 16, 12, 4).ok, true);
-      const auto gpu = km::run(km::find_implementation("fused"), data, p);
-      const auto omp = km::run(km::find_implementation("omp"), data, p);
-      EXPECT_EQ(gpu.path, "one-pass");
-      EXPECT_EQ(gpu.centroids, omp.centroids) << "every " << every << ", data " << kind;
-      EXPECT_EQ(gpu.labels, omp.labels);
-    }
-  }
-  unsetenv("KMEANS_OWNER_FLUSH");
-}
-
 TEST(GpuSplit, RefusedWhereItCannotRun) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   auto data = km::generate_uniform<float>(1000, 4, 3);

@@ -44,7 +44,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
                             std::int32_t* __restrict__ labels, unsigned long long* changed,
                             unsigned long long* __restrict__ sums,
                             unsigned long long* __restrict__ counts, double scale,
-                            unsigned long long* inertia, double inertia_scale, int flush_every) {
+                            unsigned long long* inertia, double inertia_scale) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);  // fixed point, two's complement
@@ -68,9 +68,9 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
   unsigned long long my_inertia = 0;  // this thread's objects' squared distances, fixed point
   const int lane = threadIdx.x & 31;
   // OWNER: the sums of cluster `lane`, fixed-point integers held exactly in double (see below),
-  // its count, and the count when the sums were last moved to shared memory.
+  // and its count.
   double acc[OWNER ? MAXD : 1] = {};
-  unsigned owned = 0, moved_at = 0;
+  unsigned owned = 0;
   const T tscale = static_cast<T>(scale);  // exact: the engine takes OWNER in float only when 2^E fits
   constexpr int U = fused_unroll(MAXD);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
@@ -145,29 +145,21 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
         // the nearest integer, ties to even, computed in T, which is to_fixed's value exactly
         // (the product is exact, and an integer below 2^24 / 2^53 is a T). The warp passes them
         // round in T (one shuffle per float); the owner adds them in double, where sums of
-        // integers are exact while below 2^53: every `flush_every` objects (2^53 over the largest
-        // addend) it moves them to the block's 64-bit sums. The sums are integers throughout, so
-        // they do not depend on which objects this thread saw (the grid, the split over GPUs).
-        // (In place: the coordinates are not needed again; a second array would cost registers.)
+        // integers are exact while below 2^53, which the engine guarantees: it takes this path
+        // only when the objects one warp can see, times the largest addend, stay below 2^53. The
+        // sums are integers throughout, so they do not depend on which objects this thread saw
+        // (the grid, the split over GPUs). In place (the coordinates are not needed again), and
+        // over all MAXD registers: those past d hold 0, so no test of j against d (a branch per
+        // coordinate in the shuffle loop cost 40%).
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d && label >= 0 ? nearest_integer(xr[u][j] * tscale) : T(0);
-        if (owned - moved_at > static_cast<unsigned>(flush_every - 32)) {  // 32 more could pass 2^53
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j) {
-            if (j < d) atomicAdd(&block_sums[lane * d + j], static_cast<unsigned long long>(__double2ll_rn(acc[j])));
-            acc[j] = 0;
-          }
-          moved_at = owned;
-        }
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = nearest_integer(xr[u][j] * tscale);
         for (int o = 0; o < 32; ++o) {
           const int l = __shfl_sync(0xffffffffu, label, o);
           if (l < 0) continue;  // past the end: the same for the whole warp
 #pragma unroll
           for (int j = 0; j < MAXD; ++j) {
-            if (j < d) {
-              const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
-              if (lane == l) acc[j] += static_cast<double>(v);
-            }
+            const T v = __shfl_sync(0xffffffffu, xr[u][j], o);
+            if (lane == l) acc[j] += static_cast<double>(v);
           }
           if (lane == l) ++owned;
         }

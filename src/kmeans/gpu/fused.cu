@@ -27,7 +27,7 @@ namespace km::gpu {
 
 template <class T>
 using OnePassKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*,
-                               unsigned long long*, unsigned long long*, double, unsigned long long*, double, int);
+                               unsigned long long*, unsigned long long*, double, unsigned long long*, double);
 
 // The instantiation for a register width (the smallest power of two >= d) and the
 // accumulation mode (owner lanes or fixed-point shared atomics).
@@ -53,44 +53,44 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
     bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
-    // Owner lanes hold fixed-point addends in T: in float only while 2^E is a normal float
-    // (E <= 127 unless the data are below ~1e-20); they add them in double, exactly while
-    // below 2^53, so they move them on every `flush_every_` objects.
-    // It checks once per 32 objects, so it needs room for 32: a problem of fewer than about
-    // 2^13 objects (2^53 / (2^61 / N) < 32) takes the shared atomics instead. Either way the
-    // sums are integers: the same bits.
-    const int exponent = std::ilogb(this->scale_);
-    const double largest = std::max(1.0, this->whole_.max_abs * this->scale_ + 1);
-    flush_every_ = static_cast<int>(std::clamp(std::floor(0x1p53 / largest), 1.0, 1e9));
-    // On a large GPU a lane rarely sees that many objects; KMEANS_OWNER_FLUSH=M (>= 32) moves
-    // the sums every M objects at most, so the tests can show the moves change no bit.
-    if (const char* every = std::getenv("KMEANS_OWNER_FLUSH"))
-      flush_every_ = std::clamp(std::atoi(every), 32, std::max(32, flush_every_));
-    const bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || exponent <= 120) &&
-                       flush_every_ >= 32;
-    kernel_ = one_pass_kernel<T>(maxd, owner);
-    cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
     // --block is the threads per block, capped at what the kernel's registers allow
     // (1024 at d <= 8); the grid is one wave of resident blocks.
-    cudaFuncAttributes attr{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_));
-    block_ = std::min(this->params_.block, attr.maxThreadsPerBlock / 32 * 32);
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, block_, bytes_));
-    const std::size_t blocks_needed = (data.n + block_ - 1) / block_;
-    grid_ = static_cast<int>(std::max<std::size_t>(
-        1, std::min<std::size_t>(static_cast<std::size_t>(per_sm) * multiprocessor_count(), blocks_needed)));
+    auto launch_shape = [&](OnePassKernel<T> kernel) {
+      kernel_ = kernel;
+      cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
+      cudaFuncAttributes attr{};
+      CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_));
+      block_ = std::min(this->params_.block, attr.maxThreadsPerBlock / 32 * 32);
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, block_, bytes_));
+      const std::size_t blocks_needed = (data.n + block_ - 1) / block_;
+      grid_ = static_cast<int>(std::max<std::size_t>(
+          1, std::min<std::size_t>(static_cast<std::size_t>(per_sm) * multiprocessor_count(), blocks_needed)));
+    };
+    // Owner lanes hold fixed-point addends in T (in float only while 2^E is a normal float:
+    // E <= 127 unless the data are below ~1e-20) and add them in double, exact while every
+    // partial sum stays below 2^53: a lane adds at most the objects its warp sees (U * 32 per
+    // pass of the grid-stride loop), each below max|x| 2^E + 1. Where that could pass 2^53
+    // (a grid of fewer than ~256 warps), the shared atomics instead: integers too, the same bits.
+    const std::size_t unroll = static_cast<std::size_t>(kernels::fused_unroll(maxd));
+    bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || std::ilogb(this->scale_) <= 120);
+    launch_shape(one_pass_kernel<T>(maxd, owner));
+    if (owner) {
+      const std::size_t per_pass = static_cast<std::size_t>(grid_) * static_cast<std::size_t>(block_) * unroll;
+      const double per_warp = static_cast<double>((data.n + per_pass - 1) / per_pass) * 32.0 * unroll;
+      if (per_warp * (this->whole_.max_abs * this->scale_ + 1) > 0x1p53) launch_shape(one_pass_kernel<T>(maxd, false));
+    }
     return 0;
   }
 
   void assign(bool accumulate) override {
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
                  accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_,
-                 accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_, flush_every_);
+                 accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;
-  int grid_ = 1, block_ = 128, flush_every_ = 1;
+  int grid_ = 1, block_ = 128;
   std::size_t bytes_ = 0;
 };
 
