@@ -7,6 +7,7 @@ the run it shows (from the CSV's stamp columns).
   ceilings.csv       -> (the roofline's ceilings)
   peers.csv          -> peers.png
   scaling.csv (or scaling_h200x4.csv) -> scaling.png
+  streaming.csv (or streaming_h200.csv) -> streaming.png
   mlp_h200.csv, mlp_torch_h200.csv (or mlp.csv, mlp_torch.csv)
                      -> mlp_epoch.png, mlp_accuracy.png
   bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
@@ -495,6 +496,48 @@ def scaling(rows, out):
     finish(fig, rows, os.path.join(out, "scaling.png"))
 
 
+def streaming(rows, out):
+    """Out of core: time per iteration against the data's size, across the device-memory cap
+    (in memory / streamed), with the link floor (bytes / measured pinned h2d bandwidth)."""
+    rows = [r for r in rows if not r.get("error")]
+    if not rows:
+        return
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for impl, marker in zip(order_of(rows, "impl"), "os^v"):
+        sel = sorted((r for r in rows if r["impl"] == impl), key=lambda r: num(r["data_gb"]))
+        ax.plot([num(r["data_gb"]) for r in sel], [num(r["iteration_s"]) * 1e3 for r in sel], marker + "-", label=impl)
+        for r in sel:
+            if r["streamed"] == "1":
+                ax.annotate("streamed", (num(r["data_gb"]), num(r["iteration_s"]) * 1e3), fontsize=7,
+                            textcoords="offset points", xytext=(4, -10))
+        st = [r for r in sel if r["streamed"] == "1"]
+        ax_r.plot([num(r["data_gb"]) for r in st], [num(r["floor_ratio"]) for r in st], marker + "-", label=impl)
+    sel = sorted(rows, key=lambda r: num(r["data_gb"]))
+    ax.plot([num(r["data_gb"]) for r in sel], [num(r["link_floor_s"]) * 1e3 for r in sel], "k--", lw=1,
+            label=f"link floor (bytes / {num(sel[0]['h2d_gbs']):.0f} GB/s pinned h2d)")
+    cap = sel[0]["cap"]
+    ax.axvline(num(cap.rstrip("G")) * 1.073741824 if cap.endswith("G") else 0, color="0.5", ls=":",
+               label=f"--device-memory={cap}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("data (GB of float)")
+    ax.set_ylabel("ms per iteration (median)")
+    ax.set_title(f"d = {sel[0]['coords']}, K = {sel[0]['clusters']}, {sel[0]['gpu']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    ax_r.axhline(1.25, color="crimson", ls="--", lw=0.8, label="target 1.25x")
+    ax_r.axhline(1.0, color="0.5", ls=":")
+    ax_r.set_xscale("log", base=2)
+    ax_r.set_ylim(0.5, 1.6)
+    ax_r.set_xlabel("data (GB of float), streamed runs")
+    ax_r.set_ylabel("iteration / link floor")
+    ax_r.grid(True, which="both", alpha=0.3)
+    ax_r.legend(fontsize=7)
+    fig.suptitle("Out of core: rows streamed from pinned host memory when they exceed the device memory")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "streaming.png"))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
@@ -511,6 +554,7 @@ def main():
     mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
               read(os.path.join(d, "mlp_torch.csv")) or read(os.path.join(d, "mlp_torch_h200.csv")), d)
     scaling(read(os.path.join(d, "scaling.csv")) or read(os.path.join(d, "scaling_h200x4.csv")), d)
+    streaming(read(os.path.join(d, "streaming.csv")) or read(os.path.join(d, "streaming_h200.csv")), d)
     return 0
 
 
