@@ -96,6 +96,34 @@ def test_equal_bits(tmp):
         f.write(struct.pack("<ii", n, d))
         f.write(struct.pack(f"<{n * d}f", *[rnd.random() for _ in range(n * d)]))
     same_run("bin-file", [f"--input={data}", "--clusters=12", "--loops=6"], ["--init=kmeans++"], tmp)
+    # Each rank reads only its rows: .npy and .bin by byte offset, .h5 by hyperslab; .csv whole.
+    try:
+        import numpy as np
+    except ImportError:
+        print("note: no numpy, the .npy/.h5/.csv inputs are not checked")
+        return
+    x = np.random.default_rng(7).standard_normal((50021, 4))
+    np.save(os.path.join(tmp, "data.npy"), x)
+    np.savetxt(os.path.join(tmp, "data.csv"), x[:20011], delimiter=",")
+    same_run("npy-file", [f"--input={os.path.join(tmp, 'data.npy')}", "--clusters=9", "--loops=6"],
+             ["--init=random", "--seed=2"], tmp)
+    same_run("csv-file", [f"--input={os.path.join(tmp, 'data.csv')}", "--clusters=5", "--loops=6"], [], tmp)
+    try:
+        import h5py
+        with h5py.File(os.path.join(tmp, "data.h5"), "w") as f:
+            f["points"] = x.astype(np.float32)
+        same_run("h5-file", [f"--input={os.path.join(tmp, 'data.h5')}", "--clusters=9", "--loops=6"],
+                 ["--init=kmeans++", "--precision=float"], tmp)
+    except ImportError:
+        print("note: no h5py, the .h5 input is not checked")
+    # A NaN in the last rank's rows: that rank says where (the whole data's object index), every
+    # rank ends, no hang.
+    bad = x.copy()
+    bad[45000, 2] = np.nan
+    np.save(os.path.join(tmp, "bad.npy"), bad)
+    p = run(2, "--impl=omp", f"--input={os.path.join(tmp, 'bad.npy')}", "--clusters=3", "--quiet", timeout=120)
+    expect(p.returncode != 0 and "object 45000, coordinate 2" in p.stderr,
+           f"a NaN on rank 1 is named with its object index: {p.stderr.strip()[:300]!r}")
 
 
 def test_errors():

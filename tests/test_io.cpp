@@ -333,3 +333,41 @@ TEST(BadInput, FailedWriteLeavesNoFile) {
   for (auto& entry : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << "temporary left behind";
 }
+
+// An MPI rank's share (LoadOptions rank/ranks): .bin, .npy and .h5 read only their rows (by
+// byte offset / hyperslab), .csv is parsed whole and sliced; the shares, in rank order, are the
+// whole file, each starting at a multiple of 16,384 rows (kRowGranule), and the split says so.
+TEST(Load, RankSharesMakeTheWholeFile) {
+  TempDir dir;
+  const std::int32_t n = 40000, d = 3;
+  std::vector<float> values(static_cast<std::size_t>(n) * d);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) * 0.25f;
+  kmtest::write_bin(dir.file("a.bin"), n, d, values);
+  kmtest::write_npy(dir.file("a.npy"), "<f4", "(40000, 3)", values.data(), values.size() * 4);
+  kmtest::write_h5(dir.file("a.h5"), "x", {static_cast<hsize_t>(n), static_cast<hsize_t>(d)}, H5T_NATIVE_FLOAT,
+                   values.data());
+  std::string csv;
+  for (std::int32_t i = 0; i < n; ++i)
+    csv += km::strprintf("%g,%g,%g\n", values[i * d], values[i * d + 1], values[i * d + 2]);
+  kmtest::write_text(dir.file("a.csv"), csv);
+  for (const char* name : {"a.bin", "a.npy", "a.h5", "a.csv"})
+    for (int ranks : {1, 2, 3, 5}) {
+      SCOPED_TRACE(std::string(name) + " ranks=" + std::to_string(ranks));
+      std::vector<double> joined;
+      for (int r = 0; r < ranks; ++r) {
+        km::RowSplit split;
+        km::LoadOptions o;
+        o.rank = r;
+        o.ranks = ranks;
+        o.split = &split;
+        const auto part = km::load<double>(dir.file(name), o);
+        EXPECT_EQ(split.total, static_cast<std::size_t>(n));
+        EXPECT_EQ(split.count, part.n);
+        EXPECT_EQ(split.first, joined.size() / d);
+        EXPECT_EQ(split.first % km::kRowGranule, 0u);
+        joined.insert(joined.end(), part.values.data(), part.values.data() + part.n * d);
+      }
+      ASSERT_EQ(joined.size(), values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(joined[i], static_cast<double>(values[i])) << i;
+    }
+}

@@ -1,6 +1,7 @@
 // kmeans: the command-line front end. Every failure ends as one line on stderr,
 // "kmeans: error: ...", and a non-zero exit (2 for bad options, 1 for bad data or device).
-// Under `mpirun -np R` (built with MPI), each rank generates or reads its share of the rows,
+// Under `mpirun -np R` (built with MPI), each rank generates its share of the rows or reads it
+// (.h5 hyperslab, .npy/.bin by byte offset; .csv/.txt parsed whole and sliced),
 // the ranks run the loop together (registry.hpp: run_parted), and rank 0 alone reports and
 // writes; an error that only some ranks meet ends every rank (MPI_Abort).
 #include <unistd.h>
@@ -42,16 +43,6 @@ using Options = km::cli::KmeansOptions;
   std::exit(1);
 }
 
-// This rank's rows of a data set loaded whole (the file formats, for now: every rank reads the
-// file and keeps its share).
-template <class T>
-km::Dataset<T> keep_rows(km::Dataset<T> all, const km::RowSplit& split) {
-  if (split.first == 0 && split.count == all.n) return all;
-  km::Dataset<T> part(split.count, all.d, all.source);
-  std::copy_n(all.row(split.first), split.count * all.d, part.values.data());
-  return part;
-}
-
 template <class T>
 int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params, km::Team& team) {
   km::Stopwatch load_watch;
@@ -61,9 +52,10 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
     km::LoadOptions lo;
     lo.dataset = o.dataset;
     if (o.coords_given) lo.coords = static_cast<std::size_t>(o.coords);
+    lo.rank = team.rank();  // each rank reads its rows only (.h5, .npy, .bin)
+    lo.ranks = team.size();
+    lo.split = &split;
     data = km::load<T>(o.input, lo);
-    split = km::split_rows(data.n, team.rank(), team.size());
-    data = keep_rows(std::move(data), split);
   } else {
     // Generated data takes its dimension from given centroids unless --coords says otherwise.
     const auto d = params.init == km::Init::given && !o.coords_given ? params.given_d : static_cast<std::size_t>(o.coords);

@@ -33,7 +33,7 @@ void HostBuffer<T>::Free::operator()(T* p) const {
 }
 
 template <class T>
-void check_finite(const Dataset<T>& data, const std::string& what) {
+void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object) {
   const std::size_t total = data.n * data.d;
   const T* v = data.values.data();
   // Parallel scan for the first bad value; cheap next to reading the file.
@@ -42,7 +42,7 @@ void check_finite(const Dataset<T>& data, const std::string& what) {
   for (std::size_t i = 0; i < total; ++i)
     if (!std::isfinite(v[i]) && i < first_bad) first_bad = i;
   if (first_bad < total) {
-    const std::size_t obj = first_bad / data.d, coord = first_bad % data.d;
+    const std::size_t obj = first_object + first_bad / data.d, coord = first_bad % data.d;
     throw InputError(strprintf("%s: value %s at object %zu, coordinate %zu (NaN/Inf are not allowed)",
                                what.c_str(), std::isnan(v[first_bad]) ? "NaN" : "Inf", obj, coord));
   }
@@ -71,7 +71,7 @@ template class HostBuffer<float>;
 template class HostBuffer<double>;
 template class HostBuffer<std::int32_t>;
 template class HostBuffer<std::int64_t>;
-template void check_finite(const Dataset<float>&, const std::string&);
-template void check_finite(const Dataset<double>&, const std::string&);
+template void check_finite(const Dataset<float>&, const std::string&, std::size_t);
+template void check_finite(const Dataset<double>&, const std::string&, std::size_t);
 
 }  // namespace km

@@ -65,7 +65,8 @@ struct Dataset {
 
 // Throws InputError naming the first object/coordinate that is NaN or infinite.
 template <class T>
-void check_finite(const Dataset<T>& data, const std::string& what);
+// first_object: the index of data's first object in the whole data (an MPI rank's share).
+void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object = 0);
 
 // Refuses shapes whose element count or byte size does not fit size_t/our int types.
 void check_shape(std::int64_t n, std::int64_t d, std::size_t element_size, const std::string& what);

@@ -171,7 +171,7 @@ herr_t collect_2d(hid_t obj, const char* name, const ObjectInfo* info, void* op_
 }  // namespace
 
 template <class T>
-Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank, int ranks, RowSplit* split) {
   const Hdf5CrashGuard guard(path);
   MetadataMemoryCap memory_cap;
   silence_hdf5();
@@ -214,10 +214,10 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
   Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
   Handle space(H5Dget_space(ds.get()), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank != 2)
+  const int dimensions = H5Sget_simple_extent_ndims(space.get());
+  if (dimensions != 2)
     throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed",
-                               path.c_str(), name.c_str(), rank));
+                               path.c_str(), name.c_str(), dimensions));
   hsize_t dims[2];
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   Handle type(H5Dget_type(ds.get()), H5Tclose);
@@ -255,10 +255,23 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name) {
                                static_cast<unsigned long long>(dims[1]), declared, stored));
 
   memory_cap.release();  // the data's buffer and the read are bounded by the checks above
-  Dataset<T> data(dims[0], dims[1], path + ":" + name);
+  const RowSplit part = split_rows(dims[0], rank, ranks);
+  if (split) *split = part;
+  Dataset<T> data(part.count, dims[1], path + ":" + name);
   // HDF5 converts float<->double itself, in strips, straight into our buffer.
-  if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.values.data()) < 0)
-    throw InputError(strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str()));
+  if (part.count == dims[0]) {
+    if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.values.data()) < 0)
+      throw InputError(strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str()));
+    return data;
+  }
+  // An MPI rank's rows: a hyperslab of the file's space into a memory space of that shape.
+  const hsize_t start[2] = {part.first, 0}, count[2] = {part.count, dims[1]};
+  Handle memory(H5Screate_simple(2, count, nullptr), H5Sclose);
+  if (!memory.ok() || H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+      (part.count && H5Dread(ds.get(), native_type<T>(), memory.get(), space.get(), H5P_DEFAULT,
+                             data.values.data()) < 0))
+    throw InputError(strprintf("'%s': failed to read rows %zu..%zu of dataset '%s'", path.c_str(), part.first,
+                               part.first + part.count, name.c_str()));
   return data;
 }
 
@@ -297,8 +310,8 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) fail("the file");
 }
 
-template Dataset<float> load_hdf5(const std::string&, const std::string&);
-template Dataset<double> load_hdf5(const std::string&, const std::string&);
+template Dataset<float> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*);
+template Dataset<double> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*);
 template void write_hdf5_file(const std::string&, const ResultView<float>&);
 template void write_hdf5_file(const std::string&, const ResultView<double>&);
 

@@ -84,8 +84,15 @@ void read_values(std::FILE* f, T* dst, std::size_t count, const std::string& pat
 }
 
 // ---------------------------------------------------------------- .bin
+// Moves to byte `offset` (64-bit) of f.
+void seek_to(std::FILE* f, std::uint64_t offset, const std::string& path) {
+  if (fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0)
+    throw InputError(strprintf("'%s': cannot seek to byte %llu: %s", path.c_str(),
+                               static_cast<unsigned long long>(offset), std::strerror(errno)));
+}
+
 template <class T>
-Dataset<T> load_bin(const std::string& path) {
+Dataset<T> load_bin(const std::string& path, const LoadOptions& options) {
   const std::uint64_t size = file_size(path);
   if (size == 0) throw InputError(strprintf("'%s': empty file", path.c_str()));
   if (size < 8)
@@ -105,8 +112,11 @@ Dataset<T> load_bin(const std::string& path) {
     throw InputError(strprintf("'%s': %llu bytes after the %llu x %llu float32 its header declares (not a classic .bin?)",
                                path.c_str(), static_cast<unsigned long long>(size - expect),
                                static_cast<unsigned long long>(n), static_cast<unsigned long long>(d)));
-  Dataset<T> data(n, d, path);
-  read_values<float>(file.f, data.values.data(), n * d, path);
+  const RowSplit part = split_rows(n, options.rank, options.ranks);
+  if (options.split) *options.split = part;
+  Dataset<T> data(part.count, d, path);
+  seek_to(file.f, 8 + part.first * d * sizeof(float), path);
+  read_values<float>(file.f, data.values.data(), part.count * d, path);
   return data;
 }
 
@@ -214,7 +224,7 @@ class NpyHeaderParser {
 };
 
 template <class T>
-Dataset<T> load_npy(const std::string& path) {
+Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
   const std::uint64_t size = file_size(path);
   if (size == 0) throw InputError(strprintf("'%s': empty file", path.c_str()));
   File file(path);
@@ -267,11 +277,14 @@ Dataset<T> load_npy(const std::string& path) {
     throw InputError(strprintf("'%s': truncated: shape %llu x %llu needs %llu bytes, the file has %llu", path.c_str(),
                                static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
                                static_cast<unsigned long long>(expect), static_cast<unsigned long long>(size)));
-  Dataset<T> data(n, d, path);
+  const RowSplit part = split_rows(n, options.rank, options.ranks);
+  if (options.split) *options.split = part;
+  Dataset<T> data(part.count, d, path);
+  seek_to(file.f, prefix + header_len + part.first * d * elem, path);
   if (elem == 4)
-    read_values<float>(file.f, data.values.data(), n * d, path);
+    read_values<float>(file.f, data.values.data(), part.count * d, path);
   else
-    read_values<double>(file.f, data.values.data(), n * d, path);
+    read_values<double>(file.f, data.values.data(), part.count * d, path);
   return data;
 }
 
@@ -476,7 +489,10 @@ Format format_from_path(const std::string& path) {
 }
 
 template <class T>
-Dataset<T> load(const std::string& path, const LoadOptions& options) {
+Dataset<T> load(const std::string& path, const LoadOptions& given) {
+  RowSplit split;
+  LoadOptions options = given;
+  if (!options.split) options.split = &split;
   const Format format = format_from_path(path);
   require_regular_readable(path);
 
@@ -485,13 +501,23 @@ Dataset<T> load(const std::string& path, const LoadOptions& options) {
     ~EndStage() { progress::end_stage(); }
   } end_stage;
   switch (format) {
-    case Format::hdf5: data = load_hdf5<T>(path, options.dataset); break;
+    case Format::hdf5: data = load_hdf5<T>(path, options.dataset, options.rank, options.ranks, options.split); break;
     case Format::csv: data = load_text<T>(path, true, options.coords); break;
     case Format::txt: data = load_text<T>(path, false, options.coords); break;
-    case Format::npy: data = load_npy<T>(path); break;
-    case Format::bin: data = load_bin<T>(path); break;
+    case Format::npy: data = load_npy<T>(path, options); break;
+    case Format::bin: data = load_bin<T>(path, options); break;
   }
-  if (format != Format::csv && format != Format::txt) check_finite(data, "'" + path + "'");
+  if (format == Format::csv || format == Format::txt) {  // parsed whole: keep this rank's rows
+    const RowSplit part = split_rows(data.n, options.rank, options.ranks);
+    if (options.split) *options.split = part;
+    if (part.count != data.n) {
+      Dataset<T> mine(part.count, data.d, data.source);
+      std::copy_n(data.row(part.first), part.count * data.d, mine.values.data());
+      data = std::move(mine);
+    }
+  } else {
+    check_finite(data, "'" + path + "'", options.split->first);
+  }
   if (options.coords && *options.coords != data.d)
     throw InputError(strprintf("--coords=%zu but '%s' has %zu coordinates per object", *options.coords,
                                path.c_str(), data.d));

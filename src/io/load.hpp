@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "dist/team.hpp"
 #include "io/dataset.hpp"
 
 namespace km {
@@ -17,6 +18,10 @@ namespace km {
 struct LoadOptions {
   std::string dataset;                 // HDF5 dataset path; empty = the only 2-D dataset
   std::optional<std::size_t> coords;   // --coords given by the user: must match the file
+  // One MPI rank's share (dist/team.hpp: split_rows): .h5 (a hyperslab), .npy and .bin (by
+  // byte offset) read only these rows; .csv and .txt are parsed whole and keep them.
+  int rank = 0, ranks = 1;
+  RowSplit* split = nullptr;           // receives the rows read, of how many
 };
 
 enum class Format { hdf5, csv, npy, bin, txt };
@@ -32,7 +37,9 @@ template <class T>
 Dataset<T> load(const std::string& path, const LoadOptions& options = {});
 
 // Implemented in hdf5_io.cpp.
+// rank/ranks: read that rank's rows only (a hyperslab); split receives them.
 template <class T>
-Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name);
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank = 0, int ranks = 1,
+                     RowSplit* split = nullptr);
 
 }  // namespace km
