@@ -49,11 +49,11 @@ def skip_unless_mpi():
         sys.exit(77)
 
 
-def same_run(tag, data_args, extra, tmp, ext="csv"):
+def same_run(tag, data_args, extra, tmp, ext="csv", impl="omp", runs=((1, 1), (1, 2), (2, 1), (3, 1))):
     results = {}
-    for np, threads in ((1, 1), (1, 2), (2, 1), (3, 1)):
+    for np, threads in runs:
         out = os.path.join(tmp, f"{tag}-{np}-{threads}.{ext}")
-        p = run(np, "--impl=omp", *data_args, *extra, f"--threads={threads}", "--report=json", "--quiet",
+        p = run(np, f"--impl={impl}", *data_args, *extra, f"--threads={threads}", "--report=json", "--quiet",
                 f"--output={out}")
         if p.returncode != 0:
             expect(False, f"{tag} np={np}: exit {p.returncode}: {p.stderr.strip()}")
@@ -126,13 +126,34 @@ def test_equal_bits(tmp):
            f"a NaN on rank 1 is named with its object index: {p.stderr.strip()[:300]!r}")
 
 
+def gpu_usable():
+    p = run(1, "--impl=fused", "--objects=1000", "--coords=2", "--clusters=2", "--loops=1", "--quiet")
+    return p.returncode == 0
+
+
+def test_gpu(tmp):
+    """On a machine with GPUs: each rank runs a GPU rung on its GPU, the partials all-reduced by
+    NCCL (communicator set up through MPI): the one-process run bit for bit."""
+    if not gpu_usable():
+        print("note: no usable GPU, the GPU rungs under mpirun are not checked")
+        return
+    gen = ["--objects=100003", "--loops=6", "--seed=4", "--init=kmeans++"]
+    for impl, shape in (("fused", ["--coords=2", "--clusters=16"]), ("fused", ["--coords=16", "--clusters=16"]),
+                        ("fused", ["--coords=64", "--clusters=100"]), ("offload-block", ["--coords=8", "--clusters=20"])):
+        for precision in ("double", "float"):
+            same_run(f"gpu-{impl}-{shape[0][9:]}-{precision}", gen + shape, [f"--precision={precision}"], tmp,
+                     impl=impl, runs=((1, 1), (2, 1)))
+    p = run(2, "--impl=fused", "--objects=10000", "--coords=2", "--clusters=3", "--quiet")  # one chunk
+    expect(p.returncode != 0 and "without rows" in p.stderr, f"a GPU rank without rows is refused: {p.stderr!r}")
+
+
 def test_errors():
     # Options are checked alike on every rank: rank 0 says it once, every rank exits.
     p = run(2, "--impl=omp", "--clusters=0", "--objects=100", "--quiet")
     expect(p.returncode != 0, "--clusters=0 under mpirun fails")
     expect(p.stderr.count("kmeans: error:") == 1, f"one error line, got {p.stderr!r}")
-    # (fused: "under mpirun" on a GPU machine, "needs a CUDA GPU" elsewhere)
-    for impl, words in (("seq", ["runs as one process"]), ("fused", ["under mpirun", "needs a CUDA GPU"])):
+    # (naive: runs as one process on a GPU machine, "needs a CUDA GPU" elsewhere)
+    for impl, words in (("seq", ["runs as one process"]), ("naive", ["runs as one process", "needs a CUDA GPU"])):
         p = run(2, f"--impl={impl}", "--objects=1000", "--coords=2", "--clusters=3", "--quiet")
         expect(p.returncode != 0 and any(w in p.stderr for w in words), f"--impl={impl} under mpirun refused: {p.stderr!r}")
         expect(p.stderr.count("kmeans: error:") == 1, f"--impl={impl}: one error line, got {p.stderr!r}")
@@ -150,6 +171,7 @@ def main():
     skip_unless_mpi()
     with tempfile.TemporaryDirectory() as tmp:
         test_equal_bits(tmp)
+        test_gpu(tmp)
     test_errors()
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -62,6 +62,10 @@ NcclComms::NcclComms(const std::vector<int>& devices) : comms_(devices.size(), n
   NCCL_CHECK(nccl().comm_init_all(comms_.data(), static_cast<int>(devices.size()), devices.data()));
 }
 
+NcclComms::NcclComms(const ncclUniqueId& id, int rank, int ranks) : comms_(1, nullptr) {
+  NCCL_CHECK(nccl().comm_init_rank(&comms_[0], ranks, id, rank));
+}
+
 NcclComms::~NcclComms() {
   for (ncclComm_t c : comms_)
     if (c) nccl().comm_destroy(c);

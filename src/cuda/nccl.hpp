@@ -35,6 +35,8 @@ class NcclComms {
   NcclComms() = default;
   // One process, these devices (ncclCommInitAll).
   explicit NcclComms(const std::vector<int>& devices);
+  // One rank of `ranks` processes, on the current device (ncclCommInitRank).
+  NcclComms(const ncclUniqueId& id, int rank, int ranks);
   ~NcclComms();
   NcclComms(const NcclComms&) = delete;
   NcclComms& operator=(const NcclComms&) = delete;

@@ -57,9 +57,29 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   return result;
 }
 
+namespace {
+
+class HostPartialsSum final : public PartialsSum {
+ public:
+  explicit HostPartialsSum(Team& team) : team_(team) {}
+  double sum(const Partials& partials) override {
+    Stopwatch watch;
+    if (partials.device >= 0) throw DeviceError("internal: a GPU engine's partials reached the MPI sum");
+    for (const Partials::Buffer& b : partials.buffers) team_.sum(static_cast<std::int64_t*>(b.data), b.count);
+    return watch.seconds();
+  }
+
+ private:
+  Team& team_;
+};
+
+}  // namespace
+
+std::unique_ptr<PartialsSum> host_partials_sum(Team& team) { return std::make_unique<HostPartialsSum>(team); }
+
 template <class T>
 Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
-                     const Params& params, const IterationObserver& observer) {
+                     const Params& params, PartialsSum& reduce, const IterationObserver& observer) {
   Result<T> result;
   Stopwatch watch;
   const std::vector<T> initial = initial_centroids(local, split, team, params);
@@ -75,11 +95,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
     IterationStats stats;
     Stopwatch iteration;
     engine.accumulate();
-    Stopwatch reduce;
-    const Partials partials = engine.partials();
-    if (partials.device >= 0) throw DeviceError("internal: a GPU engine's partials reached the MPI sum");
-    for (const Partials::Buffer& b : partials.buffers) team.sum(static_cast<std::int64_t*>(b.data), b.count);
-    stats.allreduce = reduce.seconds();
+    stats.allreduce = reduce.sum(engine.partials());
     engine.apply(stats);
     stats.total = iteration.seconds();
     result.per_iteration.push_back(stats);
@@ -117,9 +133,9 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
 }
 
 template Result<float> fit_parted(Engine<float>&, const Dataset<float>&, const RowSplit&, Team&, const Whole&,
-                                  const Params&, const IterationObserver&);
+                                  const Params&, PartialsSum&, const IterationObserver&);
 template Result<double> fit_parted(Engine<double>&, const Dataset<double>&, const RowSplit&, Team&, const Whole&,
-                                   const Params&, const IterationObserver&);
+                                   const Params&, PartialsSum&, const IterationObserver&);
 template Result<float> fit(Engine<float>&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> fit(Engine<double>&, const Dataset<double>&, const Params&, const IterationObserver&);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "dist/team.hpp"
 #include "io/dataset.hpp"
@@ -19,11 +20,23 @@ template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});
 
+// Sums an engine's integer partials over a team, in place, every rank at once; returns the
+// seconds it took (the allreduce phase). On the host: MPI_Allreduce (Team::sum); on the device:
+// NCCL, its communicator set up through the team (kmeans/gpu/multi_gpu.cu).
+class PartialsSum {
+ public:
+  virtual ~PartialsSum() = default;
+  virtual double sum(const Partials& partials) = 0;
+};
+std::unique_ptr<PartialsSum> host_partials_sum(Team& team);
+// This rank's GPU is the current device; every rank calls it (ncclCommInitRank).
+std::unique_ptr<PartialsSum> nccl_partials_sum(Team& team);
+
 // The loop of one rank of a team (registry.hpp: run_parted): the same steps, with the
 // engine's integer partials summed over the team each iteration (the allreduce phase).
 template <class T>
 Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
-                     const Params& params, const IterationObserver& observer = {});
+                     const Params& params, PartialsSum& reduce, const IterationObserver& observer = {});
 
 // True when a stop rule fires after an iteration with these stats.
 bool should_stop(const IterationStats& stats, std::size_t n, const Params& params);

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "dist/team.hpp"
 #include "kmeans/implementation.hpp"
 
 namespace km {
@@ -13,5 +14,9 @@ namespace km {
 // has fewer GPUs, DeviceError when NCCL cannot be loaded.
 template <class T>
 std::unique_ptr<Engine<T>> make_multi_gpu(const Implementation& impl, const Params& params);
+
+// Under mpirun: makes this rank's GPU current, its rank on the node (OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID or SLURM_LOCALID; else its rank) modulo the node's GPUs.
+void select_rank_device(Team& team);
 
 }  // namespace km

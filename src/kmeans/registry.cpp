@@ -8,6 +8,7 @@
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
+#include "kmeans/driver.hpp"
 #include "kmeans/multi_gpu.hpp"
 #include <nlohmann/json.hpp>
 
@@ -205,16 +206,28 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
   if (team.size() == 1) return run(impl, local, params, observer);
   validate(params);
   check_clusters(params.k, split.total);
-  if (impl.needs_gpu() || params.gpus > 1)
-    throw UsageError(strprintf("--impl=%s: under mpirun each rank runs omp (the GPU rungs spread over the GPUs of "
-                               "one process: --gpus=N)",
-                               impl.name));
+  if (params.gpus > 1)
+    throw UsageError(strprintf("--gpus=%d: under mpirun each rank runs one GPU; start one rank per GPU", params.gpus));
   const Support s = supports(impl, static_cast<std::size_t>(params.k), local.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
   double largest = largest_finite(local);  // throws on this rank; the caller aborts the team
   team.max(&largest, 1);
   check_arithmetic_range<T>(largest, split.total, local.d);
   const Whole whole{split.total, largest};
+  // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
+  // summed on the device with NCCL; omp: on the host with MPI.
+  if (impl.needs_gpu()) select_rank_device(team);  // before any engine: it makes its stream there
+  if (!impl.make<T>(params)->partable())
+    throw UsageError(strprintf("--impl=%s runs as one process; under mpirun use omp, fused, offload or offload-block",
+                               impl.name));
+  if (impl.needs_gpu()) {
+    for (int r = 0; r < team.size(); ++r)
+      if (split_rows(split.total, r, team.size()).count == 0)
+        throw UsageError(strprintf("--impl=%s under mpirun: %zu objects leave rank %d without rows (each rank "
+                                   "takes whole chunks of %zu); use fewer ranks",
+                                   impl.name, split.total, r, kRowGranule));
+  }
+  const auto reduce = impl.needs_gpu() ? nccl_partials_sum(team) : host_partials_sum(team);
   Result<T> best;
   std::vector<double> inertias;
   RunSeconds spent;
@@ -222,9 +235,7 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
     Params p = params;
     p.seed = init_seed(params.seed, r);
     const auto engine = impl.make<T>(p);
-    if (!engine->partable())
-      throw UsageError(strprintf("--impl=%s runs as one process; under mpirun use --impl=omp", impl.name));
-    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, observer));
+    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, *reduce, observer));
     inertias.push_back(result.inertia);
     spent.init += result.seconds.init;
     spent.setup += result.seconds.setup;

@@ -7,6 +7,8 @@
 // stay identical everywhere without a broadcast. The fixed-point scales come from the whole
 // data (Whole), the initial centroids from the driver as for one GPU: the run is bit-identical
 // to the one-GPU run.
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "cuda/nccl.hpp"
 #include "cuda/timer.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/driver.hpp"
 #include "kmeans/multi_gpu.hpp"
 
 namespace km {
@@ -192,6 +195,57 @@ class MultiGpuEngine final : public Engine<T> {
 };
 
 }  // namespace
+
+namespace {
+
+// The partials of one rank's GPU, all-reduced with the other ranks' by NCCL on the engine's
+// stream; the communicator's id goes from rank 0 to the others through MPI.
+class NcclPartialsSum final : public PartialsSum {
+ public:
+  explicit NcclPartialsSum(Team& team) {
+    const cuda::NcclApi& api = cuda::nccl();
+    ncclUniqueId id{};
+    if (team.rank() == 0) NCCL_CHECK(api.get_unique_id(&id));
+    std::vector<unsigned char> all;
+    std::vector<std::size_t> counts;
+    team.all_gather(&id, team.rank() == 0 ? sizeof id : 0, all, counts);
+    if (all.size() != sizeof id) throw DeviceError("internal: the NCCL id did not arrive from rank 0");
+    std::memcpy(&id, all.data(), sizeof id);
+    comms_ = std::make_unique<cuda::NcclComms>(id, team.rank(), team.size());
+  }
+  double sum(const Partials& p) override {
+    if (p.device < 0) throw DeviceError("internal: host partials reached the NCCL sum");
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    const cuda::NcclApi& api = cuda::nccl();
+    timer_.start(stream);
+    NCCL_CHECK(api.group_start());
+    for (const Partials::Buffer& b : p.buffers)
+      NCCL_CHECK(api.all_reduce(b.data, b.data, b.count, ncclUint64, ncclSum, (*comms_)[0], stream));
+    NCCL_CHECK(api.group_end());
+    timer_.stop(stream);
+    return timer_.seconds();
+  }
+
+ private:
+  std::unique_ptr<cuda::NcclComms> comms_;
+  cuda::EventPair timer_;
+};
+
+}  // namespace
+
+std::unique_ptr<PartialsSum> nccl_partials_sum(Team& team) { return std::make_unique<NcclPartialsSum>(team); }
+
+void select_rank_device(Team& team) {
+  int local = team.rank();
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* s = std::getenv(v)) {
+      local = std::atoi(s);
+      break;
+    }
+  const int count = device_count();
+  if (count == 0) throw DeviceError("under mpirun a GPU implementation needs a GPU on every rank's node");
+  CUDA_CHECK(cudaSetDevice(local % count));
+}
 
 template <class T>
 std::unique_ptr<Engine<T>> make_multi_gpu(const Implementation& impl, const Params& params) {
