@@ -39,5 +39,17 @@ echo "# gemm sweep: $((SECONDS - start)) s"
 python3 scripts/mlp_torch.py --mlp "$KM_BIN/mlp" --precision float,double --out "$OUT/mlp_torch.csv" | tee "$OUT/mlp_torch.log" ||
   echo "# the PyTorch reference did not run (needs torch and a GPU)"
 echo "# mlp: $((SECONDS - start)) s"
+# Scale-out: strong scaling over this machine's GPUs (when it has several) and the out-of-core
+# sweep (KM_STREAM_SIZES, default 2,4,8,16 GB of float with --device-memory=6G; the committed run
+# is 4..60 GB with 16G: scripts/bench_streaming.py --cap 16G --sizes-gb 4,8,16,32,60).
+gpus=$(nvidia-smi -L | wc -l)
+if (( gpus > 1 )); then
+  counts=1; g=2; while (( g <= gpus )); do counts="$counts,$g"; g=$((g * 2)); done
+  NCCL_NVLS_ENABLE=0 "$PY" scripts/bench_scaling.py --kmeans "$KM_BIN/kmeans" --gpus "$counts" --csv "$OUT/scaling.csv" |
+    tee "$OUT/scaling.log"
+fi
+"$PY" scripts/bench_streaming.py --bin "$KM_BIN" --cap 6G --sizes-gb "${KM_STREAM_SIZES:-2,4,8,16}" \
+  --csv "$OUT/streaming.csv" | tee "$OUT/streaming.log"
+echo "# scale-out: $((SECONDS - start)) s"
 "$PY" scripts/plot_all.py "$OUT"
 echo "# analysis done in $((SECONDS - start)) s -> $OUT"
