@@ -23,7 +23,7 @@ mkdir -p "$out/obj"
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fopenmp=libgomp -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -I"$root/src" -I"$root" -I/usr/include/hdf5/serial)
 io=(src/common/errors.cpp src/common/host_memory.cpp src/common/progress.cpp src/io/dataset.cpp src/io/text_reader.cpp src/io/load.cpp
-    src/io/hdf5_io.cpp src/io/write.cpp)
+    src/io/hdf5_io.cpp src/io/write.cpp src/dist/team.cpp)
 # Rebuilt when any source or header of the project is newer than what was built.
 newest=$(find "$root/src" "$here" -name '*.[ch]pp' -newer "$out/stamp" 2>/dev/null | head -1 || true)
 [[ -e "$out/stamp" && -z "$newest" ]] || { rm -f "$out"/obj/*.o "$out"/fuzz_{csv,txt,npy,bin,h5,options}; touch "$out/stamp"; }
