@@ -236,6 +236,14 @@ TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
   EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);
   EXPECT_EQ(km::to_fixed(-2.5, 1.0), -2);
   EXPECT_EQ(km::to_fixed(0.375, 8.0), 3);
+  // The vectorised rounding is to_fixed's, ties and negatives included, up to 2^50.
+  std::uint64_t h = 1;
+  for (int i = 0; i < 100000; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    const double v = (static_cast<double>(h >> 11) * 0x1p-53 - 0.5) * 0x1p51;
+    const double tie = std::floor(v) + 0.5;
+    for (double w : {v, tie, -tie, std::floor(v)}) ASSERT_EQ(km::to_fixed_small(w, 1.0), km::to_fixed(w, 1.0)) << w;
+  }
   const auto s = km::fixed_scales(3.0, 1000, 4);
   EXPECT_LT(3.0 * 1000 * s.sum, 0x1p61);
   EXPECT_GE(3.0 * 1000 * s.sum, 0x1p60);

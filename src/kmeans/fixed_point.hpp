@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kmeans/layouts.hpp"
 
@@ -36,6 +37,18 @@ inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d) {
 // v * scale rounded to the nearest integer, ties to even (the default rounding mode), as the
 // GPU's __double2ll_rn. scale is a power of two, so the product is exact.
 inline std::int64_t to_fixed(double v, double scale) { return std::llrint(v * scale); }
+
+// to_fixed for |v * scale| < 2^51, without a conversion instruction, so that a loop of them
+// vectorises: adding 1.5 * 2^52 rounds v * scale to an integer (to nearest, ties to even, as
+// llrint) and leaves it in the low bits of the sum's representation.
+inline std::int64_t to_fixed_small(double v, double scale) {
+  constexpr double kMagic = 0x1.8p52;
+  const double shifted = v * scale + kMagic;
+  std::int64_t bits, magic_bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  std::memcpy(&magic_bits, &kMagic, sizeof magic_bits);
+  return bits - magic_bits;
+}
 
 // The update from fixed-point sums, exactly as kernels/kmeans/update.cuh's update_centroids
 // computes each value: centroid = (sum * 2^-E) / count in double, rounded to T; an empty

@@ -177,6 +177,7 @@ class OmpEngine final : public Engine<T> {
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
     if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
     scales_ = fixed_scales(whole_.max_abs, whole_.n, d_);
+    small_addends_ = whole_.max_abs * scales_.sum < 0x1p50;  // below 2^51 after rounding: to_fixed_small
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);
     // Padding centroids sit at +Inf: their distances are +Inf and never win.
@@ -227,7 +228,10 @@ class OmpEngine final : public Engine<T> {
           labels_[i0 + b] = label;
           const T* x = data_->row(i0 + b);
           std::int64_t* s = sums + static_cast<std::size_t>(label) * d;
-          for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed(static_cast<double>(x[j]), scale);
+          if (small_addends_)
+            for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed_small(static_cast<double>(x[j]), scale);
+          else
+            for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed(static_cast<double>(x[j]), scale);
           ++counts[label];
         }
       }
@@ -296,6 +300,7 @@ class OmpEngine final : public Engine<T> {
   const Dataset<T>* data_ = nullptr;
   Whole whole_;
   FixedScales scales_;
+  bool small_addends_ = false;  // every x * 2^E below 2^50 (N above ~2^11): the vectorised rounding
   std::size_t d_ = 0, k_ = 0, kp_ = 0, kc_ = 0;
   std::vector<T> centroids_;
   HostBuffer<T> ct_;
