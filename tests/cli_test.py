@@ -176,6 +176,8 @@ def test_bad_inputs():
             (["--output=" + os.path.join(tmp, "nodir", "out.h5")], "does not exist"),
             (["--output=" + os.path.join(tmp, "out.txt")], "--output"),
             (["--no-such-option"], "no-such-option"),
+            (["--gpus=0"], "--gpus"), (["--device-memory=abc"], "--device-memory"),
+            (["--device-memory=0"], "--device-memory"), (["--impl=omp", "--gpus=2"], "runs on the CPU"),
         ]
         for args, needle in cases:
             full = ["--objects=1000", *args] if not any(a.startswith(("--input", "--size", "--objects")) for a in args) \
