@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/generate.hpp"
+#include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/multi_gpu.hpp"
@@ -538,3 +540,94 @@ TEST(GpuStreamed, DeviceMemoryCapStreamsOrRefuses) {
     EXPECT_NE(std::string(e.what()).find("cannot stream"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+
+// The final inertia from the device (the GPU rungs' final_inertia: the distances in seq's
+// arithmetic, the chunks summed in order) is the host's inertia() bit for bit: every GPU rung
+// (both layouts), uniform, blob and quantised data, both precisions, and out of core, where the
+// host sums it.
+template <class T>
+void check_final_inertia(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const LabelShape& s : {LabelShape{20011, 2, 16}, LabelShape{3001, 784, 256}, LabelShape{30011, 33, 100}}) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<T>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.loops = 4;
+      p.init = km::Init::first;
+      for (bool streamed : {false, true}) {
+        if (streamed) setenv("KMEANS_STREAM_ROWS", "4096", 1);
+        const auto r = km::run(impl, data, p);
+        unsetenv("KMEANS_STREAM_ROWS");
+        const double host = km::inertia(data, r.centroids.data(), r.labels.data());
+        EXPECT_EQ(std::memcmp(&r.inertia, &host, sizeof(double)), 0)
+            << (streamed ? "streamed " : "") << r.inertia << " vs the host's " << host;
+        const auto q = km::predict(impl, data, [&] {
+          km::Params g = p;
+          g.init = km::Init::given;
+          g.given_d = s.d;
+          g.given_centroids.assign(r.centroids.begin(), r.centroids.end());
+          return g;
+        }());
+        const double host_q = km::inertia(data, r.centroids.data(), q.labels.data());
+        EXPECT_EQ(std::memcmp(&q.inertia, &host_q, sizeof(double)), 0) << "predict: " << q.inertia << " vs " << host_q;
+      }
+    }
+  }
+}
+
+class GpuFinalInertia : public ::testing::TestWithParam<const km::Implementation*> {};
+TEST_P(GpuFinalInertia, Double) { check_final_inertia<double>(*GetParam()); }
+TEST_P(GpuFinalInertia, Float) { check_final_inertia<float>(*GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Registry, GpuFinalInertia, ::testing::ValuesIn(gpu_implementations()), impl_name);
+
+// The range check the registry leaves to the device-update rungs (on the device, after the
+// upload; on the host when out of core) refuses what the host's check refuses, with the same
+// message: a NaN, an infinity (named by object and coordinate), values whose squares overflow.
+template <class T>
+void check_device_range(const char* name) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& impl = km::find_implementation(name);
+  const T huge = sizeof(T) == 4 ? static_cast<T>(1e30) : static_cast<T>(1e200);
+  for (const T bad : {std::numeric_limits<T>::quiet_NaN(), -std::numeric_limits<T>::infinity(), huge}) {
+    auto data = km::generate_uniform<T>(20000, 8, 3);
+    data.values.data()[12345 * 8 + 5] = bad;
+    km::Params p;
+    p.k = 4;
+    p.loops = 2;
+    p.init = km::Init::first;
+    auto message = [&](const km::Implementation& which) {
+      try {
+        km::run(which, data, p);
+      } catch (const km::InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("(no error)");
+    };
+    const std::string host = message(km::find_implementation("omp"));
+    SCOPED_TRACE(host);
+    EXPECT_NE(host, "(no error)");
+    EXPECT_EQ(message(impl), host) << "in memory";
+    setenv("KMEANS_STREAM_ROWS", "4096", 1);
+    EXPECT_EQ(message(impl), host) << "out of core";
+    unsetenv("KMEANS_STREAM_ROWS");
+  }
+  auto data = km::generate_uniform<T>(20000, 8, 3);  // and valid data still runs, as before
+  km::Params p;
+  p.k = 4;
+  p.loops = 3;
+  p.init = km::Init::first;
+  const auto a = km::run(impl, data, p), b = km::run(km::find_implementation("omp"), data, p);
+  EXPECT_EQ(a.labels, b.labels);
+}
+
+}  // namespace
+
+TEST(GpuRangeCheck, FusedDouble) { check_device_range<double>("fused"); }
+TEST(GpuRangeCheck, FusedFloat) { check_device_range<float>("fused"); }
+TEST(GpuRangeCheck, OffloadDouble) { check_device_range<double>("offload"); }
+TEST(GpuRangeCheck, OffloadBlockFloat) { check_device_range<float>("offload-block"); }

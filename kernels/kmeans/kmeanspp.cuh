@@ -84,11 +84,13 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   }
 }
 
+// (The two kernels below are static: several translation units include this header, e.g. the
+// GPU engines' final inertia, engine.cu.)
 // out[ch * rows + r] = the sum, in object order, of values[r][chunk ch] (rows of n values):
 // one warp per (chunk, row). The warp reads 256 values at a time, coalesced, into its slice of
 // shared memory; lane 0 adds them in order (the CPU's order: the same bits).
 constexpr int kSumWarps = 4, kSumBatch = 256;
-__global__ void __launch_bounds__(kSumWarps * 32)
+static __global__ void __launch_bounds__(kSumWarps * 32)
     plusplus_chunk_sums(const double* __restrict__ values, std::int64_t n, int rows, std::int64_t chunk,
                         std::int64_t chunks, double* __restrict__ out) {
   __shared__ double batch[kSumWarps][kSumBatch];
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(kSumWarps * 32)
 // The draws' walks (init.hpp: PlusPlusSteps::Draw), one warp per draw: batches of the chunk's
 // closest values are read coalesced into shared memory and lane 0 walks them in order, with the
 // CPU's subtractions (the same bits), then past objects already at a centre.
-__global__ void __launch_bounds__(kSumWarps * 32)
+static __global__ void __launch_bounds__(kSumWarps * 32)
     plusplus_walk(const double* __restrict__ closest, std::int64_t n, std::int64_t chunk,
                   const std::int64_t* __restrict__ chunks, const double* __restrict__ rs, int count,
                   std::int64_t* __restrict__ cands) {

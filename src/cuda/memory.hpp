@@ -75,6 +75,17 @@ class PinnedRegion {
   void* ptr_ = nullptr;
 };
 
+// Copies `bytes` of pageable host memory (a Dataset, a NumPy array) to `device` on `stream`
+// and returns when the copy is done. Small copies go straight from pageable memory; larger
+// ones through a process-wide ring of pinned staging buffers (kStagingBuffers x
+// kStagingBytes, pinned on first use and kept for the process): all the host's threads fill
+// one buffer while the previous ones cross the link. On an H200 box (16 cores) 376 MB took
+// 7.4 ms this way, against 20-28 ms pinning the range in place (the registration alone
+// 12-19 ms), 55 ms pageable, and 20 ms to cudaHostAlloc the three buffers, which is why they
+// are kept. Uploads from several threads take turns.
+void upload(void* device, const void* host, std::size_t bytes, cudaStream_t stream);
+constexpr std::size_t kStagingBuffers = 3, kStagingBytes = std::size_t{16} << 20;
+
 // An event without timing (ordering between streams), destroyed with its owner.
 class Event {
  public:

@@ -48,7 +48,8 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   watch.restart();
   engine.read_centroids(result.centroids);
   engine.final_labels(result.labels);
-  result.inertia = inertia(data, result.centroids.data(), result.labels.data());
+  if (!engine.final_inertia(result.centroids, result.inertia))
+    result.inertia = inertia(data, result.centroids.data(), result.labels.data());
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
   result.path = engine.path();

@@ -55,6 +55,17 @@ class Engine {
   // The nearest current centroid of every object (the final E-step).
   virtual void final_labels(std::vector<std::int32_t>& out) = 0;
 
+  // After final_labels(): the inertia for `centroids` (read_centroids()), equal bit for bit
+  // to inertia() on the host (cpu_steps.hpp), where the engine can compute it without the
+  // host reading the data again (the GPU rungs, data on the device); false otherwise.
+  virtual bool final_inertia(const std::vector<T>& /*centroids*/, double& /*inertia*/) { return false; }
+
+  // Whether setup() makes the data's range check itself (registry.hpp: check_arithmetic_range,
+  // NaN and infinity named by object) when no set_whole() gave the largest |x| -- on the
+  // device after the upload, so the host reads the data once. The registry then skips its
+  // own pass.
+  virtual bool checks_range() const { return false; }
+
   virtual std::string device() const { return "cpu"; }
   // Whether it runs on the GPU (then k-means++ runs there too).
   virtual bool on_gpu() const { return false; }

@@ -85,9 +85,13 @@ double largest_finite(const Dataset<T>& data) {
   return largest;
 }
 
+// The largest |x| (the engines' fixed-point scales need it: passed on, so the data is read
+// once).
 template <class T>
-void check_data_range(const Dataset<T>& data) {
-  km::check_arithmetic_range<T>(largest_finite(data), data.n, data.d);
+double check_data_range(const Dataset<T>& data) {
+  const double largest = largest_finite(data);
+  km::check_arithmetic_range<T>(largest, data.n, data.d);
+  return largest;
 }
 
 }  // namespace
@@ -123,8 +127,10 @@ namespace {
 
 // fitting: K must not exceed the objects (a fit needs K of them); predicting labels any
 // number of objects, one included, with K given centroids.
+// Returns the data's largest |x| (0 without `range`: the range check is then the engine's).
 template <class T>
-void check_problem(const Implementation& impl, const Dataset<T>& data, const Params& params, bool fitting) {
+double check_problem(const Implementation& impl, const Dataset<T>& data, const Params& params, bool fitting,
+                     bool range = true) {
   validate(params);
   if (fitting) check_clusters(params.k, data.n);
   else if (params.k < 1) check_clusters(params.k, data.n);
@@ -132,13 +138,14 @@ void check_problem(const Implementation& impl, const Dataset<T>& data, const Par
   if (!s.ok) throw UsageError(s.reason);
   if (params.gpus > 1 && !impl.needs_gpu())
     throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
-  check_data_range(data);
+  const double largest = range ? check_data_range(data) : 0.0;
   // What the run allocates beside the data: labels (engine and result), per-thread double
   // sums, centroids.
   const double n = static_cast<double>(data.n), kd = static_cast<double>(params.k) * static_cast<double>(data.d);
   const double threads = params.threads > 0 ? params.threads : 1;
   check_host_memory(2 * n * 4 + kd * (8 * (threads + 1) + 4 * sizeof(T)),
                     strprintf("K=%d x d=%zu (labels, sums, centroids)", params.k, data.d));
+  return largest;
 }
 
 template <class T>
@@ -157,7 +164,12 @@ std::uint64_t init_seed(std::uint64_t seed, int r) {
 template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
-  check_problem(impl, data, params, true);
+  check_problem(impl, data, params, true, false);
+  // GPU engines that check the range themselves (checks_range) do it on the device after their
+  // upload, so the host reads the data once; k-means++ reads the data before the setup, and
+  // --gpus splits it, so those are checked here first.
+  const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp;
+  Whole whole;  // n = 0 until the host has checked the range
   Result<T> best;
   std::vector<double> inertias;
   RunSeconds spent;
@@ -165,6 +177,8 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
     Params p = params;
     p.seed = init_seed(params.seed, r);
     const auto engine = p.gpus > 1 ? make_multi_gpu<T>(impl, p) : impl.make<T>(p);
+    if (whole.n == 0 && !(engine_may_check && engine->checks_range())) whole = {data.n, check_data_range(data)};
+    if (whole.n) engine->set_whole(whole);
     Result<T> result = finished(fit(*engine, data, p, observer));
     inertias.push_back(result.inertia);
     spent.init += result.seconds.init;
@@ -182,17 +196,19 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params) {
-  check_problem(impl, data, params, false);
+  const Whole whole{data.n, check_problem(impl, data, params, false)};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Result<T> result;
   Stopwatch watch;
   result.centroids = initial_centroids(data, params);
   const auto engine = impl.make<T>(params);
+  engine->set_whole(whole);
   engine->setup(data, result.centroids);
   result.seconds.setup = watch.seconds();
   watch.restart();
   engine->final_labels(result.labels);
-  result.inertia = inertia(data, result.centroids.data(), result.labels.data());
+  if (!engine->final_inertia(result.centroids, result.inertia))
+    result.inertia = inertia(data, result.centroids.data(), result.labels.data());
   result.seconds.finish = watch.seconds();
   result.device = engine->device();
   result.path = engine->path();

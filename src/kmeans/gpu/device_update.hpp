@@ -19,6 +19,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   void iterate(IterationStats& stats) override;
   bool partable() const override { return true; }
   void set_whole(const Whole& whole) override { whole_ = whole; }
+  bool checks_range() const override { return true; }
   void accumulate() override;
   Partials partials() override;
   void start_update() override;

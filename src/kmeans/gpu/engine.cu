@@ -1,5 +1,10 @@
 #include "kmeans/gpu/engine.hpp"
 
+#include <cstring>
+#include <limits>
+
+#include "kernels/kmeans/checks.cuh"
+#include "kernels/kmeans/kmeanspp.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/transpose.cuh"
 #include "kmeans/cpu_steps.hpp"
@@ -24,32 +29,89 @@ Support centroids_fit_shared(const char* impl, std::size_t k, std::size_t d, std
 }
 
 template <class T>
-void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size_t extra_bytes) {
+void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) {
   data_ = &data;
   n_ = data.n;
   d_ = data.d;
-  k_ = k;
   const std::size_t data_bytes = n_ * d_ * sizeof(T);
   // A coordinate-major copy is made on the device from a row-major upload: both at once.
   const std::size_t staging = layout_ == Layout::coord_major ? data_bytes : 0;
   check_device_memory(data_bytes + staging + n_ * sizeof(std::int32_t) + extra_bytes,
                       std::string("--impl=") + name_, "use --precision=float or fewer objects");
-
   x_ = DeviceBuffer<T>(n_ * d_);
-  {
-    cuda::PinnedRegion pinned(data.values.data(), data_bytes);
-    if (layout_ == Layout::row_major) {
-      CUDA_CHECK(cudaMemcpyAsync(x_.get(), data.values.data(), data_bytes, cudaMemcpyHostToDevice, stream_));
-    } else {
-      DeviceBuffer<T> rows(n_ * d_);
-      CUDA_CHECK(cudaMemcpyAsync(rows.get(), data.values.data(), data_bytes, cudaMemcpyHostToDevice, stream_));
-      const dim3 grid(static_cast<unsigned>((n_ + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
-      kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(
-          rows.get(), x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
-      CUDA_CHECK_LAUNCH();
-      CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `rows` is freed
-    }
-    CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the host range is unpinned
+  if (layout_ == Layout::row_major) {
+    cuda::upload(x_.get(), data.values.data(), data_bytes, stream_);
+  } else {
+    DeviceBuffer<T> rows(n_ * d_);
+    cuda::upload(rows.get(), data.values.data(), data_bytes, stream_);
+    const dim3 grid(static_cast<unsigned>((n_ + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
+    kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(
+        rows.get(), x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `rows` is freed
+  }
+  uploaded_ = &data;
+}
+
+template <class T>
+void GpuEngine<T>::release_data() {
+  x_ = DeviceBuffer<T>();
+  uploaded_ = nullptr;
+}
+
+template <class T>
+double GpuEngine<T>::device_largest() {
+  DeviceBuffer<unsigned long long> out(2);
+  unsigned long long host[2] = {};
+  CUDA_CHECK(cudaMemsetAsync(out.get(), 0, 2 * sizeof(unsigned long long), stream_));
+  const std::size_t count = n_ * d_;
+  const int grid = static_cast<int>(std::min<std::size_t>((count + 255) / 256, 8ull * multiprocessor_count()));
+  kernels::largest_magnitude<T><<<std::max(grid, 1), 256, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(count),
+                                                                          out.get());
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpyAsync(host, out.get(), sizeof(host), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (host[1]) return std::numeric_limits<double>::quiet_NaN();
+  double largest = 0;
+  std::memcpy(&largest, &host[0], sizeof(double));
+  return largest;
+}
+
+template <class T>
+bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) {
+  if (uploaded_ == nullptr || uploaded_ != data_ || n_ == 0) return false;  // out of core: the host sums it
+  DeviceBuffer<T> c(centroids.size());
+  CUDA_CHECK(cudaMemcpyAsync(c.get(), centroids.data(), centroids.size() * sizeof(T), cudaMemcpyHostToDevice,
+                             stream_));
+  DeviceBuffer<double> distances(n_);
+  kernels::object_distances<T><<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
+      x_.get(), layout_ == Layout::coord_major, static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(),
+      labels_.get(), distances.get());
+  CUDA_CHECK_LAUNCH();
+  // inertia_chunks' chunks, each summed in object order by one lane; the chunks in order here.
+  const std::size_t chunk = inertia_chunk(d_), chunks = (n_ + chunk - 1) / chunk;
+  DeviceBuffer<double> sums(chunks);
+  kernels::plusplus_chunk_sums<<<static_cast<unsigned>((chunks + kernels::kSumWarps - 1) / kernels::kSumWarps),
+                                 kernels::kSumWarps * 32, 0, stream_>>>(
+      distances.get(), static_cast<std::int64_t>(n_), 1, static_cast<std::int64_t>(chunk),
+      static_cast<std::int64_t>(chunks), sums.get());
+  CUDA_CHECK_LAUNCH();
+  std::vector<double> host(chunks);
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), sums.get(), chunks * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  out = 0;
+  for (double v : host) out += v;
+  return true;
+}
+
+template <class T>
+void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size_t extra_bytes) {
+  k_ = k;
+  if (uploaded_ != &data) {
+    upload_data(data, extra_bytes);
+  } else {
+    check_device_memory(n_ * sizeof(std::int32_t) + extra_bytes, std::string("--impl=") + name_,
+                        "use --precision=float or fewer objects");
   }
   labels_ = DeviceBuffer<std::int32_t>(n_);
   CUDA_CHECK(cudaMemsetAsync(labels_.get(), 0xff, n_ * sizeof(std::int32_t), stream_));

@@ -36,12 +36,25 @@ class GpuEngine : public Engine<T> {
 
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
+  bool final_inertia(const std::vector<T>& centroids, double& inertia) override {
+    return device_inertia(centroids, inertia);
+  }
 
  protected:
   // Uploads the data (transposed on the device for coord_major), allocates the labels (set
   // to -1: every object changes in the first iteration) and the counters. First checks
   // that the data, its staging copy and `extra_bytes` (the variant's own buffers) fit.
+  // (The upload is skipped when upload_data() has already put this data on the device.)
   void setup_common(const Dataset<T>& data, std::size_t k, std::size_t extra_bytes);
+  // The upload alone (n_, d_ set; labels and counters not yet): for engines that check the
+  // data's range on the device before they choose their buffers. release_data() undoes it.
+  void upload_data(const Dataset<T>& data, std::size_t extra_bytes);
+  void release_data();
+  // max |x| over the uploaded data, or NaN when some value is NaN or infinite.
+  double device_largest();
+  // The inertia of the uploaded data for `centroids` ([k][d]) and the labels on the device
+  // (final_labels), the CPU's inertia() bit for bit; false when the data is not on the device.
+  bool device_inertia(const std::vector<T>& centroids, double& out);
   // Clears the change counter and the shift on the stream.
   void reset_changed();
   // Copies the change counter (and the shift, if asked, and the iteration's inertia when the
@@ -76,6 +89,7 @@ class GpuEngine : public Engine<T> {
   const char* const name_;
   const Layout layout_;
   const Dataset<T>* data_ = nullptr;
+  const Dataset<T>* uploaded_ = nullptr;  // whose rows x_ holds, all of them (not out of core)
   std::size_t n_ = 0, d_ = 0, k_ = 0;
   cuda::Stream stream_;
   DeviceBuffer<T> x_;                         // n*d, in layout_

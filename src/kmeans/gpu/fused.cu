@@ -327,6 +327,10 @@ class FusedEngine final : public Engine<T> {
   void finish_update(IterationStats& stats) override { path_->finish_update(stats); }
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
+  bool final_inertia(const std::vector<T>& centroids, double& inertia) override {
+    return path_->final_inertia(centroids, inertia);
+  }
+  bool checks_range() const override { return true; }  // both paths are DeviceUpdateEngines
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
   std::string path() const override {

@@ -75,7 +75,7 @@ class MultiGpuEngine final : public Engine<T> {
     const std::size_t gpus = parts_.size();
     if (data.n < gpus)
       throw UsageError(strprintf("--gpus=%zu: more GPUs than objects (%zu)", gpus, data.n));
-    const Whole whole{data.n, max_abs_value(data)};
+    const Whole whole = whole_.n ? whole_ : Whole{data.n, max_abs_value(data)};
     for (std::size_t g = 0; g < gpus; ++g) {
       Part& part = parts_[g];
       const std::size_t begin = data.n * g / gpus, end = data.n * (g + 1) / gpus;
@@ -178,6 +178,8 @@ class MultiGpuEngine final : public Engine<T> {
     DeviceScope on(parts_[0].device);
     return strprintf("%zu x %s", parts_.size(), parts_[0].engine->device().c_str());
   }
+  // The whole problem's largest |x|, when the caller has it (registry: the range check).
+  void set_whole(const Whole& whole) override { whole_ = whole; }
   bool on_gpu() const override { return true; }
   std::string path() const override { return parts_[0].engine->path(); }
   int gpus() const override { return static_cast<int>(parts_.size()); }
@@ -192,6 +194,7 @@ class MultiGpuEngine final : public Engine<T> {
   const Implementation& impl_;
   std::vector<Part> parts_;
   std::unique_ptr<cuda::NcclComms> comms_;
+  Whole whole_;
 };
 
 }  // namespace

@@ -1,0 +1,61 @@
+// Passes over the data already on the device, so the host need not read it again:
+// - largest_magnitude: max |x| and whether any value is NaN or infinite (the range check the
+//   registry would otherwise make on the host before the upload);
+// - object_distances: each object's squared distance to the centroid of its label, in seq's
+//   arithmetic (squared_distance_double: double, coordinate order, no fused multiply-add), so
+//   that the chunked sum of them (kmeanspp.cuh: plusplus_chunk_sums, then the chunks in order
+//   on the host) is the CPU's inertia() bit for bit.
+#pragma once
+
+#include <cstdint>
+
+namespace km::kernels {
+
+// out[0] = the bits of max |x| (a non-negative double's bits order as its value), out[1] = 1 if
+// some value is NaN or infinite. out zeroed first. Grid-stride; one atomic per warp.
+template <class T>
+__global__ void largest_magnitude(const T* __restrict__ x, std::int64_t count, unsigned long long* out) {
+  double m = 0;
+  unsigned bad = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const double a = fabs(static_cast<double>(x[i]));
+    bad |= a <= 1.7976931348623157e308 ? 0u : 1u;
+    m = a > m ? a : m;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    m = fmax(m, __shfl_down_sync(0xffffffffu, m, o));
+    bad |= __shfl_down_sync(0xffffffffu, bad, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(&out[0], static_cast<unsigned long long>(__double_as_longlong(m)));
+    if (bad) atomicOr(&out[1], 1ull);
+  }
+}
+
+// out[i] = sum over j in order of (double(x_ij) - double(c_lj))^2, l = labels[i]; x in
+// coordinate-major (x[j * n + i]) or row-major order, centroids row-major [k][d].
+template <class T>
+__global__ void object_distances(const T* __restrict__ x, bool coord_major, std::int64_t n, int d,
+                                 const T* __restrict__ centroids, const std::int32_t* __restrict__ labels,
+                                 double* __restrict__ out) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const T* c = centroids + static_cast<std::int64_t>(labels[i]) * d;
+  double s = 0;
+  if (coord_major) {
+    for (int j = 0; j < d; ++j) {
+      const double e = __dsub_rn(static_cast<double>(x[j * n + i]), static_cast<double>(c[j]));
+      s = __dadd_rn(s, __dmul_rn(e, e));
+    }
+  } else {
+    const T* row = x + i * d;
+    for (int j = 0; j < d; ++j) {
+      const double e = __dsub_rn(static_cast<double>(row[j]), static_cast<double>(c[j]));
+      s = __dadd_rn(s, __dmul_rn(e, e));
+    }
+  }
+  out[i] = s;
+}
+
+}  // namespace km::kernels
