@@ -84,9 +84,14 @@ bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) 
   CUDA_CHECK(cudaMemcpyAsync(c.get(), centroids.data(), centroids.size() * sizeof(T), cudaMemcpyHostToDevice,
                              stream_));
   DeviceBuffer<double> distances(n_);
-  kernels::object_distances<T><<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
-      x_.get(), layout_ == Layout::coord_major, static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(),
-      labels_.get(), distances.get());
+  if (layout_ == Layout::coord_major)
+    kernels::object_distances_coords<T><<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
+        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(), distances.get());
+  else
+    kernels::object_distances_rows<T>
+        <<<static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows), kernels::kPlusPlusRows, 0,
+           stream_>>>(x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(),
+                      distances.get());
   CUDA_CHECK_LAUNCH();
   // inertia_chunks' chunks, each summed in object order by one lane; the chunks in order here.
   const std::size_t chunk = inertia_chunk(d_), chunks = (n_ + chunk - 1) / chunk;
