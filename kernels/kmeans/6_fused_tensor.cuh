@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kAllObjects * kAllLanes)
 // with one global atomic whenever the cluster changes: about K*d + d atomics per chunk instead
 // of d per object, and no shared-memory contention when few clusters take many objects. The
 // sums are integers, so they are the same bits in any order and as the per-object atomics.
-constexpr int kSortedChunk = 256;
+constexpr int kSortedChunk = 256, kSortedUnroll = 4;
 
 __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
                                  std::int64_t n, unsigned long long* changed, std::int64_t* __restrict__ index) {
@@ -458,20 +458,33 @@ __global__ void accumulate_sorted(const T* __restrict__ x, const T* __restrict__
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
       unsigned long long acc = 0, members = 0;
       int label = labels_s[0];
-      for (int q = 0; q < size; ++q) {
-        const int c = labels_s[q];
-        if (c != label) {
-          atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-          if (j == 0) atomicAdd(&counts[label], members);
-          acc = 0;
-          members = 0;
-          label = c;
+      // kSortedUnroll objects' loads issued before any is used (one at a time left the loop
+      // waiting on memory: 200 us for 60,000 x 784 under ncu, ~2x the read's time).
+      for (int q0 = 0; q0 < size; q0 += kSortedUnroll) {
+        T v[kSortedUnroll], cv[kSortedUnroll];
+        int cl[kSortedUnroll];
+#pragma unroll
+        for (int u = 0; u < kSortedUnroll; ++u) {
+          const int q = q0 + u < size ? q0 + u : size - 1;
+          cl[u] = labels_s[q];
+          v[u] = x[index_s[q] * d + j];
+          cv[u] = centroids[static_cast<std::int64_t>(cl[u]) * d + j];
         }
-        const T v = x[index_s[q] * d + j];
-        const double diff = static_cast<double>(v) - static_cast<double>(centroids[static_cast<std::int64_t>(c) * d + j]);
-        part += to_fixed(diff * diff, inertia_scale);
-        acc += to_fixed(static_cast<double>(v), scale);
-        ++members;
+#pragma unroll
+        for (int u = 0; u < kSortedUnroll; ++u) {
+          if (q0 + u >= size) break;
+          if (cl[u] != label) {
+            atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
+            if (j == 0) atomicAdd(&counts[label], members);
+            acc = 0;
+            members = 0;
+            label = cl[u];
+          }
+          const double diff = static_cast<double>(v[u]) - static_cast<double>(cv[u]);
+          part += to_fixed(diff * diff, inertia_scale);
+          acc += to_fixed(static_cast<double>(v[u]), scale);
+          ++members;
+        }
       }
       atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
       if (j == 0) atomicAdd(&counts[label], members);

@@ -120,9 +120,10 @@ void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size
   }
   labels_ = DeviceBuffer<std::int32_t>(n_);
   CUDA_CHECK(cudaMemsetAsync(labels_.get(), 0xff, n_ * sizeof(std::int32_t), stream_));
-  changed_ = DeviceBuffer<unsigned long long>(1);
-  shift_ = DeviceBuffer<double>(1);
-  inertia_ = DeviceBuffer<unsigned long long>(1);
+  counters_ = DeviceBuffer<Counters>(1);
+  changed_.p = &counters_.get()->changed;
+  shift_.p = &counters_.get()->shift;
+  inertia_.p = &counters_.get()->inertia;
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -137,21 +138,14 @@ void GpuEngine<T>::transpose_rows(const T* rows_on_device, std::size_t rows) {
 
 template <class T>
 void GpuEngine<T>::reset_changed() {
-  CUDA_CHECK(cudaMemsetAsync(changed_.get(), 0, sizeof(unsigned long long), stream_));
-  CUDA_CHECK(cudaMemsetAsync(shift_.get(), 0, sizeof(double), stream_));
-  CUDA_CHECK(cudaMemsetAsync(inertia_.get(), 0, sizeof(unsigned long long), stream_));
+  CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, sizeof(Counters), stream_));
 }
 
 template <class T>
-void GpuEngine<T>::queue_read_back(bool shift) {
+void GpuEngine<T>::queue_read_back(bool) {
   timer_.begin(Phase::d2h, stream_);
-  CUDA_CHECK(cudaMemcpyAsync(changed_host_.get(), changed_.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  CUDA_CHECK(cudaMemcpyAsync(counters_host_.get(), counters_.get(), sizeof(Counters), cudaMemcpyDeviceToHost,
                              stream_));
-  if (shift)
-    CUDA_CHECK(cudaMemcpyAsync(shift_host_.get(), shift_.get(), sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  if (inertia_inv_scale_ != 0)
-    CUDA_CHECK(cudaMemcpyAsync(inertia_host_.get(), inertia_.get(), sizeof(unsigned long long),
-                               cudaMemcpyDeviceToHost, stream_));
   timer_.end(stream_);
 }
 
@@ -159,10 +153,10 @@ template <class T>
 std::int64_t GpuEngine<T>::wait_read_back(IterationStats& stats, double* shift) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect(stats);
-  if (shift) *shift = *shift_host_.get();
-  if (inertia_inv_scale_ != 0)
-    stats.inertia = static_cast<double>(static_cast<long long>(*inertia_host_.get())) * inertia_inv_scale_;
-  return static_cast<std::int64_t>(*changed_host_.get());
+  const Counters& c = *counters_host_.get();
+  if (shift) *shift = c.shift;
+  if (inertia_inv_scale_ != 0) stats.inertia = static_cast<double>(static_cast<long long>(c.inertia)) * inertia_inv_scale_;
+  return static_cast<std::int64_t>(c.changed);
 }
 
 template <class T>
