@@ -101,6 +101,7 @@ class GpuEngine : public Engine<T> {
     unsigned long long changed;  // objects whose label changed
     double shift;                // the summed squared centroid shift
     unsigned long long inertia;  // the iteration's inertia, 64-bit fixed point
+    unsigned long long queued[2];  // fused's tensor path: objects queued for re-checks (some, all)
   };
   template <class U>
   struct Slot {  // one counter's device address, used like a DeviceBuffer's get()

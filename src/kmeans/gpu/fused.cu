@@ -149,8 +149,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);  // waits for the stream, so the count is here
-    stats.rechecked = static_cast<std::int64_t>(queued_host_.get()[0] + queued_host_.get()[1]);
-    stats.rechecked_all = static_cast<std::int64_t>(queued_host_.get()[1]);
+    const unsigned long long* queued = this->counters_host_.get()->queued;  // read back with the change count
+    stats.rechecked = static_cast<std::int64_t>(queued[0] + queued[1]);
+    stats.rechecked_all = static_cast<std::int64_t>(queued[1]);
   }
 
  private:
@@ -193,7 +194,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     xnorm2_ = DeviceBuffer<double>(n);
     queue_ = DeviceBuffer<kernels::Recheck>(n);
     everyone_ = DeviceBuffer<std::int64_t>(n);
-    queued_ = DeviceBuffer<unsigned long long>(2);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
     // The sort by label: its buffers and workspace, label bits, and the chunks' launch shape.
     index_ = DeviceBuffer<std::int64_t>(n);
@@ -238,17 +238,18 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     cudaStream_t s = this->stream_;
-    CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), s));
+    unsigned long long* queued = this->counters_.get()->queued;
+    CUDA_CHECK(cudaMemsetAsync(queued, 0, 2 * sizeof(unsigned long long), s));
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
         this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
-        next_.get(), queue_.get(), everyone_.get(), queued_.get());
+        next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, queue_.get(), queued_.get(), next_.get());
+        this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, next_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_all<T><<<multiprocessor_count() * 4, kernels::kAllObjects * kernels::kAllLanes, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued_.get() + 1, next_.get());
+        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, next_.get());
     CUDA_CHECK_LAUNCH();
     if (accumulate) {
       // Sort the objects by label, then sum each cluster's members in chunks of that order.
@@ -268,9 +269,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
           next_.get(), this->labels_.get(), n, nullptr, index_.get());
       CUDA_CHECK_LAUNCH();
     }
-    if (accumulate)
-      CUDA_CHECK(cudaMemcpyAsync(queued_host_.get(), queued_.get(), 2 * sizeof(unsigned long long),
-                                 cudaMemcpyDeviceToHost, s));
   }
 
   TensorKernels<T> kernels_;
@@ -284,8 +282,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<std::int64_t> everyone_;
-  DeviceBuffer<unsigned long long> queued_;
-  PinnedBuffer<unsigned long long> queued_host_{2};
   double mu_norm_ = 0;
 };
 
