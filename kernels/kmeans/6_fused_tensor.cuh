@@ -110,11 +110,13 @@ __device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
 // The tile shape of each precision: 8 warps of 64 objects x 32 centroids, 2 along the
 // objects and 4 along the centroids. L keys are kept per object: 4 in float, whose TF32 keys
 // leave several candidates within the margin more often, 2 in double.
-// SHORT (float, d <= 16): 16-deep slices, so a short d is not padded to 32.
-template <class Mma, bool SHORT = false>
+// SHORT (float, d <= 16): 16-deep slices, so a short d is not padded to 32. DEPTH and NSTAGES,
+// when given, set the slice depth and the ring's stages (double on sm_90 with d > 16: 32 x 3).
+template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
-  static constexpr int WM = 64, WN = 32, BM = 2 * WM, BN = 4 * WN, BK = is_double || SHORT ? 16 : 32, STAGES = 3;
+  static constexpr int WM = 64, WN = 32, BM = 2 * WM, BN = 4 * WN;
+  static constexpr int BK = DEPTH ? DEPTH : is_double || SHORT ? 16 : 32, STAGES = NSTAGES;
   static constexpr int L = is_double ? 2 : 4;
   // Float centres the objects too, on their way into the mma (x' = x - mu, then cvt.rna):
   // TF32 keys are coarse, and the margin shrinks with |x'| (half of |x| or less on typical
@@ -124,9 +126,9 @@ struct TensorAssignShape {
   static constexpr int warps_n = BN / WN;
 };
 
-template <class Mma, bool SHORT = false>
+template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 constexpr std::size_t tensor_assign_smem_bytes() {
-  using S = TensorAssignShape<Mma, SHORT>;
+  using S = TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>;
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
@@ -152,8 +154,8 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
 // Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
 // labels and queues those that need seq's formula: with their candidates in queue (length
 // queued[0]), or, to be checked against every centroid, in everyone (length queued[1]).
-template <class Mma, int VEC, bool SHORT>
-__global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT>::threads, 1)
+template <class Mma, int VEC, bool SHORT, int DEPTH = 0, int NSTAGES = 3>
+__global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>::threads, 1)
     fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ mu,
                         const typename Mma::T* __restrict__ centred,
                         const typename Mma::T* __restrict__ keyed, const double* __restrict__ cmax2,
@@ -162,7 +164,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT>::threads, 1)
                         std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued) {
   using T = typename Mma::T;
   using Reg = typename Mma::Reg;
-  using S = TensorAssignShape<Mma, SHORT>;
+  using S = TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>;
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, WM = S::WM, WN = S::WN, STAGES = S::STAGES, NT = S::threads;
   constexpr int L = S::L;
   using TA = gemm::TileGeometry<T, true, BM, BK>;
