@@ -81,6 +81,31 @@ __device__ __forceinline__ void top_insert(TopL<T, L>& t, T v, int j) {
     }
 }
 
+// top_insert for a centroid j above every index in t (the assignment's own walk, where each
+// thread meets its centroids in increasing order): an equal key then goes after, so the test is
+// v < the last key alone, and the insertion shifts by value. The per-pair cost of the fold: one
+// compare on the common path (the general test with its index tie-break cost ~17 instructions
+// a pair; at d = 16 the fold, not the mma, set the pace).
+template <class T, int L>
+__device__ __forceinline__ void top_push_ascending(TopL<T, L>& t, T v, int j) {
+  if (!(v < t.v[L - 1])) return;
+  // v's place p is the first q with v < t.v[q]; from the back: entries past p move down one.
+#pragma unroll
+  for (int q = L - 1; q > 0; --q) {
+    if (v < t.v[q - 1]) {
+      t.v[q] = t.v[q - 1];
+      t.i[q] = t.i[q - 1];
+    } else if (v < t.v[q]) {
+      t.v[q] = v;
+      t.i[q] = j;
+    }
+  }
+  if (v < t.v[0]) {
+    t.v[0] = v;
+    t.i[0] = j;
+  }
+}
+
 // Merges a list of other centroids into t.
 template <class T, int L>
 __device__ __forceinline__ void top_merge(TopL<T, L>& t, const TopL<T, L>& o) {
@@ -98,6 +123,9 @@ __device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask
   }
   return o;
 }
+
+__device__ __forceinline__ float fused_mul_add(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double fused_mul_add(double a, double b, double c) { return __fma_rn(a, b, c); }
 
 // seq's squared distance (nearest.cuh: seq_add, in coordinate order).
 template <class T>
@@ -268,7 +296,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 #pragma unroll
             for (int a = 0; a < FM; ++a)
 #pragma unroll
-              for (int h = 0; h < H; ++h) top_insert(top[a * H + h], nj - 2 * acc[a][b][h * 2 + e2], j);
+              for (int h = 0; h < H; ++h)  // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
+                top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj), j);
           }
         }
       clear();
