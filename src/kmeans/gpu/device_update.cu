@@ -56,7 +56,11 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
     } else {
       largest = max_abs_value(data);
     }
-    if (std::isnan(largest)) check_finite(data, data.source.empty() ? std::string("the data") : data.source);
+    if (std::isnan(largest)) {  // the host names the object and coordinate
+      check_finite(data, data.source.empty() ? std::string("the data") : data.source);
+      throw InputError("the data changed while it was being read (the device saw a NaN or infinity the host "
+                       "did not)");
+    }
     check_arithmetic_range<T>(largest, data.n, d);
     whole_ = {data.n, largest};
   }
