@@ -103,6 +103,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         GPU threads per block.
     n_threads : int or None
         CPU threads (None: all cores).
+    n_gpus : int, default 1
+        GPUs of this machine that share the rows (the CLI's ``--gpus``; NCCL beyond one); the
+        result is the one-GPU result bit for bit. GPU implementations that keep the loop on the
+        device only (offload, offload-block, fused).
+    device_memory : int or None
+        Bytes of device memory a GPU implementation may use (the CLI's ``--device-memory``);
+        data beyond it streams from host memory each iteration. None: what is free.
 
     Attributes
     ----------
@@ -111,7 +118,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
-                 random_state=None, impl=None, precision=None, block=128, n_threads=None):
+                 random_state=None, impl=None, precision=None, block=128, n_threads=None, n_gpus=1,
+                 device_memory=None):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -123,6 +131,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.precision = precision
         self.block = block
         self.n_threads = n_threads
+        self.n_gpus = n_gpus
+        self.device_memory = device_memory
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -162,6 +172,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _threads(self):
         return 0 if self.n_threads is None else self._int("n_threads", self.n_threads, 1)
 
+    def _device_memory(self):
+        return 0 if self.device_memory is None else self._int("device_memory", self.device_memory, 1)
+
     # -- fitting -----------------------------------------------------------------------------
 
     def fit(self, X, y=None):
@@ -196,7 +209,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
             tol = None
         out = _core.fit(X, self._impl(), k, loops, float(self.threshold), tol, init, self._seed(),
-                        self._int("block", self.block, 1), self._threads(), n_init, centroids)
+                        self._int("block", self.block, 1), self._threads(), n_init, centroids,
+                        self._int("n_gpus", self.n_gpus, 1), self._device_memory())
         self.cluster_centers_ = out["cluster_centers"]
         self.labels_ = out["labels"]
         self.inertia_ = float(out["inertia"])
@@ -220,7 +234,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
         out = _core.predict(X, self._impl(), self.cluster_centers_, self._int("block", self.block, 1),
-                            self._threads())
+                            self._threads(), self._device_memory())
         last_report = json.loads(out["report"])
         return out
 

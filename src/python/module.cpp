@@ -54,7 +54,8 @@ km::Dataset<T> view(const py::array& x, bool check_finite = false) {
 
 struct Options {
   std::string impl;
-  int k = 8, loops = 300, block = 128, threads = 0, n_init = 1;
+  int k = 8, loops = 300, block = 128, threads = 0, n_init = 1, gpus = 1;
+  std::size_t device_memory = 0;  // 0: what is free
   double threshold = 0;
   std::optional<double> tol;
   std::string init = "kmeans++";
@@ -72,6 +73,8 @@ km::Params params_of(const Options& o, std::size_t d) {
   p.block = o.block;
   p.threads = o.threads;
   p.n_init = o.n_init;
+  p.gpus = o.gpus;
+  p.device_memory = o.device_memory;
   if (o.centroids) {
     const auto& c = *o.centroids;
     if (c.ndim() != 2 || static_cast<std::size_t>(c.shape(1)) != d)
@@ -161,8 +164,11 @@ py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
 
 Options options(const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
                 const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
-                std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids) {
+                std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
+                int gpus = 1, std::size_t device_memory = 0) {
   Options o;
+  o.gpus = gpus;
+  o.device_memory = device_memory;
   o.impl = impl;
   o.k = k;
   o.loops = loops;
@@ -231,22 +237,26 @@ PYBIND11_MODULE(_core, m) {
       "fit",
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
          const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
-         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids) {
-        return dispatch(x, options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids),
-                        false);
+         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
+         std::size_t device_memory) {
+        return dispatch(
+            x, options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus, device_memory),
+            false);
       },
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
-      py::arg("centroids"),
+      py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0,
       "Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON report.");
   m.def(
       "predict",
       [](const py::array& x, const std::string& impl, py::array_t<double, py::array::c_style | py::array::forcecast>
                                                          centroids,
-         int block, int threads) {
-        return dispatch(x, options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids), true);
+         int block, int threads, std::size_t device_memory) {
+        return dispatch(
+            x, options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1, device_memory), true);
       },
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
+      py::arg("device_memory") = 0,
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
       "mean_variance",

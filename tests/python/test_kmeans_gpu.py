@@ -236,6 +236,11 @@ def test_more_clusters_than_objects_gives_the_cli_message():
     (dict(precision="half"), ValueError, "precision"),
     (dict(impl=3), TypeError, "impl"),
     (dict(random_state=-1), ValueError, "random_state"),
+    (dict(n_gpus=0), ValueError, "n_gpus=0"),
+    (dict(n_gpus=1.5), TypeError, "n_gpus"),
+    (dict(n_gpus=2), ValueError, "--impl=omp runs on the CPU"),
+    (dict(device_memory=0), ValueError, "device_memory=0"),
+    (dict(device_memory="8G"), TypeError, "device_memory"),
 ])
 def test_bad_parameters(params, exc, match):
     with pytest.raises(exc, match=match):
@@ -309,6 +314,28 @@ def test_gpu_implementations_equal_seq(impl, dtype):
     assert abs(got.inertia_ - ref.inertia_) <= (1e-9 if dtype == np.float64 else 1e-4) * ref.inertia_
     assert got.cluster_centers_.tobytes() == again.cluster_centers_.tobytes()
     np.testing.assert_array_equal(got.predict(X[:3]), ref.labels_[:3])
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_several_and_streamed(dtype):
+    # Every GPU of the machine (n_gpus), and a device_memory cap below the data (streamed): the
+    # one-GPU, in-memory bits.
+    import subprocess
+    X = blobs(n=200000, d=16, k=20, dtype=dtype, seed=7)  # 25.6 MB in double: twice that on the device
+    init = X[:20].copy()
+    one = KMeans(20, init=init, max_iter=8, tol=0, impl="fused").fit(X)
+    gpus = len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines()) or 1
+    split = KMeans(20, init=init, max_iter=8, tol=0, impl="fused", n_gpus=gpus).fit(X)
+    assert split.report_["gpus"] == gpus
+    streamed = KMeans(20, init=init, max_iter=8, tol=0, impl="fused", device_memory=16 << 20).fit(X)
+    assert "streamed" in streamed.report_["path"]
+    for got in (split, streamed):
+        assert got.cluster_centers_.tobytes() == one.cluster_centers_.tobytes()
+        np.testing.assert_array_equal(got.labels_, one.labels_)
+        assert got.inertia_ == one.inertia_
+    np.testing.assert_array_equal(KMeans(20, init=init, max_iter=8, tol=0, impl="fused",
+                                         device_memory=16 << 20).fit(X).predict(X), one.labels_)
 
 
 @needs_gpu
