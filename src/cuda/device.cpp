@@ -1,5 +1,8 @@
 #include "cuda/device.hpp"
 
+#include <map>
+#include <mutex>
+
 #include "cuda/check.hpp"
 
 namespace km {
@@ -70,11 +73,20 @@ int device_count() {
 }
 
 std::string device_name() {
+  // Cached per device: cudaGetDeviceProperties fills every property and takes milliseconds, and
+  // every fit's report asks for the name (a Python fit of 60 ms paid it each time).
+  static std::mutex mutex;
+  static std::map<int, std::string> names;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return prop.name;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = names.find(device);
+  if (it == names.end()) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    it = names.emplace(device, prop.name).first;
+  }
+  return it->second;
 }
 
 void check_device_memory(std::size_t bytes, const std::string& what, const std::string& hint) {

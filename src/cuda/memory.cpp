@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -75,7 +76,57 @@ void parallel_copy(unsigned char* dst, const unsigned char* src, std::size_t len
 #endif
 }
 
+// The pinned slots' arena: 256 slots of kPinnedSlotBytes in one cudaMallocHost, a free list.
+struct SlotArena {
+  static constexpr std::size_t kSlots = 256;
+  std::mutex mutex;
+  unsigned char* base = nullptr;
+  std::vector<void*> free;
+  bool failed = false;
+};
+
+SlotArena& slot_arena() {
+  static SlotArena* arena = new SlotArena;  // never freed, as the staging ring
+  return *arena;
+}
+
 }  // namespace
+
+void* acquire_pinned_slot() {
+  SlotArena& a = slot_arena();
+  {
+    const std::lock_guard<std::mutex> lock(a.mutex);
+    if (!a.base && !a.failed) {
+      void* p = nullptr;
+      if (cudaMallocHost(&p, SlotArena::kSlots * kPinnedSlotBytes) == cudaSuccess) {
+        a.base = static_cast<unsigned char*>(p);
+        for (std::size_t i = SlotArena::kSlots; i-- > 0;) a.free.push_back(a.base + i * kPinnedSlotBytes);
+      } else {
+        cudaGetLastError();
+        a.failed = true;
+      }
+    }
+    if (!a.free.empty()) {
+      void* p = a.free.back();
+      a.free.pop_back();
+      return p;
+    }
+  }
+  void* p = nullptr;
+  CUDA_CHECK(cudaMallocHost(&p, kPinnedSlotBytes));
+  return p;
+}
+
+void release_pinned_slot(void* p) {
+  if (!p) return;
+  SlotArena& a = slot_arena();
+  const std::lock_guard<std::mutex> lock(a.mutex);
+  auto* q = static_cast<unsigned char*>(p);
+  if (a.base && q >= a.base && q < a.base + SlotArena::kSlots * kPinnedSlotBytes)
+    a.free.push_back(p);
+  else
+    cudaFreeHost(p);
+}
 
 void upload(void* device, const void* host, std::size_t bytes, cudaStream_t stream) {
   if (!bytes) return;

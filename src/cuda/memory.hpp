@@ -61,6 +61,28 @@ class PinnedBuffer {
   T* ptr_ = nullptr;
 };
 
+// A small block of pinned host memory (up to kPinnedSlotBytes) from a process-wide pinned
+// arena, returned to it on destruction: a device -> host copy of a few counters every iteration
+// needs pinned memory, and a cudaMallocHost per engine costs a fraction of a millisecond per fit.
+// Falls back to cudaMallocHost when the arena is used up.
+constexpr std::size_t kPinnedSlotBytes = 256;
+void* acquire_pinned_slot();
+void release_pinned_slot(void* p);
+template <class T>
+class PinnedSlot {
+  static_assert(sizeof(T) <= kPinnedSlotBytes, "a pinned slot holds a few counters");
+
+ public:
+  PinnedSlot() : ptr_(static_cast<T*>(acquire_pinned_slot())) {}
+  ~PinnedSlot() { release_pinned_slot(ptr_); }
+  PinnedSlot(const PinnedSlot&) = delete;
+  PinnedSlot& operator=(const PinnedSlot&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_;
+};
+
 // Pins an existing (page-aligned) host range in place for a copy, then unpins it. A range
 // the device only reads (an upload) is registered read-only; pass device_writes = true for
 // a download target. If the range cannot be pinned the copy runs pageable: slower, correct.

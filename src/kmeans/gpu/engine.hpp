@@ -112,7 +112,7 @@ class GpuEngine : public Engine<T> {
   Slot<unsigned long long> changed_;
   Slot<double> shift_;
   Slot<unsigned long long> inertia_;
-  PinnedBuffer<Counters> counters_host_{1};
+  cuda::PinnedSlot<Counters> counters_host_;
   double inertia_scale_ = 0, inertia_inv_scale_ = 0;  // set by engines whose kernels sum the inertia
   cuda::PhaseTimer timer_;
 };
