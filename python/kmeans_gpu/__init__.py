@@ -66,6 +66,14 @@ def gpu_available():
     return _core.gpu_available()
 
 
+def release_device_memory():
+    """Hands back to the driver the device memory that earlier fits keep for the next ones (the
+    GPU engines allocate from CUDA's stream-ordered pool and keep what they free, so a repeated
+    fit does not pay for cudaMalloc and cudaFree again). Call it before giving the GPU to
+    another library in the same process."""
+    _core.release_device_memory()
+
+
 def implementations(n_clusters=None, n_features=None, precision="double"):
     """The registry, in ladder order: a list of dicts (name, description, where, order), as
     the CLI's ``--list``. Given a shape, also whether each runs it here ("runs", and "reason"

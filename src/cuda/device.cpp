@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "cuda/check.hpp"
+#include "cuda/memory.hpp"
 
 namespace km {
 
@@ -92,6 +93,7 @@ std::string device_name() {
 void check_device_memory(std::size_t bytes, const std::string& what, const std::string& hint) {
   std::size_t free_bytes = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  free_bytes += cuda::pool_idle_bytes();  // what an earlier fit left in the pool is ours to reuse
   const std::size_t reserve = 256ull << 20;  // the runtime, cuBLAS workspaces
   if (bytes + reserve > free_bytes)
     throw DeviceError(strprintf("%s needs %.2f GiB of device memory but %.2f GiB of %.2f GiB are free; %s",

@@ -1,6 +1,7 @@
 #include "cuda/memory.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -91,6 +92,58 @@ SlotArena& slot_arena() {
 }
 
 }  // namespace
+
+namespace {
+
+cudaMemPool_t current_pool() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  return pool;
+}
+
+}  // namespace
+
+void retain_pool_memory() {
+  static std::mutex mutex;
+  static std::vector<int> done;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(done.begin(), done.end(), device) != done.end()) return;
+  std::uint64_t keep = ~std::uint64_t{0};
+  CUDA_CHECK(cudaMemPoolSetAttribute(current_pool(), cudaMemPoolAttrReleaseThreshold, &keep));
+  done.push_back(device);
+}
+
+std::size_t pool_idle_bytes() {
+  cudaMemPool_t pool = current_pool();
+  std::uint64_t reserved = 0, used = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  return reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
+}
+
+void trim_device_pools() {
+  int count = 0, previous = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  CUDA_CHECK(cudaGetDevice(&previous));
+  for (int device = 0; device < count; ++device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaDeviceSynchronize());  // frees still queued on a stream reach the pool first
+    CUDA_CHECK(cudaMemPoolTrimTo(current_pool(), 0));
+  }
+  CUDA_CHECK(cudaSetDevice(previous));
+}
+
+void trim_current_pool() {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemPoolTrimTo(current_pool(), 0));
+}
 
 void* acquire_pinned_slot() {
   SlotArena& a = slot_arena();

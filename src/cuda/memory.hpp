@@ -10,7 +10,19 @@
 
 namespace km::cuda {
 
-// Device memory for `count` elements of T (uninitialised).
+// The current device's stream-ordered pool (cudaMallocAsync's default pool) keeps what is freed
+// into it (release threshold: unlimited), so the next fit's buffers come back without a
+// cudaMalloc, and a free costs no device-wide synchronisation. pool_idle_bytes() is what it
+// holds unused (usable by the next pooled allocations: the memory checks count it as free);
+// trim_device_pools() hands it back to the driver on every device.
+void retain_pool_memory();
+std::size_t pool_idle_bytes();
+void trim_device_pools();
+void trim_current_pool();  // the current device's, after waiting for it
+
+// Device memory for `count` elements of T (uninitialised). With a stream: from the current
+// device's pool, allocated and freed in that stream's order (only for buffers that stream
+// alone uses, and that die before it).
 template <class T>
 class DeviceBuffer {
  public:
@@ -18,16 +30,28 @@ class DeviceBuffer {
   explicit DeviceBuffer(std::size_t count) : count_(count) {
     if (count) CUDA_CHECK(cudaMalloc(&ptr_, count * sizeof(T)));
   }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
+  DeviceBuffer(std::size_t count, cudaStream_t stream) : count_(count), stream_(stream) {
+    if (count) {
+      retain_pool_memory();
+      CUDA_CHECK(cudaMallocAsync(&ptr_, count * sizeof(T), stream));
+    }
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_) {
+  ~DeviceBuffer() {
+    if (!ptr_) return;
+    if (stream_)
+      cudaFreeAsync(ptr_, stream_);
+    else
+      cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_), stream_(o.stream_) {
     o.ptr_ = nullptr;
     o.count_ = 0;
+    o.stream_ = nullptr;
   }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(count_, o.count_);
+    std::swap(stream_, o.stream_);
     return *this;
   }
   T* get() const { return ptr_; }
@@ -37,6 +61,7 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   std::size_t count_ = 0;
+  cudaStream_t stream_ = nullptr;  // pooled: freed in this stream's order
 };
 
 // Host memory that the device reads and writes at full speed: cudaMallocHost.

@@ -22,6 +22,7 @@
 #include "common/errors.hpp"
 #include "common/progress.hpp"
 #include "cuda/device.hpp"
+#include "cuda/memory.hpp"
 #include "kmeans/registry.hpp"
 #include "report/report.hpp"
 
@@ -277,6 +278,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
         py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
   m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
+  m.def(
+      "release_device_memory",
+      [] {
+        if (km::gpu_info().present) km::cuda::trim_device_pools();
+      },
+      "Hands the device memory that earlier fits left in the pool back to the driver.");
   m.def("gpu_why_absent", [] { return km::gpu_info().why_absent; }, "Why no GPU is usable ('' when one is).");
   m.def("default_implementation", [] { return km::default_implementation(km::gpu_info().present); },
         "fused with a GPU, else omp.");

@@ -338,6 +338,13 @@ def test_gpu_several_and_streamed(dtype):
                                          device_memory=16 << 20).fit(X).predict(X), one.labels_)
 
 
+def test_release_device_memory():
+    kmeans_gpu.release_device_memory()  # with or without a GPU: no error
+    km = KMeans(4, impl="omp", init="first", max_iter=3).fit(blobs())
+    kmeans_gpu.release_device_memory()
+    assert km.n_iter_ >= 1
+
+
 @needs_gpu
 def test_gpu_default_and_kmeanspp():
     X = blobs(n=20000, d=16, k=20, seed=6)

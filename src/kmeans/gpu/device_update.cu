@@ -31,6 +31,7 @@ struct DeviceUpdateEngine<T>::Streamed {
 inline std::size_t device_budget(std::size_t cap) {
   std::size_t free_bytes = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  free_bytes += cuda::pool_idle_bytes();  // an earlier fit's buffers, kept for reuse
   const std::size_t reserve = 256ull << 20;
   const std::size_t usable = free_bytes > reserve ? free_bytes - reserve : 0;
   return cap ? std::min(cap, usable) : usable;
@@ -76,15 +77,15 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   } else {
     this->setup_common(data, k, buffer_bytes(k, d) + extra);
   }
-  centroids_ = DeviceBuffer<T>(k * d);
-  sums_ = DeviceBuffer<unsigned long long>(k * d);
-  counts_ = DeviceBuffer<unsigned long long>(k);
-  shift_parts_ = DeviceBuffer<double>(k);
+  centroids_ = this->template device_buffer<T>(k * d);
+  sums_ = this->template device_buffer<unsigned long long>(k * d);
+  counts_ = this->template device_buffer<unsigned long long>(k);
+  shift_parts_ = this->template device_buffer<double>(k);
   // The shift's total: CUB's reduction (a fixed tree, no atomics: the same bits every run).
   std::size_t temp_bytes = 0;
   CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, shift_parts_.get(), this->shift_.get(), static_cast<int>(k),
                                     this->stream_));
-  reduce_temp_ = DeviceBuffer<unsigned char>(temp_bytes);
+  reduce_temp_ = this->template device_buffer<unsigned char>(temp_bytes);
   this->upload_centroids(initial, centroids_.get());
   CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(unsigned long long), this->stream_));
   CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
@@ -95,6 +96,9 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
 template <class T>
 void DeviceUpdateEngine<T>::setup_streamed(const Dataset<T>& data, std::size_t extra_for_all, std::size_t budget,
                                            std::size_t forced_rows) {
+  // The staging buffers are plain cudaMalloc (a copy stream writes them): what the pool keeps
+  // idle goes back to the driver first.
+  cuda::trim_current_pool();
   const std::size_t n = data.n, d = data.d, k = this->k_, row = d * sizeof(T);
   // Per row of a chunk: two staging rows, the engine's own copy (coordinate-major rungs
   // transpose into it) and its per-object buffers; per row of the data: its label.

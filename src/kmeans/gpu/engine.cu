@@ -38,11 +38,11 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
   const std::size_t staging = layout_ == Layout::coord_major ? data_bytes : 0;
   check_device_memory(data_bytes + staging + n_ * sizeof(std::int32_t) + extra_bytes,
                       std::string("--impl=") + name_, "use --precision=float or fewer objects");
-  x_ = DeviceBuffer<T>(n_ * d_);
+  x_ = device_buffer<T>(n_ * d_);
   if (layout_ == Layout::row_major) {
     cuda::upload(x_.get(), data.values.data(), data_bytes, stream_);
   } else {
-    DeviceBuffer<T> rows(n_ * d_);
+    DeviceBuffer<T> rows = device_buffer<T>(n_ * d_);
     cuda::upload(rows.get(), data.values.data(), data_bytes, stream_);
     const dim3 grid(static_cast<unsigned>((n_ + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
     kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(
@@ -61,7 +61,7 @@ void GpuEngine<T>::release_data() {
 
 template <class T>
 double GpuEngine<T>::device_largest() {
-  DeviceBuffer<unsigned long long> out(2);
+  DeviceBuffer<unsigned long long> out = device_buffer<unsigned long long>(2);
   unsigned long long host[2] = {};
   CUDA_CHECK(cudaMemsetAsync(out.get(), 0, 2 * sizeof(unsigned long long), stream_));
   const std::size_t count = n_ * d_;
@@ -80,10 +80,10 @@ double GpuEngine<T>::device_largest() {
 template <class T>
 bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) {
   if (uploaded_ == nullptr || uploaded_ != data_ || n_ == 0) return false;  // out of core: the host sums it
-  DeviceBuffer<T> c(centroids.size());
+  DeviceBuffer<T> c = device_buffer<T>(centroids.size());
   CUDA_CHECK(cudaMemcpyAsync(c.get(), centroids.data(), centroids.size() * sizeof(T), cudaMemcpyHostToDevice,
                              stream_));
-  DeviceBuffer<double> distances(n_);
+  DeviceBuffer<double> distances = device_buffer<double>(n_);
   if (layout_ == Layout::coord_major)
     kernels::object_distances_coords<T><<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
         x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(), distances.get());
@@ -95,7 +95,7 @@ bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) 
   CUDA_CHECK_LAUNCH();
   // inertia_chunks' chunks, each summed in object order by one lane; the chunks in order here.
   const std::size_t chunk = inertia_chunk(d_), chunks = (n_ + chunk - 1) / chunk;
-  DeviceBuffer<double> sums(chunks);
+  DeviceBuffer<double> sums = device_buffer<double>(chunks);
   kernels::plusplus_chunk_sums<<<static_cast<unsigned>((chunks + kernels::kSumWarps - 1) / kernels::kSumWarps),
                                  kernels::kSumWarps * 32, 0, stream_>>>(
       distances.get(), static_cast<std::int64_t>(n_), 1, static_cast<std::int64_t>(chunk),
@@ -118,9 +118,9 @@ void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size
     check_device_memory(n_ * sizeof(std::int32_t) + extra_bytes, std::string("--impl=") + name_,
                         "use --precision=float or fewer objects");
   }
-  labels_ = DeviceBuffer<std::int32_t>(n_);
+  labels_ = device_buffer<std::int32_t>(n_);
   CUDA_CHECK(cudaMemsetAsync(labels_.get(), 0xff, n_ * sizeof(std::int32_t), stream_));
-  counters_ = DeviceBuffer<Counters>(1);
+  counters_ = device_buffer<Counters>(1);
   changed_.p = &counters_.get()->changed;
   shift_.p = &counters_.get()->shift;
   inertia_.p = &counters_.get()->inertia;

@@ -81,6 +81,12 @@ class GpuEngine : public Engine<T> {
                                                    changed, extra...);
     CUDA_CHECK_LAUNCH();
   }
+  // Device memory for the engine's own use on stream_, from the device's pool (freed in the
+  // stream's order when the engine goes; memory.hpp).
+  template <class U>
+  DeviceBuffer<U> device_buffer(std::size_t count) const {
+    return DeviceBuffer<U>(count, stream_.get());
+  }
   // Centroids [k][d] on the host <-> `device` in layout_ ([k][d] or [d][k]), synchronously.
   void upload_centroids(const std::vector<T>& host, T* device);
   void download_centroids(const T* device, std::vector<T>& host);

@@ -192,27 +192,27 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     mu_norm_ = 0;
     for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
     mu_norm_ = kernels_.centre_objects ? 0.0 : std::sqrt(mu_norm_) * (1 + 1e-12);
-    mu_ = DeviceBuffer<T>(this->d_);
+    mu_ = this->template device_buffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
-    centred_ = DeviceBuffer<T>(this->k_ * this->d_);
-    norms_ = DeviceBuffer<T>(this->k_);
-    cmax2_ = DeviceBuffer<double>(1);
-    next_ = DeviceBuffer<std::int32_t>(n);
-    xnorm2_ = DeviceBuffer<double>(n);
-    queue_ = DeviceBuffer<kernels::Recheck>(n);
-    everyone_ = DeviceBuffer<std::int64_t>(n);
+    centred_ = this->template device_buffer<T>(this->k_ * this->d_);
+    norms_ = this->template device_buffer<T>(this->k_);
+    cmax2_ = this->template device_buffer<double>(1);
+    next_ = this->template device_buffer<std::int32_t>(n);
+    xnorm2_ = this->template device_buffer<double>(n);
+    queue_ = this->template device_buffer<kernels::Recheck>(n);
+    everyone_ = this->template device_buffer<std::int64_t>(n);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
     // The sort by label: its buffers and workspace, label bits, and the chunks' launch shape.
-    index_ = DeviceBuffer<std::int64_t>(n);
-    sorted_index_ = DeviceBuffer<std::int64_t>(n);
-    sorted_labels_ = DeviceBuffer<std::int32_t>(n);
+    index_ = this->template device_buffer<std::int64_t>(n);
+    sorted_index_ = this->template device_buffer<std::int64_t>(n);
+    sorted_labels_ = this->template device_buffer<std::int32_t>(n);
     label_bits_ = 1;
     while ((std::size_t{1} << label_bits_) < this->k_) ++label_bits_;
     std::size_t temp_bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, next_.get(), sorted_labels_.get(), index_.get(),
                                                sorted_index_.get(), static_cast<std::int64_t>(n), 0, label_bits_,
                                                this->stream_));
-    sort_temp_ = DeviceBuffer<unsigned char>(temp_bytes);
+    sort_temp_ = this->template device_buffer<unsigned char>(temp_bytes);
     sorted_threads_ = static_cast<int>(std::min<std::size_t>(256, (this->d_ + 31) / 32 * 32));
     const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
     sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
