@@ -6,6 +6,15 @@
 
 namespace km::kernels {
 
+// Threads for a block that walks d coordinates a thread each: whole warps, as few passes over d
+// as 1024 threads allow, and the warps' passes balanced (d = 784: 800 threads in one pass, not
+// 256 threads in 3 full passes and a fourth of 16 lanes that the whole block waits for).
+inline int coordinate_threads(int d) {
+  const int warps = (d + 31) / 32;
+  const int passes = (warps + 31) / 32;
+  return (warps + passes - 1) / passes * 32;
+}
+
 // One object's coordinate as a 64-bit fixed-point addend (value * 2^E, rounded to the
 // nearest integer, two's complement). Integer addition is associative, so sums of these are
 // the same bits in any order: the GPU's sums are reproducible run to run. The engine picks

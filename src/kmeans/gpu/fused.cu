@@ -213,7 +213,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
                                                sorted_index_.get(), static_cast<std::int64_t>(n), 0, label_bits_,
                                                this->stream_));
     sort_temp_ = this->template device_buffer<unsigned char>(temp_bytes);
-    sorted_threads_ = static_cast<int>(std::min<std::size_t>(256, (this->d_ + 31) / 32 * 32));
+    sorted_threads_ = kernels::coordinate_threads(static_cast<int>(this->d_));
     const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
     sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
