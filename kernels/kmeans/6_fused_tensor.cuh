@@ -15,8 +15,8 @@
 //                        with every centroid.
 //   recheck_nearest      A warp per queued object: seq's direct formula, in seq's order and
 //                        rounding, over the queued candidates; the lowest index wins ties.
-//   recheck_all          The same against every centroid, for groups of queued objects at a
-//                        time through shared-memory tiles.
+//   recheck_all          The same against every centroid: a warp per (object, 32 centroids),
+//                        the least sum by atomicMin, then the lowest centroid that has it.
 //   accumulate_sorted    The objects sorted by label (CUB radix sort), then summed in fixed
 //                        chunks of the sorted order: the fixed-point sums and counts (update.cuh:
 //                        to_fixed; integer atomics, the same bits in any order) and the inertia.
@@ -345,95 +345,131 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   }
 }
 
-// One warp per queued object (grid-stride over the queue's length, read on the device).
+// The re-checks compute seq's sums in seq's order: for each (object, centroid) pair the squared
+// differences are rounded one at a time and added in coordinate order. That order is serial,
+// but the loads are not: a warp reads 32 coordinates at a time, coalesced, and only the adds
+// run in sequence. (One lane walking a row alone waited on memory at every coordinate: 100 us
+// for 4,000 queued objects of d = 784 under ncu, H200.)
+
+// One warp per queued object (grid-stride over the queue's length, read on the device), its
+// candidates' sums kept by every lane: lane p rounds (x_p - c_p)^2 of each candidate, and
+// the sums take them from lanes 0, 1, ... in order by shuffles. The queued-against-everyone
+// objects' slots are prepared here as well (recheck_all_min's minimum cleared, their label
+// set to INT_MAX for recheck_all_label's atomicMin).
+constexpr int kNearestGroup = 4;
 template <class T>
 __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
                                 const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
+                                const std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ all_min,
                                 std::int32_t* __restrict__ labels) {
   const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t q = thread; q < static_cast<std::int64_t>(queued[1]); q += threads) {
+    all_min[q] = ~0ull;
+    labels[everyone[q]] = INT_MAX;
+  }
+  const std::int64_t warps = threads / 32;
   const std::int64_t total = static_cast<std::int64_t>(*queued);
-  for (std::int64_t q = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; q < total;
-       q += warps) {
-    const Recheck r = queue[q];
+  for (std::int64_t w = thread / 32; w < total; w += warps) {
+    const Recheck r = queue[w];
     const T* xi = x + r.i * d;
-    T best = T(INFINITY);
-    int best_c = INT_MAX;
-    if (lane < r.count) {  // the candidates within the margin
-      best_c = r.c[lane];
-      best = seq_distance(xi, centroids + static_cast<std::int64_t>(best_c) * d, d);
-    }
-    for (int off = 16; off > 0; off /= 2) {
-      const T ov = __shfl_down_sync(0xffffffffu, best, off);
-      const int oc = __shfl_down_sync(0xffffffffu, best_c, off);
-      if (ov < best || (ov == best && oc < best_c)) {
-        best = ov;
-        best_c = oc;
+    const T* cand[kMaxCandidates];
+#pragma unroll
+    for (int m = 0; m < kMaxCandidates; ++m)
+      cand[m] = centroids + static_cast<std::int64_t>(r.c[m < r.count ? m : 0]) * d;
+    T sum[kMaxCandidates] = {};
+    // kNearestGroup chunks of 32 coordinates loaded together: one wait on memory per group.
+    for (int p0 = 0; p0 < d; p0 += 32 * kNearestGroup) {
+      T sq[kNearestGroup][kMaxCandidates];
+#pragma unroll
+      for (int g = 0; g < kNearestGroup; ++g) {
+        const int p = p0 + 32 * g + lane;
+        const T xv = p < d ? xi[p] : T(0);
+#pragma unroll
+        for (int m = 0; m < kMaxCandidates; ++m)
+          sq[g][m] = m < r.count && p < d ? seq_square(xv, cand[m][p]) : T(0);
       }
+      // Fully unrolled, the candidates' chains interleaved, so the shuffles run ahead of the
+      // adds. Past d the squares are +0, and s + 0 is s exactly: no bound on the lanes.
+#pragma unroll
+      for (int g = 0; g < kNearestGroup; ++g)
+#pragma unroll
+        for (int c = 0; c < 32; ++c)
+#pragma unroll
+          for (int m = 0; m < kMaxCandidates; ++m) sum[m] = seq_plus(sum[m], __shfl_sync(0xffffffffu, sq[g][m], c));
     }
-    if (lane == 0) labels[r.i] = best_c;
+    if (lane == 0) {
+      T best = sum[0];
+      int best_c = r.c[0];
+#pragma unroll
+      for (int m = 1; m < kMaxCandidates; ++m)
+        if (m < r.count && (sum[m] < best || (sum[m] == best && r.c[m] < best_c))) {
+          best = sum[m];
+          best_c = r.c[m];
+        }
+      labels[r.i] = best_c;
+    }
   }
 }
 
-// The objects queued against every centroid, kAllObjects per block at a time: tiles of
-// kAllTile centroids x kAllCols coordinates and the objects' same coordinates are staged in
-// shared memory, so the centroids stream once per group of objects instead of once per
-// object. Thread (object o, lane l) keeps the running sums of centroids l, l + 8, ... of the
-// tile, each summed over the coordinates in order (seq's arithmetic); the nearest, lowest
-// index on ties, merges over the 8 lanes.
-constexpr int kAllObjects = 32, kAllLanes = 8, kAllTile = 64, kAllCols = 32;
-template <class T>
-__global__ void __launch_bounds__(kAllObjects * kAllLanes)
+// The objects queued against every centroid, in two passes over (object, slice of 32
+// centroids) pairs, a warp each: recheck_all_min takes the least sum over all centroids
+// (atomicMin of the sum's bits: for non-negative IEEE values the bit patterns order as the
+// values), then recheck_all_label, the same sums again, the lowest centroid whose sum equals
+// it (atomicMin of the index). The slices spread one object's K centroids over many warps,
+// so a few queued objects no longer wait on one block walking all of K. A warp stages its 32
+// centroids' next 32 coordinates in shared memory (32 coalesced loads in flight), then lane
+// l adds centroid l's squared differences in coordinate order.
+constexpr int kAllWarps = 4;
+template <class T, bool LABEL>
+__global__ void __launch_bounds__(kAllWarps * 32)
     recheck_all(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
                 const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
-                std::int32_t* __restrict__ labels) {
-  constexpr int PER = kAllTile / kAllLanes;
-  __shared__ T xs[kAllObjects][kAllCols + 1];
-  __shared__ T cs[kAllTile][kAllCols + 1];
-  __shared__ std::int64_t ids[kAllObjects];
-  const int o = threadIdx.x / kAllLanes, l = threadIdx.x % kAllLanes;
-  const std::int64_t total = static_cast<std::int64_t>(*count);
-  for (std::int64_t g = blockIdx.x; g * kAllObjects < total; g += gridDim.x) {
-    __syncthreads();  // the previous group's ids are used up
-    if (threadIdx.x < kAllObjects) {
-      const std::int64_t q = g * kAllObjects + threadIdx.x;
-      ids[threadIdx.x] = q < total ? everyone[q] : -1;
-    }
-    T best = T(INFINITY);
-    int best_c = INT_MAX;
-    for (int c0 = 0; c0 < k; c0 += kAllTile) {
-      T acc[PER];
+                unsigned long long* __restrict__ all_min, std::int32_t* __restrict__ labels) {
+  // G chunks of 32 coordinates staged at a time, their 32 x G loads a lane issued together.
+  constexpr int G = sizeof(T) == 4 ? 2 : 1;
+  __shared__ T cs[kAllWarps][G][32][33];
+  __shared__ T xs[kAllWarps][G][32];
+  const int lane = threadIdx.x & 31, wb = threadIdx.x / 32;
+  const std::int64_t slices = (k + 31) / 32;
+  const std::int64_t items = static_cast<std::int64_t>(*count) * slices;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kAllWarps;
+  for (std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kAllWarps + wb; item < items; item += warps) {
+    const std::int64_t q = item / slices;
+    const int c0 = static_cast<int>(item % slices) * 32;
+    const std::int64_t i = everyone[q];
+    const int rows = k - c0 < 32 ? k - c0 : 32;
+    T sum = 0;
+    for (int p0 = 0; p0 < d; p0 += 32 * G) {
+      T cv[G][32], xv[G];
 #pragma unroll
-      for (int j = 0; j < PER; ++j) acc[j] = 0;
-      for (int p0 = 0; p0 < d; p0 += kAllCols) {
-        __syncthreads();
-        for (int f = threadIdx.x; f < kAllObjects * kAllCols; f += blockDim.x) {
-          const int r = f / kAllCols, c = f % kAllCols;
-          const std::int64_t id = ids[r];
-          xs[r][c] = id >= 0 && p0 + c < d ? x[id * d + p0 + c] : T(0);
-        }
-        for (int f = threadIdx.x; f < kAllTile * kAllCols; f += blockDim.x) {
-          const int r = f / kAllCols, c = f % kAllCols;
-          cs[r][c] = c0 + r < k && p0 + c < d ? centroids[static_cast<std::int64_t>(c0 + r) * d + p0 + c] : T(0);
-        }
-        __syncthreads();
-        const int cols = d - p0 < kAllCols ? d - p0 : kAllCols;
-        for (int c = 0; c < cols; ++c) {
-          const T xv = xs[o][c];
+      for (int g = 0; g < G; ++g) {
+        const int p = p0 + 32 * g + lane;
+        xv[g] = p < d ? x[i * d + p] : T(0);
 #pragma unroll
-          for (int j = 0; j < PER; ++j) acc[j] = seq_add(acc[j], xv, cs[l + kAllLanes * j][c]);
-        }
+        for (int r = 0; r < 32; ++r)
+          cv[g][r] = r < rows && p < d ? centroids[static_cast<std::int64_t>(c0 + r) * d + p] : T(0);
       }
+      __syncwarp();  // the previous chunks are used up
 #pragma unroll
-      for (int j = 0; j < PER; ++j) {  // ascending centroid: strict < keeps the lowest on ties
-        const int cc = c0 + l + kAllLanes * j;
-        if (cc < k && acc[j] < best) {
-          best = acc[j];
-          best_c = cc;
-        }
+      for (int g = 0; g < G; ++g) {
+        xs[wb][g][lane] = xv[g];
+#pragma unroll
+        for (int r = 0; r < 32; ++r) cs[wb][g][r][lane] = cv[g][r];
       }
+      __syncwarp();
+      // Unrolled (the shared loads run ahead of the adds); past d both values are 0 and
+      // adding (0 - 0)^2 leaves the sum as it is.
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int p = 0; p < 32; ++p) sum = seq_add(sum, xs[wb][g][p], cs[wb][g][lane][p]);
     }
-    for (int off = 1; off < kAllLanes; off *= 2) {
+    // The slice's least sum (lowest centroid on equal sums), across the lanes.
+    T best = lane < rows ? sum : T(INFINITY);
+    int best_c = lane < rows ? c0 + lane : INT_MAX;
+    for (int off = 16; off > 0; off /= 2) {
       const T ov = __shfl_xor_sync(0xffffffffu, best, off);
       const int oc = __shfl_xor_sync(0xffffffffu, best_c, off);
       if (ov < best || (ov == best && oc < best_c)) {
@@ -441,7 +477,14 @@ __global__ void __launch_bounds__(kAllObjects * kAllLanes)
         best_c = oc;
       }
     }
-    if (l == 0 && ids[o] >= 0) labels[ids[o]] = best_c;
+    if (lane == 0) {
+      const double b = static_cast<double>(best);  // exact: every float is a double
+      const auto bits = static_cast<unsigned long long>(__double_as_longlong(b));
+      if constexpr (!LABEL)
+        atomicMin(all_min + q, bits);
+      else if (bits == all_min[q])
+        atomicMin(labels + i, best_c);
+    }
   }
 }
 

@@ -10,6 +10,19 @@ namespace km::kernels {
 // seq's running sum for one more coordinate: (x - c)^2 rounded, then added and rounded. The
 // _rn intrinsics are never contracted into a fused multiply-add (nvcc contracts x*y + z by
 // default, and seq, compiled with -ffp-contract=off, does not), so this is seq's bits.
+// seq's arithmetic in pieces: one coordinate's squared difference, rounded, and the running
+// sum's addition, rounded (seq_add(s, x, c) == seq_plus(s, seq_square(x, c))).
+__device__ __forceinline__ float seq_square(float x, float c) {
+  const float e = __fsub_rn(x, c);
+  return __fmul_rn(e, e);
+}
+__device__ __forceinline__ double seq_square(double x, double c) {
+  const double e = __dsub_rn(x, c);
+  return __dmul_rn(e, e);
+}
+__device__ __forceinline__ float seq_plus(float s, float v) { return __fadd_rn(s, v); }
+__device__ __forceinline__ double seq_plus(double s, double v) { return __dadd_rn(s, v); }
+
 __device__ __forceinline__ float seq_add(float s, float x, float c) {
   const float e = __fsub_rn(x, c);
   return __fadd_rn(s, __fmul_rn(e, e));

@@ -167,9 +167,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
-    // |x'|^2, the two re-check queues and their lengths
+    // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
     return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
-           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t)) +
+           data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
+                     sizeof(unsigned long long)) +
            2 * sizeof(unsigned long long) +
            data.n * (2 * sizeof(std::int64_t) + sizeof(std::int32_t)) * 2;  // the sort's buffers and workspace
   }
@@ -201,6 +202,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     xnorm2_ = this->template device_buffer<double>(n);
     queue_ = this->template device_buffer<kernels::Recheck>(n);
     everyone_ = this->template device_buffer<std::int64_t>(n);
+    all_min_ = this->template device_buffer<unsigned long long>(n);
     rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
     // The sort by label: its buffers and workspace, label bits, and the chunks' launch shape.
     index_ = this->template device_buffer<std::int64_t>(n);
@@ -253,10 +255,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
         next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, next_.get());
+        this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
-    kernels::recheck_all<T><<<multiprocessor_count() * 4, kernels::kAllObjects * kernels::kAllLanes, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, next_.get());
+    const unsigned all_grid = static_cast<unsigned>(multiprocessor_count()) * 16;
+    kernels::recheck_all<T, false><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
+        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
+    CUDA_CHECK_LAUNCH();
+    kernels::recheck_all<T, true><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
+        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     if (accumulate) {
       // Sort the objects by label, then sum each cluster's members in chunks of that order.
@@ -289,6 +295,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<std::int64_t> everyone_;
+  DeviceBuffer<unsigned long long> all_min_;  // recheck_all's least sum per queued object (its bits)
   double mu_norm_ = 0;
 };
 
