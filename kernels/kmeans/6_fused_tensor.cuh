@@ -352,17 +352,22 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 // for 4,000 queued objects of d = 784 under ncu, H200.)
 
 // One warp per queued object (grid-stride over the queue's length, read on the device), its
-// candidates' sums kept by every lane: lane p rounds (x_p - c_p)^2 of each candidate, and
-// the sums take them from lanes 0, 1, ... in order by shuffles. The queued-against-everyone
-// objects' slots are prepared here as well (recheck_all_min's minimum cleared, their label
-// set to INT_MAX for recheck_all_label's atomicMin).
-constexpr int kNearestGroup = 4;
+// candidates' sums kept by lanes 0..count-1: lane p rounds (x_p - c_p)^2 of each candidate
+// into shared memory, then lane m adds candidate m's squares in coordinate order. (Shuffling
+// the squares to every lane took 3 x 2 instructions a coordinate; a shared read and an add
+// serve all the candidates' lanes at once.) The queued-against-everyone objects' slots are
+// prepared here as well (recheck_all's minimum cleared, their label set to INT_MAX for the
+// label pass's atomicMin).
+constexpr int kNearestGroup = 4, kNearestThreads = 256;
 template <class T>
-__global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
-                                const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
-                                const std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ all_min,
-                                std::int32_t* __restrict__ labels) {
-  const int lane = threadIdx.x & 31;
+__global__ void __launch_bounds__(kNearestThreads)
+    recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
+                    const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
+                    const std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ all_min,
+                    std::int32_t* __restrict__ labels) {
+  constexpr int SPAN = 32 * kNearestGroup;
+  __shared__ T squares[kNearestThreads / 32][kMaxCandidates][SPAN + 1];  // +1: the lanes' rows in other banks
+  const int lane = threadIdx.x & 31, wb = threadIdx.x / 32;
   const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t q = thread; q < static_cast<std::int64_t>(queued[1]); q += threads) {
@@ -378,9 +383,9 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
 #pragma unroll
     for (int m = 0; m < kMaxCandidates; ++m)
       cand[m] = centroids + static_cast<std::int64_t>(r.c[m < r.count ? m : 0]) * d;
-    T sum[kMaxCandidates] = {};
+    T mine = 0;  // lane m < count: candidate m's running sum
     // kNearestGroup chunks of 32 coordinates loaded together: one wait on memory per group.
-    for (int p0 = 0; p0 < d; p0 += 32 * kNearestGroup) {
+    for (int p0 = 0; p0 < d; p0 += SPAN) {
       T sq[kNearestGroup][kMaxCandidates];
 #pragma unroll
       for (int g = 0; g < kNearestGroup; ++g) {
@@ -390,26 +395,29 @@ __global__ void recheck_nearest(const T* __restrict__ x, const T* __restrict__ c
         for (int m = 0; m < kMaxCandidates; ++m)
           sq[g][m] = m < r.count && p < d ? seq_square(xv, cand[m][p]) : T(0);
       }
-      // Fully unrolled, the candidates' chains interleaved, so the shuffles run ahead of the
-      // adds. Past d the squares are +0, and s + 0 is s exactly: no bound on the lanes.
+      __syncwarp();  // the previous group's squares are used up
 #pragma unroll
       for (int g = 0; g < kNearestGroup; ++g)
 #pragma unroll
-        for (int c = 0; c < 32; ++c)
+        for (int m = 0; m < kMaxCandidates; ++m) squares[wb][m][32 * g + lane] = sq[g][m];
+      __syncwarp();
+      // Unrolled, so the shared reads run ahead of the adds. Past d the squares are +0, and
+      // s + 0 is s exactly: no bound on the coordinates.
+      if (lane < r.count)
 #pragma unroll
-          for (int m = 0; m < kMaxCandidates; ++m) sum[m] = seq_plus(sum[m], __shfl_sync(0xffffffffu, sq[g][m], c));
+        for (int c = 0; c < SPAN; ++c) mine = seq_plus(mine, squares[wb][lane][c]);
     }
-    if (lane == 0) {
-      T best = sum[0];
-      int best_c = r.c[0];
+    T best = T(INFINITY);
+    int best_c = INT_MAX;
 #pragma unroll
-      for (int m = 1; m < kMaxCandidates; ++m)
-        if (m < r.count && (sum[m] < best || (sum[m] == best && r.c[m] < best_c))) {
-          best = sum[m];
-          best_c = r.c[m];
-        }
-      labels[r.i] = best_c;
+    for (int m = 0; m < kMaxCandidates; ++m) {
+      const T v = __shfl_sync(0xffffffffu, mine, m);
+      if (m < r.count && (v < best || (v == best && r.c[m] < best_c))) {
+        best = v;
+        best_c = r.c[m];
+      }
     }
+    if (lane == 0) labels[r.i] = best_c;
   }
 }
 

@@ -254,7 +254,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
         this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
-    kernels::recheck_nearest<T><<<multiprocessor_count() * 8, 256, 0, s>>>(
+    kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     const unsigned all_grid = static_cast<unsigned>(multiprocessor_count()) * 16;
