@@ -277,7 +277,13 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
-        for (int e = 0; e < Mma::B; ++e) bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
+        for (int e = 0; e < Mma::B; ++e) {
+          const T v = bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)];
+          if constexpr (S::is_double)
+            bf[b][e] = Mma::convert(v);
+          else
+            bf[b][e] = __float_as_uint(v);  // centre_centroids stored c' rounded to TF32
+        }
 #pragma unroll
       for (int a = 0; a < FM; ++a)
 #pragma unroll
@@ -599,7 +605,7 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-// c' = c - mu (rounded in T) of every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) in T, and the
+// c' = c - mu (rounded in T; in float stored rounded on to TF32, the mma's operand) of every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) in T, and the
 // largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. The
 // maximum of non-negative doubles is the maximum of their bit patterns: one integer atomicMax.
 template <class T>
@@ -613,7 +619,13 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
   double sd = 0;
   for (int p = lane; p < d; p += 32) {
     const T v = centroids[at + p] - mu[p];
-    centred[at + p] = v;
+    if constexpr (sizeof(T) == 4) {  // the TF32 operand, rounded once here (cvt.rna), not per warp and tile
+      unsigned r;
+      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+      centred[at + p] = __uint_as_float(r);
+    } else {
+      centred[at + p] = v;
+    }
     s += v * v;
     m += mu[p] * v;
     sd += static_cast<double>(v) * static_cast<double>(v);
