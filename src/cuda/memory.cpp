@@ -134,14 +134,13 @@ void trim_device_pools() {
   CUDA_CHECK(cudaGetDevice(&previous));
   for (int device = 0; device < count; ++device) {
     CUDA_CHECK(cudaSetDevice(device));
-    CUDA_CHECK(cudaDeviceSynchronize());  // frees still queued on a stream reach the pool first
-    CUDA_CHECK(cudaMemPoolTrimTo(current_pool(), 0));
+    trim_current_pool();
   }
   CUDA_CHECK(cudaSetDevice(previous));
 }
 
 void trim_current_pool() {
-  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());  // frees still queued on a stream reach the pool first
   CUDA_CHECK(cudaMemPoolTrimTo(current_pool(), 0));
 }
 

@@ -201,9 +201,9 @@ template <class T>
 void DeviceUpdateEngine<T>::start_update() {
   const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
   this->timer_.begin(Phase::kernel, this->stream_);
-  kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(centroids_.get(), sums_.get(), counts_.get(), k, d,
-                                                             this->layout_ == Layout::coord_major, inv_scale_,
-                                                             shift_parts_.get());
+  kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(
+      centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
+      shift_parts_.get());
   CUDA_CHECK_LAUNCH();
   std::size_t temp_bytes = reduce_temp_.size();
   CUDA_CHECK(cub::DeviceReduce::Sum(reduce_temp_.get(), temp_bytes, shift_parts_.get(), this->shift_.get(), k,
