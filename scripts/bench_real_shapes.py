@@ -16,7 +16,7 @@ the time of its 10 iterations, and omp (CPU k-means++) on every core; and with -
 fused's two paths (KMEANS_FUSED_PATH=one-pass|tensor) on the shapes where both run.
 
 Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--kmeanspp]
-                            [--crossover] [--quick]"""
+                            [--crossover] [--quick] [--no-shapes]"""
 import argparse
 import json
 import os
@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--kmeanspp", action="store_true")
     ap.add_argument("--crossover", action="store_true")
     ap.add_argument("--quick", action="store_true", help="first and last rows only")
+    ap.add_argument("--no-shapes", action="store_true", help="skip the shapes table (e.g. the crossover alone)")
     a = ap.parse_args()
     st = stamp()
     kmeans, gemm = os.path.join(a.bin, "kmeans"), os.path.join(a.bin, "gemm")
@@ -111,7 +112,7 @@ def main():
         more = " ".join(f"{key}={val}" for key, val in extra.items() if val != "")
         print(f"{section:<10} {n:>8} x {d:<4} K={k:<6} {who:<22} {precision:<6} {ms:10.3f} ms  {more}", flush=True)
 
-    for n, d, k in (ROWS[:1] + ROWS[-1:]) if a.quick else ROWS:
+    for n, d, k in [] if a.no_shapes else (ROWS[:1] + ROWS[-1:]) if a.quick else ROWS:
         floor, rate = dgemm_floor_ms(gemm, n, d, k)
         add("shapes", n, d, k, "floor (cuBLAS DGEMM)", "double", floor, tflops=round(rate, 2))
         for precision in ("double", "float"):

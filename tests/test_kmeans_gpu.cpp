@@ -471,6 +471,61 @@ TEST(GpuSplit, RefusedWhereItCannotRun) {
   }
 }
 
+// ------------------------------------------------------------ fused's one-pass kernels
+
+namespace {
+
+// The delta kernel (only movers accumulated, float filter, the update in its last block)
+// against the classic one-pass kernel (KMEANS_ONE_PASS=classic): the same labels, centroids and
+// change counts bit for bit over 20 iterations (both sum the same fixed-point integers), the
+// shift bit for bit (one fixed order: update.cuh, total_shift), and the inertia to 1e-12 (the
+// two re-check different near-ties, where seq's sum and the FMA sum differ in the last bit; in
+// float that is 1e-11 of it, hence 1e-9), and omp's centroids and labels bit for bit.
+// Shapes with the index in the score's bits (K <= 64) and without (K = 100), d = 1 ... 32.
+template <class T>
+void check_delta_as_classic() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}}
+              : std::vector<SplitShape>{{20011, 1, 2}, {20011, 2, 16}, {9001, 3, 100},
+                                        {9001, 8, 64}, {9001, 16, 16}, {5003, 32, 16}};
+  for (const SplitShape& s : shapes) {
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
+      km::Params p;
+      p.k = s.k;
+      p.loops = 20;
+      const auto delta = km::run(fused, data, p);
+      setenv("KMEANS_ONE_PASS", "classic", 1);
+      const auto classic = km::run(fused, data, p);
+      unsetenv("KMEANS_ONE_PASS");
+      const auto omp = km::run(km::find_implementation("omp"), data, p);
+      EXPECT_EQ(delta.path, "one-pass");
+      EXPECT_EQ(delta.centroids, classic.centroids);
+      EXPECT_EQ(delta.labels, classic.labels);
+      ASSERT_EQ(delta.iterations, classic.iterations);
+      for (int it = 0; it < delta.iterations; ++it) {
+        EXPECT_EQ(delta.per_iteration[it].changed, classic.per_iteration[it].changed) << "iteration " << it + 1;
+        EXPECT_EQ(delta.per_iteration[it].shift, classic.per_iteration[it].shift) << "iteration " << it + 1;
+        EXPECT_NEAR(delta.per_iteration[it].inertia, classic.per_iteration[it].inertia,
+                    (sizeof(T) == 4 ? 1e-9 : 1e-12) * classic.per_iteration[it].inertia);
+        EXPECT_GE(delta.per_iteration[it].rechecked, 0);
+      }
+      EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
+      EXPECT_EQ(delta.labels, omp.labels);
+    }
+  }
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, DoubleAsClassic) { check_delta_as_classic<double>(); }
+TEST(GpuFusedDelta, FloatAsClassic) { check_delta_as_classic<float>(); }
+
 // ------------------------------------------------------------ out of core
 
 namespace {

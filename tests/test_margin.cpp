@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
 #include "kmeans/cpu_steps.hpp"
 
@@ -228,5 +229,139 @@ void check_decision() {
 
 TEST(TensorMargin, FloatDecisionGivesSeqLabels) { check_decision<float>(); }
 TEST(TensorMargin, DoubleDecisionGivesSeqLabels) { check_decision<double>(); }
+
+
+// The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),
+// emulated on the CPU with the kernel's own operations (IEEE float fma, min and max are the
+// same bits on both): centre = the centroids' mean in T, c'' and x'' rounded to float, scores
+// with the index in the low bits for K <= 64, the runner-up, the test, seq's formula for the
+// close calls. Returns the labels and counts the re-checks. `shrink` divides the margin (the
+// test below shows a margin too small gives wrong labels, so this check can fail).
+template <class T>
+std::vector<int> delta_filter_labels(const std::vector<T>& xs, const std::vector<T>& cs, std::size_t d,
+                                     std::size_t k, double shrink, std::size_t& rechecked) {
+  const std::size_t n = xs.size() / d;
+  const int bits = km::kernels::delta_index_bits(k);
+  const auto b = km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+  const float factor = static_cast<float>(b.factor / shrink), tiny = static_cast<float>(b.tiny);
+  std::vector<T> mu(d);
+  for (std::size_t j = 0; j < d; ++j) {
+    T m = 0;
+    for (std::size_t c = 0; c < k; ++c) m += cs[c * d + j];
+    mu[j] = m / static_cast<T>(k);
+  }
+  std::vector<float> a(k * d), cc(k);
+  float r2 = 0;
+  for (std::size_t c = 0; c < k; ++c) {
+    double s = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      const float v = static_cast<float>(cs[c * d + j] - mu[j]);
+      a[c * d + j] = -2.0f * v;
+      s += static_cast<double>(v) * v;
+    }
+    cc[c] = static_cast<float>(s);
+    r2 = std::max(r2, cc[c]);
+  }
+  const std::uint32_t mask = bits ? (1u << bits) - 1 : 0;
+  std::vector<int> labels(n);
+  rechecked = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<float> xf(d);
+    float nx = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      xf[j] = static_cast<float>(xs[i * d + j] - mu[j]);
+      nx = std::fma(xf[j], xf[j], nx);
+    }
+    float best = INFINITY, second = INFINITY;
+    int bi = 0;
+    for (std::size_t c = 0; c < k; ++c) {
+      float f = cc[c];
+      for (std::size_t j = 0; j < d; ++j) f = std::fma(a[c * d + j], xf[j], f);
+      if (bits) {
+        f = from_bits((bits_of(f) & ~mask) | static_cast<std::uint32_t>(c));
+      } else if (f < best) {
+        bi = static_cast<int>(c);
+      }
+      second = std::fmin(second, std::fmax(best, f));
+      best = std::fmin(best, f);
+    }
+    int label = bits ? static_cast<int>(bits_of(best) & mask) : bi;
+    if (!(second - best > factor * (nx + r2) + tiny)) {
+      ++rechecked;
+      label = km::nearest_centroid(&xs[i * d], cs.data(), k, d);
+    }
+    labels[i] = label;
+  }
+  return labels;
+}
+
+// Near-ties on purpose: each object sits almost on the bisector of two centroids (off it by
+// a relative 1e-8, below float's resolution), plus tie-heavy quantised data and uniform data.
+template <class T>
+std::vector<T> near_tie_objects(const std::vector<T>& cs, std::size_t d, std::size_t k, std::size_t n,
+                                std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> xs(n * d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c1 = rng() % k, c2 = (c1 + 1 + rng() % (k - 1)) % k;
+    const double t = 0.5 + 1e-8 * u(rng);
+    for (std::size_t j = 0; j < d; ++j)
+      xs[i * d + j] = static_cast<T>(t * cs[c1 * d + j] + (1 - t) * cs[c2 * d + j]);
+  }
+  return xs;
+}
+
+template <class T>
+void check_delta_filter() {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::size_t near_rechecked = 0;
+  for (std::size_t d : {1, 2, 3, 8, 16, 32}) {
+    for (std::size_t k : {2, 16, 64, 100}) {
+      std::vector<T> cs(k * d);
+      for (auto& v : cs) v = static_cast<T>(10 + u(rng));
+      const std::size_t n = 1500;
+      std::vector<T> uniform(n * d), quantised(n * d);
+      for (auto& v : uniform) v = static_cast<T>(10 + u(rng));
+      for (auto& v : quantised) v = static_cast<T>(static_cast<double>(rng() % 4) / 255.0);
+      std::vector<T> qcs(k * d);
+      for (std::size_t c = 0; c < k; ++c)
+        for (std::size_t j = 0; j < d; ++j) qcs[c * d + j] = quantised[((c * 13) % n) * d + j];
+      const std::vector<T> near = near_tie_objects(cs, d, k, n, rng);
+      for (int set = 0; set < 3; ++set) {
+        const auto& xs = set == 0 ? uniform : set == 1 ? quantised : near;
+        const auto& cen = set == 1 ? qcs : cs;
+        std::size_t rechecked = 0;
+        const auto labels = delta_filter_labels(xs, cen, d, k, 1.0, rechecked);
+        for (std::size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(labels[i], km::nearest_centroid(&xs[i * d], cen.data(), k, d))
+              << "d=" << d << " k=" << k << " set " << set << " object " << i;
+        }
+        if (set == 1 && k > 2) {
+          EXPECT_GT(rechecked, 0u) << "quantised data has exact ties";
+        }
+        if (set == 2) near_rechecked += rechecked;
+      }
+    }
+  }
+  EXPECT_GT(near_rechecked, 0u);
+}
+
+TEST(DeltaFilter, FloatGivesSeqLabels) { check_delta_filter<float>(); }
+TEST(DeltaFilter, DoubleGivesSeqLabels) { check_delta_filter<double>(); }
+
+// The margin matters: divided by 10^4, near-ties are let through with labels that are not seq's.
+TEST(DeltaFilter, TooSmallMarginGivesWrongLabels) {
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(0, 1);
+  const std::size_t d = 2, k = 16, n = 4000;
+  std::vector<double> cs(k * d);
+  for (auto& v : cs) v = 10 + u(rng);
+  const auto xs = near_tie_objects(cs, d, k, n, rng);
+  std::size_t rechecked = 0, wrong = 0;
+  const auto labels = delta_filter_labels(xs, cs, d, k, 1e4, rechecked);
+  for (std::size_t i = 0; i < n; ++i) wrong += labels[i] != km::nearest_centroid(&xs[i * d], cs.data(), k, d);
+  EXPECT_GT(wrong, 0u);
+}
 
 }  // namespace

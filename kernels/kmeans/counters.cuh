@@ -19,6 +19,7 @@ __device__ __forceinline__ void count_changed(unsigned long long* counter, bool 
 // call it, after its last use of the block's other shared memory.
 __device__ __forceinline__ void flush_block_count(unsigned long long* counter, unsigned count) {
   __shared__ unsigned long long block_total;
+  __syncthreads();  // a previous call's read of block_total is done before it is cleared
   if (threadIdx.x == 0) block_total = 0;
   __syncthreads();
   for (int off = 16; off > 0; off /= 2) count += __shfl_down_sync(0xffffffffu, count, off);

@@ -83,4 +83,40 @@ KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2,
   return 2 * e + k.g2 * (w > 0 ? w : 0) + k.tiny;
 }
 
+
+// The one-pass delta kernel's float filter (kernels/kmeans/6_fused_delta.cuh). Each object is
+// scored against every centroid in float, f_c = fl(cc + sum_p a_p x''_p), a = -2 c'', cc =
+// fl(|c''|^2), where x'' = fl_f(fl_T(x - mu)) and c'' = fl_f(fl_T(c - mu)) are the centred
+// points rounded to float (each coordinate within 1.0001 u_f of x - mu, c - mu; u_f = 2^-24).
+// With x' = x - mu, c' = c - mu exactly, R = max |c'| and S = |x'| + R:
+//   moving x' -> x'' and c' -> c'' moves D = |x - c|^2 by at most 2.001 u_f S^2;
+//   f_c is within (d + 1) 1.01 u_f S^2 of |c''|^2 - 2 x''.c'' = D''_c - |x''|^2 (an FMA chain
+//   of d steps from cc, plus cc's own rounding);
+// so f_c + |x''|^2 is within E = (d + 4) u_f S^2 of D_c, and seq's sum in T within
+// g D_c <= g S^2, g = gamma_{d+2}(u_T). Ranking needs only f (|x''|^2 is common).
+// With index_bits > 0 the kernel writes the centroid's index into the low bits of f's
+// mantissa (one min instruction tracks value and index): that moves f by at most
+// 2^(bits - 23) |f| <= 2^(bits - 23) 1.01 S^2.
+// If the two smallest scores p1 < p2 satisfy p2 - p1 > 2E + 2 g S^2 + 2 pack S^2, every other
+// centroid's seq distance exceeds the winner's, so the winner is seq's label (its lowest index
+// rule included: there is no tie). S^2 <= 2 (|x'|^2 + R^2), and the kernel's float sums nx of
+// |x''|^2 and r2 = max cc are within 0.1% of |x'|^2 and R^2. The test the kernel makes is
+//   fl(p2 - p1) > factor (nx + r2) + tiny,
+// with 2% for the roundings of the test itself; tiny covers products that underflow
+// ((d + 4) 2^-120 is far above their absolute errors, d 2^-149 in float). The engine takes
+// this filter only while max|x| <= 2^48, so that no score can overflow.
+struct FilterBound {
+  double factor = 0, tiny = 0;
+};
+KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, double u_t) {
+  const double dd = static_cast<double>(d), uf = 0x1p-24;
+  const double e = (dd + 4) * uf;
+  const double g = (dd + 2) * u_t / (1 - (dd + 2) * u_t);
+  const double pack = index_bits > 0 ? 1.01 * std::ldexp(1.0, index_bits - 23) : 0.0;
+  FilterBound r;
+  r.factor = 1.02 * 2.0 * 1.001 * (2 * e + 2 * g + 2 * pack);
+  r.tiny = (dd + 4) * 0x1p-120;
+  return r;
+}
+
 }  // namespace km::kernels

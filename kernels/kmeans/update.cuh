@@ -1,5 +1,5 @@
 // update_centroids: the update step on the device, shared by offload, offload-block and
-// fused (the clusters' shifts are then totalled by cub::DeviceReduce, deterministic).
+// fused (the clusters' shifts are then totalled in a fixed order by total_shift).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +56,37 @@ __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* 
     shift_parts[c] = total;
     counts[c] = 0;
   }
+}
+
+// The clusters' shifts totalled in one fixed order, whatever block computes it: 1,024
+// "virtual threads", v summing parts v, v + 1024, ... in index order; each virtual warp's 32
+// sums by a shuffle-down tree; the 32 warps' totals in order. A block of any multiple of 32
+// threads gives the same bits (its warp q plays virtual warps q, q + warps, ...): total_shift
+// below with 1,024 threads, and fused's one-pass delta kernel with its own block, so that a
+// run's shift does not depend on which of them updated (one GPU or several). Every thread of
+// the block must call it; thread 0 returns the total. `warp_totals` is 32 doubles of shared memory.
+__device__ inline double fixed_order_total(const double* parts, int k, double* warp_totals) {
+  constexpr int kVirtual = 1024;
+  const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x / 32);
+  for (int w = static_cast<int>(threadIdx.x / 32); w < kVirtual / 32; w += warps) {
+    double v = 0;
+    for (int c = w * 32 + lane; c < k; c += kVirtual) v += parts[c];
+    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0) warp_totals[w] = v;
+  }
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kVirtual / 32; ++w) total += warp_totals[w];
+  return total;
+}
+
+// One block of any multiple of 32 threads: *total = fixed_order_total(parts).
+template <int = 0>  // a template: defined in every translation unit that includes this header
+__global__ void total_shift(const double* __restrict__ parts, int k, double* __restrict__ total) {
+  __shared__ double warp_totals[32];
+  const double t = fixed_order_total(parts, k, warp_totals);
+  if (threadIdx.x == 0) *total = t;
 }
 
 }  // namespace km::kernels

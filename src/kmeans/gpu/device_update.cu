@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cub/device/device_reduce.cuh>
 
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/update.cuh"
@@ -81,11 +80,6 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   sums_ = this->template device_buffer<unsigned long long>(k * d);
   counts_ = this->template device_buffer<unsigned long long>(k);
   shift_parts_ = this->template device_buffer<double>(k);
-  // The shift's total: CUB's reduction (a fixed tree, no atomics: the same bits every run).
-  std::size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, temp_bytes, shift_parts_.get(), this->shift_.get(), static_cast<int>(k),
-                                    this->stream_));
-  reduce_temp_ = this->template device_buffer<unsigned char>(temp_bytes);
   this->upload_centroids(initial, centroids_.get());
   CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(unsigned long long), this->stream_));
   CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
@@ -205,9 +199,8 @@ void DeviceUpdateEngine<T>::start_update() {
       centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
       shift_parts_.get());
   CUDA_CHECK_LAUNCH();
-  std::size_t temp_bytes = reduce_temp_.size();
-  CUDA_CHECK(cub::DeviceReduce::Sum(reduce_temp_.get(), temp_bytes, shift_parts_.get(), this->shift_.get(), k,
-                                    this->stream_));
+  kernels::total_shift<><<<1, 1024, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
+  CUDA_CHECK_LAUNCH();
   after_update();
   this->timer_.end(this->stream_);
   this->queue_read_back(true);

@@ -52,8 +52,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   DeviceBuffer<T> centroids_;              // in layout_
   DeviceBuffer<unsigned long long> sums_;  // [k][d], 64-bit fixed point: value = sum * inv_scale_
   DeviceBuffer<unsigned long long> counts_;
-  DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift
-  DeviceBuffer<unsigned char> reduce_temp_;  // cub::DeviceReduce's workspace for their total
+  DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift (update.cuh: total_shift)
   double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
   Whole whole_;                            // the whole problem, when this engine holds a part
 

@@ -19,6 +19,8 @@
 
 #include "kernels/kmeans/6_fused_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
+#include "kernels/kmeans/6_fused_delta.cuh"
+#include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/gpu/device_update.hpp"
@@ -45,34 +47,109 @@ OnePassKernel<T> one_pass_kernel(int maxd, bool owner) {
 }
 
 template <class T>
+using DeltaKernel = void (*)(const T*, T*, std::int64_t, int, int, std::int32_t*, kernels::DeltaPass);
+
+// The instantiation for a register width and index packing.
+template <class T, bool PACK>
+DeltaKernel<T> delta_kernel_for(int maxd) {
+  switch (maxd) {
+    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1)>;
+    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2)>;
+    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4)>;
+    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8)>;
+    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16)>;
+    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32)>;
+  }
+}
+
+template <class T>
 class FusedOnePass final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedOnePass(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::coord_major) {}
 
+  // The whole problem here and in device memory: one launch per iteration, the update in its
+  // last block (6_fused_delta.cuh); otherwise the shared steps (partials for NCCL/MPI, chunks).
+  void iterate(IterationStats& stats) override {
+    if (!delta_ || this->streamed() || this->whole_.n != this->n_) {
+      DeviceUpdateEngine<T>::iterate(stats);
+      return;
+    }
+    this->timer_.begin(Phase::kernel, this->stream_);
+    kernels::DeltaPass p = delta_pass();
+    p.changed = tallies_.get();
+    p.inertia = tallies_.get() + 1;
+    p.rechecked = tallies_.get() + 2;
+    p.done = done_.get();
+    p.update = true;
+    p.inv_scale = this->inv_scale_;
+    p.shift_parts = this->shift_parts_.get();
+    // The counters go straight to the pinned host copy when the device can write it (mapped,
+    // as pinned memory is under unified addressing): no copy to queue and wait for.
+    auto* out = mapped_ ? mapped_ : this->counters_.get();
+    p.shift_out = &out->shift;
+    p.changed_out = &out->changed;
+    p.inertia_out = &out->inertia;
+    p.rechecked_out = &out->queued[0];
+    launch_delta(p);
+    this->timer_.end(this->stream_);
+    if (!mapped_) this->queue_read_back(true);
+    stats.changed = this->wait_read_back(stats, &stats.shift);
+    stats.rechecked = static_cast<std::int64_t>(this->counters_host_.get()->queued[0]);
+  }
+
+  void finish_update(IterationStats& stats) override {
+    DeviceUpdateEngine<T>::finish_update(stats);
+    if (delta_) stats.rechecked = static_cast<std::int64_t>(this->counters_host_.get()->queued[0]);
+  }
+
  private:
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
+    const auto& gpu = gpu_info();
+    // The delta kernel (6_fused_delta.cuh) unless told otherwise (KMEANS_ONE_PASS=classic, for
+    // A/B runs), or unless its float filter could overflow (max|x| > 2^48: margin.hpp), or its
+    // shared memory does not fit.
+    const char* which = std::getenv("KMEANS_ONE_PASS");
+    const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
+    delta_ = !(which && std::string(which) == "classic") && this->whole_.max_abs <= 0x1p48 && this->k_ < 65535 &&
+             delta_bytes + kernels::delta_queue_bytes(maxd, kernels::kDeltaThreads) + 8 <= gpu.shared_optin;
+    auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
+      cuda::opt_in_shared(kernel, bytes, "--impl=fused");
+      cudaFuncAttributes attr{};
+      CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+      block_ = std::min({this->params_.block, attr.maxThreadsPerBlock / 32 * 32, cap});
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_, bytes));
+      const std::size_t objects = per_block_objects * static_cast<std::size_t>(block_);
+      const std::size_t blocks_needed = (data.n + objects - 1) / objects;
+      grid_ = static_cast<int>(std::max<std::size_t>(
+          1, std::min<std::size_t>(static_cast<std::size_t>(std::max(per_sm, 1)) * multiprocessor_count(),
+                                   blocks_needed)));
+    };
+    const std::size_t unroll = static_cast<std::size_t>(kernels::fused_unroll(maxd));
+    if (delta_) {
+      bytes_ = delta_bytes;
+      bits_ = kernels::delta_index_bits(this->k_);
+      delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd) : delta_kernel_for<T, false>(maxd);
+      bytes_ = (bytes_ + 7) / 8 * 8 + kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads));
+      occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads, static_cast<std::size_t>(kernels::delta_unroll(maxd)));
+      const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+      factor_ = static_cast<float>(b.factor);
+      tiny_ = static_cast<float>(b.tiny);
+      return (this->k_ * this->d_ + this->k_ + 3) * sizeof(unsigned long long) + sizeof(unsigned);
+    }
     bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     // --block is the threads per block, capped at what the kernel's registers allow
     // (1024 at d <= 8); the grid is one wave of resident blocks.
     auto launch_shape = [&](OnePassKernel<T> kernel) {
       kernel_ = kernel;
-      cuda::opt_in_shared(kernel_, bytes_, "--impl=fused");
-      cudaFuncAttributes attr{};
-      CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_));
-      block_ = std::min(this->params_.block, attr.maxThreadsPerBlock / 32 * 32);
-      int per_sm = 0;
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, block_, bytes_));
-      const std::size_t blocks_needed = (data.n + block_ - 1) / block_;
-      grid_ = static_cast<int>(std::max<std::size_t>(
-          1, std::min<std::size_t>(static_cast<std::size_t>(per_sm) * multiprocessor_count(), blocks_needed)));
+      occupancy_grid(kernel, bytes_, 1024, 1);
     };
     // Owner lanes hold fixed-point addends in T (in float only while 2^E is a normal float:
     // E <= 127 unless the data are below ~1e-20) and add them in double, exact while every
     // partial sum stays below 2^53: a lane adds at most the objects its warp sees (U * 32 per
     // pass of the grid-stride loop), each below max|x| 2^E + 1. Where that could pass 2^53
     // (a grid of fewer than ~256 warps), the shared atomics instead: integers too, the same bits.
-    const std::size_t unroll = static_cast<std::size_t>(kernels::fused_unroll(maxd));
     bool owner = kernels::fused_owner_lanes(maxd, this->k_) && (sizeof(T) == 8 || std::ilogb(this->scale_) <= 120);
     launch_shape(one_pass_kernel<T>(maxd, owner));
     if (owner) {
@@ -83,13 +160,72 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     return 0;
   }
 
+  void after_setup() override {
+    if (!delta_) return;
+    // The held sums start at zero with every label at -1: the first iteration adds everyone.
+    held_sums_ = this->template device_buffer<unsigned long long>(this->k_ * this->d_);
+    held_counts_ = this->template device_buffer<unsigned long long>(this->k_);
+    tallies_ = this->template device_buffer<unsigned long long>(3);
+    done_ = this->template device_buffer<unsigned>(1);
+    CUDA_CHECK(cudaMemsetAsync(held_sums_.get(), 0, held_sums_.size() * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 3 * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
+    void* device_view = nullptr;
+    if (cudaHostGetDevicePointer(&device_view, this->counters_host_.get(), 0) == cudaSuccess)
+      mapped_ = static_cast<typename GpuEngine<T>::Counters*>(device_view);
+    else
+      (void)cudaGetLastError();  // not mapped: the iteration copies the counters back instead
+  }
+
+  kernels::DeltaPass delta_pass() const {
+    kernels::DeltaPass p;
+    p.factor = factor_;
+    p.tiny = tiny_;
+    p.index_bits = bits_;
+    p.scale = this->scale_;
+    p.held_sums = held_sums_.get();
+    p.held_counts = held_counts_.get();
+    p.inertia_scale = this->inertia_scale_;
+    return p;
+  }
+
+  void launch_delta(const kernels::DeltaPass& p) {
+    delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
+                                                          static_cast<std::int64_t>(this->n_),
+                                                          static_cast<int>(this->d_), static_cast<int>(this->k_),
+                                                          this->labels_.get(), p);
+    CUDA_CHECK_LAUNCH();
+  }
+
   void assign(bool accumulate) override {
+    if (delta_) {
+      // The held sums follow every relabelling, the final E-step's too.
+      kernels::DeltaPass p = delta_pass();
+      if (accumulate) {
+        p.changed = this->changed_.get();
+        p.inertia = this->inertia_.get();
+        p.rechecked = &this->counters_.get()->queued[0];
+        p.done = done_.get();
+        p.sums_out = this->sums_.get();
+        p.counts_out = this->counts_.get();
+      }
+      launch_delta(p);
+      return;
+    }
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
                  accumulate ? this->sums_.get() : nullptr, this->counts_.get(), this->scale_,
                  accumulate ? this->inertia_.get() : nullptr, this->inertia_scale_);
   }
 
   OnePassKernel<T> kernel_ = nullptr;
+  DeltaKernel<T> delta_kernel_ = nullptr;
+  bool delta_ = false;
+  int bits_ = 0;
+  float factor_ = 0, tiny_ = 0;
+  DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
+  DeviceBuffer<unsigned> done_;
+  typename GpuEngine<T>::Counters* mapped_ = nullptr;  // the device's view of the pinned counters
   int grid_ = 1, block_ = 128;
   std::size_t bytes_ = 0;
 };

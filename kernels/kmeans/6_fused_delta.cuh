@@ -1,0 +1,311 @@
+// Step 6, fused, one-pass path for small K*d: the delta kernel. It replaces the classic
+// one-pass kernel (6_fused_one_pass.cuh, still there for --impl=fused with
+// KMEANS_ONE_PASS=classic, and for data beyond 2^48 in magnitude) where its three ideas apply:
+//
+// 1. Only the objects that move are accumulated. The sums are 64-bit fixed-point integers
+//    (update.cuh: to_fixed), so a cluster's sum is the same bits however it was reached: the
+//    engine keeps this rank's sums and counts across iterations ("held"), and an object that
+//    moves from a to b subtracts its addends from a and adds them to b. After the first
+//    iterations few objects move, so the per-object work is the assignment alone, and an
+//    unmoved object's label is not even written back.
+// 2. The assignment is scored in float, one FMA per coordinate: f_c = |c''|^2 - 2 x''.c'' on
+//    points centred at the centroids' mean, the centroid's index written into the score's low
+//    mantissa bits for K <= 64 (then one min tracks value and index, three per centroid with
+//    the runner-up). margin.hpp (filter_bound) proves how far f may sit from seq's distance;
+//    where the runner-up is not clear of the winner by that much, the object is redone in
+//    seq's arithmetic in T over every centroid, lowest index first. So the labels are seq's,
+//    in double too, at float's instruction rate.
+// 3. With the whole problem on one engine, the last block to finish does the update: the
+//    centroids, their summed squared shift, and the iteration's counters, so an iteration is
+//    one launch and one read-back (no update kernel, reduction or memset between them).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kmeans/6_fused_one_pass.cuh"
+#include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/nearest.cuh"
+#include "kernels/kmeans/update.cuh"
+
+namespace km::kernels {
+
+constexpr int kDeltaThreads = 256;  // the most threads per block (launch bounds)
+
+// Everything the delta kernel needs beyond the ladder's arguments.
+struct DeltaPass {
+  float factor = 0, tiny = 0;  // the filter's test (margin.hpp: filter_bound)
+  int index_bits = 0;          // > 0: the index rides in the score's low bits
+  double scale = 1;            // 2^E of the fixed-point sums
+  // This rank's sums [k][d] and counts [k], kept across iterations (two's complement).
+  unsigned long long* held_sums = nullptr;
+  unsigned long long* held_counts = nullptr;
+  // The iteration's tallies the blocks add to (null: not counted, the final E-step).
+  unsigned long long* changed = nullptr;
+  unsigned long long* inertia = nullptr;
+  unsigned long long* rechecked = nullptr;  // objects redone in seq's arithmetic
+  double inertia_scale = 0;
+  // The last block (counted in *done, which it resets) copies the held sums to sums_out /
+  // counts_out when they are given (the engine's partials, all-reduced or updated by others),
+  // and with `update` applies the update itself: centroid = sum / count (unchanged when the
+  // cluster is empty, as update_centroids), writes the shift and moves the tallies to the
+  // *_out counters, clearing them for the next iteration.
+  unsigned* done = nullptr;
+  unsigned long long* sums_out = nullptr;
+  unsigned long long* counts_out = nullptr;
+  bool update = false;
+  double inv_scale = 1;
+  double* shift_parts = nullptr;  // [k]: each cluster's squared shift, as update_centroids'
+  double* shift_out = nullptr;
+  unsigned long long* changed_out = nullptr;
+  unsigned long long* inertia_out = nullptr;
+  unsigned long long* rechecked_out = nullptr;
+};
+
+template <class T, int MAXD, bool PACK, int U>
+__global__ void __launch_bounds__(kDeltaThreads)
+    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d, int k,
+                std::int32_t* __restrict__ labels, DeltaPass p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float r2_shared;
+  __shared__ T mu[MAXD];
+  __shared__ bool last_shared;
+  __shared__ double warp_totals[32];
+  constexpr int ROW = delta_row(MAXD), AOFF = delta_row_offset(MAXD);
+  const DeltaLayout<int> layout = delta_layout<int>(k, d, sizeof(T));
+  unsigned long long* dsums = reinterpret_cast<unsigned long long*>(smem);
+  int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
+  float* table = reinterpret_cast<float*>(smem + layout.table_offset);
+  T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
+  // This warp's movers: (offset in the pass, (old label + 1) << 16 | new label).
+  uint2* queue = reinterpret_cast<uint2*>(smem + (layout.bytes + 7) / 8 * 8) + (threadIdx.x / 32) * 32 * U;
+  const int lane = threadIdx.x & 31;
+
+  if (threadIdx.x == 0) r2_shared = 0;
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x) {
+    dsums[t] = 0;
+    s[t] = centroids[t];
+  }
+  for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
+  __syncthreads();
+  // The centre: the centroids' mean, summed in index order (any point would be exact; the
+  // mean keeps |x''| and |c''|, and with them the filter's margin, small).
+  for (int j = threadIdx.x; j < MAXD; j += blockDim.x) {
+    T m = 0;
+    if (j < d) {
+      for (int c = 0; c < k; ++c) m += s[j * k + c];
+      m /= static_cast<T>(k);
+    }
+    mu[j] = m;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < k; c += blockDim.x) {
+    float* row = table + c * ROW;
+    double cc = 0;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      const float v = j < d ? static_cast<float>(s[j * k + c] - mu[j]) : 0.0f;
+      row[AOFF + j] = -2.0f * v;
+      cc += static_cast<double>(v) * v;
+    }
+    for (int j = 1; j < AOFF; ++j) row[j] = 0;
+    for (int j = AOFF + MAXD; j < ROW; ++j) row[j] = 0;
+    row[0] = static_cast<float>(cc);
+    atomicMax(reinterpret_cast<int*>(&r2_shared), __float_as_int(row[0]));  // cc >= 0: int order
+  }
+  __syncthreads();
+  const float r2 = r2_shared;
+  T mur[MAXD];
+#pragma unroll
+  for (int j = 0; j < MAXD; ++j) mur[j] = mu[j];
+  const int mask = PACK ? (1 << p.index_bits) - 1 : 0;
+
+  constexpr bool kQueue = MAXD <= 4;
+  // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
+  // cluster's sums and into the other's.
+  auto add_move = [&](const T* v, int label, int was) {
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      if (j < d) {
+        const unsigned long long addend = to_fixed(static_cast<double>(v[j]), p.scale);
+        atomicAdd(&dsums[label * d + j], addend);
+        if (was >= 0) atomicAdd(&dsums[was * d + j], 0ull - addend);
+      }
+    }
+    atomicAdd(&dcounts[label], 1);
+    if (was >= 0) atomicAdd(&dcounts[was], -1);
+  };
+  unsigned moves = 0, rechecks = 0;
+  unsigned long long my_inertia = 0;
+  const bool count_inertia = p.inertia != nullptr;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
+    T xr[U][MAXD];
+    int old[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      const bool in = i < n;
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) xr[u][j] = in && j < d ? x[j * n + i] : T(0);
+      old[u] = in ? labels[i] : 0;
+    }
+    float xf[U][MAXD], nx[U], best[U], second[U];
+    int bi[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      nx[u] = 0;
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) {
+        xf[u][j] = static_cast<float>(xr[u][j] - mur[j]);
+        // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
+        // both on the slow FP64 pipe in double) inside the loop over the centroids.
+        asm volatile("" : "+f"(xf[u][j]));
+        nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
+      }
+      best[u] = second[u] = INFINITY;
+      bi[u] = 0;
+    }
+    for (int c = 0; c < k; ++c) {
+      float a[ROW];
+#pragma unroll
+      for (int q = 0; q < ROW / 4; ++q) {
+        const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
+        a[4 * q] = v.x;
+        a[4 * q + 1] = v.y;
+        a[4 * q + 2] = v.z;
+        a[4 * q + 3] = v.w;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float f = a[0];
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) f = fmaf(a[AOFF + j], xf[u][j], f);
+        if (PACK) {
+          f = __int_as_float((__float_as_int(f) & ~mask) | c);
+        } else if (f < best[u]) {
+          bi[u] = c;
+        }
+        second[u] = fminf(second[u], fmaxf(best[u], f));
+        best[u] = fminf(best[u], f);
+      }
+    }
+    int queued = 0;  // the warp's movers this pass (the same in every lane)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      bool moved = false;
+      int label = 0;
+      if (i < n) {
+        label = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
+        T dist = 0;
+        if (!(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny)) {
+          // Too close to call in float: seq's arithmetic over every centroid.
+          ++rechecks;
+          label = 0;
+          for (int c = 0; c < k; ++c) {
+            T dc = 0;
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j)
+              if (j < d) dc = seq_add(dc, xr[u][j], s[j * k + c]);
+            if (c == 0 || dc < dist) {
+              dist = dc;
+              label = c;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j)
+            if (j < d) dist = fused_square_add(xr[u][j] - s[j * k + label], dist);
+        }
+        if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
+        moved = old[u] != label;
+        if (moved) {
+          labels[i] = label;
+          if (!kQueue) {  // d > 4: the addends from the registers, here
+            ++moves;
+            add_move(xr[u], label, old[u]);
+          }
+        }
+      }
+      if (kQueue) {
+        // d <= 4: movers go to the warp's queue, to be summed below with every lane busy (summed
+        // here, one lane in 25 would hold the warp through several shared atomics); their few
+        // coordinates are read again (L1/L2), cheaper than a divergent pass per object.
+        const unsigned movers = __ballot_sync(0xffffffffu, moved);
+        if (moved) {
+          const int at = queued + __popc(movers & ((1u << lane) - 1));
+          queue[at] = make_uint2(static_cast<unsigned>(u * blockDim.x + threadIdx.x),
+                                 static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        }
+        queued += __popc(movers);
+      }
+    }
+    if (!kQueue) continue;
+    moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
+    __syncwarp();
+    for (int e = lane; e < queued; e += 32) {
+      const uint2 q = queue[e];
+      const std::int64_t i = base + q.x;
+      T v[MAXD];
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
+      add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
+    }
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+    if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);
+  for (int c = threadIdx.x; c < k; c += blockDim.x)
+    if (dcounts[c]) atomicAdd(&p.held_counts[c], static_cast<unsigned long long>(static_cast<long long>(dcounts[c])));
+  flush_block_count(p.changed, moves);
+  flush_block_count(p.rechecked, rechecks);
+  flush_block_fixed(p.inertia, my_inertia);
+  if (!p.done) return;
+  // The last block to get here sees every block's atomics (each fenced before counting in).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_shared = atomicAdd(p.done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last_shared) return;
+  __threadfence();
+  if (p.sums_out) {
+    for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.sums_out[t] = __ldcg(&p.held_sums[t]);
+    for (int c = threadIdx.x; c < k; c += blockDim.x) p.counts_out[c] = __ldcg(&p.held_counts[c]);
+  }
+  if (p.update) {
+    // update_centroids' arithmetic, the same bits: a warp per cluster, lane j its coordinate j
+    // (d <= 32), the squared shift summed by the same shuffle tree into shift_parts[c]; then
+    // the total in total_shift's fixed order.
+    const int warps = static_cast<int>(blockDim.x / 32);
+    for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
+      const long long count = static_cast<long long>(__ldcg(&p.held_counts[c]));
+      double local = 0;
+      if (lane < d && count > 0) {
+        const double sum = static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
+        const T updated = static_cast<T>(sum / static_cast<double>(count));
+        const double delta = static_cast<double>(updated) - static_cast<double>(s[lane * k + c]);
+        local += delta * delta;
+        centroids[lane * k + c] = updated;
+      }
+      for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
+      if (lane == 0) p.shift_parts[c] = 0.0 + local;
+    }
+    __syncthreads();
+    const double total = fixed_order_total(p.shift_parts, k, warp_totals);
+    if (threadIdx.x == 0) {
+      *p.shift_out = total;
+      *p.changed_out = __ldcg(p.changed);
+      *p.inertia_out = __ldcg(p.inertia);
+      *p.rechecked_out = __ldcg(p.rechecked);
+      *p.changed = 0;
+      *p.inertia = 0;
+      *p.rechecked = 0;
+      __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
+    }
+  }
+  if (threadIdx.x == 0) *p.done = 0;
+}
+
+}  // namespace km::kernels
