@@ -46,18 +46,20 @@ KM_HOST_DEVICE constexpr int fused_register_width(std::size_t d) {
 KM_HOST_DEVICE constexpr int fused_unroll(int maxd) { return maxd <= 2 ? 8 : maxd <= 8 ? 4 : maxd <= 16 ? 2 : 1; }
 // Owner lanes (lane c of a warp sums cluster c in registers) for 8 <= d <= 16 and K <= 32.
 KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { return maxd >= 8 && maxd <= 16 && k <= 32; }
-// The one-pass path where it is measured faster than the tensor path, and only while its
-// block's shared memory stays small enough for several resident blocks per SM; otherwise the
-// tensor path, which takes any shape. The crossover, from fused's two paths forced on the
-// same data (N = 2^20, H200; scripts/bench_real_shapes.py --crossover,
-// plots/real_shapes_h200.csv): one pass wins at every K for d <= 4 (the tensor path pads d to
-// its 16- or 32-deep slices), and up to K*d = 512 (double) / 2048 (float) for d <= 16; at
-// d = 32 only K*d <= 512 in float (a tie) -- beyond, the tensor path wins by up to 10x.
-constexpr std::size_t kFusedOnePassSharedLimit = 64 * 1024;
+// The one-pass path where it is measured faster than the tensor path; otherwise the tensor
+// path, which takes any shape. The crossover, from fused's two paths forced on the same data
+// (N = 2^20, 10 iterations, H200; scripts/bench_real_shapes.py --crossover --no-shapes,
+// plots/crossover_delta_h200.csv), with the one-pass delta kernel: one pass wins at every K
+// measured (up to 1024) for d <= 8; at d = 16 up to K = 64 in double and K = 256 in float;
+// at d = 32 at K = 16 in double and up to K = 64 in float; beyond, the tensor path (by up to 3x at
+// d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
+// with K*d, and one block per SM still wins at d = 8, K = 1024).
+constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
-                    block_sums_layout<std::size_t>(k, d, elem).bytes <= kFusedOnePassSharedLimit;
-  const bool faster = d <= 4 || (d <= 16 && k * d <= (elem == 8 ? 512u : 2048u)) || (elem == 4 && k * d <= 512);
+                    block_sums_layout<std::size_t>(k, d, elem).bytes + k * (d + 4) * 4 <= kFusedOnePassSharedLimit;
+  const std::size_t kd = k * d;
+  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 1024u : 4096u)) || kd <= (elem == 8 ? 512u : 2048u);
   return fits && faster;
 }
 

@@ -198,11 +198,15 @@ namespace km::cuda {
 
 template <class Kernel>
 void opt_in_shared(Kernel kernel, std::size_t bytes, const char* what) {
+  // The kernel's static shared memory counts against the same limits as the dynamic bytes.
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  const std::size_t total = bytes + attr.sharedSizeBytes;
   const std::size_t limit = max_shared_bytes();
-  if (bytes > limit)
-    throw DeviceError(strprintf("%s needs %zu bytes of shared memory per block; this device allows %zu", what, bytes,
+  if (total > limit)
+    throw DeviceError(strprintf("%s needs %zu bytes of shared memory per block; this device allows %zu", what, total,
                                 limit));
-  if (bytes > 48 * 1024)
+  if (total > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
