@@ -1,7 +1,8 @@
 // fused: the fastest rung. Two paths, chosen per shape by kernels/kmeans/layouts.hpp's
 // fused_one_pass() (a measured crossover):
-//   one pass  (small K*d) kernels/kmeans/6_fused_one_pass.cuh: assignment and block-private
-//             accumulation in one read of the data;
+//   one pass  (small K*d) kernels/kmeans/6_fused_delta.cuh: assignment in one read of the
+//             data, only the objects that move accumulated, the update in the last block
+//             (6_fused_one_pass.cuh, the previous kernel, with KMEANS_ONE_PASS=classic);
 //   tensor    (any shape) kernels/kmeans/6_fused_tensor.cuh: distances and arg-min on the
 //             tensor cores (FP64 DMMA / TF32), never writing the N×K matrix, seq's labels
 //             exactly through a proven margin and a re-check of the close calls; then a
@@ -495,7 +496,7 @@ class FusedEngine final : public Engine<T> {
 
 namespace km {
 extern const Implementation fused_implementation = describe<gpu::FusedEngine>(
-    "fused", "fastest: one pass, registers + shared memory, block-private sums for small K*d; otherwise exact distances + arg-min fused on the tensor cores", Where::gpu,
+    "fused", "fastest: one pass for small K*d (float scores with a proven margin, only the objects that move accumulated, the update in the last block); otherwise exact distances + arg-min fused on the tensor cores", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); },
     gpu::fused_path);
 }  // namespace km
