@@ -64,8 +64,11 @@ struct DeltaPass {
 
 template <class T, int MAXD, bool PACK, int U>
 __global__ void __launch_bounds__(kDeltaThreads)
-    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d, int k,
+    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
+  // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2):
+  // the coordinate loops then test nothing.
+  const int d = MAXD <= 2 ? MAXD : d_arg;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float r2_shared;
   __shared__ T mu[MAXD];
@@ -142,13 +145,24 @@ __global__ void __launch_bounds__(kDeltaThreads)
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
     T xr[U][MAXD];
     int old[U];
+    // A whole pass (every pass but the last) loads without a bounds test per object.
+    const T* xb = x + base + threadIdx.x;
+    const std::int32_t* lb = labels + base + threadIdx.x;
+    if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
-      const bool in = i < n;
+      for (int u = 0; u < U; ++u) {
 #pragma unroll
-      for (int j = 0; j < MAXD; ++j) xr[u][j] = in && j < d ? x[j * n + i] : T(0);
-      old[u] = in ? labels[i] : 0;
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d ? xb[j * n + u * blockDim.x] : T(0);
+        old[u] = lb[u * blockDim.x];
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const bool in = base + u * blockDim.x + threadIdx.x < n;
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = in && j < d ? xb[j * n + u * blockDim.x] : T(0);
+        old[u] = in ? lb[u * blockDim.x] : 0;
+      }
     }
     float xf[U][MAXD], nx[U], best[U], second[U];
     int bi[U];
