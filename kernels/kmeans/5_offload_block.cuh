@@ -2,8 +2,9 @@
 // (grid-stride) and each block accumulates in shared memory (layouts.hpp:
 // block_sums_layout), merging once: K*d+K global atomics per block instead of d+1 per
 // object, and one atomic per block for the change count. Block and global sums are 64-bit
-// fixed point (update.cuh: to_fixed): shared 64-bit integer atomics are native (shared
-// double atomics are compare-and-swap loops) and the result is the same bits in any order.
+// fixed point (update.cuh: to_fixed): the result is the same bits in any order. (On sm_90
+// a shared 64-bit integer atomicAdd is itself a short compare-and-swap loop in the SASS,
+// ATOMS.CAST.SPIN.64, as a shared double one is; the integers are for the determinism.)
 #pragma once
 
 #include "kernels/kmeans/counters.cuh"

@@ -12,9 +12,9 @@
 //   (one wave of resident blocks) in shared memory and merges once. The block and global
 //   sums are 64-bit fixed point (update.cuh: to_fixed; the exponent is chosen on the host
 //   from the largest |x| and N, so they cannot overflow): integer addition is associative,
-//   so the sums are the same bits on every run, and shared 64-bit integer atomics are
-//   native, while shared double atomics are compare-and-swap loops that serialise on a hot
-//   cluster and cost 20x the memory floor. With d >= 8 and
+//   so the sums are the same bits on every run (on sm_90 a shared 64-bit integer atomicAdd
+//   is a short compare-and-swap loop in the SASS, ATOMS.CAST.SPIN.64, like a double one;
+//   shared double atomics measured 20x the memory floor on a hot cluster). With d >= 8 and
 //   K <= 32 (OWNER) even the integer atomics collide too often (d of them per object), so
 //   lane c of each warp owns cluster c: each object's fixed-point coordinates (integers,
 //   held in T) are passed round the warp by shuffles and only the owner adds them, in double
