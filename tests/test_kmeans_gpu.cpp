@@ -481,7 +481,8 @@ namespace {
 // shift bit for bit (one fixed order: update.cuh, total_shift), and the inertia to 1e-12 (the
 // two re-check different near-ties, where seq's sum and the FMA sum differ in the last bit; in
 // float that is 1e-11 of it, hence 1e-9), and omp's centroids and labels bit for bit.
-// Shapes with the index in the score's bits (K <= 64) and without (K = 100), d = 1 ... 32.
+// Shapes with the index in the score's bits (K <= 64) and without (K = 100), d = 1 ... 32, and
+// with Elkan's test before the scores (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2).
 template <class T>
 void check_delta_as_classic() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -489,7 +490,7 @@ void check_delta_as_classic() {
   setenv("KMEANS_FUSED_PATH", "one-pass", 1);
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}}
-              : std::vector<SplitShape>{{20011, 1, 2}, {20011, 2, 16}, {9001, 3, 100},
+              : std::vector<SplitShape>{{20011, 1, 2}, {20011, 2, 16}, {20011, 2, 64}, {9001, 3, 100},
                                         {9001, 8, 64}, {9001, 16, 16}, {5003, 32, 16}};
   for (const SplitShape& s : shapes) {
     for (int kind = 0; kind < 3; ++kind) {

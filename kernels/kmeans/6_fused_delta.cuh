@@ -1,6 +1,6 @@
 // Step 6, fused, one-pass path for small K*d: the delta kernel. It replaces the classic
 // one-pass kernel (6_fused_one_pass.cuh, still there for --impl=fused with
-// KMEANS_ONE_PASS=classic, and for data beyond 2^48 in magnitude) where its three ideas apply:
+// KMEANS_ONE_PASS=classic, and for data beyond 2^48 in magnitude) where its ideas apply:
 //
 // 1. Only the objects that move are accumulated. The sums are 64-bit fixed-point integers
 //    (update.cuh: to_fixed), so a cluster's sum is the same bits however it was reached: the
@@ -22,6 +22,9 @@
 //    and order, so one GPU and several give the same bits), and the iteration's counters,
 //    written straight to pinned host memory: an iteration is one launch and one wait (no
 //    update kernel, reduction, memset or copy between them).
+// 4. (d <= 2, 32 < K <= 64, where it measured faster) Elkan's test first: an object nearer its old
+//    centroid than half the distance from that centroid to the next is not scored at all; the
+//    others are listed per warp and scored one per lane.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16; still 2.8-3.6x the memory floor in double, bound
 // by instructions (the 4 ALU operations per object and centroid of the scores) not by DRAM.
@@ -69,7 +72,7 @@ struct DeltaPass {
   unsigned long long* rechecked_out = nullptr;
 };
 
-template <class T, int MAXD, bool PACK, int U>
+template <class T, int MAXD, bool PACK, int U, bool BALL = false>
 __global__ void __launch_bounds__(kDeltaThreads)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
@@ -87,8 +90,14 @@ __global__ void __launch_bounds__(kDeltaThreads)
   int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
   float* table = reinterpret_cast<float*>(smem + layout.table_offset);
   T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
-  // This warp's movers: (offset in the pass, (old label + 1) << 16 | new label).
-  uint2* queue = reinterpret_cast<uint2*>(smem + (layout.bytes + 7) / 8 * 8) + (threadIdx.x / 32) * 32 * U;
+  // This warp's movers: (offset in the pass, (old label + 1) << 16 | new label); with BALL, its
+  // objects to score (x'', |x''|^2, slot) and their results.
+  const int warps_in_block = static_cast<int>((blockDim.x + 31) / 32), warp = static_cast<int>(threadIdx.x / 32);
+  unsigned char* after = smem + (layout.bytes + 15) / 16 * 16;
+  uint2* queue = reinterpret_cast<uint2*>(after) + warp * 32 * U;
+  float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
+  int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
+  __shared__ double ball[BALL ? 64 : 1];
   const int lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) r2_shared = 0;
@@ -122,6 +131,27 @@ __global__ void __launch_bounds__(kDeltaThreads)
     for (int j = AOFF + MAXD; j < ROW; ++j) row[j] = 0;
     row[0] = static_cast<float>(cc);
     atomicMax(reinterpret_cast<int*>(&r2_shared), __float_as_int(row[0]));  // cc >= 0: int order
+  }
+  if (BALL) {
+    // Elkan's test: an object within half the distance from its centroid c to c's nearest other
+    // centroid is nearer c than any other. ball[c] = (1 - eps) min_c' |c - c'|^2 / 4 in double,
+    // eps = 64 (d + 2) u_T far above the roundings of this sum and of the object's distance (so
+    // seq's sums order them the same way, with no tie); 0 (no object passes) for coincident or
+    // subnormal-close centroids. K <= 64 here.
+    const double eps = 64.0 * (d + 2) * (sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+    for (int c = threadIdx.x; c < k; c += blockDim.x) {
+      double m = INFINITY;
+      for (int o = 0; o < k; ++o) {
+        if (o == c) continue;
+        double q = 0;
+        for (int j = 0; j < d; ++j) {
+          const double e = static_cast<double>(s[j * k + c]) - static_cast<double>(s[j * k + o]);
+          q += e * e;
+        }
+        m = fmin(m, q);
+      }
+      ball[c] = m > 1e-250 && m < INFINITY ? 0.25 * m * (1 - eps) : 0.0;
+    }
   }
   __syncthreads();
   const float r2 = r2_shared;
@@ -187,28 +217,93 @@ __global__ void __launch_bounds__(kDeltaThreads)
       best[u] = second[u] = INFINITY;
       bi[u] = 0;
     }
-    for (int c = 0; c < k; ++c) {
-      float a[ROW];
+    // Each object's label candidate, whether it must be redone in seq's arithmetic, and (BALL)
+    // whether its distance to its old centroid, already summed, is the one to keep.
+    int cand[U];
+    bool close[U], known[U];
+    T dold[U];
+    if (!BALL) {
+      for (int c = 0; c < k; ++c) {
+        float a[ROW];
 #pragma unroll
-      for (int q = 0; q < ROW / 4; ++q) {
-        const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
-        a[4 * q] = v.x;
-        a[4 * q + 1] = v.y;
-        a[4 * q + 2] = v.z;
-        a[4 * q + 3] = v.w;
+        for (int q = 0; q < ROW / 4; ++q) {
+          const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
+          a[4 * q] = v.x;
+          a[4 * q + 1] = v.y;
+          a[4 * q + 2] = v.z;
+          a[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          float f = a[0];
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) f = fmaf(a[AOFF + j], xf[u][j], f);
+          if (PACK) {
+            f = __int_as_float((__float_as_int(f) & ~mask) | c);
+          } else if (f < best[u]) {
+            bi[u] = c;
+          }
+          second[u] = fminf(second[u], fmaxf(best[u], f));
+          best[u] = fminf(best[u], f);
+        }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        float f = a[0];
+        cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
+        close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
+        known[u] = false;
+        dold[u] = 0;
+      }
+    } else {
+      // Objects inside their old centroid's ball keep it without a score; the others go to the
+      // warp's list and are scored one per lane, every lane busy.
+      int listed = 0;
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) f = fmaf(a[AOFF + j], xf[u][j], f);
-        if (PACK) {
-          f = __int_as_float((__float_as_int(f) & ~mask) | c);
-        } else if (f < best[u]) {
-          bi[u] = c;
+      for (int u = 0; u < U; ++u) {
+        const bool valid = base + u * blockDim.x + threadIdx.x < n;
+        dold[u] = 0;
+        known[u] = false;
+        if (valid && old[u] >= 0) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) dold[u] = fused_square_add(xr[u][j] - s[j * k + old[u]], dold[u]);
+          known[u] = static_cast<double>(dold[u]) < ball[old[u]];
         }
-        second[u] = fminf(second[u], fmaxf(best[u], f));
-        best[u] = fminf(best[u], f);
+        cand[u] = old[u];
+        close[u] = false;
+        const bool need = valid && !known[u];
+        const unsigned list = __ballot_sync(0xffffffffu, need);
+        if (need)
+          to_score[listed + __popc(list & ((1u << lane) - 1))] =
+              make_float4(xf[u][0], MAXD > 1 ? xf[u][MAXD > 1 ? 1 : 0] : 0.0f, nx[u], __int_as_float(u * 32 + lane));
+        listed += __popc(list);
+      }
+      __syncwarp();
+      for (int e = lane; e - lane < listed; e += 32) {
+        if (e < listed) {
+          const float4 q = to_score[e];
+          const float x0 = q.x, x1 = q.y;
+          float b = INFINITY, sc = INFINITY;
+          for (int c = 0; c < k; ++c) {
+            const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
+            float f = fmaf(v.y, x0, v.x);
+            if (MAXD > 1) f = fmaf(v.z, x1, f);
+            f = __int_as_float((__float_as_int(f) & ~mask) | c);
+            sc = fminf(sc, fmaxf(b, f));
+            b = fminf(b, f);
+          }
+          const bool clear = sc - b > p.factor * (q.z + r2) + p.tiny;
+          scored[__float_as_int(q.w)] = clear ? (__float_as_int(b) & mask) : -1;
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!known[u] && base + u * blockDim.x + threadIdx.x < n) {
+          const int r = scored[u * 32 + lane];
+          cand[u] = r < 0 ? 0 : r;
+          close[u] = r < 0;
+          known[u] = r == old[u];  // the same centroid: its distance is dold
+        }
       }
     }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
@@ -218,9 +313,9 @@ __global__ void __launch_bounds__(kDeltaThreads)
       bool moved = false;
       int label = 0;
       if (i < n) {
-        label = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
+        label = cand[u];
         T dist = 0;
-        if (!(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny)) {
+        if (close[u]) {
           // Too close to call in float: seq's arithmetic over every centroid.
           ++rechecks;
           label = 0;
@@ -234,6 +329,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
               label = c;
             }
           }
+        } else if (known[u]) {
+          dist = dold[u];
         } else {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)

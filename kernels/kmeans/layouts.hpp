@@ -85,8 +85,11 @@ KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
 KM_HOST_DEVICE constexpr int delta_unroll(int maxd) { return maxd <= 2 ? 4 : maxd <= 8 ? 2 : 1; }
 // Its movers' queue (d <= 4), after the layout above: per warp, 32 * U entries of 8 bytes (the
 // object's offset in the pass, its old and new labels), for a block of `threads`.
-KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads) {
-  return maxd > 4 ? 0 : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) * 8;
+// With Elkan's test (d <= 2, K <= 64), also the objects to score (16 bytes) and their results (4).
+KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, bool ball = false) {
+  return maxd > 4 ? 0
+                  : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) *
+                        (ball ? 28 : 8);
 }
 // Bits the delta kernel's float filter writes the centroid index into (0: K too large for the
 // bits to cost little precision; a compare and a select track the index instead).

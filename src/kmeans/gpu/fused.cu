@@ -113,7 +113,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const char* which = std::getenv("KMEANS_ONE_PASS");
     const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     delta_ = !(which && std::string(which) == "classic") && this->whole_.max_abs <= 0x1p48 && this->k_ < 65535 &&
-             delta_bytes + kernels::delta_queue_bytes(maxd, kernels::kDeltaThreads) + 8 <= gpu.shared_optin;
+             delta_bytes + kernels::delta_queue_bytes(maxd, kernels::kDeltaThreads, true) + 16 <= gpu.shared_optin;
     auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
       cuda::opt_in_shared(kernel, bytes, "--impl=fused");
       cudaFuncAttributes attr{};
@@ -132,7 +132,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       bytes_ = delta_bytes;
       bits_ = kernels::delta_index_bits(this->k_);
       delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd) : delta_kernel_for<T, false>(maxd);
-      bytes_ = (bytes_ + 7) / 8 * 8 + kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads));
+      // Elkan's test before the scores (6_fused_delta.cuh) where it measured faster: d <= 2 and
+      // 32 < K <= 64 (H200, 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30%
+      // slower; plots/delta_ball_ab_h200.txt). KMEANS_DELTA_BALL=0|1 forces it off or on (K <= 64).
+      const char* ball = std::getenv("KMEANS_DELTA_BALL");
+      const bool forced_ball = ball && std::string(ball) == "1", no_ball = ball && std::string(ball) == "0";
+      const bool use_ball = maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
+      if (use_ball)
+        delta_kernel_ = maxd == 1 ? kernels::fused_delta<T, 1, true, kernels::delta_unroll(1), true>
+                                  : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
+      bytes_ = (bytes_ + 15) / 16 * 16 +
+               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), use_ball);
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads, static_cast<std::size_t>(kernels::delta_unroll(maxd)));
       const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
       factor_ = static_cast<float>(b.factor);
