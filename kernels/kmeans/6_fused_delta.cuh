@@ -318,17 +318,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
         if (close[u]) {
           // Too close to call in float: seq's arithmetic over every centroid.
           ++rechecks;
-          label = 0;
-          for (int c = 0; c < k; ++c) {
-            T dc = 0;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j)
-              if (j < d) dc = seq_add(dc, xr[u][j], s[j * k + c]);
-            if (c == 0 || dc < dist) {
-              dist = dc;
-              label = c;
-            }
-          }
+          label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
         } else if (known[u]) {
           dist = dold[u];
         } else {

@@ -116,17 +116,7 @@ __global__ void fused_one_pass(const T* __restrict__ x, const T* __restrict__ ce
           }
         }
         if (!(second - best_dist > near_tie * best_dist + tiny)) {
-          best = 0;
-          for (int c = 0; c < k; ++c) {
-            T dist = 0;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j)
-              if (j < d) dist = seq_add(dist, xr[u][j], s[j * k + c]);
-            if (c == 0 || dist < best_dist) {
-              best_dist = dist;
-              best = c;
-            }
-          }
+          best = nearest_in_registers<T, MAXD>(xr[u], s, d, k, best_dist);
         }
         moves += old[u] != best ? 1u : 0u;
         my_inertia += to_fixed(static_cast<double>(best_dist), inertia_scale);

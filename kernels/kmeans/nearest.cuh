@@ -50,6 +50,27 @@ __device__ __forceinline__ int nearest_centroid(int d, int k, XAt x_at, CAt c_at
   return best;
 }
 
+// The same for an object held in registers (MAXD of them, the first d used; the loop over the
+// coordinates unrolled so the registers are indexed by constants), centroids [d][k] in shared
+// memory: the re-check of fused's one-pass kernels.
+template <class T, int MAXD>
+__device__ __forceinline__ int nearest_in_registers(const T (&x)[MAXD], const T* s, int d, int k, T& distance) {
+  int best = 0;
+  T best_dist = 0;
+  for (int c = 0; c < k; ++c) {
+    T dist = 0;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j)
+      if (j < d) dist = seq_add(dist, x[j], s[j * k + c]);
+    if (c == 0 || dist < best_dist) {
+      best_dist = dist;
+      best = c;
+    }
+  }
+  distance = best_dist;
+  return best;
+}
+
 // Copies `count` centroid values into shared memory, the whole block cooperating; ends
 // with a barrier, so every thread of the block must call it.
 template <class T>
