@@ -350,6 +350,41 @@ void check_recheck_exercised() {
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
 
+// Float's tensor path reads its objects from a centred, TF32-rounded copy when it fits, and
+// forms the same operands itself when not (out of core, --device-memory, KMEANS_TENSOR_COPY=0):
+// the two give the same keys, so the same labels, centroids, change counts and re-check
+// counts, bit for bit; short d (16-deep slices), d not a multiple of 4 (4-byte copies), long d.
+TEST(GpuTensorCopy, FloatSameAsFormed) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{2500, 64, 1024}}
+                                                 : std::vector<LabelShape>{{3000, 3, 100}, {4000, 16, 300},
+                                                                           {2500, 64, 1024}, {1500, 784, 256}};
+  for (const LabelShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<float>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.loops = 5;
+      const auto copied = km::run(fused, data, p);
+      setenv("KMEANS_TENSOR_COPY", "0", 1);
+      const auto formed = km::run(fused, data, p);
+      unsetenv("KMEANS_TENSOR_COPY");
+      EXPECT_EQ(copied.path, "tensor");
+      EXPECT_EQ(copied.centroids, formed.centroids);
+      EXPECT_EQ(copied.labels, formed.labels);
+      ASSERT_EQ(copied.iterations, formed.iterations);
+      for (int it = 0; it < copied.iterations; ++it) {
+        EXPECT_EQ(copied.per_iteration[it].changed, formed.per_iteration[it].changed) << "iteration " << it + 1;
+        EXPECT_EQ(copied.per_iteration[it].rechecked, formed.per_iteration[it].rechecked) << "iteration " << it + 1;
+        EXPECT_EQ(copied.per_iteration[it].rechecked_all, formed.per_iteration[it].rechecked_all);
+      }
+    }
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
 }  // namespace
 
 namespace {

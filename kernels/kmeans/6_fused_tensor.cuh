@@ -6,8 +6,11 @@
 //                        accumulated over d in BK slices by mma.sync (FP64 DMMA in double, TF32
 //                        in float) from a cp.async ring: the GEMM ladder's tensor kernel
 //                        (kernels/gemm/6_tensor.cuh) supplies the mma shapes, tile geometry and
-//                        loads. After a tile, the key |c'|^2 + 2mu.c' - 2x.c' of every pair goes into
-//                        the object's running list of its L smallest (registers), then the
+//                        loads (in float: ldmatrix fragments; with PRE the objects read
+//                        already centred and rounded from a copy). After a tile, the key
+//                        |c'|^2 + 2mu.c' - 2x.c' of every pair goes into the object's running
+//                        list of its L smallest (registers; in float a row's least key is
+//                        compared first, and only a row that beats its list's last inserts), then the
 //                        lists merge across lanes and warps. The key is not seq's arithmetic;
 //                        margin.hpp bounds how far it can be, and an object whose runner-up
 //                        lies within that margin is queued for a re-check: with the listed
@@ -31,6 +34,10 @@
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
+
+#ifndef KM_TENSOR_FLOAT_WM
+#define KM_TENSOR_FLOAT_WM 32
+#endif
 
 namespace km::kernels {
 
@@ -127,6 +134,19 @@ __device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask
 __device__ __forceinline__ float fused_mul_add(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 __device__ __forceinline__ double fused_mul_add(double a, double b, double c) { return __fma_rn(a, b, c); }
 
+__device__ __forceinline__ float key_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double key_min(double a, double b) { return fmin(a, b); }
+
+// ldmatrix.x4 of 32-bit elements: lanes 8q..8q+7 name the rows (16 bytes each) of quarter
+// q, and lane l receives word l % 4 of row l / 4 of each quarter -- for TF32 exactly the mma
+// fragments' (g, t) ownership.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const float* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // seq's squared distance (nearest.cuh: seq_add, in coordinate order).
 template <class T>
 __device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
@@ -135,15 +155,20 @@ __device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
   return s;
 }
 
-// The tile shape of each precision: 8 warps of 64 objects x 32 centroids, 2 along the
-// objects and 4 along the centroids. L keys are kept per object: 4 in float, whose TF32 keys
-// leave several candidates within the margin more often, 2 in double.
+// The tile shape of each precision: 128 objects x 128 centroids a block, in warps of WM
+// objects x 32 centroids, 4 along the centroids (double: 8 warps of 64 objects; float: 16 of
+// 32). L keys are kept per object: 4 in float, whose TF32 keys leave several candidates
+// within the margin more often, 2 in double.
 // SHORT (float, d <= 16): 16-deep slices, so a short d is not padded to 32. DEPTH and NSTAGES,
-// when given, set the slice depth and the ring's stages (double on sm_90 with d > 16: 32 x 3).
+// when given, set the slice depth and the ring's stages (double on sm_90 with d > 16: 32 x 3;
+// float with d > 32: 64 x 3).
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
-  static constexpr int WM = 64, WN = 32, BM = 2 * WM, BN = 4 * WN;
+  // Float: 16 warps of 32 objects (4 along the objects), so 4 warps per scheduler hide the
+  // mma and fold latencies at <= 128 registers; double keeps 8 warps of 64 (its 2 x 8-byte
+  // accumulators and keys need the registers).
+  static constexpr int WM = is_double ? 64 : KM_TENSOR_FLOAT_WM, WN = 32, BM = 128, BN = 4 * WN;
   static constexpr int BK = DEPTH ? DEPTH : is_double || SHORT ? 16 : 32, STAGES = NSTAGES;
   static constexpr int L = is_double ? 2 : 4;
   // Float centres the objects too, on their way into the mma (x' = x - mu, then cvt.rna):
@@ -160,7 +185,8 @@ constexpr std::size_t tensor_assign_smem_bytes() {
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
-  const std::size_t ring = std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0)) * sizeof(T);
+  const std::size_t ring =
+      std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0) + S::BN) * sizeof(T);
   const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
 }
@@ -182,7 +208,7 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
 // Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
 // labels and queues those that need seq's formula: with their candidates in queue (length
 // queued[0]), or, to be checked against every centroid, in everyone (length queued[1]).
-template <class Mma, int VEC, bool SHORT, int DEPTH = 0, int NSTAGES = 3>
+template <class Mma, int VEC, bool SHORT, int DEPTH = 0, int NSTAGES = 3, bool PRE = false>
 __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>::threads, 1)
     fused_tensor_assign(const typename Mma::T* __restrict__ x, const typename Mma::T* __restrict__ mu,
                         const typename Mma::T* __restrict__ centred,
@@ -203,10 +229,13 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 
   extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
-  constexpr int STAGE = TA::elems + TB::elems + (S::centre_objects ? BK : 0);
+  // A stage: the objects' slice, the centroids' slice, mu's slice (float), the centroids' keys.
+  constexpr int MU = S::centre_objects ? BK : 0;
+  constexpr int STAGE = TA::elems + TB::elems + MU + BN;
   auto stage_a = [&](int s) { return smem + s * STAGE; };
   auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
   auto stage_mu = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems; };
+  auto stage_key = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems + MU; };
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int gq = lane / 4, tq = lane % 4;
@@ -218,18 +247,45 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 
   const int dtiles = (d + BK - 1) / BK, ctiles = (k + BN - 1) / BN;
   const int tiles = dtiles * ctiles;
-  auto load = [&](int t) {
-    const int s = t % STAGES, ct = t / dtiles, p0 = (t % dtiles) * BK;
-    // With one slice of d (d <= BK) every tile needs the same objects' slice: once each stage
-    // holds it, only the centroids move.
-    if (dtiles > 1 || t < STAGES)
-      gemm::tensor_load_tile<true, BM, BK, NT, VEC>(xb, std::size_t(d), rows_here, d, stage_a(s), 0, p0);
-    gemm::tensor_load_tile<true, BN, BK, NT, VEC>(centred, std::size_t(d), k, d, stage_b(s), ct * BN, p0);
-    if constexpr (S::centre_objects)
+  // Each thread's VEC-element copies of a stage, worked out once: the tile row and column of
+  // copy q (the same in both operands' tiles, both BM = BN rows of BK), its shared offset and
+  // its offset in a row-major [rows][d] source. (Per tile, only the slice start p0 and the
+  // centroid tile move; a division per tile and the address arithmetic per copy cost ~100
+  // instructions a tile, more than the mma at d = 16.)
+  static_assert(BM == BN, "the objects' and centroids' tiles share their copies' geometry");
+  constexpr int PER_ROW = BK / VEC, COPIES = BM * BK / VEC / NT;
+  static_assert(BM * BK % (VEC * NT) == 0, "stage loads must split evenly");
+  int copy_row[COPIES], copy_col[COPIES];
+#pragma unroll
+  for (int q = 0; q < COPIES; ++q) {
+    const int c = threadIdx.x + q * NT;
+    copy_row[q] = c / PER_ROW;
+    copy_col[q] = (c % PER_ROW) * VEC;
+  }
+  auto load = [&](int s, int dt, int ct, bool objects) {
+    const int p0 = dt * BK;
+    const T* cb = centred + static_cast<std::int64_t>(ct) * BN * d;
+    const int c_rows = k - ct * BN;
+#pragma unroll
+    for (int q = 0; q < COPIES; ++q) {
+      const int r = copy_row[q], p = p0 + copy_col[q];
+      const int off = r * d + p;
+      if (objects) {
+        const bool in = r < rows_here && p < d;
+        gemm::cp_async<VEC * int(sizeof(T))>(stage_a(s) + r * TA::stride + copy_col[q], in ? xb + off : xb, in);
+      }
+      const bool in = r < c_rows && p < d;
+      gemm::cp_async<VEC * int(sizeof(T))>(stage_b(s) + r * TB::stride + copy_col[q], in ? cb + off : cb, in);
+    }
+    if constexpr (S::centre_objects && !PRE)
       if (threadIdx.x < BK / VEC) {
         const int p = p0 + threadIdx.x * VEC;
         gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
       }
+    if (dt == dtiles - 1 && threadIdx.x < BN) {  // the keys, for the fold after the last slice
+      const int j = ct * BN + threadIdx.x;
+      gemm::cp_async<int(sizeof(T))>(stage_key(s) + threadIdx.x, j < k ? keyed + j : keyed, j < k);
+    }
   };
 
   T acc[FM][FN][Mma::C];
@@ -246,23 +302,46 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) load(s);
+  // The next tile to load (lt: its number; its stage, slice of d and centroid tile) and the
+  // tile to compute, stepped without divisions.
+  int lt = 0, ls = 0, ldt = 0, lct = 0;
+  auto step = [&](int& st, int& dt, int& ct) {
+    st = st + 1 == STAGES ? 0 : st + 1;
+    if (++dt == dtiles) {
+      dt = 0;
+      ++ct;
+    }
+  };
+  auto load_next = [&] {
+    // With one slice of d (d <= BK) every tile needs the same objects' slice: once each stage
+    // holds it, only the centroids move.
+    if (lt < tiles) load(ls, ldt, lct, dtiles > 1 || lt < STAGES);
     gemm::cp_async_commit();
-  }
+    ++lt;
+    step(ls, ldt, lct);
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_next();
+  int cs = 0, cdt = 0, cct = 0;
   for (int t = 0; t < tiles; ++t) {
     gemm::cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (t + STAGES - 1 < tiles) load(t + STAGES - 1);
-    gemm::cp_async_commit();
+    load_next();
 
-    const T* as = stage_a(t % STAGES);
-    const T* bs = stage_b(t % STAGES);
-    const T* ms = stage_mu(t % STAGES);
+    const T* as = stage_a(cs);
+    const T* bs = stage_b(cs);
+    const T* ms = stage_mu(cs);
 #pragma unroll
     for (int kk = 0; kk < BK; kk += Mma::K) {
       Reg af[FM][Mma::A], bf[FN][Mma::B];
+      if constexpr (PRE) {
+        // The objects already centred and rounded to TF32 (centred_row_norms): each 16 x 8
+        // fragment is one ldmatrix.x4, lane l naming row (l & 7) + 8 ((l >> 3) & 1), column
+        // 4 (l >> 4) of it -- the four 8 x 4 quarters in the fragment's register order.
+        const int lr = (lane & 7) + 8 * ((lane >> 3) & 1), lc = kk + 4 * (lane >> 4);
+#pragma unroll
+        for (int a = 0; a < FM; ++a) ldmatrix_x4(af[a], as + TA::at(wm0 + a * Mma::M + lr, lc));
+      } else {
 #pragma unroll
       for (int a = 0; a < FM; ++a)
 #pragma unroll
@@ -274,40 +353,85 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
           else
             af[a][e] = object_operand<Mma>(v);
         }
+      }
+      if constexpr (S::is_double) {
 #pragma unroll
-      for (int b = 0; b < FN; ++b)
+        for (int b = 0; b < FN; ++b)
 #pragma unroll
-        for (int e = 0; e < Mma::B; ++e) {
-          const T v = bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)];
-          if constexpr (S::is_double)
-            bf[b][e] = Mma::convert(v);
-          else
-            bf[b][e] = __float_as_uint(v);  // centre_centroids stored c' rounded to TF32
+          for (int e = 0; e < Mma::B; ++e) bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
+      } else {
+        // centre_centroids stored c' rounded to TF32: two 8-centroid fragments (two k
+        // halves each) per ldmatrix.x4, lane l naming centroid l & 7 of fragment
+        // 2q + (l >> 4), k half (l >> 3) & 1.
+        static_assert(FN % 2 == 0 && Mma::B == 2, "B fragments are loaded in pairs");
+        const int lr = lane & 7, lc = kk + 4 * ((lane >> 3) & 1);
+#pragma unroll
+        for (int q = 0; q < FN / 2; ++q) {
+          unsigned r[4];
+          ldmatrix_x4(r, bs + TB::at(wn0 + (2 * q + (lane >> 4)) * Mma::N + lr, lc));
+          bf[2 * q][0] = r[0];
+          bf[2 * q][1] = r[1];
+          bf[2 * q + 1][0] = r[2];
+          bf[2 * q + 1][1] = r[3];
         }
+      }
 #pragma unroll
       for (int a = 0; a < FM; ++a)
 #pragma unroll
         for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
     }
 
-    if (t % dtiles == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
-      const int c0 = (t / dtiles) * BN + wn0;
+    if (cdt == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
+      const int c0 = cct * BN + wn0 + 2 * tq;
+      const T* ks = stage_key(cs) + wn0 + 2 * tq;
+      T nj[FN][2];  // past k: +inf, a key no list takes
 #pragma unroll
       for (int b = 0; b < FN; ++b)
 #pragma unroll
         for (int e2 = 0; e2 < 2; ++e2) {
-          const int j = c0 + b * Mma::N + 2 * tq + e2;
-          if (j < k) {
-            const T nj = keyed[j];
+          const int j = c0 + b * Mma::N + e2;
+          nj[b][e2] = j < k ? ks[b * Mma::N + e2] : T(INFINITY);
+        }
+      // Per row, the least of its 2 FN keys first (a multiply-add and a min a pair); only a
+      // row whose least beats its list's last goes through the insertions, in centroid
+      // order. (Testing each key against the list cost a compare, a branch and its
+      // reconvergence a pair: at d = 16, K = 65536 the fold, not the mma, set the pace.)
+      if constexpr (!S::is_double) {
+#pragma unroll
+      for (int a = 0; a < FM; ++a)
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          T v[FN][2];
+          T least = T(INFINITY);
+#pragma unroll
+          for (int b = 0; b < FN; ++b)
+#pragma unroll
+            for (int e2 = 0; e2 < 2; ++e2) {  // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
+              v[b][e2] = fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]);
+              least = key_min(least, v[b][e2]);
+            }
+          if (least < top[a * H + h].v[L - 1]) {
+#pragma unroll
+            for (int b = 0; b < FN; ++b)
+#pragma unroll
+              for (int e2 = 0; e2 < 2; ++e2) top_push_ascending(top[a * H + h], v[b][e2], c0 + b * Mma::N + e2);
+          }
+        }
+      } else {  // double: each key against its list (the row minimum first measured 7% slower at d = 128)
+#pragma unroll
+        for (int b = 0; b < FN; ++b)
+#pragma unroll
+          for (int e2 = 0; e2 < 2; ++e2)
 #pragma unroll
             for (int a = 0; a < FM; ++a)
 #pragma unroll
-              for (int h = 0; h < H; ++h)  // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
-                top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj), j);
-          }
-        }
+              for (int h = 0; h < H; ++h)
+                top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]),
+                                   c0 + b * Mma::N + e2);
+      }
       clear();
     }
+    step(cs, cdt, cct);
   }
   gemm::cp_async_wait<0>();
 
@@ -587,18 +711,26 @@ __global__ void __launch_bounds__(1024)
 }
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With
-// `rounded`, of x' = x - mu rounded in T, as the assignment kernel forms it.
+// `rounded`, of x' = x - mu rounded in T, as the assignment kernel forms it. With `operand`
+// (float only), also x' rounded on to TF32 (cvt.rna), the assignment's A operand exactly as
+// it would form it from x and mu, for its ldmatrix loads.
 template <class T>
 __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
-                                  bool rounded, double* __restrict__ out) {
+                                  bool rounded, double* __restrict__ out, T* __restrict__ operand) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
     double s = 0;
     for (int p = lane; p < d; p += 32) {
-      const double v = rounded ? static_cast<double>(x[i * d + p] - mu[p])
-                               : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
+      const T xr = x[i * d + p] - mu[p];
+      const double v = rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
       s += v * v;
+      if constexpr (sizeof(T) == 4)
+        if (operand) {
+          unsigned r;
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(xr));
+          operand[i * d + p] = __uint_as_float(r);
+        }
     }
     for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
     if (lane == 0) out[i] = s;

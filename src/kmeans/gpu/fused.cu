@@ -249,6 +249,7 @@ struct TensorKernels {
                           int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, std::int64_t*,
                           unsigned long long*);
   Assign assign = nullptr;
+  Assign assign_pre = nullptr;  // float: the objects read from a centred, TF32-rounded copy
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
   bool centre_objects = false;
@@ -262,6 +263,9 @@ TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   TensorKernels<T> r;
   r.assign = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec, SHORT, DEPTH, NSTAGES>
                           : kernels::fused_tensor_assign<Mma, 1, SHORT, DEPTH, NSTAGES>;
+  if constexpr (!Shape::is_double)
+    r.assign_pre = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec, SHORT, DEPTH, NSTAGES, true>
+                                : kernels::fused_tensor_assign<Mma, 1, SHORT, DEPTH, NSTAGES, true>;
   r.smem = kernels::tensor_assign_smem_bytes<Mma, SHORT, DEPTH, NSTAGES>();
   r.threads = Shape::threads;
   r.rows = Shape::BM;
@@ -282,6 +286,9 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
   }
   else if (d <= 16)  // 16-deep slices: a short d is not padded to 32
     return tensor_kernels_for<g::MmaTf32m16n8k8, true>(d);
+  else if (d > 32)  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
+    // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab_h100.txt)
+    return tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
   else
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
@@ -312,6 +319,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
+    if (kernels_.assign_pre) cuda::opt_in_shared(kernels_.assign_pre, kernels_.smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
@@ -366,9 +374,23 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
     sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
+    // Float, in memory: the objects centred and rounded to TF32 once, in a copy the assignment
+    // reads with ldmatrix (no subtraction and conversion per fragment element and tile), when
+    // the copy fits in what is free. Out of core, under --device-memory, or with
+    // KMEANS_TENSOR_COPY=0 the assignment forms them itself (the same operands bit for bit).
+    const char* copy_env = std::getenv("KMEANS_TENSOR_COPY");
+    if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
+        !(copy_env && std::string(copy_env) == "0")) {
+      std::size_t free_bytes = 0, total = 0;
+      CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+      free_bytes += cuda::pool_idle_bytes();
+      const std::size_t bytes = n * this->d_ * sizeof(T);
+      if (free_bytes > (512ull << 20) && free_bytes - (512ull << 20) >= bytes)
+        operand_ = this->template device_buffer<T>(n * this->d_);
+    }
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
-        xnorm2_.get());
+        xnorm2_.get(), operand_.get());
     CUDA_CHECK_LAUNCH();
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
@@ -377,7 +399,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   void rows_changed() override {  // out of core: the chunk's |x'|^2
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-        kernels_.centre_objects, xnorm2_.get());
+        kernels_.centre_objects, xnorm2_.get(), nullptr);
     CUDA_CHECK_LAUNCH();
   }
 
@@ -397,8 +419,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     unsigned long long* queued = this->counters_.get()->queued;
     CUDA_CHECK(cudaMemsetAsync(queued, 0, 2 * sizeof(unsigned long long), s));
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
-    kernels_.assign<<<blocks, kernels_.threads, kernels_.smem, s>>>(
-        this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
+    const bool copied = operand_.get() != nullptr;
+    (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, kernels_.threads, kernels_.smem, s>>>(
+        copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
         next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
@@ -438,6 +461,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<std::int32_t> sorted_labels_;
   DeviceBuffer<unsigned char> sort_temp_;
   DeviceBuffer<T> mu_, centred_, norms_;
+  DeviceBuffer<T> operand_;  // float, when it fits: x - mu rounded to TF32 (centred_row_norms)
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
