@@ -151,9 +151,8 @@ __device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
   return s;
 }
 
-// The tile shape of each precision: 128 objects x 128 centroids a block, in warps of WM
-// objects x 32 centroids, 4 along the centroids (double: 8 warps of 64 objects; float: 16 of
-// 32). L keys are kept per object: 4 in float, whose TF32 keys leave several candidates
+// The tile shape: 128 objects x 128 centroids a block, in 16 warps of 32 objects x 32
+// centroids, 4 along each. L keys are kept per object: 4 in float, whose TF32 keys leave several candidates
 // within the margin more often, 2 in double.
 // SHORT (float, d <= 16): 16-deep slices, so a short d is not padded to 32. DEPTH and NSTAGES,
 // when given, set the slice depth and the ring's stages (double on sm_90 with d > 16: 32 x 3;
@@ -161,10 +160,11 @@ __device__ __forceinline__ T seq_distance(const T* x, const T* c, int d) {
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
-  // Float: 16 warps of 32 objects (4 along the objects), so 4 warps per scheduler hide the
-  // mma and fold latencies at <= 128 registers; double keeps 8 warps of 64 (its 2 x 8-byte
-  // accumulators and keys need the registers).
-  static constexpr int WM = is_double ? 64 : 32, WN = 32, BM = 128, BN = 4 * WN;
+  // 16 warps of 32 objects (4 along the objects), so 4 warps per scheduler hide the mma and
+  // fold latencies at <= 128 registers. 8 warps of 64 measured 1-19% slower in double, and in
+  // float 4-20% slower on four real-data rows, 2-4% faster at d = 784 (one warp shape kept):
+  // plots/tensor_double_wm_ab_h200.txt, tensor_float_ab_h100.txt.
+  static constexpr int WM = 32, WN = 32, BM = 128, BN = 4 * WN;
   static constexpr int BK = DEPTH ? DEPTH : is_double || SHORT ? 16 : 32, STAGES = NSTAGES;
   static constexpr int L = is_double ? 2 : 4;
   // Float centres the objects too, on their way into the mma (x' = x - mu, then cvt.rna):
