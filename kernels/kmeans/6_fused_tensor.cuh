@@ -9,8 +9,9 @@
 //                        loads (in float: ldmatrix fragments; with PRE the objects read
 //                        already centred and rounded from a copy). After a tile, the key
 //                        |c'|^2 + 2mu.c' - 2x.c' of every pair goes into the object's running
-//                        list of its L smallest (registers; in float a row's least key is
-//                        compared first, and only a row that beats its list's last inserts), then the
+//                        list of its L smallest (registers; in float one list per row and
+//                        warp, the keys passed to their row's lane through shared memory, 8 at
+//                        a time, their least compared first), then the
 //                        lists merge across lanes and warps. The key is not seq's arithmetic;
 //                        margin.hpp bounds how far it can be, and an object whose runner-up
 //                        lies within that margin is queued for a re-check: with the listed
@@ -163,7 +164,7 @@ struct TensorAssignShape {
   // 16 warps of 32 objects (4 along the objects), so 4 warps per scheduler hide the mma and
   // fold latencies at <= 128 registers. 8 warps of 64 measured 1-19% slower in double, and in
   // float 4-20% slower on four real-data rows, 2-4% faster at d = 784 (one warp shape kept):
-  // plots/tensor_double_wm_ab_h200.txt, tensor_float_ab_h100.txt.
+  // plots/tensor_double_wm_ab_h200.txt, tensor_float_ab.txt.
   static constexpr int WM = 32, WN = 32, BM = 128, BN = 4 * WN;
   static constexpr int BK = DEPTH ? DEPTH : is_double || SHORT ? 16 : 32, STAGES = NSTAGES;
   static constexpr int L = is_double ? 2 : 4;
@@ -182,7 +183,8 @@ constexpr std::size_t tensor_assign_smem_bytes() {
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
   using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
   const std::size_t ring =
-      std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0) + S::BN) * sizeof(T);
+      std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0) + S::BN) * sizeof(T) +
+      (S::is_double ? 0 : std::size_t(S::threads) * 8 * sizeof(T));  // float: each warp's 32 x 8 key chunk
   const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
 }
@@ -294,13 +296,14 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         for (int e = 0; e < Mma::C; ++e) acc[a][b][e] = T(0);
   };
   clear();
+  // Double: each lane keeps a list for each of its ROWS rows. Float: lane l keeps the one list
+  // of its warp's row l, fed through a 32 x 8 chunk of keys in shared memory.
   TopL<T, L> top[ROWS];
-  T gate[ROWS];  // float: a row's keys at or above its gate need not be offered to its list
+  TopL<T, L> own;
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    top_clear(top[r]);
-    gate[r] = T(INFINITY);
-  }
+  for (int r = 0; r < ROWS; ++r) top_clear(top[r]);
+  top_clear(own);
+  T* const chunk = smem + STAGES * STAGE + warp * 32 * 8;
 
   // The next tile to load (lt: its number; its stage, slice of d and centroid tile) and the
   // tile to compute, stepped without divisions.
@@ -392,38 +395,46 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
           const int j = c0 + b * Mma::N + e2;
           nj[b][e2] = j < k ? ks[b * Mma::N + e2] : T(INFINITY);
         }
-      // Per row, the least of its 2 FN keys first (a multiply-add and a min a pair); only a
-      // row whose least beats its list's last goes through the insertions, in centroid
-      // order. (Testing each key against the list cost a compare, a branch and its
-      // reconvergence a pair: at d = 16, K = 65536 the fold, not the mma, set the pace.)
       if constexpr (!S::is_double) {
+        // The keys go to the row that owns them: per 8-centroid fragment b, every lane writes
+        // its 4 rows x 2 keys into the warp's 32 x 8 chunk (16-byte halves swapped on every
+        // other group of 4 rows, so the row reads below meet 8 different banks groups), then
+        // lane l reads row l's 8 keys, takes their least (a min a key), and only if that beats
+        // its list's last inserts them, in centroid order. One list per row and warp, not one
+        // per row and lane: a quarter of the lists to fill, and a lane's insertions, which the
+        // whole warp waits for, run over its own row only. (Each lane keeping lists of its 4
+        // rows, tested row by row, spent about half the kernel's instructions inserting.)
+        const int jb = cct * BN + wn0;
+        const int sw = (lane >> 2) & 1;
 #pragma unroll
-      for (int a = 0; a < FM; ++a)
+        for (int b = 0; b < FN; ++b) {
+          __syncwarp();  // the previous fragment's keys are read
 #pragma unroll
-        for (int h = 0; h < H; ++h) {
-          T v[FN][2];
-          T least = T(INFINITY);
+          for (int a = 0; a < FM; ++a)
 #pragma unroll
-          for (int b = 0; b < FN; ++b)
-#pragma unroll
-            for (int e2 = 0; e2 < 2; ++e2) {  // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
-              v[b][e2] = fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]);
-              least = key_min(least, v[b][e2]);
+            for (int h = 0; h < H; ++h) {
+              const int row = a * Mma::M + gq + 8 * h;
+              // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
+              const float2 kv = make_float2(fused_mul_add(T(-2), acc[a][b][h * 2], nj[b][0]),
+                                            fused_mul_add(T(-2), acc[a][b][h * 2 + 1], nj[b][1]));
+              *reinterpret_cast<float2*>(chunk + row * 8 + (((tq >> 1) ^ ((row >> 2) & 1)) * 4) + (2 * tq & 3)) = kv;
             }
-          if (least < gate[a * H + h]) {
-#pragma unroll
-            for (int b = 0; b < FN; ++b)
-#pragma unroll
-              for (int e2 = 0; e2 < 2; ++e2) top_push_ascending(top[a * H + h], v[b][e2], c0 + b * Mma::N + e2);
+          __syncwarp();
+          const float4 lo = *reinterpret_cast<const float4*>(chunk + lane * 8 + sw * 4);
+          const float4 hi = *reinterpret_cast<const float4*>(chunk + lane * 8 + (sw ^ 1) * 4);
+          const T least = key_min(key_min(key_min(lo.x, lo.y), key_min(lo.z, lo.w)),
+                                  key_min(key_min(hi.x, hi.y), key_min(hi.z, hi.w)));
+          if (least < own.v[L - 1]) {
+            const int j0 = jb + b * Mma::N;
+            top_push_ascending(own, lo.x, j0);
+            top_push_ascending(own, lo.y, j0 + 1);
+            top_push_ascending(own, lo.z, j0 + 2);
+            top_push_ascending(own, lo.w, j0 + 3);
+            top_push_ascending(own, hi.x, j0 + 4);
+            top_push_ascending(own, hi.y, j0 + 5);
+            top_push_ascending(own, hi.z, j0 + 6);
+            top_push_ascending(own, hi.w, j0 + 7);
           }
-          // The gate: the least of the four quad lanes' lasts (they hold the same rows). A key
-          // at or above it is at or above some list's last, so at or above the last of the
-          // merged list at the end: leaving it out keeps "every unlisted key >= the list's
-          // last", all the re-check needs, and a lane enters its insertions less often
-          // (d = 16, K = 65536: 55.1 -> 51.1 ms, H100, plots/tensor_float_ab_h100.txt).
-          T g = top[a * H + h].v[L - 1];
-          g = key_min(g, __shfl_xor_sync(0xffffffffu, g, 1));
-          gate[a * H + h] = key_min(g, __shfl_xor_sync(0xffffffffu, g, 2));
         }
       } else {  // double: each key against its list (the row minimum first measured 7% slower at d = 128)
 #pragma unroll
@@ -443,20 +454,26 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   }
   gemm::cp_async_wait<0>();
 
-  // The four lanes of a quad hold the same rows: merge them.
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    top_merge(top[r], top_shfl_xor(top[r], 1));
-    top_merge(top[r], top_shfl_xor(top[r], 2));
-  }
-  // Then the warps that share rows, through shared memory (the ring is no longer read).
-  __syncthreads();
   TopL<T, L>* lists = reinterpret_cast<TopL<T, L>*>(fused_tensor_raw);
-  if (tq == 0) {
+  if constexpr (S::is_double) {
+    // The four lanes of a quad hold the same rows: merge them.
 #pragma unroll
-    for (int a = 0; a < FM; ++a)
+    for (int r = 0; r < ROWS; ++r) {
+      top_merge(top[r], top_shfl_xor(top[r], 1));
+      top_merge(top[r], top_shfl_xor(top[r], 2));
+    }
+    // Then the warps that share rows, through shared memory (the ring is no longer read).
+    __syncthreads();
+    if (tq == 0) {
 #pragma unroll
-      for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
+      for (int a = 0; a < FM; ++a)
+#pragma unroll
+        for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
+    }
+  } else {
+    static_assert(WM == 32, "float: one row per lane");
+    __syncthreads();
+    lists[wn * BM + wm0 + lane] = own;
   }
   __syncthreads();
   for (int r = threadIdx.x; r < rows_here; r += NT) {

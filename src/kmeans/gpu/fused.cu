@@ -287,7 +287,7 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
   else if (d <= 16)  // 16-deep slices: a short d is not padded to 32
     return tensor_kernels_for<g::MmaTf32m16n8k8, true>(d);
   else if (d > 32)  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
-    // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab_h100.txt)
+    // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab.txt)
     return tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
   else
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
