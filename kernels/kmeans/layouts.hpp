@@ -49,17 +49,18 @@ KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { retur
 // The one-pass path where it is measured faster than the tensor path; otherwise the tensor
 // path, which takes any shape. The crossover, from fused's two paths forced on the same data
 // (N = 2^20, 10 iterations, H200; scripts/bench_real_shapes.py --crossover --no-shapes,
-// plots/crossover_delta_h200.csv), with the one-pass delta kernel: one pass wins at every K
-// measured (up to 1024) for d <= 8; at d = 16 up to K = 64 in double and K = 256 in float;
-// at d = 32 at K = 16 in double and up to K = 64 in float; beyond, the tensor path (by up to 3x at
-// d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
+// plots/real_shapes_h200.csv, its crossover rows), with the one-pass delta kernel: one pass
+// wins at every K measured (up to 1024) for d <= 8; at d = 16 up to K = 64 in double and
+// K = 128 in float (the tensor path won at K = 256 once its float fold and loads got cheaper:
+// 0.86 against 0.98 ms); at d = 32 at K = 16 in double and K <= 32 in float (tensor won at
+// K = 64: 0.62 against 0.69 ms); beyond, the tensor path (by up to 3x at d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
 // with K*d, and one block per SM still wins at d = 8, K = 1024).
 constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
                     block_sums_layout<std::size_t>(k, d, elem).bytes + k * (d + 4) * 4 <= kFusedOnePassSharedLimit;
   const std::size_t kd = k * d;
-  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 1024u : 4096u)) || kd <= (elem == 8 ? 512u : 2048u);
+  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 1024u : 2048u)) || kd <= (elem == 8 ? 512u : 1024u);
   return fits && faster;
 }
 
