@@ -174,6 +174,11 @@ struct TensorAssignShape {
   static constexpr bool centre_objects = !is_double;
   static constexpr int threads = (BM / WM) * (BN / WN) * 32;
   static constexpr int warps_n = BN / WN;
+  // Centroid tiles per stage: float with d <= 16 (one 16-deep slice) takes four, so a barrier
+  // and a stage's set-up serve 512 centroids, not 128 (H200, d = 16, K = 65536: 50.4 -> 45.5 ms
+  // with two, 43.0 with four; plots/tensor_float_ab.txt).
+  static constexpr int CPS = !is_double && SHORT ? 4 : 1;
+  static constexpr int BNS = BN * CPS;
 };
 
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
@@ -181,9 +186,9 @@ constexpr std::size_t tensor_assign_smem_bytes() {
   using S = TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>;
   using T = typename Mma::T;
   using TA = gemm::TileGeometry<T, true, S::BM, S::BK>;
-  using TB = gemm::TileGeometry<T, true, S::BN, S::BK>;
+  using TB = gemm::TileGeometry<T, true, S::BNS, S::BK>;
   const std::size_t ring =
-      std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0) + S::BN) * sizeof(T) +
+      std::size_t(S::STAGES) * (TA::elems + TB::elems + (S::centre_objects ? S::BK : 0) + S::BNS) * sizeof(T) +
       (S::is_double ? 0 : std::size_t(S::threads) * 8 * sizeof(T));  // float: each warp's 32 x 8 key chunk
   const std::size_t lists = std::size_t(S::warps_n) * S::BM * sizeof(TopL<T, S::L>);
   return ring > lists ? ring : lists;
@@ -220,7 +225,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, WM = S::WM, WN = S::WN, STAGES = S::STAGES, NT = S::threads;
   constexpr int L = S::L;
   using TA = gemm::TileGeometry<T, true, BM, BK>;
-  using TB = gemm::TileGeometry<T, true, BN, BK>;
+  constexpr int CPS = S::CPS, BNS = S::BNS;
+  using TB = gemm::TileGeometry<T, true, BNS, BK>;
   constexpr int H = Mma::C / 2;  // accumulator rows per mma tile per thread
   constexpr int FM = WM / Mma::M, FN = WN / Mma::N, ROWS = FM * H;
   static_assert(Mma::C == 4 || Mma::C == 2, "accumulator layouts of the mma shapes used here");
@@ -229,7 +235,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
   // A stage: the objects' slice, the centroids' slice, mu's slice (float), the centroids' keys.
   constexpr int MU = S::centre_objects ? BK : 0;
-  constexpr int STAGE = TA::elems + TB::elems + MU + BN;
+  constexpr int STAGE = TA::elems + TB::elems + MU + BNS;
   auto stage_a = [&](int s) { return smem + s * STAGE; };
   auto stage_b = [&](int s) { return smem + s * STAGE + TA::elems; };
   auto stage_mu = [&](int s) { return smem + s * STAGE + TA::elems + TB::elems; };
@@ -243,7 +249,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
   const T* xb = x + row0 * d;
 
-  const int dtiles = (d + BK - 1) / BK, ctiles = (k + BN - 1) / BN;
+  const int dtiles = (d + BK - 1) / BK, ctiles = (k + BNS - 1) / BNS;  // stages of centroids
   const int tiles = dtiles * ctiles;
   // Each thread's VEC-element copies of a stage, worked out once: the tile row and column of
   // copy q (the same in both operands' tiles, both BM = BN rows of BK), its shared offset and
@@ -262,8 +268,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   }
   auto load = [&](int s, int dt, int ct, bool objects) {
     const int p0 = dt * BK;
-    const T* cb = centred + static_cast<std::int64_t>(ct) * BN * d;
-    const int c_rows = k - ct * BN;
+    const T* cb = centred + static_cast<std::int64_t>(ct) * BNS * d;
+    const int c_rows = k - ct * BNS;
 #pragma unroll
     for (int q = 0; q < COPIES; ++q) {
       const int r = copy_row[q], p = p0 + copy_col[q];
@@ -272,16 +278,21 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         const bool in = r < rows_here && p < d;
         gemm::cp_async<VEC * int(sizeof(T))>(stage_a(s) + r * TA::stride + copy_col[q], in ? xb + off : xb, in);
       }
-      const bool in = r < c_rows && p < d;
-      gemm::cp_async<VEC * int(sizeof(T))>(stage_b(s) + r * TB::stride + copy_col[q], in ? cb + off : cb, in);
+#pragma unroll
+      for (int sub = 0; sub < CPS; ++sub) {
+        const int rs = r + sub * BN;
+        const bool in = rs < c_rows && p < d;
+        gemm::cp_async<VEC * int(sizeof(T))>(stage_b(s) + rs * TB::stride + copy_col[q],
+                                             in ? cb + off + sub * BN * d : cb, in);
+      }
     }
     if constexpr (S::centre_objects && !PRE)
       if (threadIdx.x < BK / VEC) {
         const int p = p0 + threadIdx.x * VEC;
         gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
       }
-    if (dt == dtiles - 1 && threadIdx.x < BN) {  // the keys, for the fold after the last slice
-      const int j = ct * BN + threadIdx.x;
+    if (dt == dtiles - 1 && threadIdx.x < BNS) {  // the keys, for the fold after the last slice
+      const int j = ct * BNS + threadIdx.x;
       gemm::cp_async<int(sizeof(T))>(stage_key(s) + threadIdx.x, j < k ? keyed + j : keyed, j < k);
     }
   };
@@ -332,8 +343,14 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
     load_next();
 
     const T* as = stage_a(cs);
-    const T* bs = stage_b(cs);
     const T* ms = stage_mu(cs);
+    // CPS > 1 only with one slice of d (float, d <= 16): each centroid tile of the stage is
+    // multiplied and folded in turn.
+#pragma unroll
+    for (int sub = 0; sub < CPS; ++sub) {
+    const int ctile = cct * CPS + sub;
+    if (CPS > 1 && ctile * BN >= k) break;  // the last stage's tiles past K: nothing to multiply
+    const T* bs = stage_b(cs) + sub * BN * TB::stride;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += Mma::K) {
       Reg af[FM][Mma::A], bf[FN][Mma::B];
@@ -385,8 +402,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
     }
 
     if (cdt == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
-      const int c0 = cct * BN + wn0 + 2 * tq;
-      const T* ks = stage_key(cs) + wn0 + 2 * tq;
+      const int c0 = ctile * BN + wn0 + 2 * tq;
+      const T* ks = stage_key(cs) + sub * BN + wn0 + 2 * tq;
       T nj[FN][2];  // past k: +inf, a key no list takes
 #pragma unroll
       for (int b = 0; b < FN; ++b)
@@ -404,7 +421,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         // per row and lane: a quarter of the lists to fill, and a lane's insertions, which the
         // whole warp waits for, run over its own row only. (Each lane keeping lists of its 4
         // rows, tested row by row, spent about half the kernel's instructions inserting.)
-        const int jb = cct * BN + wn0;
+        const int jb = ctile * BN + wn0;
         const int sw = (lane >> 2) & 1;
 #pragma unroll
         for (int b = 0; b < FN; ++b) {
@@ -449,6 +466,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
                                    c0 + b * Mma::N + e2);
       }
       clear();
+    }
     }
     step(cs, cdt, cct);
   }
