@@ -348,125 +348,126 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
     // multiplied and folded in turn.
 #pragma unroll
     for (int sub = 0; sub < CPS; ++sub) {
-    const int ctile = cct * CPS + sub;
-    if (CPS > 1 && ctile * BN >= k) break;  // the last stage's tiles past K: nothing to multiply
-    const T* bs = stage_b(cs) + sub * BN * TB::stride;
+      const int ctile = cct * CPS + sub;
+      if (CPS > 1 && ctile * BN >= k) break;  // the last stage's tiles past K: nothing to multiply
+      const T* bs = stage_b(cs) + sub * BN * TB::stride;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += Mma::K) {
-      Reg af[FM][Mma::A], bf[FN][Mma::B];
-      if constexpr (PRE) {
-        // The objects already centred and rounded to TF32 (centred_row_norms): each 16 x 8
-        // fragment is one ldmatrix.x4, lane l naming row (l & 7) + 8 ((l >> 3) & 1), column
-        // 4 (l >> 4) of it -- the four 8 x 4 quarters in the fragment's register order.
-        const int lr = (lane & 7) + 8 * ((lane >> 3) & 1), lc = kk + 4 * (lane >> 4);
+      for (int kk = 0; kk < BK; kk += Mma::K) {
+        Reg af[FM][Mma::A], bf[FN][Mma::B];
+        if constexpr (PRE) {
+          // The objects already centred and rounded to TF32 (centred_row_norms): each 16 x 8
+          // fragment is one ldmatrix.x4, lane l naming row (l & 7) + 8 ((l >> 3) & 1), column
+          // 4 (l >> 4) of it -- the four 8 x 4 quarters in the fragment's register order.
+          const int lr = (lane & 7) + 8 * ((lane >> 3) & 1), lc = kk + 4 * (lane >> 4);
 #pragma unroll
-        for (int a = 0; a < FM; ++a) ldmatrix_x4(af[a], as + TA::at(wm0 + a * Mma::M + lr, lc));
-      } else {
+          for (int a = 0; a < FM; ++a) ldmatrix_x4(af[a], as + TA::at(wm0 + a * Mma::M + lr, lc));
+        } else {
 #pragma unroll
-      for (int a = 0; a < FM; ++a)
+        for (int a = 0; a < FM; ++a)
 #pragma unroll
-        for (int e = 0; e < Mma::A; ++e) {
-          const int col = kk + tq + 4 * (e >> 1);
-          const T v = as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), col)];
-          if constexpr (S::centre_objects)
-            af[a][e] = Mma::convert(v - ms[col]);
-          else
-            af[a][e] = object_operand<Mma>(v);
-        }
-      }
-      if constexpr (S::is_double) {
-#pragma unroll
-        for (int b = 0; b < FN; ++b)
-#pragma unroll
-          for (int e = 0; e < Mma::B; ++e) bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
-      } else {
-        // centre_centroids stored c' rounded to TF32: two 8-centroid fragments (two k
-        // halves each) per ldmatrix.x4, lane l naming centroid l & 7 of fragment
-        // 2q + (l >> 4), k half (l >> 3) & 1.
-        static_assert(FN % 2 == 0 && Mma::B == 2, "B fragments are loaded in pairs");
-        const int lr = lane & 7, lc = kk + 4 * ((lane >> 3) & 1);
-#pragma unroll
-        for (int q = 0; q < FN / 2; ++q) {
-          unsigned r[4];
-          ldmatrix_x4(r, bs + TB::at(wn0 + (2 * q + (lane >> 4)) * Mma::N + lr, lc));
-          bf[2 * q][0] = r[0];
-          bf[2 * q][1] = r[1];
-          bf[2 * q + 1][0] = r[2];
-          bf[2 * q + 1][1] = r[3];
-        }
-      }
-#pragma unroll
-      for (int a = 0; a < FM; ++a)
-#pragma unroll
-        for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
-    }
-
-    if (cdt == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
-      const int c0 = ctile * BN + wn0 + 2 * tq;
-      const T* ks = stage_key(cs) + sub * BN + wn0 + 2 * tq;
-      T nj[FN][2];  // past k: +inf, a key no list takes
-#pragma unroll
-      for (int b = 0; b < FN; ++b)
-#pragma unroll
-        for (int e2 = 0; e2 < 2; ++e2) {
-          const int j = c0 + b * Mma::N + e2;
-          nj[b][e2] = j < k ? ks[b * Mma::N + e2] : T(INFINITY);
-        }
-      if constexpr (!S::is_double) {
-        // The keys go to the row that owns them: per 8-centroid fragment b, every lane writes
-        // its 4 rows x 2 keys into the warp's 32 x 8 chunk (16-byte halves swapped on every
-        // other group of 4 rows, so the row reads below meet 8 different banks groups), then
-        // lane l reads row l's 8 keys, takes their least (a min a key), and only if that beats
-        // its list's last inserts them, in centroid order. One list per row and warp, not one
-        // per row and lane: a quarter of the lists to fill, and a lane's insertions, which the
-        // whole warp waits for, run over its own row only. (Each lane keeping lists of its 4
-        // rows, tested row by row, spent about half the kernel's instructions inserting.)
-        const int jb = ctile * BN + wn0;
-        const int sw = (lane >> 2) & 1;
-#pragma unroll
-        for (int b = 0; b < FN; ++b) {
-          __syncwarp();  // the previous fragment's keys are read
-#pragma unroll
-          for (int a = 0; a < FM; ++a)
-#pragma unroll
-            for (int h = 0; h < H; ++h) {
-              const int row = a * Mma::M + gq + 8 * h;
-              // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
-              const float2 kv = make_float2(fused_mul_add(T(-2), acc[a][b][h * 2], nj[b][0]),
-                                            fused_mul_add(T(-2), acc[a][b][h * 2 + 1], nj[b][1]));
-              *reinterpret_cast<float2*>(chunk + row * 8 + (((tq >> 1) ^ ((row >> 2) & 1)) * 4) + (2 * tq & 3)) = kv;
-            }
-          __syncwarp();
-          const float4 lo = *reinterpret_cast<const float4*>(chunk + lane * 8 + sw * 4);
-          const float4 hi = *reinterpret_cast<const float4*>(chunk + lane * 8 + (sw ^ 1) * 4);
-          const T least = key_min(key_min(key_min(lo.x, lo.y), key_min(lo.z, lo.w)),
-                                  key_min(key_min(hi.x, hi.y), key_min(hi.z, hi.w)));
-          if (least < own.v[L - 1]) {
-            const int j0 = jb + b * Mma::N;
-            top_push_ascending(own, lo.x, j0);
-            top_push_ascending(own, lo.y, j0 + 1);
-            top_push_ascending(own, lo.z, j0 + 2);
-            top_push_ascending(own, lo.w, j0 + 3);
-            top_push_ascending(own, hi.x, j0 + 4);
-            top_push_ascending(own, hi.y, j0 + 5);
-            top_push_ascending(own, hi.z, j0 + 6);
-            top_push_ascending(own, hi.w, j0 + 7);
+          for (int e = 0; e < Mma::A; ++e) {
+            const int col = kk + tq + 4 * (e >> 1);
+            const T v = as[TA::at(wm0 + a * Mma::M + gq + 8 * (e & 1), col)];
+            if constexpr (S::centre_objects)
+              af[a][e] = Mma::convert(v - ms[col]);
+            else
+              af[a][e] = object_operand<Mma>(v);
           }
         }
-      } else {  // double: each key against its list (the row minimum first measured 7% slower at d = 128)
+        if constexpr (S::is_double) {
+#pragma unroll
+          for (int b = 0; b < FN; ++b)
+#pragma unroll
+            for (int e = 0; e < Mma::B; ++e)
+              bf[b][e] = Mma::convert(bs[TB::at(wn0 + b * Mma::N + gq, kk + tq + 4 * e)]);
+        } else {
+          // centre_centroids stored c' rounded to TF32: two 8-centroid fragments (two k
+          // halves each) per ldmatrix.x4, lane l naming centroid l & 7 of fragment
+          // 2q + (l >> 4), k half (l >> 3) & 1.
+          static_assert(FN % 2 == 0 && Mma::B == 2, "B fragments are loaded in pairs");
+          const int lr = lane & 7, lc = kk + 4 * ((lane >> 3) & 1);
+#pragma unroll
+          for (int q = 0; q < FN / 2; ++q) {
+            unsigned r[4];
+            ldmatrix_x4(r, bs + TB::at(wn0 + (2 * q + (lane >> 4)) * Mma::N + lr, lc));
+            bf[2 * q][0] = r[0];
+            bf[2 * q][1] = r[1];
+            bf[2 * q + 1][0] = r[2];
+            bf[2 * q + 1][1] = r[3];
+          }
+        }
+#pragma unroll
+        for (int a = 0; a < FM; ++a)
+#pragma unroll
+          for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
+      }
+
+      if (cdt == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
+        const int c0 = ctile * BN + wn0 + 2 * tq;
+        const T* ks = stage_key(cs) + sub * BN + wn0 + 2 * tq;
+        T nj[FN][2];  // past k: +inf, a key no list takes
 #pragma unroll
         for (int b = 0; b < FN; ++b)
 #pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2)
+          for (int e2 = 0; e2 < 2; ++e2) {
+            const int j = c0 + b * Mma::N + e2;
+            nj[b][e2] = j < k ? ks[b * Mma::N + e2] : T(INFINITY);
+          }
+        if constexpr (!S::is_double) {
+          // The keys go to the row that owns them: per 8-centroid fragment b, every lane writes
+          // its 4 rows x 2 keys into the warp's 32 x 8 chunk (16-byte halves swapped on every
+          // other group of 4 rows, so the row reads below meet 8 different banks groups), then
+          // lane l reads row l's 8 keys, takes their least (a min a key), and only if that beats
+          // its list's last inserts them, in centroid order. One list per row and warp, not one
+          // per row and lane: a quarter of the lists to fill, and a lane's insertions, which the
+          // whole warp waits for, run over its own row only. (Each lane keeping lists of its 4
+          // rows, tested row by row, spent about half the kernel's instructions inserting.)
+          const int jb = ctile * BN + wn0;
+          const int sw = (lane >> 2) & 1;
+#pragma unroll
+          for (int b = 0; b < FN; ++b) {
+            __syncwarp();  // the previous fragment's keys are read
 #pragma unroll
             for (int a = 0; a < FM; ++a)
 #pragma unroll
-              for (int h = 0; h < H; ++h)
-                top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]),
-                                   c0 + b * Mma::N + e2);
+              for (int h = 0; h < H; ++h) {
+                const int row = a * Mma::M + gq + 8 * h;
+                // nj - 2 acc rounded once, as one fused multiply-add (2 acc is exact)
+                const float2 kv = make_float2(fused_mul_add(T(-2), acc[a][b][h * 2], nj[b][0]),
+                                              fused_mul_add(T(-2), acc[a][b][h * 2 + 1], nj[b][1]));
+                *reinterpret_cast<float2*>(chunk + row * 8 + (((tq >> 1) ^ ((row >> 2) & 1)) * 4) + (2 * tq & 3)) = kv;
+              }
+            __syncwarp();
+            const float4 lo = *reinterpret_cast<const float4*>(chunk + lane * 8 + sw * 4);
+            const float4 hi = *reinterpret_cast<const float4*>(chunk + lane * 8 + (sw ^ 1) * 4);
+            const T least = key_min(key_min(key_min(lo.x, lo.y), key_min(lo.z, lo.w)),
+                                    key_min(key_min(hi.x, hi.y), key_min(hi.z, hi.w)));
+            if (least < own.v[L - 1]) {
+              const int j0 = jb + b * Mma::N;
+              top_push_ascending(own, lo.x, j0);
+              top_push_ascending(own, lo.y, j0 + 1);
+              top_push_ascending(own, lo.z, j0 + 2);
+              top_push_ascending(own, lo.w, j0 + 3);
+              top_push_ascending(own, hi.x, j0 + 4);
+              top_push_ascending(own, hi.y, j0 + 5);
+              top_push_ascending(own, hi.z, j0 + 6);
+              top_push_ascending(own, hi.w, j0 + 7);
+            }
+          }
+        } else {  // double: each key against its list (the row minimum first measured 7% slower at d = 128)
+#pragma unroll
+          for (int b = 0; b < FN; ++b)
+#pragma unroll
+            for (int e2 = 0; e2 < 2; ++e2)
+#pragma unroll
+              for (int a = 0; a < FM; ++a)
+#pragma unroll
+                for (int h = 0; h < H; ++h)
+                  top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]),
+                                     c0 + b * Mma::N + e2);
+        }
+        clear();
       }
-      clear();
-    }
     }
     step(cs, cdt, cct);
   }
@@ -766,7 +767,8 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
     double s = 0;
     for (int p = lane; p < d; p += 32) {
       const T xr = x[i * d + p] - mu[p];
-      const double v = rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
+      const double v =
+          rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
       s += v * v;
       if constexpr (sizeof(T) == 4)
         if (operand) {
