@@ -5,14 +5,15 @@
 //                        each tile's products x.c' (c' = c - mu, centred on the data's mean)
 //                        accumulated over d in BK slices by mma.sync (FP64 DMMA in double, TF32
 //                        in float) from a cp.async ring: the GEMM ladder's tensor kernel
-//                        (kernels/gemm/6_tensor.cuh) supplies the mma shapes, tile geometry and
-//                        loads (in float: ldmatrix fragments; with PRE the objects read
-//                        already centred and rounded from a copy). After a tile, the key
-//                        |c'|^2 + 2mu.c' - 2x.c' of every pair goes into the object's running
-//                        list of its L smallest (registers; in float one list per row and
-//                        warp, the keys passed to their row's lane through shared memory, 8 at
-//                        a time, their least compared first), then the
-//                        lists merge across lanes and warps. The key is not seq's arithmetic;
+//                        (kernels/gemm/6_tensor.cuh) supplies the mma shapes, the tile geometry
+//                        and cp.async; the stage loads are this kernel's own (each thread's
+//                        copy addresses worked out once). In float the fragments come by
+//                        ldmatrix, with PRE from objects already centred and rounded in a copy.
+//                        After a tile, the key |c'|^2 + 2mu.c' - 2x.c' of every pair goes into
+//                        the object's running list of its L smallest (registers; in float one
+//                        list per row and warp, the keys passed to their row's lane through
+//                        shared memory 8 at a time, their least compared first); the lists
+//                        then merge across lanes and warps. The key is not seq's arithmetic;
 //                        margin.hpp bounds how far it can be, and an object whose runner-up
 //                        lies within that margin is queued for a re-check: with the listed
 //                        candidates within the margin when the list's last is beyond it, else
