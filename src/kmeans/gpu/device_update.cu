@@ -25,9 +25,7 @@ struct DeviceUpdateEngine<T>::Streamed {
   std::size_t rows(std::size_t c) const { return std::min(chunk, data->n - c * chunk); }
 };
 
-// The device memory this process may use: what is free (less room for the runtime), or
-// --device-memory when smaller.
-inline std::size_t device_budget(std::size_t cap) {
+std::size_t device_budget(std::size_t cap) {
   std::size_t free_bytes = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   free_bytes += cuda::pool_idle_bytes();  // an earlier fit's buffers, kept for reuse

@@ -10,6 +10,10 @@
 
 namespace km::gpu {
 
+// The device memory this process may use: what is free (with the pool's idle bytes, less room
+// for the runtime), or --device-memory (cap, when non-zero) when smaller.
+std::size_t device_budget(std::size_t cap);
+
 template <class T>
 class DeviceUpdateEngine : public GpuEngine<T> {
  public:

@@ -380,14 +380,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // KMEANS_TENSOR_COPY=0 the assignment forms them itself (the same operands bit for bit).
     const char* copy_env = std::getenv("KMEANS_TENSOR_COPY");
     if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
-        !(copy_env && std::string(copy_env) == "0")) {
-      std::size_t free_bytes = 0, total = 0;
-      CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-      free_bytes += cuda::pool_idle_bytes();
-      const std::size_t bytes = n * this->d_ * sizeof(T);
-      if (free_bytes > (512ull << 20) && free_bytes - (512ull << 20) >= bytes)
-        operand_ = this->template device_buffer<T>(n * this->d_);
-    }
+        !(copy_env && std::string(copy_env) == "0") && device_budget(0) >= n * this->d_ * sizeof(T))
+      operand_ = this->template device_buffer<T>(n * this->d_);
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
         xnorm2_.get(), operand_.get());
@@ -421,8 +415,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     const bool copied = operand_.get() != nullptr;
     (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, kernels_.threads, kernels_.smem, s>>>(
-        copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k, bound_,
-        next_.get(), queue_.get(), everyone_.get(), queued);
+        copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(),
+        mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());
