@@ -471,7 +471,11 @@ void check_split_and_omp(const char* name) {
       ASSERT_EQ(split.iterations, one.iterations);
       for (int it = 0; it < one.iterations; ++it) {
         EXPECT_EQ(split.per_iteration[it].changed, one.per_iteration[it].changed);
-        EXPECT_EQ(split.per_iteration[it].inertia, one.per_iteration[it].inertia);
+        // One GPU takes Hamerly's bounds (the whole problem in memory), whose iteration inertia
+        // is the clusters' algebraic sum in double: within 1e-11 of the per-object sum in
+        // double; in float the per-object sum adds float distances, 1e-6.
+        EXPECT_NEAR(split.per_iteration[it].inertia, one.per_iteration[it].inertia,
+                    (sizeof(T) == 4 ? 1e-6 : 1e-11) * one.per_iteration[it].inertia);
         EXPECT_EQ(split.per_iteration[it].shift, one.per_iteration[it].shift);
       }
     }
@@ -546,8 +550,9 @@ void check_delta_as_classic() {
       for (int it = 0; it < delta.iterations; ++it) {
         EXPECT_EQ(delta.per_iteration[it].changed, classic.per_iteration[it].changed) << "iteration " << it + 1;
         EXPECT_EQ(delta.per_iteration[it].shift, classic.per_iteration[it].shift) << "iteration " << it + 1;
+        // The delta kernel's bounds (on by default) give the algebraic inertia (see GpuSplit).
         EXPECT_NEAR(delta.per_iteration[it].inertia, classic.per_iteration[it].inertia,
-                    (sizeof(T) == 4 ? 1e-9 : 1e-12) * classic.per_iteration[it].inertia);
+                    (sizeof(T) == 4 ? 1e-6 : 1e-11) * classic.per_iteration[it].inertia);
         EXPECT_GE(delta.per_iteration[it].rechecked, 0);
       }
       EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
@@ -561,6 +566,96 @@ void check_delta_as_classic() {
 
 TEST(GpuFusedDelta, DoubleAsClassic) { check_delta_as_classic<double>(); }
 TEST(GpuFusedDelta, FloatAsClassic) { check_delta_as_classic<float>(); }
+
+namespace {
+
+// Hamerly's bounds in the delta kernel (KMEANS_DELTA_BOUNDS=1) against the same kernel without
+// them (=0): labels, centroids, change counts and shifts bit for bit over 20 iterations (an
+// object the bounds keep is one seq keeps), omp's labels, the algebraic inertia within 1e-11
+// (1e-6 in float, whose per-object sum adds float distances), and the bounds must keep some objects unread once the centroids settle (so a
+// test that never exercised them fails). With KMEANS_DELTA_GUARD=0 every inertia bound
+// "fails": the host sums the first iteration's inertia from the objects and the bounds go off.
+// With KMEANS_DELTA_BOUNDS=0.05 they start mid-fit (the default's path, at 1%): the iteration
+// after the first with at most 5% moved scores every object and rebuilds the q sums.
+template <class T>
+void check_bounds() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
+  setenv("KMEANS_DELTA_BALL", "0", 1);  // Elkan's test (d <= 2, K > 32) and the bounds exclude each other
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{30011, 2, 16}, {20011, 16, 16}}
+              : std::vector<SplitShape>{{30011, 1, 2},  {30011, 2, 16}, {30011, 2, 64}, {20011, 3, 100},
+                                        {20011, 8, 64}, {20011, 16, 16}, {10007, 32, 16}};
+  for (const SplitShape& s : shapes) {
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
+      km::Params p;
+      p.k = s.k;
+      p.loops = 20;
+      setenv("KMEANS_DELTA_BOUNDS", "1", 1);
+      const auto on = km::run(fused, data, p);
+      setenv("KMEANS_DELTA_GUARD", "0", 1);
+      const auto fallback = km::run(fused, data, p);
+      unsetenv("KMEANS_DELTA_GUARD");
+      setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the iteration after one with <= 5% moved
+      const auto later = km::run(fused, data, p);
+      setenv("KMEANS_DELTA_BOUNDS", "0", 1);
+      const auto off = km::run(fused, data, p);
+      unsetenv("KMEANS_DELTA_BOUNDS");
+      const auto omp = km::run(km::find_implementation("omp"), data, p);
+      EXPECT_EQ(on.centroids, off.centroids);
+      EXPECT_EQ(on.labels, off.labels);
+      EXPECT_EQ(on.labels, omp.labels);
+      EXPECT_EQ(fallback.labels, off.labels);
+      EXPECT_EQ(fallback.centroids, off.centroids);
+      EXPECT_EQ(later.labels, off.labels);
+      EXPECT_EQ(later.centroids, off.centroids);
+      ASSERT_EQ(on.iterations, off.iterations);
+      ASSERT_EQ(fallback.iterations, off.iterations);
+      ASSERT_EQ(later.iterations, off.iterations);
+      std::int64_t skipped = 0;
+      bool live = false;  // whether `later` has started its bounds (and rebuilt its q sums)
+      for (int it = 0; it < on.iterations; ++it) {
+        SCOPED_TRACE("iteration " + std::to_string(it + 1));
+        EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
+        EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
+        EXPECT_EQ(later.per_iteration[it].changed, off.per_iteration[it].changed);
+        EXPECT_EQ(later.per_iteration[it].shift, off.per_iteration[it].shift);
+        EXPECT_EQ(later.per_iteration[it].skipped >= 0, live) << "bounds start after <= 5% moved";
+        if (live) {
+          EXPECT_NEAR(later.per_iteration[it].inertia, off.per_iteration[it].inertia,
+                      (sizeof(T) == 4 ? 1e-6 : 1e-11) * off.per_iteration[it].inertia);
+        }
+        live = live || off.per_iteration[it].changed <= static_cast<std::int64_t>(0.05 * static_cast<double>(s.n));
+        // The algebraic inertia and the host's sum, both in double, against the per-object sum
+        // of distances in T (see GpuSplit).
+        const double tol = sizeof(T) == 4 ? 1e-6 : 1e-11;
+        EXPECT_NEAR(on.per_iteration[it].inertia, off.per_iteration[it].inertia, tol * off.per_iteration[it].inertia);
+        EXPECT_NEAR(fallback.per_iteration[it].inertia, off.per_iteration[it].inertia,
+                    tol * off.per_iteration[it].inertia);
+        EXPECT_GE(on.per_iteration[it].skipped, 0) << "the bounds kernel reports what it kept";
+        EXPECT_LE(on.per_iteration[it].skipped, static_cast<std::int64_t>(s.n) - on.per_iteration[it].changed);
+        if (it > 0) {
+          EXPECT_EQ(fallback.per_iteration[it].skipped, -1) << "bounds off after the failed guard";
+        }
+        skipped += std::max<std::int64_t>(on.per_iteration[it].skipped, 0);
+      }
+      EXPECT_EQ(on.per_iteration.at(0).skipped, 0) << "no bounds yet in the first iteration";
+      if (on.iterations >= 5) {
+        EXPECT_GT(skipped, 0) << "the bounds never kept an object";
+      }
+    }
+  }
+  unsetenv("KMEANS_DELTA_BALL");
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
+}  // namespace
+
+TEST(GpuFusedBounds, DoubleAsWithout) { check_bounds<double>(); }
+TEST(GpuFusedBounds, FloatAsWithout) { check_bounds<float>(); }
 
 // ------------------------------------------------------------ out of core
 
@@ -594,7 +689,9 @@ void check_streamed(const char* name) {
         ASSERT_EQ(streamed.iterations, in_memory.iterations);
         for (int it = 0; it < in_memory.iterations; ++it) {
           EXPECT_EQ(streamed.per_iteration[it].changed, in_memory.per_iteration[it].changed);
-          EXPECT_EQ(streamed.per_iteration[it].inertia, in_memory.per_iteration[it].inertia);
+          // In memory, fused takes Hamerly's bounds: the algebraic inertia (see GpuSplit).
+          EXPECT_NEAR(streamed.per_iteration[it].inertia, in_memory.per_iteration[it].inertia,
+                      (sizeof(T) == 4 ? 1e-6 : 1e-11) * in_memory.per_iteration[it].inertia);
           EXPECT_GT(streamed.per_iteration[it].h2d, 0) << "the copies are the h2d phase";
         }
       }

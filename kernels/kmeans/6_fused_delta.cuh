@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/counters.cuh"
@@ -70,9 +71,40 @@ struct DeltaPass {
   unsigned long long* changed_out = nullptr;
   unsigned long long* inertia_out = nullptr;
   unsigned long long* rechecked_out = nullptr;
+  // BOUNDS (Hamerly's test, see the kernel): per object (u', l'), per cluster the cumulative
+  // inflated shifts C^[k] and, at [k], the cumulative largest shift M^ (floats, rounded up);
+  // kap_up >= sqrt(1 + g), kap_dn <= sqrt(1 - g), g = gamma_{d+2}(u_T) (seq's relative error).
+  float2* bounds = nullptr;
+  bool rebuild = false;  // the first iteration with bounds: every object scored, the q sums rebuilt
+  float* drift = nullptr;
+  float kap_up = 1, kap_dn = 1;
+  // Each cluster's sum of q = |x - z|^2 (64-bit fixed point at inertia_scale, z fixed for the
+  // fit), kept like the held sums: the iteration's inertia follows from them, Q, S and n.
+  unsigned long long* held_q = nullptr;
+  const double* z = nullptr;
+  double q_guard = 1e-11;               // the largest error bound / inertia accepted
+  double* inertia_parts = nullptr;      // [2k] scratch: each cluster's inertia, its error bound
+  double* previous = nullptr;           // [k][d]: the centroids of an iteration whose bound failed
+  unsigned long long* skipped = nullptr;      // objects the bounds kept without reading them
+  unsigned long long* skipped_out = nullptr;
 };
 
-template <class T, int MAXD, bool PACK, int U, bool BALL = false>
+// The inertia's stand-in when the algebraic inertia's error bound failed (the host sums it).
+constexpr unsigned long long kInertiaUnsure = ~0ull;
+
+// f(std::integral_constant<int, m>) with m = min(slots, U), at least 1: the round's filled slots
+// as a constant, so each count gets its own unrolled loop.
+template <int U, class F>
+__device__ __forceinline__ void with_slots(int slots, F&& f) {
+  if constexpr (U == 1) {
+    f(std::integral_constant<int, 1>{});
+  } else {
+    if (slots >= U) f(std::integral_constant<int, U>{});
+    else with_slots<U - 1>(slots, f);
+  }
+}
+
+template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false>
 __global__ void __launch_bounds__(kDeltaThreads)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
@@ -98,6 +130,15 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
+  // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
+  // queue; then the drift tables C^[k], M^ and the block's q sums [k].
+  uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
+  float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
+  unsigned long long* dq =
+      reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
+  __shared__ double zs[MAXD];
+  __shared__ int largest_step;
+  __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) r2_shared = 0;
@@ -106,6 +147,11 @@ __global__ void __launch_bounds__(kDeltaThreads)
     s[t] = centroids[t];
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
+  if (BOUNDS) {
+    for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
+    for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
+    for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
+  }
   __syncthreads();
   // The centre: the centroids' mean, summed in index order (any point would be exact; the
   // mean keeps |x''| and |c''|, and with them the filter's margin, small).
@@ -161,8 +207,21 @@ __global__ void __launch_bounds__(kDeltaThreads)
   const int mask = PACK ? (1 << p.index_bits) - 1 : 0;
 
   constexpr bool kQueue = MAXD <= 4;
+  // An object's q = |x - z|^2 in fixed point (BOUNDS), the same bits wherever it is summed.
+  auto q_fixed = [&](const T* v) {
+    double q = 0;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      if (j < d) {
+        const double e = static_cast<double>(v[j]) - zs[j];
+        q = fma(e, e, q);
+      }
+    }
+    return to_fixed(q, p.inertia_scale);
+  };
   // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
-  // cluster's sums and into the other's.
+  // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
+  // rebuilt from every object).
   auto add_move = [&](const T* v, int label, int was) {
 #pragma unroll
     for (int j = 0; j < MAXD; ++j) {
@@ -174,31 +233,105 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
     atomicAdd(&dcounts[label], 1);
     if (was >= 0) atomicAdd(&dcounts[was], -1);
+    if (BOUNDS && !p.rebuild) {
+      const unsigned long long qa = q_fixed(v);
+      atomicAdd(&dq[label], qa);
+      if (was >= 0) atomicAdd(&dq[was], 0ull - qa);
+    }
   };
-  unsigned moves = 0, rechecks = 0;
+  unsigned moves = 0, rechecks = 0, skips = 0;
   unsigned long long my_inertia = 0;
-  const bool count_inertia = p.inertia != nullptr;
+  const bool count_inertia = !BOUNDS && p.inertia != nullptr;
+  const float mhat = BOUNDS ? drift_s[k] : 0.0f;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
-  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U; base < n; base += step) {
+  // BOUNDS: a pass's labels and bounds, loaded one pass ahead (-2: past the end), so that
+  // their latency hides behind the previous pass's scoring.
+  int next_label[U];
+  float2 next_bounds[U];
+  auto fetch = [&](std::int64_t from) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = from + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+      next_label[u] = i < n ? labels[i] : -2;
+      next_bounds[u] = i < n ? p.bounds[i] : make_float2(0.0f, 0.0f);
+    }
+  };
+  if (BOUNDS) fetch(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
+  // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
+  // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
+  constexpr int kRing = 64 * U;
+  int pending = 0, head = 0;
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;; base += step) {
+    const bool more = base < n;  // the same in the whole block
+    if (!BOUNDS && !more) break;
+    if constexpr (BOUNDS) {
+      // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
+      // read): u' + C^[a] < l' - M^ (rounded up and down) proves seq's label is still a.
+      if (more) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int a = next_label[u];
+          const bool keep = !p.rebuild && a >= 0 &&
+                            __fadd_ru(next_bounds[u].x, drift_s[a]) < __fsub_rd(next_bounds[u].y, mhat);
+          skips += keep ? 1u : 0u;
+          const bool need = a >= -1 && !keep;
+          const unsigned list = __ballot_sync(0xffffffffu, need);
+          if (need)
+            listq[(head + pending + __popc(list & ((1u << lane) - 1))) & (kRing - 1)] = make_uint2(
+                static_cast<unsigned>(base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x),
+                static_cast<unsigned>(a));
+          pending += __popc(list);
+        }
+        fetch(base + step);
+      }
+      __syncwarp();
+    }
+    // The rounds: without BOUNDS one, the pass; with, each full one, and at the end the rest.
+    for (;;) {
+    int taken = 32 * U;
+    if constexpr (BOUNDS) {
+      if (pending < 32 * U && (more || pending == 0)) break;
+      taken = min(pending, 32 * U);
+    }
     T xr[U][MAXD];
     int old[U];
-    // A whole pass (every pass but the last) loads without a bounds test per object.
-    const T* xb = x + base + threadIdx.x;
-    const std::int32_t* lb = labels + base + threadIdx.x;
-    if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
+    std::int64_t idx[U];
+    bool has[U];
+    if constexpr (BOUNDS) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
+        const int e = u * 32 + lane;
+        has[u] = e < taken;
+        const uint2 v = has[u] ? listq[(head + e) & (kRing - 1)] : make_uint2(0u, 0u);
+        idx[u] = v.x;
+        old[u] = static_cast<int>(v.y);
+        const T* xo = x + idx[u];
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d ? xb[j * n + u * blockDim.x] : T(0);
-        old[u] = lb[u * blockDim.x];
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = has[u] && j < d ? xo[j * n] : T(0);
       }
     } else {
+      // A whole pass (every pass but the last) loads without a bounds test per object.
+      const T* xb = x + base + threadIdx.x;
+      const std::int32_t* lb = labels + base + threadIdx.x;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const bool in = base + u * blockDim.x + threadIdx.x < n;
+        idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+        has[u] = idx[u] < n;
+      }
+      if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = in && j < d ? xb[j * n + u * blockDim.x] : T(0);
-        old[u] = in ? lb[u * blockDim.x] : 0;
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d ? xb[j * n + u * blockDim.x] : T(0);
+          old[u] = lb[u * blockDim.x];
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) xr[u][j] = has[u] && j < d ? xb[j * n + u * blockDim.x] : T(0);
+          old[u] = has[u] ? lb[u * blockDim.x] : 0;
+        }
       }
     }
     float xf[U][MAXD], nx[U], best[U], second[U];
@@ -223,30 +356,37 @@ __global__ void __launch_bounds__(kDeltaThreads)
     bool close[U], known[U];
     T dold[U];
     if (!BALL) {
-      for (int c = 0; c < k; ++c) {
-        float a[ROW];
+      // The first NU slots against every centroid (each table row read once for all of them).
+      auto score = [&](auto slots) {
+        constexpr int NU = decltype(slots)::value;
+        for (int c = 0; c < k; ++c) {
+          float a[ROW];
 #pragma unroll
-        for (int q = 0; q < ROW / 4; ++q) {
-          const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
-          a[4 * q] = v.x;
-          a[4 * q + 1] = v.y;
-          a[4 * q + 2] = v.z;
-          a[4 * q + 3] = v.w;
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          float f = a[0];
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j) f = fmaf(a[AOFF + j], xf[u][j], f);
-          if (PACK) {
-            f = __int_as_float((__float_as_int(f) & ~mask) | c);
-          } else if (f < best[u]) {
-            bi[u] = c;
+          for (int q = 0; q < ROW / 4; ++q) {
+            const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
+            a[4 * q] = v.x;
+            a[4 * q + 1] = v.y;
+            a[4 * q + 2] = v.z;
+            a[4 * q + 3] = v.w;
           }
-          second[u] = fminf(second[u], fmaxf(best[u], f));
-          best[u] = fminf(best[u], f);
+#pragma unroll
+          for (int u = 0; u < NU; ++u) {
+            float f = a[0];
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j) f = fmaf(a[AOFF + j], xf[u][j], f);
+            if (PACK) {
+              f = __int_as_float((__float_as_int(f) & ~mask) | c);
+            } else if (f < best[u]) {
+              bi[u] = c;
+            }
+            second[u] = fminf(second[u], fmaxf(best[u], f));
+            best[u] = fminf(best[u], f);
+          }
         }
-      }
+      };
+      // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
+      if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
+      else score(std::integral_constant<int, U>{});
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
@@ -260,7 +400,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
       int listed = 0;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const bool valid = base + u * blockDim.x + threadIdx.x < n;
+        const bool valid = has[u];
         dold[u] = 0;
         known[u] = false;
         if (valid && old[u] >= 0) {
@@ -298,7 +438,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
       __syncwarp();
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (!known[u] && base + u * blockDim.x + threadIdx.x < n) {
+        if (!known[u] && has[u]) {
           const int r = scored[u * 32 + lane];
           cand[u] = r < 0 ? 0 : r;
           close[u] = r < 0;
@@ -309,10 +449,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
     int queued = 0;  // the warp's movers this pass (the same in every lane)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const std::int64_t i = base + u * blockDim.x + threadIdx.x;
+      const std::int64_t i = idx[u];
       bool moved = false;
       int label = 0;
-      if (i < n) {
+      if (has[u]) {
         label = cand[u];
         T dist = 0;
         if (close[u]) {
@@ -335,6 +475,23 @@ __global__ void __launch_bounds__(kDeltaThreads)
             add_move(xr[u], label, old[u]);
           }
         }
+        if constexpr (BOUNDS) {
+          // The new bounds, from the scores: every centroid's |x - c|^2 lies within h of
+          // f_c + nx (margin.hpp: filter_bound's factor is at least twice that error and the
+          // packed index's), so sqrt(best + nx + h) bounds the winner's distance from above and
+          // sqrt(second + nx - h) every other's from below. Stored inflated by seq's relative
+          // error (kap) and relative to the drift tables; a re-checked object gets u' = inf.
+          float2 nb = make_float2(INFINITY, 0.0f);
+          if (!close[u]) {
+            const float h = p.factor * (nx[u] + r2) + p.tiny;
+            const float up = __fsqrt_ru(fmaxf(0.0f, __fadd_ru(__fadd_ru(best[u], nx[u]), h)));
+            const float lo = __fsqrt_rd(fmaxf(0.0f, __fsub_rd(__fadd_rd(second[u], nx[u]), h)));
+            nb.x = __fsub_ru(__fmul_ru(up, p.kap_up), drift_s[label]);
+            nb.y = __fadd_rd(__fmul_rd(lo, p.kap_dn), mhat);
+          }
+          p.bounds[i] = nb;
+          if (p.rebuild) atomicAdd(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
+        }
       }
       if (kQueue) {
         // d <= 4: movers go to the warp's queue, to be summed below with every lane busy (summed
@@ -343,24 +500,30 @@ __global__ void __launch_bounds__(kDeltaThreads)
         const unsigned movers = __ballot_sync(0xffffffffu, moved);
         if (moved) {
           const int at = queued + __popc(movers & ((1u << lane) - 1));
-          queue[at] = make_uint2(static_cast<unsigned>(u * blockDim.x + threadIdx.x),
+          queue[at] = make_uint2(static_cast<unsigned>(i - (BOUNDS ? 0 : base)),
                                  static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
         }
         queued += __popc(movers);
       }
     }
-    if (!kQueue) continue;
-    moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
-    __syncwarp();
-    for (int e = lane; e < queued; e += 32) {
-      const uint2 q = queue[e];
-      const std::int64_t i = base + q.x;
-      T v[MAXD];
+    if (kQueue) {
+      moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
+      __syncwarp();
+      for (int e = lane; e < queued; e += 32) {
+        const uint2 q = queue[e];
+        const std::int64_t i = (BOUNDS ? 0 : base) + q.x;
+        T v[MAXD];
 #pragma unroll
-      for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
-      add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
+        for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
+        add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
+      }
     }
-    __syncwarp();
+    __syncwarp();  // the queue's and the ring's slots are read before they are written again
+    if (!BOUNDS) break;
+    head = (head + taken) & (kRing - 1);
+    pending -= taken;
+    }
+    if (!more) break;
   }
   __syncthreads();
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
@@ -370,6 +533,11 @@ __global__ void __launch_bounds__(kDeltaThreads)
   flush_block_count(p.changed, moves);
   flush_block_count(p.rechecked, rechecks);
   flush_block_fixed(p.inertia, my_inertia);
+  if (BOUNDS) {
+    for (int c = threadIdx.x; c < k; c += blockDim.x)
+      if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
+    flush_block_count(p.skipped, skips);
+  }
   if (!p.done) return;
   // The last block to get here sees every block's atomics (each fenced before counting in).
   __threadfence();
@@ -402,14 +570,72 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
     __syncthreads();
     const double total = fixed_order_total(p.shift_parts, k, warp_totals);
+    unsigned long long inertia_fixed = 0;
+    if constexpr (BOUNDS) {
+      // The drift tables: each cluster's step |c_new - c| rounded up (its double sum's relative
+      // error is below (d + 5) 2^-53 < 2^-40 for d <= 32), C^ += kap_up step, M^ += the largest.
+      if (threadIdx.x == 0) largest_step = 0;
+      __syncthreads();
+      for (int c = threadIdx.x; c < k; c += blockDim.x) {
+        const float step_up = __double2float_ru(sqrt(p.shift_parts[c]) * (1 + 0x1p-40));
+        p.drift[c] = __fadd_ru(drift_s[c], __fmul_ru(step_up, p.kap_up));
+        atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
+      }
+      // This assignment's inertia without the objects the bounds kept (never read): per
+      // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra. Beside
+      // it, a bound on what the algebra adds to the error: the roundings of q, of w and of
+      // this evaluation, (2d + 24) 2^-53 of the magnitudes summed, which cancellation (clusters
+      // far tighter than their distance from z) makes large against the inertia. Where it
+      // exceeds q_guard of the inertia, the host sums it from the objects instead
+      // (kInertiaUnsure). The fixed-point roundings (at most n/2 units of Q's scale, n/2 of
+      // S's per coordinate times 2|w|) are the kind the per-object sum has too, at most n/2
+      // units of the same scale, and are not part of the test.
+      const double inv_q = 1.0 / p.inertia_scale;
+      for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
+        const double count = static_cast<double>(static_cast<long long>(__ldcg(&p.held_counts[c])));
+        double part = 0, size = 0;
+        if (lane < d) {
+          const double sum = static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
+          const double w = static_cast<double>(s[lane * k + c]) - zs[lane];
+          const double r = sum - count * zs[lane];
+          part = w * (count * w - 2 * r);
+          size = fabs(w) * (2 * fabs(r) + count * fabs(w));
+        }
+        for (int off = 16; off > 0; off /= 2) {
+          part += __shfl_down_sync(0xffffffffu, part, off);
+          size += __shfl_down_sync(0xffffffffu, size, off);
+        }
+        if (lane == 0) {
+          const double q = static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
+          p.inertia_parts[c] = q + part;
+          p.inertia_parts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
+        }
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) p.drift[k] = __fadd_ru(mhat, __int_as_float(largest_step));
+      const double inertia = fixed_order_total(p.inertia_parts, k, warp_totals);
+      __syncthreads();
+      const double bound = fixed_order_total(p.inertia_parts + k, k, warp_totals);
+      if (threadIdx.x == 0) {
+        unsure_shared = !(inertia >= 0 && bound + (k + 2) * 0x1p-53 * inertia <= p.q_guard * inertia);
+        inertia_fixed = unsure_shared ? kInertiaUnsure : to_fixed(inertia, p.inertia_scale);
+      }
+      __syncthreads();
+      if (unsure_shared)
+        for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.previous[(t % k) * d + t / k] = static_cast<double>(s[t]);
+    }
     if (threadIdx.x == 0) {
       *p.shift_out = total;
       *p.changed_out = __ldcg(p.changed);
-      *p.inertia_out = __ldcg(p.inertia);
+      *p.inertia_out = BOUNDS ? inertia_fixed : __ldcg(p.inertia);
       *p.rechecked_out = __ldcg(p.rechecked);
       *p.changed = 0;
       *p.inertia = 0;
       *p.rechecked = 0;
+      if (BOUNDS) {
+        *p.skipped_out = __ldcg(p.skipped);
+        *p.skipped = 0;
+      }
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
     }
   }

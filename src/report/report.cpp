@@ -144,6 +144,7 @@ void write_json(std::ostream& out, const RunReport& r) {
     it["inertia"] = s.inertia;
     if (s.rechecked >= 0) it["rechecked"] = s.rechecked;
     if (s.rechecked_all >= 0) it["rechecked_all"] = s.rechecked_all;
+    if (s.skipped >= 0) it["skipped"] = s.skipped;
     per.push_back(std::move(it));
   }
   j["per_iteration"] = std::move(per);

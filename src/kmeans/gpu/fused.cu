@@ -63,6 +63,19 @@ DeltaKernel<T> delta_kernel_for(int maxd) {
   }
 }
 
+// The same with Hamerly's bounds (BOUNDS; no Elkan test).
+template <class T, bool PACK>
+DeltaKernel<T> bounds_kernel_for(int maxd) {
+  switch (maxd) {
+    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1), false, true>;
+    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2), false, true>;
+    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4), false, true>;
+    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8), false, true>;
+    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16), false, true>;
+    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32), false, true>;
+  }
+}
+
 template <class T>
 class FusedOnePass final : public DeviceUpdateEngine<T> {
  public:
@@ -91,11 +104,64 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     p.changed_out = &out->changed;
     p.inertia_out = &out->inertia;
     p.rechecked_out = &out->queued[0];
+    // Hamerly's bounds start once few objects move (bounds_after_ of them in the last
+    // iteration): that iteration scores every object and rebuilds the q sums from them.
+    const bool start = bounds_ && !bounds_live_ &&
+                       static_cast<double>(last_changed_) <= bounds_after_ * static_cast<double>(this->n_);
+    if (start) start_bounds();
+    if (bounds_live_) {
+      p.rebuild = start;
+      p.bounds = bounds_buf_.get();
+      p.drift = drift_.get();
+      p.kap_up = kap_up_;
+      p.kap_dn = kap_dn_;
+      p.held_q = held_q_.get();
+      p.z = z_.get();
+      p.inertia_parts = inertia_parts_.get();
+      p.previous = previous_.get();
+      p.skipped = tallies_.get() + 3;
+      p.skipped_out = &out->queued[1];
+      p.q_guard = q_guard_;
+    }
     launch_delta(p);
     this->timer_.end(this->stream_);
     if (!mapped_) this->queue_read_back(true);
     stats.changed = this->wait_read_back(stats, &stats.shift);
-    stats.rechecked = static_cast<std::int64_t>(this->counters_host_.get()->queued[0]);
+    const auto& counters = *this->counters_host_.get();
+    stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
+    last_changed_ = static_cast<std::size_t>(stats.changed);
+    if (!bounds_live_) return;
+    stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
+    if (counters.inertia == kernels::kInertiaUnsure) {
+      // The algebraic inertia's bound failed (clusters far tighter than their distance from z):
+      // this iteration's from the objects, and no bounds from here on.
+      std::vector<double> wide(this->k_ * this->d_);
+      CUDA_CHECK(cudaMemcpy(wide.data(), previous_.get(), wide.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      const std::vector<T> previous(wide.begin(), wide.end());
+      if (!this->device_inertia(previous, stats.inertia))
+        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+      bounds_ = bounds_live_ = false;
+    }
+  }
+
+  // The q sums and drift tables from zero, z = the current centroids' mean (a point among the
+  // data, so that the q sums, and the inertia's cancellation, stay small).
+  void start_bounds() {
+    const std::size_t k = this->k_, d = this->d_;
+    CUDA_CHECK(cudaMemsetAsync(drift_.get(), 0, (k + 1) * sizeof(float), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(held_q_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+    std::vector<T> now(k * d);
+    CUDA_CHECK(cudaMemcpyAsync(now.data(), this->centroids_.get(), now.size() * sizeof(T), cudaMemcpyDeviceToHost,
+                               this->stream_));
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));
+    std::vector<double> z(d, 0.0);
+    for (std::size_t j = 0; j < d; ++j) {
+      for (std::size_t c = 0; c < k; ++c) z[j] += static_cast<double>(now[j * k + c]);
+      z[j] /= static_cast<double>(k);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(z_.get(), z.data(), d * sizeof(double), cudaMemcpyHostToDevice, this->stream_));
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // z's host copy goes out of scope
+    bounds_live_ = true;
   }
 
   void finish_update(IterationStats& stats) override {
@@ -144,6 +210,40 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       bytes_ = (bytes_ + 15) / 16 * 16 +
                kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), use_ball);
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads, static_cast<std::size_t>(kernels::delta_unroll(maxd)));
+      // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
+      // most 1% of the objects moved: before, they cost more than they save. Not by default
+      // in float above d = 8, where they never paid (H200, 100 iterations: d = 16, K = 16
+      // 2% slower in all; plots/delta_bounds_ab_h200.txt). KMEANS_DELTA_BOUNDS=0 never, =1
+      // from the first iteration, =F after at most F of the objects moved. Only for the whole
+      // problem on one device (the bounds follow the drift the last block applies), and only
+      // with room for them (after_setup).
+      const char* bounds = std::getenv("KMEANS_DELTA_BOUNDS");
+      const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
+      bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
+      bounds_bytes_ = (delta_bytes + 15) / 16 * 16 +
+                      kernels::delta_bounds_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), this->k_);
+      bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
+                       data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
+                       bounds_bytes_ <= gpu.shared_optin;
+      if (bounds_wanted_) {
+        const int main_block = block_, main_grid = grid_;
+        bounds_kernel_ = bits_ ? bounds_kernel_for<T, true>(maxd) : bounds_kernel_for<T, false>(maxd);
+        occupancy_grid(bounds_kernel_, bounds_bytes_, kernels::kDeltaThreads,
+                       static_cast<std::size_t>(kernels::delta_unroll(maxd)));
+        bounds_block_ = block_;
+        bounds_grid_ = grid_;
+        block_ = main_block;
+        grid_ = main_grid;
+        // seq's relative error g = gamma_{d+2}(u_T): kap_up >= sqrt(1 + g), kap_dn <= sqrt(1 - g).
+        const double u = sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, dd = static_cast<double>(this->d_);
+        const double g = (dd + 2) * u / (1 - (dd + 2) * u);
+        kap_up_ = std::nextafter(static_cast<float>(1 + g), INFINITY);
+        kap_dn_ = std::nextafter(static_cast<float>(1 - g), 0.0f);
+        // KMEANS_DELTA_GUARD=X: the largest error bound / inertia the algebraic inertia may
+        // have (the tests set 0 to take the host's sum instead).
+        const char* guard = std::getenv("KMEANS_DELTA_GUARD");
+        q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+      }
       const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
       factor_ = static_cast<float>(b.factor);
       tiny_ = static_cast<float>(b.tiny);
@@ -176,12 +276,28 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The held sums start at zero with every label at -1: the first iteration adds everyone.
     held_sums_ = this->template device_buffer<unsigned long long>(this->k_ * this->d_);
     held_counts_ = this->template device_buffer<unsigned long long>(this->k_);
-    tallies_ = this->template device_buffer<unsigned long long>(3);
+    tallies_ = this->template device_buffer<unsigned long long>(4);
     done_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(held_sums_.get(), 0, held_sums_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
-    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 3 * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 4 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
+    // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest.
+    const std::size_t n = this->n_, k = this->k_, d = this->d_;
+    bounds_ = bounds_wanted_ && this->whole_.n == n && !this->streamed() &&
+              device_budget(0) >= n * sizeof(float2) + (64ull << 20);
+    if (bounds_) {
+      bounds_buf_ = this->template device_buffer<float2>(n);
+      drift_ = this->template device_buffer<float>(k + 1);
+      held_q_ = this->template device_buffer<unsigned long long>(k);
+      z_ = this->template device_buffer<double>(d);
+      inertia_parts_ = this->template device_buffer<double>(2 * k);
+      previous_ = this->template device_buffer<double>(k * d);
+      // Read in the first bounds iteration (which scores every object) but not used.
+      CUDA_CHECK(cudaMemsetAsync(bounds_buf_.get(), 0, n * sizeof(float2), this->stream_));
+    }
+    bounds_live_ = false;
+    last_changed_ = n;
     void* device_view = nullptr;
     if (cudaHostGetDevicePointer(&device_view, this->counters_host_.get(), 0) == cudaSuccess)
       mapped_ = static_cast<typename GpuEngine<T>::Counters*>(device_view);
@@ -202,6 +318,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   void launch_delta(const kernels::DeltaPass& p) {
+    if (p.bounds) {
+      bounds_kernel_<<<bounds_grid_, bounds_block_, bounds_bytes_, this->stream_>>>(
+          this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
+          static_cast<int>(this->k_), this->labels_.get(), p);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
     delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
                                                           static_cast<std::int64_t>(this->n_),
                                                           static_cast<int>(this->d_), static_cast<int>(this->k_),
@@ -210,6 +333,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   void assign(bool accumulate) override {
+    // The kernel below keeps neither the bounds nor the q sums: none from here on.
+    bounds_ = bounds_live_ = false;
     if (delta_) {
       // The held sums follow every relabelling, the final E-step's too.
       kernels::DeltaPass p = delta_pass();
@@ -230,8 +355,19 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   OnePassKernel<T> kernel_ = nullptr;
-  DeltaKernel<T> delta_kernel_ = nullptr;
-  bool delta_ = false;
+  DeltaKernel<T> delta_kernel_ = nullptr, bounds_kernel_ = nullptr;
+  // bounds_: the buffers are there and the bounds may start; bounds_live_: they have.
+  bool delta_ = false, bounds_wanted_ = false, bounds_ = false, bounds_live_ = false;
+  double bounds_after_ = 0.01;
+  std::size_t last_changed_ = 0;
+  std::size_t bounds_bytes_ = 0;
+  int bounds_grid_ = 1, bounds_block_ = 128;
+  float kap_up_ = 1, kap_dn_ = 1;
+  double q_guard_ = 1e-11;
+  DeviceBuffer<float2> bounds_buf_;
+  DeviceBuffer<float> drift_;
+  DeviceBuffer<unsigned long long> held_q_;
+  DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
