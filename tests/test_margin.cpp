@@ -237,56 +237,87 @@ TEST(TensorMargin, DoubleDecisionGivesSeqLabels) { check_decision<double>(); }
 // with the index in the low bits for K <= 64, the runner-up, the test, seq's formula for the
 // close calls. Returns the labels and counts the re-checks. `shrink` divides the margin (the
 // test below shows a margin too small gives wrong labels, so this check can fail).
+// The kernel's scores of one object against centroids cs ([k][d]) with `factor` divided by
+// `shrink`: the winner's and the runner-up's (index bits included), nx, the margin h, and the
+// candidate label.
 template <class T>
-std::vector<int> delta_filter_labels(const std::vector<T>& xs, const std::vector<T>& cs, std::size_t d,
-                                     std::size_t k, double shrink, std::size_t& rechecked) {
-  const std::size_t n = xs.size() / d;
-  const int bits = km::kernels::delta_index_bits(k);
-  const auto b = km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
-  const float factor = static_cast<float>(b.factor / shrink), tiny = static_cast<float>(b.tiny);
-  std::vector<T> mu(d);
-  for (std::size_t j = 0; j < d; ++j) {
-    T m = 0;
-    for (std::size_t c = 0; c < k; ++c) m += cs[c * d + j];
-    mu[j] = m / static_cast<T>(k);
-  }
-  std::vector<float> a(k * d), cc(k);
-  float r2 = 0;
-  for (std::size_t c = 0; c < k; ++c) {
-    double s = 0;
+struct DeltaScorer {
+  DeltaScorer(const std::vector<T>& cs, std::size_t d_, std::size_t k_, double shrink)
+      : d(d_), k(k_), bits(km::kernels::delta_index_bits(k_)), mu(d_), a(k_ * d_), cc(k_) {
+    const auto b = km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+    factor = static_cast<float>(b.factor / shrink);
+    tiny = static_cast<float>(b.tiny);
     for (std::size_t j = 0; j < d; ++j) {
-      const float v = static_cast<float>(cs[c * d + j] - mu[j]);
-      a[c * d + j] = -2.0f * v;
-      s += static_cast<double>(v) * v;
+      T m = 0;
+      for (std::size_t c = 0; c < k; ++c) m += cs[c * d + j];
+      mu[j] = m / static_cast<T>(k);
     }
-    cc[c] = static_cast<float>(s);
-    r2 = std::max(r2, cc[c]);
+    for (std::size_t c = 0; c < k; ++c) {
+      double sq = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        const float v = static_cast<float>(cs[c * d + j] - mu[j]);
+        a[c * d + j] = -2.0f * v;
+        sq += static_cast<double>(v) * v;
+      }
+      cc[c] = static_cast<float>(sq);
+      r2 = std::max(r2, cc[c]);
+    }
+    mask = bits ? (1u << bits) - 1 : 0;
   }
-  const std::uint32_t mask = bits ? (1u << bits) - 1 : 0;
-  std::vector<int> labels(n);
-  rechecked = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  struct Scores {
+    float best = INFINITY, second = INFINITY, nx = 0, h = 0;
+    int label = 0;
+    bool close = false;
+  };
+  Scores score(const T* x) const {
+    Scores r;
     std::vector<float> xf(d);
-    float nx = 0;
     for (std::size_t j = 0; j < d; ++j) {
-      xf[j] = static_cast<float>(xs[i * d + j] - mu[j]);
-      nx = std::fma(xf[j], xf[j], nx);
+      xf[j] = static_cast<float>(x[j] - mu[j]);
+      r.nx = std::fma(xf[j], xf[j], r.nx);
     }
-    float best = INFINITY, second = INFINITY;
     int bi = 0;
     for (std::size_t c = 0; c < k; ++c) {
       float f = cc[c];
       for (std::size_t j = 0; j < d; ++j) f = std::fma(a[c * d + j], xf[j], f);
       if (bits) {
         f = from_bits((bits_of(f) & ~mask) | static_cast<std::uint32_t>(c));
-      } else if (f < best) {
+      } else if (f < r.best) {
         bi = static_cast<int>(c);
       }
-      second = std::fmin(second, std::fmax(best, f));
-      best = std::fmin(best, f);
+      r.second = std::fmin(r.second, std::fmax(r.best, f));
+      r.best = std::fmin(r.best, f);
     }
-    int label = bits ? static_cast<int>(bits_of(best) & mask) : bi;
-    if (!(second - best > factor * (nx + r2) + tiny)) {
+    r.label = bits ? static_cast<int>(bits_of(r.best) & mask) : bi;
+    r.h = factor * (r.nx + r2) + tiny;
+    r.close = !(r.second - r.best > r.h);
+    return r;
+  }
+  std::size_t d, k;
+  int bits;
+  std::vector<T> mu;
+  std::vector<float> a, cc;
+  float r2 = 0, factor = 0, tiny = 0;
+  std::uint32_t mask = 0;
+};
+
+// The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),
+// emulated on the CPU with the kernel's own operations (IEEE float fma, min and max are the
+// same bits on both): centre = the centroids' mean in T, c'' and x'' rounded to float, scores
+// with the index in the low bits for K <= 64, the runner-up, the test, seq's formula for the
+// close calls. Returns the labels and counts the re-checks. `shrink` divides the margin (the
+// test below shows a margin too small gives wrong labels, so this check can fail).
+template <class T>
+std::vector<int> delta_filter_labels(const std::vector<T>& xs, const std::vector<T>& cs, std::size_t d,
+                                     std::size_t k, double shrink, std::size_t& rechecked) {
+  const std::size_t n = xs.size() / d;
+  const DeltaScorer<T> scorer(cs, d, k, shrink);
+  std::vector<int> labels(n);
+  rechecked = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto r = scorer.score(&xs[i * d]);
+    int label = r.label;
+    if (r.close) {
       ++rechecked;
       label = km::nearest_centroid(&xs[i * d], cs.data(), k, d);
     }
@@ -362,6 +393,130 @@ TEST(DeltaFilter, TooSmallMarginGivesWrongLabels) {
   const auto labels = delta_filter_labels(xs, cs, d, k, 1e4, rechecked);
   for (std::size_t i = 0; i < n; ++i) wrong += labels[i] != km::nearest_centroid(&xs[i * d], cs.data(), k, d);
   EXPECT_GT(wrong, 0u);
+}
+
+
+// Hamerly's bounds (margin.hpp: hamerly_store, hamerly_keep, hamerly_step), run as the delta
+// kernel runs them over Lloyd iterations: each object examined stores its bounds from its
+// scores; each kept object must have seq's label for the iteration's centroids. Returns how
+// many kept objects did not; counts those kept. `drift` false leaves the drift tables at zero
+// (the centroids' steps ignored), which the test below shows gives wrong labels.
+template <class T>
+std::size_t hamerly_wrong(const std::vector<T>& xs, std::vector<T> cs, std::size_t d, std::size_t k, bool drift,
+                          std::size_t& kept) {
+  const std::size_t n = xs.size() / d;
+  float kap_up = 1, kap_down = 1;
+  km::kernels::hamerly_kappa(d, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, kap_up, kap_down);
+  std::vector<int> labels(n, -1);
+  std::vector<km::kernels::HamerlyBounds> bounds(n);
+  std::vector<float> drift_c(k, 0.0f);
+  float drift_max = 0;
+  std::size_t wrong = 0;
+  kept = 0;
+  for (int it = 0; it < 12; ++it) {
+    const DeltaScorer<T> scorer(cs, d, k, 1.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const T* x = &xs[i * d];
+      const int a = labels[i];
+      if (a >= 0 && km::kernels::hamerly_keep(bounds[i].upper, bounds[i].lower, drift_c[a], drift_max)) {
+        ++kept;
+        wrong += a != km::nearest_centroid(x, cs.data(), k, d);
+        continue;
+      }
+      const auto r = scorer.score(x);
+      labels[i] = r.close ? km::nearest_centroid(x, cs.data(), k, d) : r.label;
+      bounds[i] = r.close ? km::kernels::HamerlyBounds{}
+                          : km::kernels::hamerly_store(r.best, r.second, r.nx, r.h, kap_up, kap_down,
+                                                       drift_c[labels[i]], drift_max);
+    }
+    // The update (the mean of the members; an empty cluster keeps its centroid), each step
+    // into the drift tables.
+    std::vector<double> sums(k * d, 0.0);
+    std::vector<std::size_t> counts(k, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      ++counts[labels[i]];
+      for (std::size_t j = 0; j < d; ++j) sums[labels[i] * d + j] += static_cast<double>(xs[i * d + j]);
+    }
+    float largest = 0;
+    for (std::size_t c = 0; c < k; ++c) {
+      double sq = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        if (!counts[c]) continue;
+        const T v = static_cast<T>(sums[c * d + j] / static_cast<double>(counts[c]));
+        const double e = static_cast<double>(v) - static_cast<double>(cs[c * d + j]);
+        sq += e * e;
+        cs[c * d + j] = v;
+      }
+      const float step = drift ? km::kernels::hamerly_step(sq) : 0.0f;
+      drift_c[c] = km::kernels::add_up(drift_c[c], km::kernels::mul_up(step, kap_up));
+      largest = std::max(largest, step);
+    }
+    drift_max = km::kernels::add_up(drift_max, largest);
+  }
+  return wrong;
+}
+
+// Uniform, tie-heavy quantised (values k/255 from a few levels) and near-tie (on bisectors)
+// objects, first-K initial centroids, d = 1 ... 32, K = 2 ... 100: every kept label is seq's,
+// and the bounds keep objects at all.
+template <class T>
+void check_hamerly() {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::size_t kept_all = 0;
+  for (std::size_t d : {1, 2, 3, 16, 32}) {
+    for (std::size_t k : {2, 16, 100}) {
+      const std::size_t n = 1200;
+      std::vector<T> uniform(n * d), quantised(n * d), cs(k * d);
+      for (auto& v : uniform) v = static_cast<T>(u(rng));
+      for (auto& v : quantised) v = static_cast<T>(static_cast<double>(rng() % 5) / 255.0);
+      for (auto& v : cs) v = static_cast<T>(u(rng));
+      const std::vector<T> near = near_tie_objects(cs, d, k, n, rng);
+      for (int set = 0; set < 3; ++set) {
+        const auto& xs = set == 0 ? uniform : set == 1 ? quantised : near;
+        const std::vector<T> first(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k * d));
+        std::size_t kept = 0;
+        EXPECT_EQ(hamerly_wrong(xs, first, d, k, true, kept), 0u) << "d=" << d << " k=" << k << " set " << set;
+        kept_all += kept;
+      }
+    }
+  }
+  EXPECT_GT(kept_all, 0u) << "the bounds never kept an object";
+}
+
+TEST(HamerlyBounds, FloatKeepsOnlySeqLabels) { check_hamerly<float>(); }
+TEST(HamerlyBounds, DoubleKeepsOnlySeqLabels) { check_hamerly<double>(); }
+
+// Ignoring the centroids' steps keeps objects whose nearest centroid changed.
+TEST(HamerlyBounds, WithoutDriftGivesWrongLabels) {
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<double> u(0, 1);
+  const std::size_t d = 2, k = 16, n = 4000;
+  std::vector<double> xs(n * d);
+  for (auto& v : xs) v = u(rng);
+  const std::vector<double> first(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k * d));
+  std::size_t kept = 0;
+  EXPECT_GT(hamerly_wrong(xs, first, d, k, false, kept), 0u);
+}
+
+// The host's directed roundings are the exact ones: each result is on the right side of the
+// exact value (in long double) and one step from it at most.
+TEST(HamerlyBounds, DirectedRoundingBracketsTheExactValue) {
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> e(-15, 15), m(-1, 1);  // sums exact in long double
+  using km::kernels::add_down;
+  using km::kernels::add_up;
+  for (int t = 0; t < 20000; ++t) {
+    const float a = static_cast<float>(m(rng) * std::exp2(e(rng))), b = static_cast<float>(m(rng) * std::exp2(e(rng)));
+    const long double sum = static_cast<long double>(a) + b, prod = static_cast<long double>(a) * b;
+    const float su = add_up(a, b), sd = add_down(a, b), pu = km::kernels::mul_up(a, b), pd = km::kernels::mul_down(a, b);
+    ASSERT_TRUE(su >= sum && sd <= sum && std::nextafter(su, -INFINITY) < sum && std::nextafter(sd, INFINITY) > sum)
+        << a << " + " << b;
+    EXPECT_TRUE(pu >= prod && pd <= prod) << a << " * " << b;
+    const float q = std::fabs(a), ru = km::kernels::sqrt_up(q), rd = km::kernels::sqrt_down(q);
+    EXPECT_TRUE(static_cast<double>(ru) * ru >= q && static_cast<double>(rd) * rd <= q) << "sqrt " << q;
+    EXPECT_LE(ru, std::nextafter(rd, INFINITY));
+  }
 }
 
 }  // namespace

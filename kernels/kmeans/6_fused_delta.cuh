@@ -46,6 +46,7 @@
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
 
@@ -281,8 +282,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int a = next_label[u];
-          const bool keep = !p.rebuild && a >= 0 &&
-                            __fadd_ru(next_bounds[u].x, drift_s[a]) < __fsub_rd(next_bounds[u].y, mhat);
+          const bool keep = !p.rebuild && a >= 0 && hamerly_keep(next_bounds[u].x, next_bounds[u].y, drift_s[a], mhat);
           skips += keep ? 1u : 0u;
           const bool need = a >= -1 && !keep;
           const unsigned list = __ballot_sync(0xffffffffu, need);
@@ -486,20 +486,13 @@ __global__ void __launch_bounds__(kDeltaThreads)
           }
         }
         if constexpr (BOUNDS) {
-          // The new bounds, from the scores: every centroid's |x - c|^2 lies within h of
-          // f_c + nx (margin.hpp: filter_bound's factor is at least twice that error and the
-          // packed index's), so sqrt(best + nx + h) bounds the winner's distance from above and
-          // sqrt(second + nx - h) every other's from below. Stored inflated by seq's relative
-          // error (kap) and relative to the drift tables; a re-checked object gets u' = inf.
-          float2 nb = make_float2(INFINITY, 0.0f);
-          if (!close[u]) {
-            const float h = p.factor * (nx[u] + r2) + p.tiny;
-            const float up = __fsqrt_ru(fmaxf(0.0f, __fadd_ru(__fadd_ru(best[u], nx[u]), h)));
-            const float lo = __fsqrt_rd(fmaxf(0.0f, __fsub_rd(__fadd_rd(second[u], nx[u]), h)));
-            nb.x = __fsub_ru(__fmul_ru(up, p.kap_up), drift_s[label]);
-            nb.y = __fadd_rd(__fmul_rd(lo, p.kap_dn), mhat);
-          }
-          p.bounds[i] = nb;
+          // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
+          // gets the pair that never keeps.
+          HamerlyBounds nb;
+          if (!close[u])
+            nb = hamerly_store(best[u], second[u], nx[u], p.factor * (nx[u] + r2) + p.tiny, p.kap_up, p.kap_dn,
+                               drift_s[label], mhat);
+          p.bounds[i] = make_float2(nb.upper, nb.lower);
           if (p.rebuild) atomicAdd(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
         }
       }
@@ -582,13 +575,13 @@ __global__ void __launch_bounds__(kDeltaThreads)
     const double total = fixed_order_total(p.shift_parts, k, warp_totals);
     unsigned long long inertia_fixed = 0;
     if constexpr (BOUNDS) {
-      // The drift tables: each cluster's step |c_new - c| rounded up (its double sum's relative
-      // error is below (d + 5) 2^-53 < 2^-40 for d <= 32), C^ += kap_up step, M^ += the largest.
+      // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
+      // C^ += kap_up step, M^ += the largest.
       if (threadIdx.x == 0) largest_step = 0;
       __syncthreads();
       for (int c = threadIdx.x; c < k; c += blockDim.x) {
-        const float step_up = __double2float_ru(sqrt(p.shift_parts[c]) * (1 + 0x1p-40));
-        p.drift[c] = __fadd_ru(drift_s[c], __fmul_ru(step_up, p.kap_up));
+        const float step_up = hamerly_step(p.shift_parts[c]);
+        p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
         atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
       }
       // This assignment's inertia without the objects the bounds kept (never read): per
@@ -622,7 +615,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
         }
       }
       __syncthreads();
-      if (threadIdx.x == 0) p.drift[k] = __fadd_ru(mhat, __int_as_float(largest_step));
+      if (threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
       const double inertia = fixed_order_total(p.inertia_parts, k, warp_totals);
       __syncthreads();
       const double bound = fixed_order_total(p.inertia_parts + k, k, warp_totals);

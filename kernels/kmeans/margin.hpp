@@ -42,6 +42,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #if defined(__CUDACC__)
 #define KM_MARGIN_HD __host__ __device__
@@ -118,5 +119,85 @@ KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, doub
   r.tiny = (dd + 4) * 0x1p-120;
   return r;
 }
+
+// Float arithmetic rounded up (_up) or down (_down), for the delta kernel's Hamerly bounds: the
+// device's own directed-rounding instructions, and on the host the same results from exact
+// double arithmetic (a product of floats is exact in double; a sum is exact as TwoSum's pair;
+// a square root is checked by squaring), so that a CPU test runs the kernel's bound code.
+#if defined(__CUDA_ARCH__)
+__device__ inline float add_up(float a, float b) { return __fadd_ru(a, b); }
+__device__ inline float add_down(float a, float b) { return __fadd_rd(a, b); }
+__device__ inline float mul_up(float a, float b) { return __fmul_ru(a, b); }
+__device__ inline float mul_down(float a, float b) { return __fmul_rd(a, b); }
+__device__ inline float sqrt_up(float a) { return __fsqrt_ru(a); }
+__device__ inline float sqrt_down(float a) { return __fsqrt_rd(a); }
+__device__ inline float double_up(double v) { return __double2float_ru(v); }
+#else
+// The float nearest s + e (e: the exact remainder of s), moved one step toward `dir` when it
+// falls short of the exact value on that side.
+inline float round_toward(double s, double e, float dir) {
+  float f = static_cast<float>(s);
+  const double fd = static_cast<double>(f);
+  if (dir > 0 ? (fd < s || (fd == s && e > 0)) : (fd > s || (fd == s && e < 0))) f = std::nextafter(f, dir);
+  return f;
+}
+inline float add_toward(float a, float b, float dir) {
+  const double x = a, y = b, s = x + y, bb = s - x, e = (x - (s - bb)) + (y - bb);  // TwoSum
+  return round_toward(s, e, dir);
+}
+inline float add_up(float a, float b) { return add_toward(a, b, INFINITY); }
+inline float add_down(float a, float b) { return add_toward(a, b, -INFINITY); }
+inline float mul_up(float a, float b) { return round_toward(static_cast<double>(a) * b, 0, INFINITY); }
+inline float mul_down(float a, float b) { return round_toward(static_cast<double>(a) * b, 0, -INFINITY); }
+inline float sqrt_up(float a) {  // the least float whose square is at least a
+  if (!(a < INFINITY) || a <= 0) return std::sqrt(a);  // inf, NaN, zeros: exact
+  float f = static_cast<float>(std::sqrt(static_cast<double>(a)));
+  while (static_cast<double>(f) * f < a) f = std::nextafter(f, INFINITY);
+  while (f > 0 && static_cast<double>(std::nextafter(f, 0.0f)) * std::nextafter(f, 0.0f) >= a) f = std::nextafter(f, 0.0f);
+  return f;
+}
+inline float sqrt_down(float a) {  // the greatest float whose square is at most a
+  if (!(a < INFINITY) || a <= 0) return std::sqrt(a);
+  float f = static_cast<float>(std::sqrt(static_cast<double>(a)));
+  while (f > 0 && static_cast<double>(f) * f > a) f = std::nextafter(f, 0.0f);
+  while (static_cast<double>(std::nextafter(f, INFINITY)) * std::nextafter(f, INFINITY) <= a) f = std::nextafter(f, INFINITY);
+  return f;
+}
+inline float double_up(double v) { return round_toward(v, 0, INFINITY); }
+#endif
+
+// Hamerly's bounds (6_fused_delta.cuh, BOUNDS). With the filter's scores (filter_bound above)
+// every centroid's |x - c|^2 lies within h = factor (nx + r2) + tiny of f_c + nx (the factor is
+// at least twice that error and the packed index's), so sqrt(best + nx + h) bounds the
+// winner's distance from above and sqrt(second + nx - h) every other's from below. seq's
+// distances are within g = gamma_{d+2}(u_T) of the true ones (relative, every term a square):
+// if kap_up u < kap_dn l, with kap_up >= sqrt(1 + g) and kap_dn <= sqrt(1 - g), seq's sum for
+// the winner is below every other's, so seq's label is the winner's. As the centroids move by
+// s_c per iteration (rounded up), u grows by at most s_a and l shrinks by at most max s: the
+// pair is stored as (kap_up u - C^[a], kap_dn l + M^) against the running sums C^[c] of
+// kap_up s_c and M^ of max s, rounded up, so that an object not read needs no write.
+struct HamerlyBounds {
+  float upper = INFINITY, lower = 0;  // the pair that never keeps (a re-checked object's)
+};
+inline void hamerly_kappa(std::size_t d, double u_t, float& up, float& down) {
+  const double dd = static_cast<double>(d), g = (dd + 2) * u_t / (1 - (dd + 2) * u_t);
+  up = std::nextafter(static_cast<float>(1 + g), INFINITY);
+  down = std::nextafter(static_cast<float>(1 - g), 0.0f);
+}
+KM_MARGIN_HD inline HamerlyBounds hamerly_store(float best, float second, float nx, float h, float kap_up,
+                                                float kap_down, float drift_label, float drift_max) {
+  const float up = sqrt_up(fmaxf(0.0f, add_up(add_up(best, nx), h)));
+  const float lo = sqrt_down(fmaxf(0.0f, add_down(add_down(second, nx), -h)));
+  HamerlyBounds b;
+  b.upper = add_up(mul_up(up, kap_up), -drift_label);
+  b.lower = add_down(mul_down(lo, kap_down), drift_max);
+  return b;
+}
+KM_MARGIN_HD inline bool hamerly_keep(float upper, float lower, float drift_label, float drift_max) {
+  return add_up(upper, drift_label) < add_down(lower, -drift_max);
+}
+// A centroid's step from its squared shift (summed in double, relative error below
+// (d + 5) 2^-53 < 2^-40 for d <= 32), rounded up.
+KM_MARGIN_HD inline float hamerly_step(double squared_shift) { return double_up(std::sqrt(squared_shift) * (1 + 0x1p-40)); }
 
 }  // namespace km::kernels

@@ -234,11 +234,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         bounds_grid_ = grid_;
         block_ = main_block;
         grid_ = main_grid;
-        // seq's relative error g = gamma_{d+2}(u_T): kap_up >= sqrt(1 + g), kap_dn <= sqrt(1 - g).
-        const double u = sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, dd = static_cast<double>(this->d_);
-        const double g = (dd + 2) * u / (1 - (dd + 2) * u);
-        kap_up_ = std::nextafter(static_cast<float>(1 + g), INFINITY);
-        kap_dn_ = std::nextafter(static_cast<float>(1 - g), 0.0f);
+        kernels::hamerly_kappa(this->d_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, kap_up_, kap_dn_);
         // KMEANS_DELTA_GUARD=X: the largest error bound / inertia the algebraic inertia may
         // have (the tests set 0 to take the host's sum instead).
         const char* guard = std::getenv("KMEANS_DELTA_GUARD");
