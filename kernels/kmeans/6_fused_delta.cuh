@@ -34,7 +34,7 @@
 //    full rounds. Without every object read, the iteration's inertia comes from the clusters'
 //    sums of q = |x - z|^2 (kept like the sums), the sums and counts, with an error bound the
 //    host falls back on. Measured (plots/delta_bounds_ab_h200.txt): 100 iterations at d = 2,
-//    K = 16 take 25% less time, the last ten 1.8x faster; ten iterations are unchanged.
+//    K = 16 take 30% less time, the last ten 2x faster; ten iterations are unchanged.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16; still 2.8-3.6x the memory floor in double, bound
 // by instructions (the 4 ALU operations per object and centroid of the scores) not by DRAM.

@@ -92,11 +92,16 @@ KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, bo
                   : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) *
                         (ball ? 28 : 8);
 }
-// With Hamerly's bounds (BOUNDS), after the layout above: a queue-sized area (used by the queue
-// at d <= 4), then per warp a ring of 64 * U entries of 8 bytes, the drift tables (k + 1
-// floats, padded to 8 bytes) and the block's q sums (8 bytes per cluster).
+// The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
+// 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
+// latency (H200, 256 MB, 100 iterations: d = 2, K = 16 the last ten 9% faster; d = 1, K = 2
+// float 27%; plots/delta_bounds_ab_h200.txt).
+KM_HOST_DEVICE constexpr int delta_bounds_unroll(int maxd) { return maxd <= 2 ? 2 : delta_unroll(maxd); }
+// With BOUNDS, after the layout above: a queue-sized area (used by the queue at d <= 4), then
+// per warp a ring of 64 * U entries of 8 bytes, the drift tables (k + 1 floats, padded to 8
+// bytes) and the block's q sums (8 bytes per cluster).
 KM_HOST_DEVICE constexpr std::size_t delta_bounds_bytes(int maxd, int threads, std::size_t k) {
-  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) * 24 +
+  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_bounds_unroll(maxd)) * 24 +
          (k + 2) / 2 * 8 + k * 8;
 }
 // Bits the delta kernel's float filter writes the centroid index into (0: K too large for the

@@ -67,12 +67,12 @@ DeltaKernel<T> delta_kernel_for(int maxd) {
 template <class T, bool PACK>
 DeltaKernel<T> bounds_kernel_for(int maxd) {
   switch (maxd) {
-    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1), false, true>;
-    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2), false, true>;
-    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4), false, true>;
-    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8), false, true>;
-    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16), false, true>;
-    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32), false, true>;
+    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_bounds_unroll(1), false, true>;
+    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_bounds_unroll(2), false, true>;
+    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_bounds_unroll(4), false, true>;
+    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_bounds_unroll(8), false, true>;
+    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_bounds_unroll(16), false, true>;
+    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_bounds_unroll(32), false, true>;
   }
 }
 
@@ -229,7 +229,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         const int main_block = block_, main_grid = grid_;
         bounds_kernel_ = bits_ ? bounds_kernel_for<T, true>(maxd) : bounds_kernel_for<T, false>(maxd);
         occupancy_grid(bounds_kernel_, bounds_bytes_, kernels::kDeltaThreads,
-                       static_cast<std::size_t>(kernels::delta_unroll(maxd)));
+                       static_cast<std::size_t>(kernels::delta_bounds_unroll(maxd)));
         bounds_block_ = block_;
         bounds_grid_ = grid_;
         block_ = main_block;
