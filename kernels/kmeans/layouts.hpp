@@ -94,7 +94,7 @@ KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, bo
 }
 // The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
 // 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
-// latency (H200, 256 MB, 100 iterations: d = 2, K = 16 the last ten 9% faster; d = 1, K = 2
+// latency (H200, 256 MB, 100 iterations: the last ten 3-27% faster, d = 2, K = 16 by 9%, d = 1, K = 2
 // float 27%; plots/delta_bounds_ab_h200.txt).
 KM_HOST_DEVICE constexpr int delta_bounds_unroll(int maxd) { return maxd <= 2 ? 2 : delta_unroll(maxd); }
 // With BOUNDS, after the layout above: a queue-sized area (used by the queue at d <= 4), then
