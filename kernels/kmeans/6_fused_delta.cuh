@@ -598,7 +598,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
         const double count = static_cast<double>(static_cast<long long>(__ldcg(&p.held_counts[c])));
         double part = 0, size = 0;
         if (lane < d) {
-          const double sum = static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
+          const double sum =
+              static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
           const double w = static_cast<double>(s[lane * k + c]) - zs[lane];
           const double r = sum - count * zs[lane];
           part = w * (count * w - 2 * r);
@@ -625,7 +626,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
       }
       __syncthreads();
       if (unsure_shared)
-        for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.previous[(t % k) * d + t / k] = static_cast<double>(s[t]);
+        for (int t = threadIdx.x; t < k * d; t += blockDim.x)
+          p.previous[(t % k) * d + t / k] = static_cast<double>(s[t]);
     }
     if (threadIdx.x == 0) {
       *p.shift_out = total;

@@ -153,14 +153,14 @@ inline float sqrt_up(float a) {  // the least float whose square is at least a
   if (!(a < INFINITY) || a <= 0) return std::sqrt(a);  // inf, NaN, zeros: exact
   float f = static_cast<float>(std::sqrt(static_cast<double>(a)));
   while (static_cast<double>(f) * f < a) f = std::nextafter(f, INFINITY);
-  while (f > 0 && static_cast<double>(std::nextafter(f, 0.0f)) * std::nextafter(f, 0.0f) >= a) f = std::nextafter(f, 0.0f);
+  for (float g = std::nextafter(f, 0.0f); f > 0 && static_cast<double>(g) * g >= a; g = std::nextafter(f, 0.0f)) f = g;
   return f;
 }
 inline float sqrt_down(float a) {  // the greatest float whose square is at most a
   if (!(a < INFINITY) || a <= 0) return std::sqrt(a);
   float f = static_cast<float>(std::sqrt(static_cast<double>(a)));
   while (f > 0 && static_cast<double>(f) * f > a) f = std::nextafter(f, 0.0f);
-  while (static_cast<double>(std::nextafter(f, INFINITY)) * std::nextafter(f, INFINITY) <= a) f = std::nextafter(f, INFINITY);
+  for (float g = std::nextafter(f, INFINITY); static_cast<double>(g) * g <= a; g = std::nextafter(f, INFINITY)) f = g;
   return f;
 }
 inline float double_up(double v) { return round_toward(v, 0, INFINITY); }
@@ -198,6 +198,8 @@ KM_MARGIN_HD inline bool hamerly_keep(float upper, float lower, float drift_labe
 }
 // A centroid's step from its squared shift (summed in double, relative error below
 // (d + 5) 2^-53 < 2^-40 for d <= 32), rounded up.
-KM_MARGIN_HD inline float hamerly_step(double squared_shift) { return double_up(std::sqrt(squared_shift) * (1 + 0x1p-40)); }
+KM_MARGIN_HD inline float hamerly_step(double squared_shift) {
+  return double_up(std::sqrt(squared_shift) * (1 + 0x1p-40));
+}
 
 }  // namespace km::kernels

@@ -220,8 +220,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const char* bounds = std::getenv("KMEANS_DELTA_BOUNDS");
       const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
       bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
-      bounds_bytes_ = (delta_bytes + 15) / 16 * 16 +
-                      kernels::delta_bounds_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), this->k_);
+      const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
+      bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_);
       bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
                        data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
                        bounds_bytes_ <= gpu.shared_optin;
