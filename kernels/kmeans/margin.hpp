@@ -52,6 +52,9 @@
 
 namespace km::kernels {
 
+// gamma_m(u) = m u / (1 - m u): the relative error bound of m roundings of unit u (Higham).
+KM_MARGIN_HD inline double rounding_gamma(double m, double u) { return m * u / (1 - m * u); }
+
 struct CandidateBound {
   double a = 0, b = 0, b_mu = 0, centre = 0, g2 = 0, tiny = 0;
 };
@@ -61,9 +64,9 @@ struct CandidateBound {
 KM_MARGIN_HD inline CandidateBound candidate_bound(std::size_t d, double u_x, double u_c, double u_acc, double u,
                                                    double min_normal) {
   const double dd = static_cast<double>(d);
-  const double gamma_acc = 2 * dd * u_acc / (1 - 2 * dd * u_acc);
-  const double gamma_d = dd * u / (1 - dd * u);
-  const double g = (dd + 2) * u / (1 - (dd + 2) * u);
+  const double gamma_acc = rounding_gamma(2 * dd, u_acc);
+  const double gamma_d = rounding_gamma(dd, u);
+  const double g = rounding_gamma(dd + 2, u);
   CandidateBound r;
   r.a = 1.01 * (gamma_d + 2 * u);
   r.b = 1.01 * (2 * (u_x + u_c + u_x * u_c + gamma_acc * (1 + u_x) * (1 + u_c)) + 2 * u);
@@ -112,7 +115,7 @@ struct FilterBound {
 KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, double u_t) {
   const double dd = static_cast<double>(d), uf = 0x1p-24;
   const double e = (dd + 4) * uf;
-  const double g = (dd + 2) * u_t / (1 - (dd + 2) * u_t);
+  const double g = rounding_gamma(dd + 2, u_t);
   const double pack = index_bits > 0 ? 1.01 * std::ldexp(1.0, index_bits - 23) : 0.0;
   FilterBound r;
   r.factor = 1.02 * 2.0 * 1.001 * (2 * e + 2 * g + 2 * pack);
@@ -180,7 +183,7 @@ struct HamerlyBounds {
   float upper = INFINITY, lower = 0;  // the pair that never keeps (a re-checked object's)
 };
 inline void hamerly_kappa(std::size_t d, double u_t, float& up, float& down) {
-  const double dd = static_cast<double>(d), g = (dd + 2) * u_t / (1 - (dd + 2) * u_t);
+  const double g = rounding_gamma(static_cast<double>(d) + 2, u_t);
   up = std::nextafter(static_cast<float>(1 + g), INFINITY);
   down = std::nextafter(static_cast<float>(1 - g), 0.0f);
 }
