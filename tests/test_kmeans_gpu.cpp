@@ -514,12 +514,29 @@ TEST(GpuSplit, RefusedWhereItCannotRun) {
 
 namespace {
 
+// Each shape with each of label_data's kinds (uniform, clustered, quantised), traced, with
+// the one-pass tests' parameters (K, 20 iterations): body(shape, data, params).
+template <class T, class F>
+void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
+  for (const SplitShape& s : shapes) {
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
+      km::Params p;
+      p.k = s.k;
+      p.loops = 20;
+      body(s, data, p);
+    }
+  }
+}
+
 // The delta kernel (only movers accumulated, float filter, the update in its last block)
 // against the classic one-pass kernel (KMEANS_ONE_PASS=classic): the same labels, centroids and
 // change counts bit for bit over 20 iterations (both sum the same fixed-point integers), the
-// shift bit for bit (one fixed order: update.cuh, total_shift), and the inertia to 1e-12 (the
-// two re-check different near-ties, where seq's sum and the FMA sum differ in the last bit; in
-// float that is 1e-11 of it, hence 1e-9), and omp's centroids and labels bit for bit.
+// shift bit for bit (one fixed order: update.cuh, total_shift), the inertia to 1e-11 (1e-6 in
+// float: once the bounds start, the delta kernel's is the clusters' algebraic sum in double,
+// the classic kernel's a sum of per-object distances in T), and omp's centroids and labels bit
+// for bit.
 // Shapes with the index in the score's bits (K <= 64) and without (K = 100), d = 1 ... 32, and
 // with Elkan's test before the scores (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2).
 template <class T>
@@ -531,34 +548,27 @@ void check_delta_as_classic() {
       quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}}
               : std::vector<SplitShape>{{20011, 1, 2}, {20011, 2, 16}, {20011, 2, 64}, {9001, 3, 100},
                                         {9001, 8, 64}, {9001, 16, 16}, {5003, 32, 16}};
-  for (const SplitShape& s : shapes) {
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
-      km::Params p;
-      p.k = s.k;
-      p.loops = 20;
-      const auto delta = km::run(fused, data, p);
-      setenv("KMEANS_ONE_PASS", "classic", 1);
-      const auto classic = km::run(fused, data, p);
-      unsetenv("KMEANS_ONE_PASS");
-      const auto omp = km::run(km::find_implementation("omp"), data, p);
-      EXPECT_EQ(delta.path, "one-pass");
-      EXPECT_EQ(delta.centroids, classic.centroids);
-      EXPECT_EQ(delta.labels, classic.labels);
-      ASSERT_EQ(delta.iterations, classic.iterations);
-      for (int it = 0; it < delta.iterations; ++it) {
-        EXPECT_EQ(delta.per_iteration[it].changed, classic.per_iteration[it].changed) << "iteration " << it + 1;
-        EXPECT_EQ(delta.per_iteration[it].shift, classic.per_iteration[it].shift) << "iteration " << it + 1;
-        // The delta kernel's bounds (on by default) give the algebraic inertia (see GpuSplit).
-        EXPECT_NEAR(delta.per_iteration[it].inertia, classic.per_iteration[it].inertia,
-                    (sizeof(T) == 4 ? 1e-6 : 1e-11) * classic.per_iteration[it].inertia);
-        EXPECT_GE(delta.per_iteration[it].rechecked, 0);
-      }
-      EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
-      EXPECT_EQ(delta.labels, omp.labels);
+  each_one_pass_case<T>(shapes, [&](const SplitShape&, const km::Dataset<T>& data, const km::Params& p) {
+    const auto delta = km::run(fused, data, p);
+    setenv("KMEANS_ONE_PASS", "classic", 1);
+    const auto classic = km::run(fused, data, p);
+    unsetenv("KMEANS_ONE_PASS");
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(delta.path, "one-pass");
+    EXPECT_EQ(delta.centroids, classic.centroids);
+    EXPECT_EQ(delta.labels, classic.labels);
+    ASSERT_EQ(delta.iterations, classic.iterations);
+    for (int it = 0; it < delta.iterations; ++it) {
+      EXPECT_EQ(delta.per_iteration[it].changed, classic.per_iteration[it].changed) << "iteration " << it + 1;
+      EXPECT_EQ(delta.per_iteration[it].shift, classic.per_iteration[it].shift) << "iteration " << it + 1;
+      // The delta kernel's bounds (on by default) give the algebraic inertia (see GpuSplit).
+      EXPECT_NEAR(delta.per_iteration[it].inertia, classic.per_iteration[it].inertia,
+                  (sizeof(T) == 4 ? 1e-6 : 1e-11) * classic.per_iteration[it].inertia);
+      EXPECT_GE(delta.per_iteration[it].rechecked, 0);
     }
-  }
+    EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
+    EXPECT_EQ(delta.labels, omp.labels);
+  });
   unsetenv("KMEANS_FUSED_PATH");
 }
 
@@ -572,8 +582,8 @@ namespace {
 // Hamerly's bounds in the delta kernel (KMEANS_DELTA_BOUNDS=1) against the same kernel without
 // them (=0): labels, centroids, change counts and shifts bit for bit over 20 iterations (an
 // object the bounds keep is one seq keeps), omp's labels, the algebraic inertia within 1e-11
-// (1e-6 in float, whose per-object sum adds float distances), and the bounds must keep some objects unread once the centroids settle (so a
-// test that never exercised them fails). With KMEANS_DELTA_GUARD=0 every inertia bound
+// (1e-6 in float, whose per-object sum adds float distances), and the bounds must keep some
+// objects unread once the centroids settle (so a test that never exercised them fails). With KMEANS_DELTA_GUARD=0 every inertia bound
 // "fails": the host sums the first iteration's inertia from the objects and the bounds go off.
 // With KMEANS_DELTA_BOUNDS=0.05 they start mid-fit (the default's path, at 1%): the iteration
 // after the first with at most 5% moved scores every object and rebuilds the q sums.
@@ -587,67 +597,60 @@ void check_bounds() {
       quick() ? std::vector<SplitShape>{{30011, 2, 16}, {20011, 16, 16}}
               : std::vector<SplitShape>{{30011, 1, 2},  {30011, 2, 16}, {30011, 2, 64}, {20011, 3, 100},
                                         {20011, 8, 64}, {20011, 16, 16}, {10007, 32, 16}};
-  for (const SplitShape& s : shapes) {
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<T>(kind, {s.n, s.d, s.k});
-      km::Params p;
-      p.k = s.k;
-      p.loops = 20;
-      setenv("KMEANS_DELTA_BOUNDS", "1", 1);
-      const auto on = km::run(fused, data, p);
-      setenv("KMEANS_DELTA_GUARD", "0", 1);
-      const auto fallback = km::run(fused, data, p);
-      unsetenv("KMEANS_DELTA_GUARD");
-      setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the iteration after one with <= 5% moved
-      const auto later = km::run(fused, data, p);
-      setenv("KMEANS_DELTA_BOUNDS", "0", 1);
-      const auto off = km::run(fused, data, p);
-      unsetenv("KMEANS_DELTA_BOUNDS");
-      const auto omp = km::run(km::find_implementation("omp"), data, p);
-      EXPECT_EQ(on.centroids, off.centroids);
-      EXPECT_EQ(on.labels, off.labels);
-      EXPECT_EQ(on.labels, omp.labels);
-      EXPECT_EQ(fallback.labels, off.labels);
-      EXPECT_EQ(fallback.centroids, off.centroids);
-      EXPECT_EQ(later.labels, off.labels);
-      EXPECT_EQ(later.centroids, off.centroids);
-      ASSERT_EQ(on.iterations, off.iterations);
-      ASSERT_EQ(fallback.iterations, off.iterations);
-      ASSERT_EQ(later.iterations, off.iterations);
-      std::int64_t skipped = 0;
-      bool live = false;  // whether `later` has started its bounds (and rebuilt its q sums)
-      for (int it = 0; it < on.iterations; ++it) {
-        SCOPED_TRACE("iteration " + std::to_string(it + 1));
-        EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
-        EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
-        EXPECT_EQ(later.per_iteration[it].changed, off.per_iteration[it].changed);
-        EXPECT_EQ(later.per_iteration[it].shift, off.per_iteration[it].shift);
-        EXPECT_EQ(later.per_iteration[it].skipped >= 0, live) << "bounds start after <= 5% moved";
-        if (live) {
-          EXPECT_NEAR(later.per_iteration[it].inertia, off.per_iteration[it].inertia,
-                      (sizeof(T) == 4 ? 1e-6 : 1e-11) * off.per_iteration[it].inertia);
-        }
-        live = live || off.per_iteration[it].changed <= static_cast<std::int64_t>(0.05 * static_cast<double>(s.n));
-        // The algebraic inertia and the host's sum, both in double, against the per-object sum
-        // of distances in T (see GpuSplit).
-        const double tol = sizeof(T) == 4 ? 1e-6 : 1e-11;
-        EXPECT_NEAR(on.per_iteration[it].inertia, off.per_iteration[it].inertia, tol * off.per_iteration[it].inertia);
-        EXPECT_NEAR(fallback.per_iteration[it].inertia, off.per_iteration[it].inertia,
-                    tol * off.per_iteration[it].inertia);
-        EXPECT_GE(on.per_iteration[it].skipped, 0) << "the bounds kernel reports what it kept";
-        EXPECT_LE(on.per_iteration[it].skipped, static_cast<std::int64_t>(s.n) - on.per_iteration[it].changed);
-        if (it > 0) {
-          EXPECT_EQ(fallback.per_iteration[it].skipped, -1) << "bounds off after the failed guard";
-        }
-        skipped += std::max<std::int64_t>(on.per_iteration[it].skipped, 0);
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    setenv("KMEANS_DELTA_BOUNDS", "1", 1);
+    const auto on = km::run(fused, data, p);
+    setenv("KMEANS_DELTA_GUARD", "0", 1);
+    const auto fallback = km::run(fused, data, p);
+    unsetenv("KMEANS_DELTA_GUARD");
+    setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the iteration after one with <= 5% moved
+    const auto later = km::run(fused, data, p);
+    setenv("KMEANS_DELTA_BOUNDS", "0", 1);
+    const auto off = km::run(fused, data, p);
+    unsetenv("KMEANS_DELTA_BOUNDS");
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(on.centroids, off.centroids);
+    EXPECT_EQ(on.labels, off.labels);
+    EXPECT_EQ(on.labels, omp.labels);
+    EXPECT_EQ(fallback.labels, off.labels);
+    EXPECT_EQ(fallback.centroids, off.centroids);
+    EXPECT_EQ(later.labels, off.labels);
+    EXPECT_EQ(later.centroids, off.centroids);
+    ASSERT_EQ(on.iterations, off.iterations);
+    ASSERT_EQ(fallback.iterations, off.iterations);
+    ASSERT_EQ(later.iterations, off.iterations);
+    std::int64_t skipped = 0;
+    bool live = false;  // whether `later` has started its bounds (and rebuilt its q sums)
+    for (int it = 0; it < on.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
+      EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
+      EXPECT_EQ(later.per_iteration[it].changed, off.per_iteration[it].changed);
+      EXPECT_EQ(later.per_iteration[it].shift, off.per_iteration[it].shift);
+      EXPECT_EQ(later.per_iteration[it].skipped >= 0, live) << "bounds start after <= 5% moved";
+      if (live) {
+        EXPECT_NEAR(later.per_iteration[it].inertia, off.per_iteration[it].inertia,
+                    (sizeof(T) == 4 ? 1e-6 : 1e-11) * off.per_iteration[it].inertia);
       }
-      EXPECT_EQ(on.per_iteration.at(0).skipped, 0) << "no bounds yet in the first iteration";
-      if (on.iterations >= 5) {
-        EXPECT_GT(skipped, 0) << "the bounds never kept an object";
+      live = live || off.per_iteration[it].changed <= static_cast<std::int64_t>(0.05 * static_cast<double>(s.n));
+      // The algebraic inertia and the host's sum, both in double, against the per-object sum
+      // of distances in T (see GpuSplit).
+      const double tol = sizeof(T) == 4 ? 1e-6 : 1e-11;
+      EXPECT_NEAR(on.per_iteration[it].inertia, off.per_iteration[it].inertia, tol * off.per_iteration[it].inertia);
+      EXPECT_NEAR(fallback.per_iteration[it].inertia, off.per_iteration[it].inertia,
+                  tol * off.per_iteration[it].inertia);
+      EXPECT_GE(on.per_iteration[it].skipped, 0) << "the bounds kernel reports what it kept";
+      EXPECT_LE(on.per_iteration[it].skipped, static_cast<std::int64_t>(s.n) - on.per_iteration[it].changed);
+      if (it > 0) {
+        EXPECT_EQ(fallback.per_iteration[it].skipped, -1) << "bounds off after the failed guard";
       }
+      skipped += std::max<std::int64_t>(on.per_iteration[it].skipped, 0);
     }
-  }
+    EXPECT_EQ(on.per_iteration.at(0).skipped, 0) << "no bounds yet in the first iteration";
+    if (on.iterations >= 5) {
+      EXPECT_GT(skipped, 0) << "the bounds never kept an object";
+    }
+  });
   unsetenv("KMEANS_DELTA_BALL");
   unsetenv("KMEANS_FUSED_PATH");
 }
