@@ -278,9 +278,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 4 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
-    // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest.
+    // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
+    // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
     const std::size_t n = this->n_, k = this->k_, d = this->d_;
-    bounds_ = bounds_wanted_ && this->whole_.n == n && !this->streamed() &&
+    bounds_ = bounds_wanted_ && this->whole_.n == n && !this->streamed() && this->params_.device_memory == 0 &&
               device_budget(0) >= n * sizeof(float2) + (64ull << 20);
     if (bounds_) {
       bounds_buf_ = this->template device_buffer<float2>(n);
