@@ -32,102 +32,13 @@
 #include <cstdint>
 
 #include "kernels/gemm/6_tensor.cuh"
+#include "kernels/kmeans/candidate_lists.cuh"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
-
-// One queued re-check: object i and its `count` candidates (count 0: every centroid, queued
-// apart for recheck_all).
-constexpr int kMaxCandidates = 3;
-struct Recheck {
-  std::int64_t i;
-  int count;
-  int c[kMaxCandidates];
-};
-
-// The L smallest keys seen and their centroids, in order (lowest index first on equal keys).
-template <class T, int L>
-struct TopL {
-  T v[L];
-  int i[L];
-};
-
-template <class T, int L>
-__device__ __forceinline__ void top_clear(TopL<T, L>& t) {
-#pragma unroll
-  for (int q = 0; q < L; ++q) {
-    t.v[q] = T(INFINITY);
-    t.i[q] = INT_MAX;
-  }
-}
-
-template <class T>
-__device__ __forceinline__ bool key_before(T v, int j, T w, int k) {
-  return v < w || (v == w && j < k);
-}
-
-template <class T, int L>
-__device__ __forceinline__ void top_insert(TopL<T, L>& t, T v, int j) {
-  if (!key_before(v, j, t.v[L - 1], t.i[L - 1])) return;
-  t.v[L - 1] = v;
-  t.i[L - 1] = j;
-#pragma unroll
-  for (int q = L - 1; q > 0; --q)
-    if (key_before(t.v[q], t.i[q], t.v[q - 1], t.i[q - 1])) {
-      const T tv = t.v[q];
-      const int ti = t.i[q];
-      t.v[q] = t.v[q - 1];
-      t.i[q] = t.i[q - 1];
-      t.v[q - 1] = tv;
-      t.i[q - 1] = ti;
-    }
-}
-
-// top_insert for a centroid j above every index in t (the assignment's own walk, where each
-// thread meets its centroids in increasing order): an equal key then goes after, so the test is
-// v < the last key alone, and the insertion shifts by value. The per-pair cost of the fold: one
-// compare on the common path (the general test with its index tie-break cost ~17 instructions
-// a pair; at d = 16 the fold, not the mma, set the pace).
-template <class T, int L>
-__device__ __forceinline__ void top_push_ascending(TopL<T, L>& t, T v, int j) {
-  if (!(v < t.v[L - 1])) return;
-  // v's place p is the first q with v < t.v[q]; from the back: entries past p move down one.
-#pragma unroll
-  for (int q = L - 1; q > 0; --q) {
-    if (v < t.v[q - 1]) {
-      t.v[q] = t.v[q - 1];
-      t.i[q] = t.i[q - 1];
-    } else if (v < t.v[q]) {
-      t.v[q] = v;
-      t.i[q] = j;
-    }
-  }
-  if (v < t.v[0]) {
-    t.v[0] = v;
-    t.i[0] = j;
-  }
-}
-
-// Merges a list of other centroids into t.
-template <class T, int L>
-__device__ __forceinline__ void top_merge(TopL<T, L>& t, const TopL<T, L>& o) {
-#pragma unroll
-  for (int q = 0; q < L; ++q) top_insert(t, o.v[q], o.i[q]);
-}
-
-template <class T, int L>
-__device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask) {
-  TopL<T, L> o;
-#pragma unroll
-  for (int q = 0; q < L; ++q) {
-    o.v[q] = __shfl_xor_sync(0xffffffffu, t.v[q], mask);
-    o.i[q] = __shfl_xor_sync(0xffffffffu, t.i[q], mask);
-  }
-  return o;
-}
 
 __device__ __forceinline__ float fused_mul_add(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 __device__ __forceinline__ double fused_mul_add(double a, double b, double c) { return __fma_rn(a, b, c); }
@@ -441,19 +352,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
             __syncwarp();
             const float4 lo = *reinterpret_cast<const float4*>(chunk + lane * 8 + sw * 4);
             const float4 hi = *reinterpret_cast<const float4*>(chunk + lane * 8 + (sw ^ 1) * 4);
-            const T least = key_min(key_min(key_min(lo.x, lo.y), key_min(lo.z, lo.w)),
-                                    key_min(key_min(hi.x, hi.y), key_min(hi.z, hi.w)));
-            if (least < own.v[L - 1]) {
-              const int j0 = jb + b * Mma::N;
-              top_push_ascending(own, lo.x, j0);
-              top_push_ascending(own, lo.y, j0 + 1);
-              top_push_ascending(own, lo.z, j0 + 2);
-              top_push_ascending(own, lo.w, j0 + 3);
-              top_push_ascending(own, hi.x, j0 + 4);
-              top_push_ascending(own, hi.y, j0 + 5);
-              top_push_ascending(own, hi.z, j0 + 6);
-              top_push_ascending(own, hi.w, j0 + 7);
-            }
+            push_row8(own, lo, hi, jb + b * Mma::N);
           }
         } else {  // double: each key against its list (the row minimum first measured 7% slower at d = 128)
 #pragma unroll
@@ -499,24 +398,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   for (int r = threadIdx.x; r < rows_here; r += NT) {
     TopL<T, L> m = lists[r];
     for (int w = 1; w < S::warps_n; ++w) top_merge(m, lists[w * BM + r]);
-    const std::int64_t i = row0 + r;
-    const double best = static_cast<double>(m.v[0]);
-    const double margin = candidate_margin(bound, xc2[i], mu_norm, *cmax2, best);
-    labels[i] = m.i[0];
-    if (!(static_cast<double>(m.v[1]) - best > margin)) {
-      // The candidates within the margin; if the list's last is within it too, others may
-      // be, and every centroid is re-checked.
-      Recheck q{i, 0, {0, 0, 0}};
-      if (static_cast<double>(m.v[L - 1]) - best > margin) {
-#pragma unroll
-        for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
-          if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
-      }
-      if (q.count == 0)
-        everyone[atomicAdd(queued + 1, 1ull)] = i;
-      else
-        queue[atomicAdd(queued, 1ull)] = q;
-    }
+    settle_object(m, row0 + r, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
   }
 }
 

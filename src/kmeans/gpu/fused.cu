@@ -25,6 +25,7 @@
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/gpu/device_update.hpp"
+#include "kmeans/gpu/fused_wgmma.hpp"
 
 namespace km::gpu {
 
@@ -383,9 +384,10 @@ struct TensorKernels {
                           unsigned long long*);
   Assign assign = nullptr;
   Assign assign_pre = nullptr;  // float: the objects read from a centred, TF32-rounded copy
-  std::size_t smem = 0;
-  int threads = 0, rows = 0;  // per block
+  std::size_t smem = 0, pre_smem = 0;
+  int threads = 0, rows = 0, pre_threads = 0, pre_rows = 0;  // per block
   bool centre_objects = false;
+  bool wgmma = false;  // assign_pre is the sm_90a wgmma kernel
 };
 
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
@@ -399,9 +401,9 @@ TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   if constexpr (!Shape::is_double)
     r.assign_pre = d % vec == 0 ? kernels::fused_tensor_assign<Mma, vec, SHORT, DEPTH, NSTAGES, true>
                                 : kernels::fused_tensor_assign<Mma, 1, SHORT, DEPTH, NSTAGES, true>;
-  r.smem = kernels::tensor_assign_smem_bytes<Mma, SHORT, DEPTH, NSTAGES>();
-  r.threads = Shape::threads;
-  r.rows = Shape::BM;
+  r.smem = r.pre_smem = kernels::tensor_assign_smem_bytes<Mma, SHORT, DEPTH, NSTAGES>();
+  r.threads = r.pre_threads = Shape::threads;
+  r.rows = r.pre_rows = Shape::BM;
   r.centre_objects = Shape::centre_objects;
   return r;
 }
@@ -419,9 +421,21 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
   }
   else if (d <= 16)  // 16-deep slices: a short d is not padded to 32
     return tensor_kernels_for<g::MmaTf32m16n8k8, true>(d);
-  else if (d > 32)  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
+  else if (d > 32) {  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
     // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab.txt)
-    return tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
+    TensorKernels<T> r = tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
+    // From the centred copy, on sm_90 with 32 < d <= 128: wgmma (KMEANS_TENSOR_WGMMA=0: mma.sync).
+    const char* env = std::getenv("KMEANS_TENSOR_WGMMA");
+    if (!(env && std::string(env) == "0"))
+      if (const WgmmaAssign w = wgmma_assign(d); w.kernel) {
+        r.assign_pre = w.kernel;
+        r.pre_smem = w.smem;
+        r.pre_threads = w.threads;
+        r.pre_rows = w.rows;
+        r.wgmma = true;
+      }
+    return r;
+  }
   else
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
@@ -448,11 +462,15 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     stats.rechecked_all = static_cast<std::int64_t>(queued[1]);
   }
 
+  std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
+    return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
+  }
+
  private:
   std::size_t prepare(const Dataset<T>& data) override {
     kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
-    if (kernels_.assign_pre) cuda::opt_in_shared(kernels_.assign_pre, kernels_.smem, "--impl=fused");
+    if (kernels_.assign_pre) cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
@@ -545,9 +563,11 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     cudaStream_t s = this->stream_;
     unsigned long long* queued = this->counters_.get()->queued;
     CUDA_CHECK(cudaMemsetAsync(queued, 0, 2 * sizeof(unsigned long long), s));
-    const auto blocks = static_cast<unsigned>((this->n_ + kernels_.rows - 1) / kernels_.rows);
     const bool copied = operand_.get() != nullptr;
-    (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, kernels_.threads, kernels_.smem, s>>>(
+    const std::size_t rows = copied ? kernels_.pre_rows : kernels_.rows;
+    const auto blocks = static_cast<unsigned>((this->n_ + rows - 1) / rows);
+    (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, copied ? kernels_.pre_threads : kernels_.threads,
+                                                       copied ? kernels_.pre_smem : kernels_.smem, s>>>(
         copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(),
         mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();

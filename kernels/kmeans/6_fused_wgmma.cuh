@@ -1,0 +1,235 @@
+// Step 6, fused, its tensor path on Hopper's warpgroup MMA (wgmma, sm_90a): float with
+// 32 < d <= 128, d a multiple of 4, objects read from the centred TF32 copy (the shapes of
+// embeddings: 262144 x 128, K = 1024 and the like).
+//
+//   fused_wgmma_assign  The same contract as fused_tensor_assign (6_fused_tensor.cuh) -- the
+//                       same operands x' and c' (TF32), the same keys fl(keyed - 2 x'.c'), the
+//                       same lists, margin and re-check queues, so seq's labels exactly -- with
+//                       the products on wgmma instead of mma.sync:
+//     - A block of 4 warpgroups takes 256 objects and keeps them, whole d, in shared memory for
+//       its whole walk over the centroids (the objects are read from memory once per block, not
+//       once per centroid tile).
+//     - The centroids stream through a 4-stage cp.async ring in slices of 128 centroids x 32
+//       coordinates (one 128-byte swizzle atom a row).
+//     - Each warpgroup multiplies its 64 objects by the slice with 4 wgmma.m64n128k8 (TF32),
+//       both operands read by the tensor cores straight from shared memory through matrix
+//       descriptors. mma.sync brings every fragment through registers with ldmatrix; at
+//       d = 128 that shared-memory traffic, not the tensor cores, set the old kernel's pace
+//       (plots/ncu_tensor_float.txt).
+//     - After a tile's last slice the 64 accumulators a thread holds (m64n128's layout is
+//       mma.sync's m16n8 one, repeated) become keys, pass through a 16 x 16 chunk of shared
+//       memory per warp to the lane that owns their row and half of the columns, and are
+//       folded into that lane's list of 4 (push_row8); the two halves' lists merge at the end.
+// The products' error is charged as for mma.sync (margin.hpp: the operands' rounding to
+// TF32, 2 u_acc per addition in any order), so the bound and the exactness argument are the
+// same; the re-checks are 6_fused_tensor.cuh's kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/gemm/common.cuh"
+#include "kernels/kmeans/candidate_lists.cuh"
+
+namespace km::kernels {
+
+struct WgmmaAssignShape {
+  static constexpr int WG = 4;          // warpgroups a block, 64 objects each
+  static constexpr int BM = 64 * WG;    // objects a block
+  static constexpr int BN = 128;        // centroids a tile: an m64n128 accumulator per warpgroup
+  static constexpr int BK = 32;         // coordinates a slice: 128 bytes of TF32, one swizzle atom
+  static constexpr int STAGES = 4;      // the centroids' ring; slices in flight: STAGES - 2
+  static constexpr int MAX_D = 128;     // the objects' tile, whole d, stays in shared memory
+  static constexpr int threads = WG * 128;
+  static constexpr int L = 4;
+  static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * 4;
+  static constexpr std::size_t b_bytes = std::size_t(BN) * BK * 4;
+  static constexpr std::size_t key_bytes = std::size_t(BN) * 4;
+  static constexpr std::size_t chunk_bytes = std::size_t(threads / 32) * 16 * 16 * 4;
+  // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
+  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * (b_bytes + key_bytes) + chunk_bytes;
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// A wgmma matrix descriptor for a K-major tile in 128-byte swizzle atoms (8 rows x 128 bytes,
+// 1024-byte aligned): start address, stride between 8-row groups 1024 bytes, the leading
+// offset unused (1), swizzle mode 1 (128 bytes). Stepping k by 8 TF32 adds 32 bytes to the
+// start: the hardware applies the XOR swizzle to the address it forms.
+__device__ __forceinline__ std::uint64_t sw128_descriptor(unsigned address) {
+  return (static_cast<std::uint64_t>(address & 0x3FFFF) >> 4) | (std::uint64_t{1} << 16) |
+         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Writes by the generic proxy (cp.async) made visible to the async proxy (wgmma's operand reads).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// After wgmma_wait: the accumulators are read only from here on (the compiler may not hoist
+// their reads above the wait, which does not name them).
+__device__ __forceinline__ void fence_accumulators(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (+)= A.B^T for a 64 x 8 slice of objects and a 128 x 8 slice of centroids, TF32 in, FP32
+// out; accumulate = 0 overwrites d.
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                     int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+#endif
+
+// x: the centred TF32 copy, row-major [n][d]; the other arguments as fused_tensor_assign's
+// (mu unused: the objects come centred). Launch: WgmmaAssignShape::threads threads, smem bytes.
+__global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
+    fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ mu, const float* __restrict__ centred,
+                       const float* __restrict__ keyed, const double* __restrict__ cmax2,
+                       const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
+                       CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
+                       std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued) {
+  (void)mu;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = WgmmaAssignShape;
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, STAGES = S::STAGES, NT = S::threads, L = S::L;
+  extern __shared__ __align__(16) unsigned char wgmma_raw[];
+  unsigned char* const base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
+  unsigned char* const b_ring = base + S::a_bytes;
+  float* const key_ring = reinterpret_cast<float*>(b_ring + STAGES * S::b_bytes);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4, wq = warp % 4;
+  const int gq = lane / 4, tq = lane % 4;
+  float* const chunk = key_ring + STAGES * BN + warp * 256;
+
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
+  const int dp = (d + BK - 1) / BK * BK;
+  const int dtiles = dp / BK, ctiles = (k + BN - 1) / BN, tiles = dtiles * ctiles;
+
+  // The block's objects, whole d, once: 16-byte chunk c4 of row r into slice c4 / 8, at its
+  // swizzled place (chunk (c4 % 8) ^ (r % 8) of the row's 128 bytes); zeros past the rows and d.
+  {
+    const int per_row = dp / 4;
+    const float* xb = x + row0 * d;
+    for (int q = threadIdx.x; q < BM * per_row; q += NT) {
+      const int r = q / per_row, c4 = q - r * per_row;
+      const bool in = r < rows_here && 4 * c4 < d;
+      gemm::cp_async<16>(base + (c4 >> 3) * (BM * 128) + r * 128 + (((c4 & 7) ^ (r & 7)) << 4),
+                         in ? xb + static_cast<std::int64_t>(r) * d + 4 * c4 : x, in);
+    }
+  }
+  // A stage: centroids ct * BN .. + BN, coordinates dt * BK .. + BK, swizzled as the objects;
+  // with the tile's last slice, its keys.
+  auto load = [&](int s, int dt, int ct) {
+    unsigned char* bs = b_ring + s * S::b_bytes;
+    const std::int64_t c0 = static_cast<std::int64_t>(ct) * BN;
+#pragma unroll
+    for (int q = 0; q < BN * BK / 4 / NT; ++q) {
+      const int c = threadIdx.x + q * NT, r = c >> 3, c8 = c & 7, p = dt * BK + 4 * c8;
+      const bool in = c0 + r < k && p < d;
+      gemm::cp_async<16>(bs + r * 128 + ((c8 ^ (r & 7)) << 4), in ? centred + (c0 + r) * d + p : centred, in);
+    }
+    if (dt == dtiles - 1 && threadIdx.x < BN) {
+      const std::int64_t j = c0 + threadIdx.x;
+      gemm::cp_async<4>(key_ring + s * BN + threadIdx.x, j < k ? keyed + j : keyed, j < k);
+    }
+  };
+  int lt = 0, ls = 0, ldt = 0, lct = 0;
+  auto step = [&](int& st, int& dt, int& ct) {
+    st = st + 1 == STAGES ? 0 : st + 1;
+    if (++dt == dtiles) {
+      dt = 0;
+      ++ct;
+    }
+  };
+  auto load_next = [&] {
+    if (lt < tiles) load(ls, ldt, lct);
+    gemm::cp_async_commit();
+    ++lt;
+    step(ls, ldt, lct);
+  };
+  load_next();  // with the objects
+  load_next();
+
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  TopL<float, L> own;  // lane l: row l % 16 of its warp's 16, centroids of column half l / 16
+  top_clear(own);
+  const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
+  // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
+  // slice's copies land; the fold after each tile's last slice. (Every wgmma group in flight
+  // keeps the accumulators' registers: only the fold, after waiting for all, reads them.)
+  int cs = 0;
+  for (int ct = 0; ct < ctiles; ++ct) {
+    int last = 0;  // the stage of the tile's last slice, which holds its keys
+    for (int dt = 0; dt < dtiles; ++dt) {
+      gemm::cp_async_wait<1>();  // this slice (and the objects) landed for this thread ...
+      fence_proxy_async();       // ... visible to the tensor cores' reads ...
+      __syncthreads();           // ... for every thread; and every warpgroup is done with slice - 2
+      load_next();               // into that slice's stage
+      wgmma_fence();
+      const unsigned a_at = a_slices + dt * (BM * 128), b_at = b_stages + cs * static_cast<unsigned>(S::b_bytes);
+#pragma unroll
+      for (int kk = 0; kk < BK / 8; ++kk)
+        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_at + kk * 32), sw128_descriptor(b_at + kk * 32), dt > 0 || kk > 0);
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier
+      last = cs;
+      cs = cs + 1 == STAGES ? 0 : cs + 1;
+    }
+    wgmma_wait<0>();  // the tile is complete: its keys into the lists
+    fence_accumulators(acc);
+    const int tile0 = ct * BN;
+    const float* ks = key_ring + last * BN;
+#pragma unroll
+    for (int p = 0; p < BN / 16; ++p) {  // 16 columns at a time: 8 keys a lane
+      __syncwarp();                       // the previous columns' keys are read
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const int j = 2 * p + jj, col = 8 * j + 2 * tq;  // accumulator n8 block j: columns col, col + 1
+        const float n0 = tile0 + col < k ? ks[col] : INFINITY;  // past K: a key no list takes
+        const float n1 = tile0 + col + 1 < k ? ks[col + 1] : INFINITY;
+        const int group = 2 * jj + (tq >> 1);  // the 4-key group of the 16 columns
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = gq + 8 * h;
+          // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
+          const float2 kv = make_float2(__fmaf_rn(-2.f, acc[4 * j + 2 * h], n0), __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], n1));
+          // groups XOR-ed by row bits 1-2: the float2 writes and the float4 reads below each
+          // take the minimum number of shared-memory wavefronts
+          *reinterpret_cast<float2*>(chunk + row * 16 + ((group ^ ((row >> 1) & 3)) << 2) + ((2 * tq) & 3)) = kv;
+        }
+      }
+      __syncwarp();
+      const int r = lane & 15, half = lane >> 4, sw = (r >> 1) & 3;
+      const float4 lo = *reinterpret_cast<const float4*>(chunk + r * 16 + (((2 * half) ^ sw) << 2));
+      const float4 hi = *reinterpret_cast<const float4*>(chunk + r * 16 + (((2 * half + 1) ^ sw) << 2));
+      push_row8(own, lo, hi, tile0 + 16 * p + 8 * half);
+    }
+  }
+  gemm::cp_async_wait<0>();
+
+  top_merge(own, top_shfl_xor(own, 16));  // the row's two column halves
+  const int r = wg * 64 + wq * 16 + lane;
+  if (lane < 16 && r < rows_here)
+    settle_object(own, row0 + r, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
+#else
+  (void)x, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
+  (void)labels, (void)queue, (void)everyone, (void)queued;
+  __trap();  // built for sm_90a only (src/kmeans/gpu/fused_wgmma.cu); never launched elsewhere
+#endif
+}
+
+}  // namespace km::kernels

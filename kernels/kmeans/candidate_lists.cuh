@@ -1,0 +1,147 @@
+// The tensor paths' per-object candidate lists (6_fused_tensor.cuh, 6_fused_wgmma.cuh): the L
+// smallest keys an object meets and their centroids, how they are filled and merged, and how a
+// complete list settles the object -- its label, or a re-check queued when the margin says the
+// keys cannot decide (margin.hpp).
+#pragma once
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/kmeans/margin.hpp"
+
+namespace km::kernels {
+
+// One queued re-check: object i and its `count` candidates (count 0: every centroid, queued
+// apart for recheck_all).
+constexpr int kMaxCandidates = 3;
+struct Recheck {
+  std::int64_t i;
+  int count;
+  int c[kMaxCandidates];
+};
+
+// The L smallest keys seen and their centroids, in order (lowest index first on equal keys).
+template <class T, int L>
+struct TopL {
+  T v[L];
+  int i[L];
+};
+
+template <class T, int L>
+__device__ __forceinline__ void top_clear(TopL<T, L>& t) {
+#pragma unroll
+  for (int q = 0; q < L; ++q) {
+    t.v[q] = T(INFINITY);
+    t.i[q] = INT_MAX;
+  }
+}
+
+template <class T>
+__device__ __forceinline__ bool key_before(T v, int j, T w, int k) {
+  return v < w || (v == w && j < k);
+}
+
+template <class T, int L>
+__device__ __forceinline__ void top_insert(TopL<T, L>& t, T v, int j) {
+  if (!key_before(v, j, t.v[L - 1], t.i[L - 1])) return;
+  t.v[L - 1] = v;
+  t.i[L - 1] = j;
+#pragma unroll
+  for (int q = L - 1; q > 0; --q)
+    if (key_before(t.v[q], t.i[q], t.v[q - 1], t.i[q - 1])) {
+      const T tv = t.v[q];
+      const int ti = t.i[q];
+      t.v[q] = t.v[q - 1];
+      t.i[q] = t.i[q - 1];
+      t.v[q - 1] = tv;
+      t.i[q - 1] = ti;
+    }
+}
+
+// top_insert for a centroid j above every index in t (the assignment's own walk, where each
+// thread meets its centroids in increasing order): an equal key then goes after, so the test is
+// v < the last key alone, and the insertion shifts by value. The per-pair cost of the fold: one
+// compare on the common path (the general test with its index tie-break cost ~17 instructions
+// a pair; at d = 16 the fold, not the mma, set the pace).
+template <class T, int L>
+__device__ __forceinline__ void top_push_ascending(TopL<T, L>& t, T v, int j) {
+  if (!(v < t.v[L - 1])) return;
+  // v's place p is the first q with v < t.v[q]; from the back: entries past p move down one.
+#pragma unroll
+  for (int q = L - 1; q > 0; --q) {
+    if (v < t.v[q - 1]) {
+      t.v[q] = t.v[q - 1];
+      t.i[q] = t.i[q - 1];
+    } else if (v < t.v[q]) {
+      t.v[q] = v;
+      t.i[q] = j;
+    }
+  }
+  if (v < t.v[0]) {
+    t.v[0] = v;
+    t.i[0] = j;
+  }
+}
+
+// Merges a list of other centroids into t.
+template <class T, int L>
+__device__ __forceinline__ void top_merge(TopL<T, L>& t, const TopL<T, L>& o) {
+#pragma unroll
+  for (int q = 0; q < L; ++q) top_insert(t, o.v[q], o.i[q]);
+}
+
+template <class T, int L>
+__device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask) {
+  TopL<T, L> o;
+#pragma unroll
+  for (int q = 0; q < L; ++q) {
+    o.v[q] = __shfl_xor_sync(0xffffffffu, t.v[q], mask);
+    o.i[q] = __shfl_xor_sync(0xffffffffu, t.i[q], mask);
+  }
+  return o;
+}
+
+// Float's fold of one row's 8 keys (centroids j0 .. j0 + 7, above every index in the list):
+// their least first, and only if it beats the list's last are they inserted, in order.
+template <int L>
+__device__ __forceinline__ void push_row8(TopL<float, L>& own, float4 lo, float4 hi, int j0) {
+  const float least = fminf(fminf(fminf(lo.x, lo.y), fminf(lo.z, lo.w)), fminf(fminf(hi.x, hi.y), fminf(hi.z, hi.w)));
+  if (!(least < own.v[L - 1])) return;
+  top_push_ascending(own, lo.x, j0);
+  top_push_ascending(own, lo.y, j0 + 1);
+  top_push_ascending(own, lo.z, j0 + 2);
+  top_push_ascending(own, lo.w, j0 + 3);
+  top_push_ascending(own, hi.x, j0 + 4);
+  top_push_ascending(own, hi.y, j0 + 5);
+  top_push_ascending(own, hi.z, j0 + 6);
+  top_push_ascending(own, hi.w, j0 + 7);
+}
+
+// Object i's complete list m: its label is the least key's centroid; if the runner-up lies
+// within the margin, it is queued -- with the candidates within the margin when the list's
+// last is beyond it (others cannot be), else against every centroid.
+template <class T, int L>
+__device__ __forceinline__ void settle_object(const TopL<T, L>& m, std::int64_t i, const CandidateBound& bound,
+                                              const double* __restrict__ xc2, double mu_norm, double cmax2,
+                                              std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
+                                              std::int64_t* __restrict__ everyone,
+                                              unsigned long long* __restrict__ queued) {
+  const double best = static_cast<double>(m.v[0]);
+  const double margin = candidate_margin(bound, xc2[i], mu_norm, cmax2, best);
+  labels[i] = m.i[0];
+  if (static_cast<double>(m.v[1]) - best > margin) return;
+  Recheck q{i, 0, {0, 0, 0}};
+  if (static_cast<double>(m.v[L - 1]) - best > margin) {
+#pragma unroll
+    for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
+      if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
+  }
+  if (q.count == 0)
+    everyone[atomicAdd(queued + 1, 1ull)] = i;
+  else
+    queue[atomicAdd(queued, 1ull)] = q;
+}
+
+}  // namespace km::kernels

@@ -1,0 +1,29 @@
+// fused's tensor path on Hopper's wgmma (kernels/kmeans/6_fused_wgmma.cuh), compiled on its own
+// for sm_90a (the arch-specific target wgmma needs) and offered to fused.cu through this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kmeans/margin.hpp"
+
+namespace km::kernels {
+struct Recheck;
+}
+
+namespace km::gpu {
+
+struct WgmmaAssign {
+  using Kernel = void (*)(const float*, const float*, const float*, const float*, const double*, const double*, double,
+                          std::int64_t, int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*,
+                          std::int64_t*, unsigned long long*);
+  Kernel kernel = nullptr;  // null: not for this d, or this build or GPU has no sm_90a code
+  std::size_t smem = 0;
+  int threads = 0, rows = 0;  // per block
+};
+
+// The wgmma assignment for float objects of d coordinates read from the centred TF32 copy:
+// 32 < d <= 128, d a multiple of 4, on a compute capability 9.0 GPU whose code this build holds.
+WgmmaAssign wgmma_assign(std::size_t d);
+
+}  // namespace km::gpu
