@@ -92,14 +92,16 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
 }
 #endif
 
-// x: the centred TF32 copy, row-major [n][d]; the other arguments as fused_tensor_assign's
-// (mu unused: the objects come centred). Launch: WgmmaAssignShape::threads threads, smem bytes.
+// x: the centred TF32 copy, row-major [n][d]; prev: the labels of the previous iteration (any
+// value outside [0, k): no threshold); the other arguments as fused_tensor_assign's (mu unused:
+// the objects come centred). Launch: WgmmaAssignShape::threads threads, smem bytes.
 __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
     fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ mu, const float* __restrict__ centred,
                        const float* __restrict__ keyed, const double* __restrict__ cmax2,
                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                        CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
-                       std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued) {
+                       std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued,
+                       const std::int32_t* __restrict__ prev) {
   (void)mu;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = WgmmaAssignShape;
@@ -162,11 +164,51 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
   load_next();  // with the objects
   load_next();
 
+  // Each row's threshold (margin.hpp: "A threshold before the walk"): from its previous label q,
+  // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each. Keys at
+  // or above T never enter the lists, which start full of T: after the first tiles almost no
+  // group of 8 keys has one below it, where without it most groups had a lane inserting (the
+  // whole warp waiting) -- about 80% of the kernel's instructions at d = 128, K = 1024.
+  TopL<float, L> own;  // lane l: row l % 16 of its warp's 16, centroids of column half l / 16
+  {
+    gemm::cp_async_wait<1>();  // the objects (and the first slice)
+    __syncthreads();
+    const int r = wg * 64 + wq * 16 + (lane & 15), half = lane >> 4;
+    const std::int64_t i = row0 + r;
+    const int q = r < rows_here ? prev[i] : -1;
+    const bool known = q >= 0 && q < k;
+    float s = 0.f;
+    if (known) {
+      const float* c = centred + static_cast<std::int64_t>(q) * d;
+      const int per_half = dp / 8;  // 16-byte chunks
+      for (int c4 = half * per_half; c4 < (half + 1) * per_half && 4 * c4 < d; ++c4) {
+        const float4 cv = __ldg(reinterpret_cast<const float4*>(c + 4 * c4));
+        const float4 xv =
+            *reinterpret_cast<const float4*>(base + (c4 >> 3) * (BM * 128) + r * 128 + (((c4 & 7) ^ (r & 7)) << 4));
+        s = __fmaf_rn(xv.x, cv.x, s);
+        s = __fmaf_rn(xv.y, cv.y, s);
+        s = __fmaf_rn(xv.z, cv.z, s);
+        s = __fmaf_rn(xv.w, cv.w, s);
+      }
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 16);
+    float threshold = INFINITY;
+    if (known) {
+      const double x2 = xc2[i], c2 = *cmax2;
+      const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
+                       3.0 * candidate_error(bound, x2, mu_norm, c2);
+      threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+    }
+#pragma unroll
+    for (int e = 0; e < L; ++e) {
+      own.v[e] = threshold;
+      own.i[e] = INT_MAX;
+    }
+  }
+
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-  TopL<float, L> own;  // lane l: row l % 16 of its warp's 16, centroids of column half l / 16
-  top_clear(own);
   const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
   // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
   // slice's copies land; the fold after each tile's last slice. (Every wgmma group in flight
@@ -227,7 +269,7 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
     settle_object(own, row0 + r, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
 #else
   (void)x, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
-  (void)labels, (void)queue, (void)everyone, (void)queued;
+  (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev;
   __trap();  // built for sm_90a only (src/kmeans/gpu/fused_wgmma.cu); never launched elsewhere
 #endif
 }

@@ -128,6 +128,10 @@ __device__ __forceinline__ void settle_object(const TopL<T, L>& m, std::int64_t 
                                               std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                                               std::int64_t* __restrict__ everyone,
                                               unsigned long long* __restrict__ queued) {
+  if (m.i[0] == INT_MAX) {  // no key listed (a threshold that never failed): seq's formula decides
+    everyone[atomicAdd(queued + 1, 1ull)] = i;
+    return;
+  }
   const double best = static_cast<double>(m.v[0]);
   const double margin = candidate_margin(bound, xc2[i], mu_norm, cmax2, best);
   labels[i] = m.i[0];

@@ -38,6 +38,15 @@
 // label is seq's; otherwise the candidates within M are recomputed with seq's formula.
 // Products that underflow to zero add at most d * (smallest normal of T) of absolute error;
 // that is added too.
+//
+// A threshold before the walk (6_fused_wgmma.cuh). For any one centroid q (the object's label
+// from the previous iteration), let k_q = N̂_q - 2 s_q with s_q the dot product of the same
+// TF32 operands summed in FP32 on the CUDA cores (|s_q - Ŝ_q| <= (γ_d(u) + γ) P, far below
+// the b |x| C term of E for d <= 128): then best <= Â_q <= k_q + 2E, and every key the margin
+// test can need is at most T = t + M(t), t = k_q + 3E (M grows with best; the third E makes
+// T strictly above best + M(best)). Keys at or above T can be left out of the lists: a list
+// then holds T (index INT_MAX) where it has fewer keys below T, which the test reads as a key
+// beyond the margin.
 #pragma once
 
 #include <cmath>
@@ -79,10 +88,15 @@ KM_MARGIN_HD inline CandidateBound candidate_bound(std::size_t d, double u_x, do
 
 // M for an object with X = |x - mu|^2 = xc2 whose smallest key is `best`, the centre's norm
 // mu_norm and centred centroid norms at most sqrt(cmax2).
+// E above, the bound on |Â - K| for any centroid of an object with X = xc2.
+KM_MARGIN_HD inline double candidate_error(const CandidateBound& k, double xc2, double mu_norm, double cmax2) {
+  const double c = sqrt(cmax2), xc = sqrt(xc2), xr = xc + mu_norm;
+  return k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * (xc + c) + k.tiny;
+}
+
 KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2, double mu_norm, double cmax2,
                                             double best) {
-  const double c = sqrt(cmax2), xc = sqrt(xc2), xr = xc + mu_norm;
-  const double e = k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * (xc + c) + k.tiny;
+  const double e = candidate_error(k, xc2, mu_norm, cmax2);
   const double w = xc2 + best + e;
   return 2 * e + k.g2 * (w > 0 ? w : 0) + k.tiny;
 }

@@ -387,7 +387,8 @@ struct TensorKernels {
   std::size_t smem = 0, pre_smem = 0;
   int threads = 0, rows = 0, pre_threads = 0, pre_rows = 0;  // per block
   bool centre_objects = false;
-  bool wgmma = false;  // assign_pre is the sm_90a wgmma kernel
+  bool wgmma = false;  // the copy is read by wgmma_kernel (sm_90a), not assign_pre
+  WgmmaAssign::Kernel wgmma_kernel = nullptr;
 };
 
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
@@ -428,7 +429,7 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     const char* env = std::getenv("KMEANS_TENSOR_WGMMA");
     if (!(env && std::string(env) == "0"))
       if (const WgmmaAssign w = wgmma_assign(d); w.kernel) {
-        r.assign_pre = w.kernel;
+        r.wgmma_kernel = w.kernel;
         r.pre_smem = w.smem;
         r.pre_threads = w.threads;
         r.pre_rows = w.rows;
@@ -470,7 +471,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     kernels_ = tensor_kernels<T>(data.d);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
-    if (kernels_.assign_pre) cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
+    if (kernels_.wgmma)
+      cuda::opt_in_shared(kernels_.wgmma_kernel, kernels_.pre_smem, "--impl=fused");
+    else if (kernels_.assign_pre)
+      cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
@@ -566,10 +570,19 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const bool copied = operand_.get() != nullptr;
     const std::size_t rows = copied ? kernels_.pre_rows : kernels_.rows;
     const auto blocks = static_cast<unsigned>((this->n_ + rows - 1) / rows);
-    (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, copied ? kernels_.pre_threads : kernels_.threads,
-                                                       copied ? kernels_.pre_smem : kernels_.smem, s>>>(
-        copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(),
-        mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued);
+    bool wgmma = false;
+    if constexpr (std::is_same_v<T, float>)
+      if (copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
+        kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, s>>>(
+            operand_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
+            bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
+        wgmma = true;
+      }
+    if (!wgmma)
+      (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, copied ? kernels_.pre_threads : kernels_.threads,
+                                                         copied ? kernels_.pre_smem : kernels_.smem, s>>>(
+          copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(),
+          xnorm2_.get(), mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued);
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());

@@ -16,7 +16,7 @@ namespace km::gpu {
 struct WgmmaAssign {
   using Kernel = void (*)(const float*, const float*, const float*, const float*, const double*, const double*, double,
                           std::int64_t, int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*,
-                          std::int64_t*, unsigned long long*);
+                          std::int64_t*, unsigned long long*, const std::int32_t*);
   Kernel kernel = nullptr;  // null: not for this d, or this build or GPU has no sm_90a code
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
