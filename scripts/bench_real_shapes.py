@@ -119,6 +119,10 @@ def main():
             r = ours(kmeans, n, d, k, precision)
             add("shapes", n, d, k, "fused", precision, r["ms"], path=r["path"], rechecked=r["rechecked"],
                 vs_floor=round(r["ms"] / floor, 3) if precision == "double" else "")
+            if "wgmma" in r["path"]:  # the same fit on the mma.sync kernel, for the A/B
+                r = ours(kmeans, n, d, k, precision, env=dict(os.environ, KMEANS_TENSOR_WGMMA="0"))
+                add("shapes", n, d, k, "fused (mma.sync)", precision, r["ms"], path=r["path"],
+                    rechecked=r["rechecked"])
         for dtype in ("float32", "float64"):
             try:
                 add("shapes", n, d, k, "PyTorch", dtype, torch_lloyd_ms(n, d, k, dtype))
@@ -153,7 +157,7 @@ def main():
                         except RuntimeError as e:
                             print(f"crossover {d} {k} {precision} {path}: {e}", flush=True)
                             continue
-                        if r["path"] == path:
+                        if r["path"].split(",")[0] == path:  # "tensor, wgmma" is the tensor path
                             add("crossover", n, d, k, f"fused {path}", precision, r["ms"])
 
     fields = sorted({key for r in rows for key in r}, key=lambda f: (f not in (

@@ -165,46 +165,51 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
   load_next();
 
   // Each row's threshold (margin.hpp: "A threshold before the walk"): from its previous label q,
-  // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each. Keys at
-  // or above T never enter the lists, which start full of T: after the first tiles almost no
-  // group of 8 keys has one below it, where without it most groups had a lane inserting (the
-  // whole warp waiting) -- about 80% of the kernel's instructions at d = 128, K = 1024.
+  // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each, while
+  // the tensor cores take the first slice. Keys at or above T never enter the lists, which
+  // start full of T: a group of 8 keys then rarely has one below its list's last, where without
+  // it most groups had some lane inserting and the whole warp waiting. With a single tile of
+  // centroids (K <= 128) the lists fill from one tile anyway, and the row's extra reads cost
+  // more than they save (H100: 1M x 128, K = 128 went 0.80 -> 0.94 ms per iteration).
+  const int row = wg * 64 + wq * 16 + (lane & 15);
+  const int prev_label = ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
   TopL<float, L> own;  // lane l: row l % 16 of its warp's 16, centroids of column half l / 16
-  {
-    gemm::cp_async_wait<1>();  // the objects (and the first slice)
-    __syncthreads();
-    const int r = wg * 64 + wq * 16 + (lane & 15), half = lane >> 4;
-    const std::int64_t i = row0 + r;
-    const int q = r < rows_here ? prev[i] : -1;
+  top_clear(own);
+  auto set_thresholds = [&] {
+    const int q = prev_label, half = lane >> 4;
     const bool known = q >= 0 && q < k;
     float s = 0.f;
     if (known) {
       const float* c = centred + static_cast<std::int64_t>(q) * d;
-      const int per_half = dp / 8;  // 16-byte chunks
-      for (int c4 = half * per_half; c4 < (half + 1) * per_half && 4 * c4 < d; ++c4) {
-        const float4 cv = __ldg(reinterpret_cast<const float4*>(c + 4 * c4));
-        const float4 xv =
-            *reinterpret_cast<const float4*>(base + (c4 >> 3) * (BM * 128) + r * 128 + (((c4 & 7) ^ (r & 7)) << 4));
-        s = __fmaf_rn(xv.x, cv.x, s);
-        s = __fmaf_rn(xv.y, cv.y, s);
-        s = __fmaf_rn(xv.z, cv.z, s);
-        s = __fmaf_rn(xv.w, cv.w, s);
+      const int per_half = dp / 8;  // 16-byte chunks: 8, 12 or 16
+      for (int c4 = half * per_half; c4 < (half + 1) * per_half; c4 += 4) {
+        float4 cv[4];  // four reads in flight
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          cv[u] = 4 * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + 4 * (c4 + u))) : make_float4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int cu = c4 + u;
+          const float4 xv = *reinterpret_cast<const float4*>(base + (cu >> 3) * (BM * 128) + row * 128 +
+                                                             (((cu & 7) ^ (row & 7)) << 4));
+          s = __fmaf_rn(xv.x, cv[u].x, s);
+          s = __fmaf_rn(xv.y, cv[u].y, s);
+          s = __fmaf_rn(xv.z, cv[u].z, s);
+          s = __fmaf_rn(xv.w, cv[u].w, s);
+        }
       }
     }
     s += __shfl_xor_sync(0xffffffffu, s, 16);
-    float threshold = INFINITY;
     if (known) {
+      const std::int64_t i = row0 + row;
       const double x2 = xc2[i], c2 = *cmax2;
       const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
                        3.0 * candidate_error(bound, x2, mu_norm, c2);
-      threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
-    }
+      const float threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
 #pragma unroll
-    for (int e = 0; e < L; ++e) {
-      own.v[e] = threshold;
-      own.i[e] = INT_MAX;
+      for (int e = 0; e < L; ++e) own.v[e] = threshold;  // index INT_MAX: top_clear's
     }
-  }
+  };
 
   float acc[64];
 #pragma unroll
@@ -227,6 +232,7 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
       for (int kk = 0; kk < BK / 8; ++kk)
         wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_at + kk * 32), sw128_descriptor(b_at + kk * 32), dt > 0 || kk > 0);
       wgmma_commit();
+      if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // the objects landed with this slice
       wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier
       last = cs;
       cs = cs + 1 == STAGES ? 0 : cs + 1;
@@ -264,9 +270,8 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
   gemm::cp_async_wait<0>();
 
   top_merge(own, top_shfl_xor(own, 16));  // the row's two column halves
-  const int r = wg * 64 + wq * 16 + lane;
-  if (lane < 16 && r < rows_here)
-    settle_object(own, row0 + r, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
+  if (lane < 16 && row < rows_here)
+    settle_object(own, row0 + row, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
 #else
   (void)x, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
   (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev;
