@@ -56,12 +56,13 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 
 // A wgmma matrix descriptor for a K-major tile in 128-byte swizzle atoms (8 rows x 128 bytes,
-// 1024-byte aligned): start address, stride between 8-row groups 1024 bytes, the leading
-// offset unused (1), swizzle mode 1 (128 bytes). Stepping k by 8 TF32 adds 32 bytes to the
-// start: the hardware applies the XOR swizzle to the address it forms.
-__device__ __forceinline__ std::uint64_t sw128_descriptor(unsigned address) {
-  return (static_cast<std::uint64_t>(address & 0x3FFFF) >> 4) | (std::uint64_t{1} << 16) |
-         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+// 1024-byte aligned): start address / 16 (14 bits), the leading offset unused (1), stride
+// between 8-row groups 1024 bytes, swizzle mode 1 (128 bytes). descriptor_low gives the low
+// word; stepping k by 8 TF32 adds 32 bytes to the start, 2 to the low word (within an atom:
+// no carry), and the hardware applies the XOR swizzle to the address it forms.
+__device__ __forceinline__ unsigned descriptor_low(unsigned address) { return ((address >> 4) & 0x3FFF) | (1u << 16); }
+__device__ __forceinline__ std::uint64_t sw128_descriptor(unsigned low) {
+  return (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62) | low;
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -133,17 +134,29 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
   }
   // A stage: centroids ct * BN .. + BN, coordinates dt * BK .. + BK, swizzled as the objects;
   // with the tile's last slice, its keys.
+  // (Each thread's rows, columns and shared offsets in a stage worked out once, 32-bit index
+  // arithmetic per copy: recomputed in 64 bits per slice they cost ~70 instructions a slice
+  // and warp, a third of the loop.)
+  constexpr int COPIES = BN * BK / 4 / NT;
+  int copy_row[COPIES], copy_col[COPIES], copy_at[COPIES];
+#pragma unroll
+  for (int q = 0; q < COPIES; ++q) {
+    const int c = threadIdx.x + q * NT, r = c >> 3, c8 = c & 7;
+    copy_row[q] = r;
+    copy_col[q] = 4 * c8;
+    copy_at[q] = r * 128 + ((c8 ^ (r & 7)) << 4);
+  }
   auto load = [&](int s, int dt, int ct) {
     unsigned char* bs = b_ring + s * S::b_bytes;
-    const std::int64_t c0 = static_cast<std::int64_t>(ct) * BN;
+    const int j0 = ct * BN, p0 = dt * BK;
 #pragma unroll
-    for (int q = 0; q < BN * BK / 4 / NT; ++q) {
-      const int c = threadIdx.x + q * NT, r = c >> 3, c8 = c & 7, p = dt * BK + 4 * c8;
-      const bool in = c0 + r < k && p < d;
-      gemm::cp_async<16>(bs + r * 128 + ((c8 ^ (r & 7)) << 4), in ? centred + (c0 + r) * d + p : centred, in);
+    for (int q = 0; q < COPIES; ++q) {
+      const int j = j0 + copy_row[q], p = p0 + copy_col[q];
+      const bool in = j < k && p < d;
+      gemm::cp_async<16>(bs + copy_at[q], in ? centred + static_cast<std::int64_t>(j) * d + p : centred, in);
     }
     if (dt == dtiles - 1 && threadIdx.x < BN) {
-      const std::int64_t j = c0 + threadIdx.x;
+      const int j = j0 + threadIdx.x;
       gemm::cp_async<4>(key_ring + s * BN + threadIdx.x, j < k ? keyed + j : keyed, j < k);
     }
   };
@@ -227,10 +240,11 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
       __syncthreads();           // ... for every thread; and every warpgroup is done with slice - 2
       load_next();               // into that slice's stage
       wgmma_fence();
-      const unsigned a_at = a_slices + dt * (BM * 128), b_at = b_stages + cs * static_cast<unsigned>(S::b_bytes);
+      const unsigned a_low = descriptor_low(a_slices + dt * (BM * 128)),
+                     b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
 #pragma unroll
       for (int kk = 0; kk < BK / 8; ++kk)
-        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_at + kk * 32), sw128_descriptor(b_at + kk * 32), dt > 0 || kk > 0);
+        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
       wgmma_commit();
       if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // the objects landed with this slice
       wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier
