@@ -351,83 +351,71 @@ void check_recheck_exercised() {
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
 
+// Whole float fits of fused (5 iterations; uniform, blobs, quantised data) with an environment
+// switch at its default and at `name`=0 agree bit for bit: labels, centroids, and per iteration
+// the change counts and the re-check counts. `paths` checks what the two reports name.
+template <class Paths>
+void check_same_fits_without(const char* name, const std::vector<LabelShape>& shapes, Paths paths) {
+  const km::Implementation& fused = km::find_implementation("fused");
+  for (const LabelShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
+      const auto data = label_data<float>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.loops = 5;
+      const auto with = km::run(fused, data, p);
+      setenv(name, "0", 1);
+      const auto without = km::run(fused, data, p);
+      unsetenv(name);
+      paths(with.path, without.path);
+      EXPECT_EQ(with.centroids, without.centroids);
+      EXPECT_EQ(with.labels, without.labels);
+      ASSERT_EQ(with.iterations, without.iterations);
+      for (int it = 0; it < with.iterations; ++it) {
+        EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
+        EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
+        EXPECT_EQ(with.per_iteration[it].rechecked_all, without.per_iteration[it].rechecked_all);
+      }
+    }
+}
+
 // Float's tensor path reads its objects from a centred, TF32-rounded copy when it fits, and
 // forms the same operands itself when not (out of core, --device-memory, KMEANS_TENSOR_COPY=0):
 // the two give the same keys, so the same labels, centroids, change counts and re-check
 // counts, bit for bit; short d (16-deep slices), d not a multiple of 4 (4-byte copies), long d.
 TEST(GpuTensorCopy, FloatSameAsFormed) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const km::Implementation& fused = km::find_implementation("fused");
   setenv("KMEANS_FUSED_PATH", "tensor", 1);
-  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{2500, 64, 1024}}
-                                                 : std::vector<LabelShape>{{3000, 3, 100}, {4000, 16, 300},
-                                                                           {2500, 64, 1024}, {1500, 784, 256}};
-  for (const LabelShape& s : shapes)
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<float>(kind, s);
-      km::Params p;
-      p.k = s.k;
-      p.loops = 5;
-      const auto copied = km::run(fused, data, p);
-      setenv("KMEANS_TENSOR_COPY", "0", 1);
-      const auto formed = km::run(fused, data, p);
-      unsetenv("KMEANS_TENSOR_COPY");
-      EXPECT_EQ(copied.path.rfind("tensor", 0), 0u) << copied.path;
-      EXPECT_EQ(copied.centroids, formed.centroids);
-      EXPECT_EQ(copied.labels, formed.labels);
-      ASSERT_EQ(copied.iterations, formed.iterations);
-      for (int it = 0; it < copied.iterations; ++it) {
-        EXPECT_EQ(copied.per_iteration[it].changed, formed.per_iteration[it].changed) << "iteration " << it + 1;
-        EXPECT_EQ(copied.per_iteration[it].rechecked, formed.per_iteration[it].rechecked) << "iteration " << it + 1;
-        EXPECT_EQ(copied.per_iteration[it].rechecked_all, formed.per_iteration[it].rechecked_all);
-      }
-    }
+  check_same_fits_without("KMEANS_TENSOR_COPY",
+                          quick() ? std::vector<LabelShape>{{2500, 64, 1024}}
+                                  : std::vector<LabelShape>{{3000, 3, 100}, {4000, 16, 300}, {2500, 64, 1024},
+                                                            {1500, 784, 256}},
+                          [](const std::string& copied, const std::string&) {
+                            EXPECT_EQ(copied.rfind("tensor", 0), 0u) << copied;
+                          });
   unsetenv("KMEANS_FUSED_PATH");
 }
 
-
 // Float on a Hopper GPU (compute capability 9.0) with 32 < d <= 128, d a multiple of 4, takes
 // the wgmma assignment (6_fused_wgmma.cuh); KMEANS_TENSOR_WGMMA=0 takes the mma.sync one. Both
-// give seq's labels from the same centroids, so whole fits agree bit for bit: labels,
-// centroids and change counts (and re-check counts, below). Shapes: d padded within a slice (40, 100), whole slices (64,
-// 128), K past a tile's end (129, 300, 1000), n past a block's end; uniform, blobs, quantised.
+// give seq's labels from the same centroids, so whole fits agree bit for bit; and the two
+// kernels' tensor cores sum the same products alike on sm_90, so the keys, and with them the
+// re-check counts, agree too (the thresholds, from iteration 2, leave out only keys the margin
+// test never needs). Shapes: d padded within a slice (40, 100), whole slices (64, 128), K past a
+// tile's end (129, 300, 1000), n past a block's end.
 TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   if (km::gpu_info().compute_capability != 90)
     GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
-  const km::Implementation& fused = km::find_implementation("fused");
-  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{3000, 100, 129}}
-                                                 : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000},
-                                                                           {3000, 100, 129}, {5000, 128, 1024}};
-  for (const LabelShape& s : shapes)
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<float>(kind, s);
-      km::Params p;
-      p.k = s.k;
-      p.loops = 5;
-      const auto wgmma = km::run(fused, data, p);
-      setenv("KMEANS_TENSOR_WGMMA", "0", 1);
-      const auto sync = km::run(fused, data, p);
-      unsetenv("KMEANS_TENSOR_WGMMA");
-      EXPECT_EQ(wgmma.path, "tensor, wgmma");
-      EXPECT_EQ(sync.path, "tensor");
-      EXPECT_EQ(wgmma.centroids, sync.centroids);
-      EXPECT_EQ(wgmma.labels, sync.labels);
-      ASSERT_EQ(wgmma.iterations, sync.iterations);
-      // The two kernels' tensor cores sum the same products alike on sm_90, so the keys, and with
-      // them the re-check decisions, agree too: the thresholds (from iteration 2) leave out only
-      // keys the margin test never needs.
-      for (int it = 0; it < wgmma.iterations; ++it) {
-        EXPECT_EQ(wgmma.per_iteration[it].changed, sync.per_iteration[it].changed) << "iteration " << it + 1;
-        EXPECT_EQ(wgmma.per_iteration[it].rechecked, sync.per_iteration[it].rechecked) << "iteration " << it + 1;
-        EXPECT_EQ(wgmma.per_iteration[it].rechecked_all, sync.per_iteration[it].rechecked_all);
-      }
-      std::printf("[          ] d=%zu k=%d data %d: re-checked %lld (wgmma) vs %lld (mma.sync) in iteration 1\n",
-                  s.d, s.k, kind, static_cast<long long>(wgmma.per_iteration[0].rechecked),
-                  static_cast<long long>(sync.per_iteration[0].rechecked));
-    }
+  check_same_fits_without("KMEANS_TENSOR_WGMMA",
+                          quick() ? std::vector<LabelShape>{{3000, 100, 129}}
+                                  : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000}, {3000, 100, 129},
+                                                            {5000, 128, 1024}},
+                          [](const std::string& wgmma, const std::string& sync) {
+                            EXPECT_EQ(wgmma, "tensor, wgmma");
+                            EXPECT_EQ(sync, "tensor");
+                          });
 }
 
 }  // namespace
