@@ -7,9 +7,10 @@
 //    engine keeps this rank's sums and counts across iterations ("held"), and an object that
 //    moves from a to b subtracts its addends from a and adds them to b. After the first
 //    iterations few objects move, so the per-object work is the assignment alone, and an
-//    unmoved object's label is not even written back. At d <= 4 a warp queues its movers and
-//    sums them with every lane busy (their coordinates read again); above, each mover adds
-//    its own from registers.
+//    unmoved object's label is not even written back. A warp queues its movers and sums them
+//    with every lane busy: at d <= 4 a mover per lane (its coordinates read again), above a
+//    coordinate per lane (the mover stages them in shared memory). The 64-bit shared adds are
+//    two 32-bit atomics with a carry (counters.cuh: shared_add_u64), not a CAS loop.
 // 2. The assignment is scored in float, one FMA per coordinate: f_c = |c''|^2 - 2 x''.c'' on
 //    points centred at the centroids' mean, the centroid's index written into the score's low
 //    mantissa bits for K <= 64 (then one min tracks value and index, three per centroid with
@@ -147,6 +148,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
   unsigned long long* dq =
       reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
+  // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest.
+  T* stage = reinterpret_cast<T*>(BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
+                                         : after + warps_in_block * 32 * U * 8) +
+             warp * 32 * U * MAXD;
   __shared__ double zs[MAXD];
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
@@ -233,22 +238,25 @@ __global__ void __launch_bounds__(kDeltaThreads)
   // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
   // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
   // rebuilt from every object).
+  auto add_q = [&](const T* v, int label, int was) {
+    if (BOUNDS && !p.rebuild) {
+      const unsigned long long qa = q_fixed(v);
+      shared_add_u64(&dq[label], qa);
+      if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
+    }
+  };
   auto add_move = [&](const T* v, int label, int was) {
 #pragma unroll
     for (int j = 0; j < MAXD; ++j) {
       if (j < d) {
         const unsigned long long addend = to_fixed(static_cast<double>(v[j]), p.scale);
-        atomicAdd(&dsums[label * d + j], addend);
-        if (was >= 0) atomicAdd(&dsums[was * d + j], 0ull - addend);
+        shared_add_u64(&dsums[label * d + j], addend);
+        if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
       }
     }
     atomicAdd(&dcounts[label], 1);
     if (was >= 0) atomicAdd(&dcounts[was], -1);
-    if (BOUNDS && !p.rebuild) {
-      const unsigned long long qa = q_fixed(v);
-      atomicAdd(&dq[label], qa);
-      if (was >= 0) atomicAdd(&dq[was], 0ull - qa);
-    }
+    add_q(v, label, was);
   };
   unsigned moves = 0, rechecks = 0, skips = 0;
   unsigned long long my_inertia = 0;
@@ -317,7 +325,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
         old[u] = static_cast<int>(v.y);
         const T* xo = x + idx[u];
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = has[u] && j < d ? xo[j * n] : T(0);
+        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
       }
     } else {
       // A whole pass (every pass but the last) loads without a bounds test per object.
@@ -331,15 +339,18 @@ __global__ void __launch_bounds__(kDeltaThreads)
       if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
+          // Coordinate j + 1 a step of n past j: one 64-bit add per load, not a product.
+          const T* xo = xb + u * blockDim.x;
 #pragma unroll
-          for (int j = 0; j < MAXD; ++j) xr[u][j] = j < d ? xb[j * n + u * blockDim.x] : T(0);
+          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = j < d ? *xo : T(0);
           old[u] = lb[u * blockDim.x];
         }
       } else {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
+          const T* xo = xb + u * blockDim.x;
 #pragma unroll
-          for (int j = 0; j < MAXD; ++j) xr[u][j] = has[u] && j < d ? xb[j * n + u * blockDim.x] : T(0);
+          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
           old[u] = has[u] ? lb[u * blockDim.x] : 0;
         }
       }
@@ -472,18 +483,16 @@ __global__ void __launch_bounds__(kDeltaThreads)
         } else if (known[u]) {
           dist = dold[u];
         } else {
+          const T* sc = s + label;
 #pragma unroll
-          for (int j = 0; j < MAXD; ++j)
-            if (j < d) dist = fused_square_add(xr[u][j] - s[j * k + label], dist);
+          for (int j = 0; j < MAXD; ++j, sc += k)
+            if (j < d) dist = fused_square_add(xr[u][j] - *sc, dist);
         }
         if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
         moved = old[u] != label;
         if (moved) {
           labels[i] = label;
-          if (!kQueue) {  // d > 4: the addends from the registers, here
-            ++moves;
-            add_move(xr[u], label, old[u]);
-          }
+          if (!kQueue) add_q(xr[u], label, old[u]);  // BOUNDS above d = 4: its q from the registers, here
         }
         if constexpr (BOUNDS) {
           // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
@@ -493,24 +502,49 @@ __global__ void __launch_bounds__(kDeltaThreads)
             nb = hamerly_store(best[u], second[u], nx[u], p.factor * (nx[u] + r2) + p.tiny, p.kap_up, p.kap_dn,
                                drift_s[label], mhat);
           p.bounds[i] = make_float2(nb.upper, nb.lower);
-          if (p.rebuild) atomicAdd(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
+          if (p.rebuild) shared_add_u64(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
         }
       }
-      if (kQueue) {
-        // d <= 4: movers go to the warp's queue, to be summed below with every lane busy (summed
-        // here, one lane in 25 would hold the warp through several shared atomics); their few
-        // coordinates are read again (L1/L2), cheaper than a divergent pass per object.
-        const unsigned movers = __ballot_sync(0xffffffffu, moved);
-        if (moved) {
-          const int at = queued + __popc(movers & ((1u << lane) - 1));
-          queue[at] = make_uint2(static_cast<unsigned>(i - (BOUNDS ? 0 : base)),
-                                 static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+      // Movers go to the warp's queue, to be summed below with every lane busy (summed here, one
+      // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
+      // coordinates are read again (L1/L2), cheaper than a divergent pass per object; above,
+      // the mover stages its coordinates in shared memory for the warp to sum one per lane.
+      const unsigned movers = __ballot_sync(0xffffffffu, moved);
+      if (moved) {
+        const int at = queued + __popc(movers & ((1u << lane) - 1));
+        queue[at] = make_uint2(static_cast<unsigned>(i - (BOUNDS ? 0 : base)),
+                               static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        if (!kQueue) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j)
+            if (j < d) stage[at * MAXD + j] = xr[u][j];
         }
-        queued += __popc(movers);
+      }
+      queued += __popc(movers);
+    }
+    moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
+    if (!kQueue) {
+      // 32 / MAXD movers per round, a lane per coordinate: each add to a different word (no
+      // retries within the warp), every lane busy, instead of d divergent adds per mover lane
+      // (ncu, d = 16, K = 16, double: 24% of the kernel's instructions before).
+      __syncwarp();
+      constexpr int kPer = 32 / MAXD;
+      const int slot = lane / MAXD, j = lane % MAXD;
+      for (int m = slot; m - slot < queued; m += kPer) {
+        if (m < queued && j < d) {
+          const uint2 q = queue[m];
+          const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
+          const unsigned long long addend = to_fixed(static_cast<double>(stage[m * MAXD + j]), p.scale);
+          shared_add_u64(&dsums[label * d + j], addend);
+          if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+          if (j == 0) {
+            atomicAdd(&dcounts[label], 1);
+            if (was >= 0) atomicAdd(&dcounts[was], -1);
+          }
+        }
       }
     }
     if (kQueue) {
-      moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
       __syncwarp();
       for (int e = lane; e < queued; e += 32) {
         const uint2 q = queue[e];

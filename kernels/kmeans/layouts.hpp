@@ -84,25 +84,32 @@ KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
 // H200: 0.219 against 0.245 ms at d = 2 and 0.223 against 0.341 ms at d = 16, K = 16, double;
 // the filter needs registers of its own).
 KM_HOST_DEVICE constexpr int delta_unroll(int maxd) { return maxd <= 2 ? 4 : maxd <= 8 ? 2 : 1; }
-// Its movers' queue (d <= 4), after the layout above: per warp, 32 * U entries of 8 bytes (the
-// object's offset in the pass, its old and new labels), for a block of `threads`.
-// With Elkan's test (d <= 2, K <= 64), also the objects to score (16 bytes) and their results (4).
-KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, bool ball = false) {
-  return maxd > 4 ? 0
-                  : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) *
-                        (ball ? 28 : 8);
+// Its movers' queue, after the layout above: per warp, 32 * U entries of 8 bytes (the object's
+// offset in the pass, its old and new labels), for a block of `threads`. With Elkan's test
+// (d <= 2, K <= 64), also the objects to score (16 bytes) and their results (4). Above d = 4,
+// also the movers' coordinates (maxd values of elem bytes each; delta_stage_bytes), staged so
+// that a warp sums them a coordinate per lane.
+KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, std::size_t elem, int unroll) {
+  return maxd <= 4 ? 0
+                   : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(unroll) *
+                         static_cast<std::size_t>(maxd) * elem;
+}
+KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false) {
+  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) *
+             (ball && maxd <= 4 ? 28 : 8) +
+         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd));
 }
 // The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
 // 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
 // latency (H200, 256 MB, 100 iterations: the last ten 3-27% faster, d = 2, K = 16 by 9%, d = 1, K = 2
 // float 27%; plots/delta_bounds_ab_h200.txt).
 KM_HOST_DEVICE constexpr int delta_bounds_unroll(int maxd) { return maxd <= 2 ? 2 : delta_unroll(maxd); }
-// With BOUNDS, after the layout above: a queue-sized area (used by the queue at d <= 4), then
-// per warp a ring of 64 * U entries of 8 bytes, the drift tables (k + 1 floats, padded to 8
-// bytes) and the block's q sums (8 bytes per cluster).
-KM_HOST_DEVICE constexpr std::size_t delta_bounds_bytes(int maxd, int threads, std::size_t k) {
+// With BOUNDS, after the layout above: a queue-sized area (used by the queue), then per warp a
+// ring of 64 * U entries of 8 bytes, the drift tables (k + 1 floats, padded to 8 bytes), the
+// block's q sums (8 bytes per cluster) and, above d = 4, the movers' coordinates.
+KM_HOST_DEVICE constexpr std::size_t delta_bounds_bytes(int maxd, int threads, std::size_t k, std::size_t elem) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_bounds_unroll(maxd)) * 24 +
-         (k + 2) / 2 * 8 + k * 8;
+         (k + 2) / 2 * 8 + k * 8 + delta_stage_bytes(maxd, threads, elem, delta_bounds_unroll(maxd));
 }
 // Bits the delta kernel's float filter writes the centroid index into (0: K too large for the
 // bits to cost little precision; a compare and a select track the index instead).

@@ -180,7 +180,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const char* which = std::getenv("KMEANS_ONE_PASS");
     const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     delta_ = !(which && std::string(which) == "classic") && this->whole_.max_abs <= 0x1p48 && this->k_ < 65535 &&
-             delta_bytes + kernels::delta_queue_bytes(maxd, kernels::kDeltaThreads, true) + 16 <= gpu.shared_optin;
+             delta_bytes + kernels::delta_queue_bytes(maxd, kernels::kDeltaThreads, sizeof(T), true) + 16 <= gpu.shared_optin;
     auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
       cuda::opt_in_shared(kernel, bytes, "--impl=fused");
       cudaFuncAttributes attr{};
@@ -209,7 +209,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         delta_kernel_ = maxd == 1 ? kernels::fused_delta<T, 1, true, kernels::delta_unroll(1), true>
                                   : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
       bytes_ = (bytes_ + 15) / 16 * 16 +
-               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), use_ball);
+               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T), use_ball);
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads, static_cast<std::size_t>(kernels::delta_unroll(maxd)));
       // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
       // most 1% of the objects moved: before, they cost more than they save. Not by default
@@ -222,7 +222,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
       bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
       const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
-      bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_);
+      bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_, sizeof(T));
       bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
                        data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
                        bounds_bytes_ <= gpu.shared_optin;
