@@ -83,7 +83,10 @@ KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
 // Objects per thread per pass of the delta kernel: half of the classic kernel's (measured on an
 // H200: 0.219 against 0.245 ms at d = 2 and 0.223 against 0.341 ms at d = 16, K = 16, double;
 // the filter needs registers of its own).
-KM_HOST_DEVICE constexpr int delta_unroll(int maxd) { return maxd <= 2 ? 4 : maxd <= 8 ? 2 : 1; }
+// Float at 8 < d <= 16 takes 2 (H100, 256 MB, K = 16: see plots/one_pass_movers_ab_h100.txt).
+KM_HOST_DEVICE constexpr int delta_unroll(int maxd, std::size_t elem = 8) {
+  return maxd <= 2 ? 4 : maxd <= 8 || (maxd <= 16 && elem == 4) ? 2 : 1;
+}
 // Its movers' queue, after the layout above: per warp, 32 * U entries of 8 bytes (the object's
 // offset in the pass, its old and new labels), for a block of `threads`. With Elkan's test
 // (d <= 2, K <= 64), also the objects to score (16 bytes) and their results (4). Above d = 4,
@@ -95,9 +98,9 @@ KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, st
                          static_cast<std::size_t>(maxd) * elem;
 }
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false) {
-  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd)) *
+  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
              (ball && maxd <= 4 ? 28 : 8) +
-         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd));
+         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem));
 }
 // The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
 // 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'

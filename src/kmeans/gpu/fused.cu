@@ -55,12 +55,12 @@ using DeltaKernel = void (*)(const T*, T*, std::int64_t, int, int, std::int32_t*
 template <class T, bool PACK>
 DeltaKernel<T> delta_kernel_for(int maxd) {
   switch (maxd) {
-    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1)>;
-    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2)>;
-    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4)>;
-    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8)>;
-    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16)>;
-    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32)>;
+    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1, sizeof(T))>;
+    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2, sizeof(T))>;
+    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4, sizeof(T))>;
+    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8, sizeof(T))>;
+    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16, sizeof(T))>;
+    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32, sizeof(T))>;
   }
 }
 
@@ -210,7 +210,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                                   : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
       bytes_ = (bytes_ + 15) / 16 * 16 +
                kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T), use_ball);
-      occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads, static_cast<std::size_t>(kernels::delta_unroll(maxd)));
+      occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
+                     static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
       // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
       // most 1% of the objects moved: before, they cost more than they save. Not by default
       // in float above d = 8, where they never paid (H200, 100 iterations: d = 16, K = 16
