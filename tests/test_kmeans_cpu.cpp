@@ -597,13 +597,14 @@ TEST(Layouts, SharedMemoryFootprints) {
   EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the tensor path";
   EXPECT_FALSE(fused_one_pass(1024, 128, 4));
   // The measured crossover (layouts.hpp): one pass for d <= 8 at any K that fits, up to
-  // K*d = 1024 (double) / 2048 (float) at d = 16, and K*d = 512 / 1024 at d = 32.
+  // K*d = 2048 (double) / 4096 (float) at d = 16, and K*d = 1024 at d = 32.
   EXPECT_TRUE(fused_one_pass(1024, 2, 8));
   EXPECT_TRUE(fused_one_pass(1024, 8, 8));
-  EXPECT_TRUE(fused_one_pass(64, 16, 8));
+  EXPECT_TRUE(fused_one_pass(128, 16, 8));
   EXPECT_FALSE(fused_one_pass(256, 16, 8));
-  EXPECT_TRUE(fused_one_pass(128, 16, 4));
-  EXPECT_FALSE(fused_one_pass(256, 16, 4));
+  EXPECT_TRUE(fused_one_pass(256, 16, 4));
+  EXPECT_FALSE(fused_one_pass(512, 16, 4));
+  EXPECT_TRUE(fused_one_pass(32, 32, 8));
   EXPECT_FALSE(fused_one_pass(64, 32, 8));
   EXPECT_TRUE(fused_one_pass(32, 32, 4));
   EXPECT_FALSE(fused_one_pass(64, 32, 4));

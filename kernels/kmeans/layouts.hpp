@@ -48,19 +48,20 @@ KM_HOST_DEVICE constexpr int fused_unroll(int maxd) { return maxd <= 2 ? 8 : max
 KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { return maxd >= 8 && maxd <= 16 && k <= 32; }
 // The one-pass path where it is measured faster than the tensor path; otherwise the tensor
 // path, which takes any shape. The crossover, from fused's two paths forced on the same data
-// (N = 2^20, 10 iterations, H200; scripts/bench_real_shapes.py --crossover --no-shapes,
-// plots/real_shapes_h200.csv, its crossover rows), with the one-pass delta kernel: one pass
-// wins at every K measured (up to 1024) for d <= 8; at d = 16 up to K = 64 in double and
-// K = 128 in float (the tensor path won at K = 256 once its float fold and loads got cheaper:
-// 0.86 against 0.98 ms); at d = 32 at K = 16 in double and K <= 32 in float (tensor won at
-// K = 64: 0.62 against 0.69 ms); beyond, the tensor path (by up to 3x at d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
+// (N = 2^20, 10 iterations, medians of 3; plots/crossover_movers_h100.txt, an H100, after the
+// delta kernel's movers went a coordinate per lane): one pass wins at every K measured (up to
+// 1024; H200, plots/real_shapes_h200.csv's crossover rows) for d <= 8; at d = 16 up to K = 128
+// in double (0.45 against 0.60 ms; tensor at K = 256, 0.79 against 0.95) and K = 256 in float
+// (0.74 against 0.88 ms); at d = 32 up to K = 32 in both (0.37 against 0.67 ms in double; at
+// K = 64 tensor by 8% in double and level in float); beyond, the tensor path (by up to 11x at
+// d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
 // with K*d, and one block per SM still wins at d = 8, K = 1024).
 constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
                     block_sums_layout<std::size_t>(k, d, elem).bytes + k * (d + 4) * 4 <= kFusedOnePassSharedLimit;
   const std::size_t kd = k * d;
-  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 1024u : 2048u)) || kd <= (elem == 8 ? 512u : 1024u);
+  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 2048u : 4096u)) || kd <= 1024u;
   return fits && faster;
 }
 
@@ -83,9 +84,10 @@ KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
 // Objects per thread per pass of the delta kernel: half of the classic kernel's (measured on an
 // H200: 0.219 against 0.245 ms at d = 2 and 0.223 against 0.341 ms at d = 16, K = 16, double;
 // the filter needs registers of its own).
-// Float at 8 < d <= 16 takes 2 (H100, 256 MB, K = 16: see plots/one_pass_movers_ab_h100.txt).
+// Float, with half the registers per coordinate, takes 4 up to d = 8 and 2 up to d = 16 (H100,
+// 256 MB: d = 16, K = 16 0.137 -> 0.118 ms, d = 4 and 8 5-8% faster; plots/one_pass_movers_ab_h100.txt).
 KM_HOST_DEVICE constexpr int delta_unroll(int maxd, std::size_t elem = 8) {
-  return maxd <= 2 ? 4 : maxd <= 8 || (maxd <= 16 && elem == 4) ? 2 : 1;
+  return maxd <= 2 || (maxd <= 8 && elem == 4) ? 4 : maxd <= 8 || (maxd <= 16 && elem == 4) ? 2 : 1;
 }
 // Its movers' queue, after the layout above: per warp, 32 * U entries of 8 bytes (the object's
 // offset in the pass, its old and new labels), for a block of `threads`. With Elkan's test
