@@ -225,6 +225,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   const int mask = PACK ? (1 << p.index_bits) - 1 : 0;
 
   constexpr bool kQueue = MAXD <= 4;
+  constexpr bool kReload = sizeof(T) == 8 && MAXD == 16 && !BOUNDS;
   // An object's q = |x - z|^2 in fixed point (BOUNDS), the same bits wherever it is summed.
   auto q_fixed = [&](const T* v) {
     double q = 0;
@@ -467,6 +468,18 @@ __global__ void __launch_bounds__(kDeltaThreads)
           close[u] = r < 0;
           known[u] = r == old[u];  // the same centroid: its distance is dold
         }
+      }
+    }
+    if constexpr (kReload) {
+      // Double at 8 < d <= 16: the coordinates read again (from L1/L2, just loaded) for the
+      // distance, the re-check and the stage, so that their doubles are not live through the
+      // scores (H100, 256 MB, double: d = 16, K = 16 0.155 -> 0.145 ms, d = 12, K = 32 0.259 ->
+      // 0.236; at d = 8 3% and at d = 32 10% slower, so not there; plots/one_pass_movers_ab_h100.txt).
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const T* xo = x + idx[u];
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
       }
     }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
