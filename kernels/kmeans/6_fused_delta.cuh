@@ -38,8 +38,8 @@
 //    K = 16 take 30% less time, the last ten 2x faster; ten iterations are unchanged.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
-// (plots/one_pass_final_h100.txt): 1.97x the memory floor at d = 2 and 1.68x at d = 16 in
-// double, 3.0x and 2.5x in float; d = 2 is bound by instructions (the 4 ALU operations per
+// (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
+// double, 3.1x and 2.6x in float; d = 2 is bound by instructions (the 4 ALU operations per
 // object and centroid of the scores), not by DRAM.
 #pragma once
 
