@@ -231,20 +231,13 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   // The next tile to load (lt: its number; its stage, slice of d and centroid tile) and the
   // tile to compute, stepped without divisions.
   int lt = 0, ls = 0, ldt = 0, lct = 0;
-  auto step = [&](int& st, int& dt, int& ct) {
-    st = st + 1 == STAGES ? 0 : st + 1;
-    if (++dt == dtiles) {
-      dt = 0;
-      ++ct;
-    }
-  };
   auto load_next = [&] {
     // With one slice of d (d <= BK) every tile needs the same objects' slice: once each stage
     // holds it, only the centroids move.
     if (lt < tiles) load(ls, ldt, lct, dtiles > 1 || lt < STAGES);
     gemm::cp_async_commit();
     ++lt;
-    step(ls, ldt, lct);
+    next_tile(ls, ldt, lct, STAGES, dtiles);
   };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) load_next();
@@ -369,7 +362,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         clear();
       }
     }
-    step(cs, cdt, cct);
+    next_tile(cs, cdt, cct, STAGES, dtiles);
   }
   gemm::cp_async_wait<0>();
 

@@ -161,18 +161,11 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
     }
   };
   int lt = 0, ls = 0, ldt = 0, lct = 0;
-  auto step = [&](int& st, int& dt, int& ct) {
-    st = st + 1 == STAGES ? 0 : st + 1;
-    if (++dt == dtiles) {
-      dt = 0;
-      ++ct;
-    }
-  };
   auto load_next = [&] {
     if (lt < tiles) load(ls, ldt, lct);
     gemm::cp_async_commit();
     ++lt;
-    step(ls, ldt, lct);
+    next_tile(ls, ldt, lct, STAGES, dtiles);
   };
   load_next();  // with the objects
   load_next();

@@ -1,7 +1,7 @@
 // The tensor paths' per-object candidate lists (6_fused_tensor.cuh, 6_fused_wgmma.cuh): the L
 // smallest keys an object meets and their centroids, how they are filled and merged, and how a
 // complete list settles the object -- its label, or a re-check queued when the margin says the
-// keys cannot decide (margin.hpp).
+// keys cannot decide (margin.hpp). Also the tile walk both share (next_tile).
 #pragma once
 
 #include <cfloat>
@@ -12,6 +12,17 @@
 #include "kernels/kmeans/margin.hpp"
 
 namespace km::kernels {
+
+// The tensor kernels' walk over their tiles (each centroid tile's slices of d in turn, through a
+// ring of `stages` shared-memory stages): the stage, slice and centroid tile after the given
+// ones, stepped without divisions.
+__device__ __forceinline__ void next_tile(int& stage, int& slice, int& ctile, int stages, int slices) {
+  stage = stage + 1 == stages ? 0 : stage + 1;
+  if (++slice == slices) {
+    slice = 0;
+    ++ctile;
+  }
+}
 
 // One queued re-check: object i and its `count` candidates (count 0: every centroid, queued
 // apart for recheck_all).
