@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import stamp, torch_lloyd, write_csv  # noqa: E402
@@ -68,28 +67,11 @@ def torch_lloyd_ms(n, d, k, dtype_name):
 
 
 def flash_ms(flash_dir, n, d, k, mode):
-    """Flash-KMeans per iteration: (t(11) - t(1)) / 10, as ../shared/peers/README.md times it."""
-    import torch
-    if flash_dir not in sys.path:
-        sys.path.insert(0, flash_dir)
-    from flash_kmeans.kmeans_triton_impl import batch_kmeans_Euclid  # no silent torch fallback
-    dtype = {"tf32": torch.float32, "ieee": torch.float32, "fp16": torch.float16, "fp64": torch.float64}[mode]
-    os.environ["TRITON_F32_DEFAULT"] = "ieee" if mode == "ieee" else "tf32"
-    x = torch.rand((1, n, d), device="cuda", dtype=torch.float32).to(dtype)
-    init = x[:, :k].clone()
-    batch_kmeans_Euclid(x, k, max_iters=2, tol=-1.0, init_centroids=init.clone())
-
-    def t(iters):
-        torch.cuda.synchronize()
-        s = time.perf_counter()
-        batch_kmeans_Euclid(x, k, max_iters=iters, tol=-1.0, init_centroids=init.clone())
-        torch.cuda.synchronize()
-        return time.perf_counter() - s
-
-    per = (t(11) - t(1)) / 10
-    del x, init
-    torch.cuda.empty_cache()
-    return 1e3 * per
+    """Flash-KMeans per iteration, one precision per process (scripts/flash_peer.py): (ms, padded_to)."""
+    r = run_json([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "flash_peer.py"),
+                  f"--flash={flash_dir}", f"--mode={mode}", f"--objects={n}", f"--coords={d}", f"--clusters={k}",
+                  f"--loops={LOOPS}"])
+    return r["ms_per_iter"], r["padded_to"]
 
 
 def main():
@@ -131,9 +113,10 @@ def main():
         if a.flash:
             for mode in ("tf32", "fp16", "fp64", "ieee"):
                 try:
-                    add("shapes", n, d, k, "Flash-KMeans", mode, flash_ms(a.flash, n, d, k, mode))
-                except Exception as e:  # noqa: BLE001
-                    print(f"Flash {mode}: {str(e).splitlines()[0][:160]}", flush=True)
+                    ms, padded = flash_ms(a.flash, n, d, k, mode)
+                    add("shapes", n, d, k, "Flash-KMeans", mode, ms, padded_to=padded)
+                except Exception as e:  # noqa: BLE001 - out of memory or a Triton failure: say so, go on
+                    print(f"Flash {mode} at {n} x {d}, K={k}: {str(e).strip().splitlines()[-1][:200]}", flush=True)
 
     if a.kmeanspp:
         n, d, k = 1000000, 128, 1024

@@ -5,12 +5,14 @@ same number of Lloyd iterations through
   PyTorch                                 a straightforward Lloyd on the same GPU: distances
                                           by matrix product, argmin, index_add_, bincount
   scikit-learn KMeans(algorithm="lloyd")  on the same machine's CPU cores
+  Flash-KMeans (tf32, fp64)               svg-project/flash-kmeans (Triton) on the same GPU, when
+                                          --flash DIR holds its package (scripts/flash_peer.py)
 Inertia agreement is checked (and written) before any time is compared: each peer's final
 inertia against this program's seq-equivalent result (fused). Time per iteration: medians
 over iterations where a peer exposes them (this program, PyTorch), total fit time divided
 by iterations for scikit-learn.
 
-Usage: peers.py [--bin build] [--csv peers.csv] [--workdir DIR]"""
+Usage: peers.py [--bin build] [--csv peers.csv] [--workdir DIR] [--flash DIR]"""
 import argparse
 import json
 import os
@@ -51,11 +53,22 @@ def sklearn_lloyd(x, k, loops):
     return total / km.n_iter_, float(km.inertia_), km.n_iter_
 
 
-def ours(kmeans, path, impl, k, loops):
+def ours(kmeans, path, impl, k, loops, precision="double"):
     p = subprocess.run([kmeans, f"--impl={impl}", f"--input={path}", f"--clusters={k}", f"--loops={loops}",
-                        "--report=json", "--quiet"], capture_output=True, text=True, check=True)
+                        f"--precision={precision}", "--report=json", "--quiet"], capture_output=True, text=True,
+                       check=True)
     r = json.loads(p.stdout)
     return statistics.median(it["total"] for it in r["per_iteration"]), r["inertia"], r["iterations"], r["device"]
+
+
+def flash_peer(flash_dir, path, k, loops, mode):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flash_peer.py")
+    p = subprocess.run([sys.executable, script, f"--flash={flash_dir}", f"--mode={mode}", f"--npy={path}",
+                        f"--clusters={k}", f"--loops={loops}", "--inertia"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError((p.stderr.strip().splitlines() or ["no output"])[-1])
+    r = json.loads(p.stdout)
+    return r["ms_per_iter"] / 1e3, r["inertia"], r["iterations"]
 
 
 def main():
@@ -63,6 +76,7 @@ def main():
     ap.add_argument("--bin", default="build")
     ap.add_argument("--csv", default="peers.csv")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--flash", default=None, help="folder holding the flash_kmeans package (a peer, not ours)")
     a = ap.parse_args()
     st = stamp()
     kmeans = os.path.join(a.bin, "kmeans")
@@ -76,6 +90,8 @@ def main():
             results = []
             fused_s, fused_inertia, its, gpu = ours(kmeans, path, "fused", k, LOOPS)
             results.append(("kmeans fused (GPU)", fused_s, fused_inertia, its))
+            f32_s, f32_inertia, its_f, _ = ours(kmeans, path, "fused", k, LOOPS, "float")
+            results.append(("kmeans fused float (GPU)", f32_s, f32_inertia, its_f))
             omp_s, omp_inertia, its_o, _ = ours(kmeans, path, "omp", k, LOOPS)
             results.append((f"kmeans omp ({os.cpu_count()} cores)", omp_s, omp_inertia, its_o))
             try:
@@ -83,6 +99,12 @@ def main():
                 results.append(("PyTorch Lloyd (GPU)", t_s, t_inertia, LOOPS))
             except Exception as e:  # noqa: BLE001 - report, do not hide
                 print(f"PyTorch peer failed: {e}", flush=True)
+            for mode in ("tf32", "fp64") if a.flash else ():
+                try:
+                    f_s, f_inertia, f_its = flash_peer(a.flash, path, k, LOOPS, mode)
+                    results.append((f"Flash-KMeans {mode} (GPU)", f_s, f_inertia, f_its))
+                except Exception as e:  # noqa: BLE001 - report, do not hide
+                    print(f"Flash-KMeans {mode} failed: {e}", flush=True)
             s_s, s_inertia, s_its = sklearn_lloyd(x, k, LOOPS)
             results.append((f"scikit-learn Lloyd ({os.cpu_count()} cores)", s_s, s_inertia, s_its))
             for name, secs, inertia, iters in results:

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Flash-KMeans (svg-project/flash-kmeans, Triton) as a peer: one precision per process, so that
+TRITON_F32_DEFAULT (tf32 or ieee) is read before its kernels compile. Its package is not part of this
+project: --flash names the folder that holds `flash_kmeans/` (../shared/peers/README.md says how to bring
+it). Time per iteration as that README measures it: (t(loops + 1) - t(1)) / loops, first-K init, tol -1.
+
+The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two; other d
+are padded with zero columns (distances and labels unchanged, the work grows by padded/d) and the row says
+so. Prints one JSON line: ms_per_iter, padded_to, and with --inertia the final inertia in double.
+
+Usage: flash_peer.py --flash DIR --mode tf32|fp16|fp64|ieee --clusters K
+                     (--npy FILE | --objects N --coords D [--seed S]) [--loops 10] [--inertia]"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flash", required=True)
+    ap.add_argument("--mode", required=True, choices=["tf32", "fp16", "fp64", "ieee"])
+    ap.add_argument("--clusters", type=int, required=True)
+    ap.add_argument("--npy", default=None)
+    ap.add_argument("--objects", type=int, default=0)
+    ap.add_argument("--coords", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--loops", type=int, default=10)
+    ap.add_argument("--inertia", action="store_true")
+    a = ap.parse_args()
+    os.environ["TRITON_F32_DEFAULT"] = "ieee" if a.mode == "ieee" else "tf32"
+    if not os.path.isdir(os.path.join(a.flash, "flash_kmeans")):
+        print(f"flash_peer.py: no flash_kmeans package under {a.flash}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, a.flash)
+    import torch
+    from flash_kmeans.kmeans_triton_impl import batch_kmeans_Euclid  # no torch fallback: fail loudly
+
+    if a.npy:
+        import numpy as np
+        x64 = torch.from_numpy(np.load(a.npy)).to("cuda", torch.float64)
+    else:
+        g = torch.Generator(device="cuda").manual_seed(a.seed)
+        x64 = torch.rand((a.objects, a.coords), device="cuda", dtype=torch.float32, generator=g).double()
+    n, d = x64.shape
+    k = a.clusters
+    dtype = {"tf32": torch.float32, "ieee": torch.float32, "fp16": torch.float16, "fp64": torch.float64}[a.mode]
+    pad = 1 << (d - 1).bit_length()
+    x = torch.zeros((1, n, pad), device="cuda", dtype=dtype)
+    x[0, :, :d] = x64.to(dtype)
+    if not a.inertia:
+        del x64
+        torch.cuda.empty_cache()
+    init = x[:, :k].clone()
+    batch_kmeans_Euclid(x, k, max_iters=2, tol=-1.0, init_centroids=init.clone())  # compile, warm up
+
+    def t(iters):
+        torch.cuda.synchronize()
+        s = time.perf_counter()
+        out = batch_kmeans_Euclid(x, k, max_iters=iters, tol=-1.0, init_centroids=init.clone())
+        torch.cuda.synchronize()
+        return time.perf_counter() - s, out
+
+    t1, _ = t(1)
+    tn, _ = t(a.loops + 1)
+    r = dict(mode=a.mode, ms_per_iter=1e3 * (tn - t1) / a.loops, padded_to=pad if pad != d else "",
+             gpu=torch.cuda.get_device_name())
+    if a.inertia:  # distances to Flash's centroids after `loops` iterations, in double
+        _, cent, _ = batch_kmeans_Euclid(x, k, max_iters=a.loops, tol=-1.0, init_centroids=init.clone())
+        c = cent[0, :, :d].double()
+        c2 = (c * c).sum(1)
+        total = 0.0
+        for s in range(0, n, 1 << 16):
+            xs = x64[s:s + (1 << 16)]
+            lab = ((xs * xs).sum(1, keepdim=True) - 2.0 * xs @ c.T + c2[None, :]).argmin(1)
+            total += float(((xs - c[lab]) ** 2).sum())
+        r["inertia"] = total
+        r["iterations"] = a.loops
+    print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
