@@ -67,11 +67,11 @@ def torch_lloyd_ms(n, d, k, dtype_name):
 
 
 def flash_ms(flash_dir, n, d, k, mode):
-    """Flash-KMeans per iteration, one precision per process (scripts/flash_peer.py): (ms, padded_to)."""
+    """Flash-KMeans per iteration, one precision per process (scripts/flash_peer.py): (ms, its notes)."""
     r = run_json([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "flash_peer.py"),
                   f"--flash={flash_dir}", f"--mode={mode}", f"--objects={n}", f"--coords={d}", f"--clusters={k}",
                   f"--loops={LOOPS}"])
-    return r["ms_per_iter"], r["padded_to"]
+    return r["ms_per_iter"], dict(padded_to=r["padded_to"], flash_update="fused" if r["fused"] else "unfused")
 
 
 def main():
@@ -113,8 +113,8 @@ def main():
         if a.flash:
             for mode in ("tf32", "fp16", "fp64", "ieee"):
                 try:
-                    ms, padded = flash_ms(a.flash, n, d, k, mode)
-                    add("shapes", n, d, k, "Flash-KMeans", mode, ms, padded_to=padded)
+                    ms, notes = flash_ms(a.flash, n, d, k, mode)
+                    add("shapes", n, d, k, "Flash-KMeans", mode, ms, **notes)
                 except Exception as e:  # noqa: BLE001 - out of memory or a Triton failure: say so, go on
                     print(f"Flash {mode} at {n} x {d}, K={k}: {str(e).strip().splitlines()[-1][:200]}", flush=True)
 

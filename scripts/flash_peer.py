@@ -6,7 +6,8 @@ it). Time per iteration as that README measures it: (t(loops + 1) - t(1)) / loop
 
 The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two; other d
 are padded with zero columns (distances and labels unchanged, the work grows by padded/d) and the row says
-so. Prints one JSON line: ms_per_iter, padded_to, and with --inertia the final inertia in double.
+so. Its fused finalize launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, its
+own earlier path: sorted update, then the mean and shift in PyTorch). Prints one JSON line: ms_per_iter, padded_to, and with --inertia the final inertia in double.
 
 Usage: flash_peer.py --flash DIR --mode tf32|fp16|fp64|ieee --clusters K
                      (--npy FILE | --objects N --coords D [--seed S]) [--loops 10] [--inertia]"""
@@ -53,21 +54,22 @@ def main():
         del x64
         torch.cuda.empty_cache()
     init = x[:, :k].clone()
-    batch_kmeans_Euclid(x, k, max_iters=2, tol=-1.0, init_centroids=init.clone())  # compile, warm up
+    fused = k <= 65535
+    batch_kmeans_Euclid(x, k, max_iters=2, tol=-1.0, init_centroids=init.clone(), fused=fused)  # compile, warm up
 
     def t(iters):
         torch.cuda.synchronize()
         s = time.perf_counter()
-        out = batch_kmeans_Euclid(x, k, max_iters=iters, tol=-1.0, init_centroids=init.clone())
+        out = batch_kmeans_Euclid(x, k, max_iters=iters, tol=-1.0, init_centroids=init.clone(), fused=fused)
         torch.cuda.synchronize()
         return time.perf_counter() - s, out
 
     t1, _ = t(1)
     tn, _ = t(a.loops + 1)
-    r = dict(mode=a.mode, ms_per_iter=1e3 * (tn - t1) / a.loops, padded_to=pad if pad != d else "",
+    r = dict(mode=a.mode, ms_per_iter=1e3 * (tn - t1) / a.loops, padded_to=pad if pad != d else "", fused=fused,
              gpu=torch.cuda.get_device_name())
     if a.inertia:  # distances to Flash's centroids after `loops` iterations, in double
-        _, cent, _ = batch_kmeans_Euclid(x, k, max_iters=a.loops, tol=-1.0, init_centroids=init.clone())
+        _, cent, _ = batch_kmeans_Euclid(x, k, max_iters=a.loops, tol=-1.0, init_centroids=init.clone(), fused=fused)
         c = cent[0, :, :d].double()
         c2 = (c * c).sum(1)
         total = 0.0
