@@ -33,10 +33,19 @@
 
 namespace km::kernels {
 
-struct WgmmaAssignShape {
-  static constexpr int WG = 4;          // warpgroups a block, 64 objects each
+// A block of WG warpgroups, 64 objects each, walks the centroids in tiles of BN (an m64nBN
+// accumulator of BN / 2 floats a thread); MIN_BLOCKS of them share an SM. The shape built is
+// 4 x 128, one block an SM. Smaller blocks, two or three an SM so that one block's fold could run
+// beside another's products (2 x 64 and 1 x 64), were 12-18% and 18-31% slower on every measured
+// shape (H100, same call, plots/wgmma_shapes_ab_h100.txt): each m64n64 product reads as many
+// object bytes from shared memory for half the work, and each block streams every centroid.
+template <int WG_, int BN_, int MIN_BLOCKS_>
+struct WgmmaShape {
+  static constexpr int WG = WG_;        // warpgroups a block, 64 objects each
   static constexpr int BM = 64 * WG;    // objects a block
-  static constexpr int BN = 128;        // centroids a tile: an m64n128 accumulator per warpgroup
+  static constexpr int BN = BN_;        // centroids a tile: an m64nBN accumulator per warpgroup
+  static constexpr int ACC = BN / 2;    // its floats a thread
+  static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
   static constexpr int BK = 32;         // coordinates a slice: 128 bytes of TF32, one swizzle atom
   static constexpr int STAGES = 4;      // the centroids' ring; slices in flight: STAGES - 2
   static constexpr int MAX_D = 128;     // the objects' tile, whole d, stays in shared memory
@@ -48,7 +57,10 @@ struct WgmmaAssignShape {
   static constexpr std::size_t chunk_bytes = std::size_t(threads / 32) * 16 * 16 * 4;
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
   static constexpr std::size_t smem = 1024 + a_bytes + STAGES * (b_bytes + key_bytes) + chunk_bytes;
+  static_assert(BN == 128, "the m64nBN instruction written below");
+  static_assert(BN * BK / 4 % threads == 0, "whole 16-byte copies a thread per slice");
 };
+using WgmmaAssignShape = WgmmaShape<4, 128, 1>;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -75,9 +87,10 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // After wgmma_wait: the accumulators are read only from here on (the compiler may not hoist
 // their reads above the wait, which does not name them).
-__device__ __forceinline__ void fence_accumulators(float (&d)[64]) {
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // d (+)= A.B^T for a 64 x 8 slice of objects and a 128 x 8 slice of centroids, TF32 in, FP32
@@ -91,12 +104,18 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
+
+__device__ __forceinline__ void wgmma_tf32(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
+                                           int accumulate) {
+  wgmma_m64n128k8_tf32(d, desc_a, desc_b, accumulate);
+}
 #endif
 
 // x: the centred TF32 copy, row-major [n][d]; prev: the labels of the previous iteration (any
 // value outside [0, k): no threshold); the other arguments as fused_tensor_assign's (mu unused:
 // the objects come centred). Launch: WgmmaAssignShape::threads threads, smem bytes.
-__global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
+template <class S>
+__global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ mu, const float* __restrict__ centred,
                        const float* __restrict__ keyed, const double* __restrict__ cmax2,
                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
@@ -105,7 +124,6 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
                        const std::int32_t* __restrict__ prev) {
   (void)mu;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = WgmmaAssignShape;
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, STAGES = S::STAGES, NT = S::threads, L = S::L;
   extern __shared__ __align__(16) unsigned char wgmma_raw[];
   unsigned char* const base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
@@ -120,15 +138,16 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
   const int dp = (d + BK - 1) / BK * BK;
   const int dtiles = dp / BK, ctiles = (k + BN - 1) / BN, tiles = dtiles * ctiles;
 
-  // The block's objects, whole d, once: 16-byte chunk c4 of row r into slice c4 / 8, at its
-  // swizzled place (chunk (c4 % 8) ^ (r % 8) of the row's 128 bytes); zeros past the rows and d.
+  // The block's objects, whole d, once: 16-byte chunk c8 of row r in slice s at its swizzled
+  // place (chunk c8 ^ (r % 8) of the row's 128 bytes); zeros past the rows and d. The copies are
+  // numbered (slice, row, chunk) so that every split is a shift (a division by d's chunks cost
+  // 7% of the kernel's instructions).
   {
-    const int per_row = dp / 4;
     const float* xb = x + row0 * d;
-    for (int q = threadIdx.x; q < BM * per_row; q += NT) {
-      const int r = q / per_row, c4 = q - r * per_row;
+    for (int q = threadIdx.x; q < dtiles * BM * 8; q += NT) {
+      const int sl = q / (BM * 8), r = (q >> 3) & (BM - 1), c8 = q & 7, c4 = 8 * sl + c8;
       const bool in = r < rows_here && 4 * c4 < d;
-      gemm::cp_async<16>(base + (c4 >> 3) * (BM * 128) + r * 128 + (((c4 & 7) ^ (r & 7)) << 4),
+      gemm::cp_async<16>(base + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
                          in ? xb + static_cast<std::int64_t>(r) * d + 4 * c4 : x, in);
     }
   }
@@ -217,9 +236,9 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
     }
   };
 
-  float acc[64];
+  float acc[S::ACC];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  for (int i = 0; i < S::ACC; ++i) acc[i] = 0.f;
   const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
   // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
   // slice's copies land; the fold after each tile's last slice. (Every wgmma group in flight
@@ -237,7 +256,7 @@ __global__ void __launch_bounds__(WgmmaAssignShape::threads, 1)
                      b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
 #pragma unroll
       for (int kk = 0; kk < BK / 8; ++kk)
-        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
+        wgmma_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
       wgmma_commit();
       if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // the objects landed with this slice
       wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier

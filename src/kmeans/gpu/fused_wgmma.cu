@@ -8,10 +8,26 @@
 
 namespace km::gpu {
 
-WgmmaAssign wgmma_assign(std::size_t d) {
-  using S = kernels::WgmmaAssignShape;
+namespace {
+template <class S>
+WgmmaAssign offer() {
   WgmmaAssign r;
-  if (d <= 32 || d > static_cast<std::size_t>(S::MAX_D) || d % 4 != 0) return r;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernels::fused_wgmma_assign<S>) != cudaSuccess) {  // no sm_90a image
+    cudaGetLastError();
+    return r;
+  }
+  r.kernel = kernels::fused_wgmma_assign<S>;
+  r.smem = S::smem;
+  r.threads = S::threads;
+  r.rows = S::BM;
+  return r;
+}
+}  // namespace
+
+WgmmaAssign wgmma_assign(std::size_t d) {
+  WgmmaAssign r;
+  if (d <= 32 || d > static_cast<std::size_t>(kernels::WgmmaAssignShape::MAX_D) || d % 4 != 0) return r;
   int device = 0, major = 0, minor = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -20,16 +36,6 @@ WgmmaAssign wgmma_assign(std::size_t d) {
     cudaGetLastError();
     return r;
   }
-  cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, kernels::fused_wgmma_assign) != cudaSuccess) {  // no sm_90a image
-    cudaGetLastError();
-    return r;
-  }
-  r.kernel = kernels::fused_wgmma_assign;
-  r.smem = S::smem;
-  r.threads = S::threads;
-  r.rows = S::BM;
-  return r;
+  return offer<kernels::WgmmaAssignShape>();
 }
-
 }  // namespace km::gpu
