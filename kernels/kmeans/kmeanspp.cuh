@@ -87,13 +87,15 @@ __global__ void __launch_bounds__(kPlusPlusRows)
 // (The two kernels below are static: several translation units include this header, e.g. the
 // GPU engines' final inertia, engine.cu.)
 // out[ch * rows + r] = the sum, in object order, of values[r][chunk ch] (rows of n values):
-// one warp per (chunk, row). The warp reads 256 values at a time, coalesced, into its slice of
-// shared memory; lane 0 adds them in order (the CPU's order: the same bits).
+// one warp per (chunk, row). Lane 0 adds the chunk's values in order (the CPU's order: the same
+// bits) from a batch of 256 in shared memory, while the warp's loads of the next batch are in
+// flight (two batches a warp, each lane carrying 8 values from the load to the store).
 constexpr int kSumWarps = 4, kSumBatch = 256;
 static __global__ void __launch_bounds__(kSumWarps * 32)
     plusplus_chunk_sums(const double* __restrict__ values, std::int64_t n, int rows, std::int64_t chunk,
                         std::int64_t chunks, double* __restrict__ out) {
-  __shared__ double batch[kSumWarps][kSumBatch];
+  constexpr int per = kSumBatch / 32;
+  __shared__ double batch[2][kSumWarps][kSumBatch];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kSumWarps + warp;
   if (t >= chunks * rows) return;  // whole warps leave together
@@ -101,14 +103,29 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
   const int r = static_cast<int>(t % rows);
   const std::int64_t begin = ch * chunk, end = begin + chunk < n ? begin + chunk : n;
   const double* v = values + static_cast<std::int64_t>(r) * n;
+  double next[per];
+  auto fetch = [&](std::int64_t b) {
+#pragma unroll
+    for (int q = 0; q < per; ++q) next[q] = b + lane + 32 * q < end ? v[b + lane + 32 * q] : 0.0;
+  };
+  auto put = [&](int buf) {
+#pragma unroll
+    for (int q = 0; q < per; ++q) batch[buf][warp][lane + 32 * q] = next[q];
+  };
+  fetch(begin);
+  put(0);
+  __syncwarp();
   double s = 0;
+  int buf = 0;
   for (std::int64_t b = begin; b < end; b += kSumBatch) {
     const int count = static_cast<int>(end - b < kSumBatch ? end - b : kSumBatch);
-    for (int q = lane; q < count; q += 32) batch[warp][q] = v[b + q];
-    __syncwarp();
+    const bool more = b + kSumBatch < end;
+    if (more) fetch(b + kSumBatch);  // lands while lane 0 adds this batch
     if (lane == 0)
-      for (int q = 0; q < count; ++q) s = __dadd_rn(s, batch[warp][q]);
+      for (int q = 0; q < count; ++q) s = __dadd_rn(s, batch[buf][warp][q]);
+    if (more) put(buf ^ 1);  // the other buffer: lane 0 finished with it a batch ago
     __syncwarp();
+    buf ^= 1;
   }
   if (lane == 0) out[t] = s;
 }

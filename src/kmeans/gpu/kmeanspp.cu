@@ -36,8 +36,22 @@ class GpuPlusPlus final : public PlusPlusSteps {
   }
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override { closest_pass(first, true, chunk_sums); }
+  // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
+  // row of mins is already min(closest, distance to it), computed as closest_pass would (the same
+  // distance, summed in the same order, and the same min), and its chunk sums came back with the
+  // others, so closest takes that row and no second pass reads the data. Otherwise, the pass.
   void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
-    closest_pass(centre, false, chunk_sums);
+    const auto it = std::find(last_cands_.begin(), last_cands_.end(), centre);
+    if (it == last_cands_.end()) {
+      closest_pass(centre, false, chunk_sums);
+      return;
+    }
+    const std::size_t t = static_cast<std::size_t>(it - last_cands_.begin()), trials = last_cands_.size();
+    CUDA_CHECK(cudaMemcpyAsync(closest_.get(), mins_.get() + t * n_, n_ * sizeof(double), cudaMemcpyDeviceToDevice,
+                               stream_));
+    chunk_sums.resize(chunks_);
+    for (std::size_t ch = 0; ch < chunks_; ++ch) chunk_sums[ch] = last_sums_[ch * trials + t];
+    last_cands_.clear();  // closest has moved on: these rows are stale
   }
 
   void walk(std::vector<Draw>& draws) override {
@@ -67,6 +81,8 @@ class GpuPlusPlus final : public PlusPlusSteps {
     upload_rows(cands);
     distances(trials, false, mins_.get());
     sums_of(mins_.get(), trials, out);
+    last_cands_ = cands;
+    last_sums_ = out;
   }
 
  private:
@@ -129,6 +145,8 @@ class GpuPlusPlus final : public PlusPlusSteps {
   DeviceBuffer<T> x_;
   DeviceBuffer<double> closest_, mins_, centres_, sums_;
   std::vector<double> staging_;
+  std::vector<std::size_t> last_cands_;  // the candidates whose rows mins_ holds, and their chunk sums
+  std::vector<double> last_sums_;
   DeviceBuffer<std::int64_t> walk_chunks_, walk_cands_;
   DeviceBuffer<double> walk_r_;
 };
