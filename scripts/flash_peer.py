@@ -4,9 +4,9 @@ TRITON_F32_DEFAULT (tf32 or ieee) is read before its kernels compile. Its packag
 project: --flash names the folder that holds `flash_kmeans/` (../shared/peers/README.md says how to bring
 it). Time per iteration as that README measures it: (t(loops + 1) - t(1)) / loops, first-K init, tol -1.
 
-The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two; other d
-are padded with zero columns (distances and labels unchanged, the work grows by padded/d) and the row says
-so. Its fused finalize launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, its
+The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two, and its
+tl.dot needs D >= 16; other d are padded with zero columns to the next power of two, at least 16 (distances
+and labels unchanged, the work grows by padded/d) and the row says so. Its fused finalize launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, its
 own earlier path: sorted update, then the mean and shift in PyTorch). Prints one JSON line: ms_per_iter, padded_to, and with --inertia the final inertia in double.
 
 Usage: flash_peer.py --flash DIR --mode tf32|fp16|fp64|ieee --clusters K
@@ -47,7 +47,7 @@ def main():
     n, d = x64.shape
     k = a.clusters
     dtype = {"tf32": torch.float32, "ieee": torch.float32, "fp16": torch.float16, "fp64": torch.float64}[a.mode]
-    pad = 1 << (d - 1).bit_length()
+    pad = max(16, 1 << (d - 1).bit_length())
     x = torch.zeros((1, n, pad), device="cuda", dtype=dtype)
     x[0, :, :d] = x64.to(dtype)
     if not a.inertia:

@@ -68,7 +68,7 @@ def flash_peer(flash_dir, path, k, loops, mode):
     if p.returncode != 0:
         raise RuntimeError((p.stderr.strip().splitlines() or ["no output"])[-1])
     r = json.loads(p.stdout)
-    return r["ms_per_iter"] / 1e3, r["inertia"], r["iterations"]
+    return r["ms_per_iter"] / 1e3, r["inertia"], r["iterations"], r["padded_to"]
 
 
 def main():
@@ -101,8 +101,9 @@ def main():
                 print(f"PyTorch peer failed: {e}", flush=True)
             for mode in ("tf32", "fp64") if a.flash else ():
                 try:
-                    f_s, f_inertia, f_its = flash_peer(a.flash, path, k, LOOPS, mode)
-                    results.append((f"Flash-KMeans {mode} (GPU)", f_s, f_inertia, f_its))
+                    f_s, f_inertia, f_its, padded = flash_peer(a.flash, path, k, LOOPS, mode)
+                    note = f", d padded to {padded}" if padded else ""
+                    results.append((f"Flash-KMeans {mode} (GPU{note})", f_s, f_inertia, f_its))
                 except Exception as e:  # noqa: BLE001 - report, do not hide
                     print(f"Flash-KMeans {mode} failed: {e}", flush=True)
             s_s, s_inertia, s_its = sklearn_lloyd(x, k, LOOPS)
