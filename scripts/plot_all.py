@@ -206,8 +206,8 @@ def peers(rows, out):
     finish(fig, rows, os.path.join(out, "peers.png"))
 
 
-# Flash-KMeans per iteration (ms) on an H200, from the issue that asked for the tensor path
-# (another session: the peer could not be brought into this one). Shown as reference marks.
+# Flash-KMeans per iteration (ms) on an H200, from the issue that asked for the tensor path: reference
+# marks for a CSV that holds no Flash-KMeans rows of its own (bench_real_shapes.py --flash).
 FLASH_REFERENCE = {(262144, 128, 1024): {"tf32": 0.717, "fp64": 27.0}, (4194304, 128, 1024): {"tf32": 6.24, "fp64": 424},
                    (1000000, 16, 65536): {"tf32": 34.1, "fp64": 85.4}, (1000000, 128, 128): {"tf32": 0.686, "fp64": 1.88},
                    (60000, 784, 256): {"tf32": 1.90, "fp64": 3.02}}
@@ -230,12 +230,19 @@ def real_shapes(rows, out):
                 if r:
                     ax.bar(ki + (si - 2) * width, num(r["ms_per_iter"]), width, color=color,
                            label=f"{who} {prec}" if ki == 0 else None)
+        measured = any(r["who"] == "Flash-KMeans" for r in shapes)
+        labelled = set()
         for ki, key in enumerate(keys):
-            ref = FLASH_REFERENCE.get(key, {})
             for mode, marker in (("tf32", "v"), ("fp64", "^")):
-                if mode in ref:
-                    ax.plot(ki, ref[mode], marker, color="k", label=f"Flash-KMeans {mode} (issue's H200 run)"
-                            if ki == 0 else None)
+                if measured:
+                    r = next((r for r in shapes if (int(r["objects"]), int(r["coords"]), int(r["clusters"])) == key
+                              and r["who"] == "Flash-KMeans" and r["precision"] == mode), None)
+                    value, label = (num(r["ms_per_iter"]) if r else None), f"Flash-KMeans {mode} (same run)"
+                else:
+                    value, label = FLASH_REFERENCE.get(key, {}).get(mode), f"Flash-KMeans {mode} (issue's H200 run)"
+                if value is not None:
+                    ax.plot(ki, value, marker, color="k", label=None if label in labelled else label)
+                    labelled.add(label)
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels([f"N={n:,}\nd={d}, K={k}" for n, d, k in keys], fontsize=8)
         ax.set_yscale("log")
@@ -549,8 +556,12 @@ def main():
     peers(read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
-    # analyze.sh writes real_shapes.csv; the committed H200 run is real_shapes_h200.csv.
-    real_shapes(read(os.path.join(d, "real_shapes.csv")) or read(os.path.join(d, "real_shapes_h200.csv")), d)
+    # analyze.sh writes real_shapes.csv; else the committed runs: the shapes with Flash-KMeans beside them
+    # (real_shapes_flash_h100.csv) and the crossover rows of real_shapes_h200.csv.
+    committed = read(os.path.join(d, "real_shapes_flash_h100.csv")) or [
+        r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "shapes"]
+    real_shapes(read(os.path.join(d, "real_shapes.csv")) or committed + [
+        r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "crossover"], d)
     mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
               read(os.path.join(d, "mlp_torch.csv")) or read(os.path.join(d, "mlp_torch_h200.csv")), d)
     scaling(read(os.path.join(d, "scaling.csv")) or read(os.path.join(d, "scaling_h200x4.csv")), d)
