@@ -471,11 +471,12 @@ __global__ void __launch_bounds__(kNearestThreads)
   }
 }
 
-// The objects queued against every centroid, in two passes over (object, slice of 32
-// centroids) pairs, a warp each: recheck_all_min takes the least sum over all centroids
-// (atomicMin of the sum's bits: for non-negative IEEE values the bit patterns order as the
-// values), then recheck_all_label, the same sums again, the lowest centroid whose sum equals
-// it (atomicMin of the index). The slices spread one object's K centroids over many warps,
+// The objects queued against every centroid, over (object, slice of 32 centroids) pairs, a
+// warp each. Double, in two passes: the least sum over all centroids (atomicMin of the sum's
+// bits: for non-negative IEEE values the bit patterns order as the values), then (LABEL) the same
+// sums again, the lowest centroid whose sum equals it (atomicMin of the index). Float, in one:
+// the sum's 32 bits and the index share a word, so one atomicMin finds both (the second pass was
+// half of recheck_all's time), and recheck_all_labels copies the index out. The slices spread one object's K centroids over many warps,
 // so a few queued objects no longer wait on one block walking all of K. A warp stages its 32
 // centroids' next 32 coordinates in shared memory (32 coalesced loads in flight), then lane
 // l adds centroid l's squared differences in coordinate order.
@@ -536,14 +537,31 @@ __global__ void __launch_bounds__(kAllWarps * 32)
       }
     }
     if (lane == 0) {
-      const double b = static_cast<double>(best);  // exact: every float is a double
-      const auto bits = static_cast<unsigned long long>(__double_as_longlong(b));
-      if constexpr (!LABEL)
-        atomicMin(all_min + q, bits);
-      else if (bits == all_min[q])
-        atomicMin(labels + i, best_c);
+      if constexpr (sizeof(T) == 4) {  // one pass: the sum's bits above the centroid's index
+        static_assert(!LABEL, "float needs no label pass: recheck_all_labels reads the low word");
+        atomicMin(all_min + q, (static_cast<unsigned long long>(__float_as_uint(best)) << 32) |
+                                   static_cast<unsigned>(best_c));
+      } else {
+        const auto bits = static_cast<unsigned long long>(__double_as_longlong(best));
+        if constexpr (!LABEL)
+          atomicMin(all_min + q, bits);
+        else if (bits == all_min[q])
+          atomicMin(labels + i, best_c);
+      }
     }
   }
+}
+
+// Float's recheck_all leaves each queued object's least (sum, centroid) in one word, the sum's
+// bits above the index (a non-negative float's bits order as its value; equal sums then order by
+// index): the label is the low half. (Double's sum takes the whole word, hence its second pass.)
+__global__ void __launch_bounds__(256)
+    recheck_all_labels(const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
+                       const unsigned long long* __restrict__ all_min, std::int32_t* __restrict__ labels) {
+  const std::int64_t total = static_cast<std::int64_t>(*count);
+  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < total;
+       q += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    labels[everyone[q]] = static_cast<std::int32_t>(all_min[q] & 0xffffffffull);
 }
 
 // The accumulation by cluster. relabel_for_sort: labels <- next, the change count (unless

@@ -592,8 +592,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     kernels::recheck_all<T, false><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
-    kernels::recheck_all<T, true><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
-        this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
+    if constexpr (std::is_same_v<T, float>)
+      kernels::recheck_all_labels<<<static_cast<unsigned>(multiprocessor_count()) * 2, 256, 0, s>>>(
+          everyone_.get(), queued + 1, all_min_.get(), next_.get());
+    else
+      kernels::recheck_all<T, true><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
+          this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     if (accumulate) {
       // Sort the objects by label, then sum each cluster's members in chunks of that order.
@@ -627,7 +631,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<std::int64_t> everyone_;
-  DeviceBuffer<unsigned long long> all_min_;  // recheck_all's least sum per queued object (its bits)
+  // recheck_all's least sum per queued object (its bits; float: with the centroid's index in the low word)
+  DeviceBuffer<unsigned long long> all_min_;
   double mu_norm_ = 0;
 };
 
