@@ -59,6 +59,7 @@ struct WgmmaShape {
   static constexpr std::size_t smem = 1024 + a_bytes + STAGES * (b_bytes + key_bytes) + chunk_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
   static_assert(BN * BK / 4 % threads == 0, "whole 16-byte copies a thread per slice");
+  static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
 };
 using WgmmaAssignShape = WgmmaShape<4, 128, 1>;
 
@@ -103,11 +104,6 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-__device__ __forceinline__ void wgmma_tf32(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
-                                           int accumulate) {
-  wgmma_m64n128k8_tf32(d, desc_a, desc_b, accumulate);
 }
 #endif
 
@@ -256,7 +252,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
                      b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
 #pragma unroll
       for (int kk = 0; kk < BK / 8; ++kk)
-        wgmma_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
+        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
       wgmma_commit();
       if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // the objects landed with this slice
       wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier
