@@ -4,10 +4,12 @@ TRITON_F32_DEFAULT (tf32 or ieee) is read before its kernels compile. Its packag
 project: --flash names the folder that holds `flash_kmeans/` (../shared/peers/README.md says how to bring
 it). Time per iteration as that README measures it: (t(loops + 1) - t(1)) / loops, first-K init, tol -1.
 
-The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two, and its
-tl.dot needs D >= 16; other d are padded with zero columns to the next power of two, at least 16 (distances
-and labels unchanged, the work grows by padded/d) and the row says so. Its fused finalize launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, its
-own earlier path: sorted update, then the mean and shift in PyTorch). Prints one JSON line: ms_per_iter, padded_to, and with --inertia the final inertia in double.
+The stored version's kernels index coordinates with tl.arange(0, D), which needs a power of two, and
+its tl.dot needs D >= 16; other d are padded with zero columns to the next power of two, at least 16
+(distances and labels unchanged, the work grows by padded/d), and the row says so. Its fused finalize
+launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, its own earlier path: the
+sorted update, then the mean and the shift in PyTorch). Prints one JSON line: ms_per_iter, padded_to,
+fused, and with --inertia the final inertia in double.
 
 Usage: flash_peer.py --flash DIR --mode tf32|fp16|fp64|ieee --clusters K
                      (--npy FILE | --objects N --coords D [--seed S]) [--loops 10] [--inertia]"""
@@ -30,6 +32,8 @@ def main():
     ap.add_argument("--loops", type=int, default=10)
     ap.add_argument("--inertia", action="store_true")
     a = ap.parse_args()
+    if not a.npy and (a.objects <= 0 or a.coords <= 0):
+        ap.error("give --npy FILE, or --objects N and --coords D")
     os.environ["TRITON_F32_DEFAULT"] = "ieee" if a.mode == "ieee" else "tf32"
     if not os.path.isdir(os.path.join(a.flash, "flash_kmeans")):
         print(f"flash_peer.py: no flash_kmeans package under {a.flash}", file=sys.stderr)
