@@ -91,10 +91,27 @@ __global__ void __launch_bounds__(kPlusPlusRows)
 // bits) from a batch of 256 in shared memory, while the warp's loads of the next batch are in
 // flight (two batches a warp, each lane carrying 8 values from the load to the store).
 constexpr int kSumWarps = 4, kSumBatch = 256;
+
+// A warp's next batch of kSumBatch values on its way from memory to shared memory: each lane loads
+// 8 (zeros past `end`) into registers, so the loads are in flight while lane 0 works through the
+// batch before; `put` stores them once it has.
+struct NextBatch {
+  static constexpr int per = kSumBatch / 32;
+  double v[per];
+  __device__ __forceinline__ void fetch(const double* __restrict__ values, std::int64_t b, std::int64_t end,
+                                        int lane) {
+#pragma unroll
+    for (int q = 0; q < per; ++q) v[q] = b + lane + 32 * q < end ? values[b + lane + 32 * q] : 0.0;
+  }
+  __device__ __forceinline__ void put(double* slot, int lane) const {
+#pragma unroll
+    for (int q = 0; q < per; ++q) slot[lane + 32 * q] = v[q];
+  }
+};
+
 static __global__ void __launch_bounds__(kSumWarps * 32)
     plusplus_chunk_sums(const double* __restrict__ values, std::int64_t n, int rows, std::int64_t chunk,
                         std::int64_t chunks, double* __restrict__ out) {
-  constexpr int per = kSumBatch / 32;
   __shared__ double batch[2][kSumWarps][kSumBatch];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kSumWarps + warp;
@@ -103,27 +120,19 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
   const int r = static_cast<int>(t % rows);
   const std::int64_t begin = ch * chunk, end = begin + chunk < n ? begin + chunk : n;
   const double* v = values + static_cast<std::int64_t>(r) * n;
-  double next[per];
-  auto fetch = [&](std::int64_t b) {
-#pragma unroll
-    for (int q = 0; q < per; ++q) next[q] = b + lane + 32 * q < end ? v[b + lane + 32 * q] : 0.0;
-  };
-  auto put = [&](int buf) {
-#pragma unroll
-    for (int q = 0; q < per; ++q) batch[buf][warp][lane + 32 * q] = next[q];
-  };
-  fetch(begin);
-  put(0);
+  NextBatch next;
+  next.fetch(v, begin, end, lane);
+  next.put(batch[0][warp], lane);
   __syncwarp();
   double s = 0;
   int buf = 0;
   for (std::int64_t b = begin; b < end; b += kSumBatch) {
     const int count = static_cast<int>(end - b < kSumBatch ? end - b : kSumBatch);
     const bool more = b + kSumBatch < end;
-    if (more) fetch(b + kSumBatch);  // lands while lane 0 adds this batch
+    if (more) next.fetch(v, b + kSumBatch, end, lane);  // lands while lane 0 adds this batch
     if (lane == 0)
       for (int q = 0; q < count; ++q) s = __dadd_rn(s, batch[buf][warp][q]);
-    if (more) put(buf ^ 1);  // the other buffer: lane 0 finished with it a batch ago
+    if (more) next.put(batch[buf ^ 1][warp], lane);  // the other buffer: lane 0 finished with it a batch ago
     __syncwarp();
     buf ^= 1;
   }
@@ -148,17 +157,9 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
   const int w = blockIdx.x * kSumWarps + warp;
   if (w >= count) return;  // whole warps leave together
   const std::int64_t begin = chunks[w] * chunk, end = begin + chunk < n ? begin + chunk : n;
-  double next[per];
-  auto fetch = [&](std::int64_t b) {
-#pragma unroll
-    for (int q = 0; q < per; ++q) next[q] = b + lane + 32 * q < end ? closest[b + lane + 32 * q] : 0.0;
-  };
-  auto put = [&](int buf) {
-#pragma unroll
-    for (int q = 0; q < per; ++q) batch[buf][warp][lane + 32 * q] = next[q];
-  };
-  fetch(begin);
-  put(0);
+  NextBatch next;
+  next.fetch(closest, begin, end, lane);
+  next.put(batch[0][warp], lane);
   __syncwarp();
   double r = rs[w];
   std::int64_t cand = end - 1;
@@ -166,7 +167,7 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
   for (std::int64_t b = begin; b < end; b += kSumBatch) {
     const int size = static_cast<int>(end - b < kSumBatch ? end - b : kSumBatch);
     const bool more = b + kSumBatch < end;
-    if (more) fetch(b + kSumBatch);  // lands while lane 0 runs this batch's chain
+    if (more) next.fetch(closest, b + kSumBatch, end, lane);  // lands while lane 0 runs this batch's chain
     const double* v = batch[buf][warp];
     if (lane == 0)  // 8 values read ahead (the stores of r could alias them: read first, then run)
       for (int q0 = 0; q0 < size; q0 += 8) {
@@ -197,7 +198,7 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
       cand = b + first;
       break;  // the whole warp: first is the same in every lane
     }
-    if (more) put(buf ^ 1);
+    if (more) next.put(batch[buf ^ 1][warp], lane);
     __syncwarp();
     buf ^= 1;
   }

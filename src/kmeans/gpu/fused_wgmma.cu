@@ -8,10 +8,18 @@
 
 namespace km::gpu {
 
-namespace {
-template <class S>
-WgmmaAssign offer() {
+WgmmaAssign wgmma_assign(std::size_t d) {
+  using S = kernels::WgmmaAssignShape;
   WgmmaAssign r;
+  if (d <= 32 || d > static_cast<std::size_t>(S::MAX_D) || d % 4 != 0) return r;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
+      minor != 0) {
+    cudaGetLastError();
+    return r;
+  }
   cudaFuncAttributes attributes{};
   if (cudaFuncGetAttributes(&attributes, kernels::fused_wgmma_assign<S>) != cudaSuccess) {  // no sm_90a image
     cudaGetLastError();
@@ -23,19 +31,5 @@ WgmmaAssign offer() {
   r.rows = S::BM;
   return r;
 }
-}  // namespace
 
-WgmmaAssign wgmma_assign(std::size_t d) {
-  WgmmaAssign r;
-  if (d <= 32 || d > static_cast<std::size_t>(kernels::WgmmaAssignShape::MAX_D) || d % 4 != 0) return r;
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major != 9 ||
-      minor != 0) {
-    cudaGetLastError();
-    return r;
-  }
-  return offer<kernels::WgmmaAssignShape>();
-}
 }  // namespace km::gpu
