@@ -482,6 +482,36 @@ __global__ void __launch_bounds__(kDeltaThreads)
         for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
       }
     }
+    // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
+    // a time, their coordinates passed through the (not yet used) stage: seq's arithmetic over
+    // every centroid, a few centroids per lane (nearest.cuh: nearest_warp). One lane's serial
+    // re-check, 31 lanes waiting, cost the d = 32, K = 64 kernel a quarter of its time in
+    // waiting at the closing barrier for the warps that drew them (ncu, H100).
+    int redone[U];
+    T redone_dist[U];
+    if constexpr (!kQueue) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        redone[u] = 0;
+        redone_dist[u] = 0;
+        for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
+          const int from = __ffs(static_cast<int>(todo)) - 1;
+          if (lane == from) {
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j)
+              if (j < d) stage[j] = xr[u][j];
+          }
+          __syncwarp();
+          T dist;
+          const int label = nearest_warp<T>(stage, s, d, k, dist);
+          if (lane == from) {
+            redone[u] = label;
+            redone_dist[u] = dist;
+          }
+          __syncwarp();  // the stage is read before the next object (or a mover) is written there
+        }
+      }
+    }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -494,7 +524,12 @@ __global__ void __launch_bounds__(kDeltaThreads)
         if (close[u]) {
           // Too close to call in float: seq's arithmetic over every centroid.
           ++rechecks;
-          label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
+          if constexpr (kQueue) {
+            label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
+          } else {
+            label = redone[u];
+            dist = redone_dist[u];
+          }
         } else if (known[u]) {
           dist = dold[u];
         } else {

@@ -71,6 +71,38 @@ __device__ __forceinline__ int nearest_in_registers(const T (&x)[MAXD], const T*
   return best;
 }
 
+// The same search by a whole warp for one object whose d coordinates sit in shared memory
+// (xs, read by every lane): lane l sums centroids l, l + 32, ... in seq's arithmetic and
+// order, then the warp keeps the least (distance, index), the lower index on equal distances,
+// so every lane returns seq's label and distance. Distances are never NaN (finite data: the
+// sums of squares are >= 0, +inf at worst), so (distance, index) is a total order. For K = 64,
+// d = 32 this is 2 centroids per lane instead of 64 for one lane while 31 wait (H100: one
+// lane's re-check in double took about as long as a tenth of the kernel's pass over the data).
+template <class T>
+__device__ __forceinline__ int nearest_warp(const T* xs, const T* s, int d, int k, T& distance) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  int best = -1;
+  T best_dist = 0;
+  for (int c = lane; c < k; c += 32) {
+    T dist = 0;
+    for (int j = 0; j < d; ++j) dist = seq_add(dist, xs[j], s[j * k + c]);
+    if (best < 0 || dist < best_dist) {
+      best_dist = dist;
+      best = c;
+    }
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const T other_dist = __shfl_xor_sync(0xffffffffu, best_dist, off);
+    const int other = __shfl_xor_sync(0xffffffffu, best, off);
+    if (other >= 0 && (best < 0 || other_dist < best_dist || (other_dist == best_dist && other < best))) {
+      best_dist = other_dist;
+      best = other;
+    }
+  }
+  distance = best_dist;
+  return best;
+}
+
 // Copies `count` centroid values into shared memory, the whole block cooperating; ends
 // with a barrier, so every thread of the block must call it.
 template <class T>
