@@ -597,17 +597,17 @@ TEST(Layouts, SharedMemoryFootprints) {
   EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the tensor path";
   EXPECT_FALSE(fused_one_pass(1024, 128, 4));
   // The measured crossover (layouts.hpp): one pass for d <= 8 at any K that fits, up to
-  // K*d = 2048 (double) / 4096 (float) at d = 16, and K*d = 1024 at d = 32.
+  // K*d = 4096 above (d = 16 up to K = 256, d = 32 up to K = 128).
   EXPECT_TRUE(fused_one_pass(1024, 2, 8));
   EXPECT_TRUE(fused_one_pass(1024, 8, 8));
   EXPECT_TRUE(fused_one_pass(128, 16, 8));
-  EXPECT_FALSE(fused_one_pass(256, 16, 8));
+  EXPECT_TRUE(fused_one_pass(256, 16, 8));
   EXPECT_TRUE(fused_one_pass(256, 16, 4));
+  EXPECT_FALSE(fused_one_pass(512, 16, 8));
   EXPECT_FALSE(fused_one_pass(512, 16, 4));
-  EXPECT_TRUE(fused_one_pass(32, 32, 8));
-  EXPECT_FALSE(fused_one_pass(64, 32, 8));
-  EXPECT_TRUE(fused_one_pass(32, 32, 4));
-  EXPECT_FALSE(fused_one_pass(64, 32, 4));
+  EXPECT_TRUE(fused_one_pass(128, 32, 8));
+  EXPECT_TRUE(fused_one_pass(128, 32, 4));
+  EXPECT_FALSE(fused_one_pass(256, 32, 8));
   EXPECT_FALSE(fused_one_pass(256, 32, 4));
   EXPECT_FALSE(fused_one_pass(8192, 4, 8)) << "one pass only while its shared memory fits (200 KB)";
 }

@@ -570,19 +570,25 @@ void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
 // float: once the bounds start, the delta kernel's is the clusters' algebraic sum in double,
 // the classic kernel's a sum of per-object distances in T), and omp's centroids and labels bit
 // for bit.
-// Shapes with the index in the score's bits (K <= 64) and without (K = 100), d = 1 ... 32, and
-// with Elkan's test before the scores (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2).
+// Shapes with the index in the score's bits (K <= 64) and without (K = 100, 128, 256), d = 1 ... 32,
+// the largest K*d the dispatch gives one pass (4096), and with Elkan's test before the scores
+// (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2). Above d = 4 the close calls are
+// re-checked by the whole warp (K = 64, 128, 256: several centroids per lane); some must occur.
 template <class T>
 void check_delta_as_classic() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
   setenv("KMEANS_FUSED_PATH", "one-pass", 1);
   const std::vector<SplitShape> shapes =
-      quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}}
-              : std::vector<SplitShape>{{20011, 1, 2}, {20011, 2, 16}, {20011, 2, 64}, {9001, 3, 100},
-                                        {9001, 8, 64}, {9001, 16, 16}, {5003, 32, 16}};
-  each_one_pass_case<T>(shapes, [&](const SplitShape&, const km::Dataset<T>& data, const km::Params& p) {
+      quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}, {2001, 24, 64}}
+              : std::vector<SplitShape>{{20011, 1, 2},  {20011, 2, 16}, {20011, 2, 64}, {9001, 3, 100},
+                                        {9001, 8, 64},  {9001, 16, 16}, {5003, 32, 16}, {5003, 24, 64},
+                                        {9001, 16, 256}, {5003, 32, 128}};
+  std::int64_t warp_rechecks = 0;  // above d = 4 the warp re-checks together (nearest_warp)
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const auto delta = km::run(fused, data, p);
+    for (const auto& it : delta.per_iteration)
+      if (s.d > 4) warp_rechecks += it.rechecked;
     setenv("KMEANS_ONE_PASS", "classic", 1);
     const auto classic = km::run(fused, data, p);
     unsetenv("KMEANS_ONE_PASS");
@@ -603,6 +609,7 @@ void check_delta_as_classic() {
     EXPECT_EQ(delta.labels, omp.labels);
   });
   unsetenv("KMEANS_FUSED_PATH");
+  EXPECT_GT(warp_rechecks, 0) << "no close call above d = 4: the warp's re-check went untested";
 }
 
 }  // namespace

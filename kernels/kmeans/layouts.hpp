@@ -48,20 +48,20 @@ KM_HOST_DEVICE constexpr int fused_unroll(int maxd) { return maxd <= 2 ? 8 : max
 KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { return maxd >= 8 && maxd <= 16 && k <= 32; }
 // The one-pass path where it is measured faster than the tensor path; otherwise the tensor
 // path, which takes any shape. The crossover, from fused's two paths forced on the same data
-// (N = 2^20, 10 iterations, medians of 3; plots/crossover_movers_h100.txt, an H100, after the
-// delta kernel's movers went a coordinate per lane): one pass wins at every K measured (up to
-// 1024; H200, plots/real_shapes_h200.csv's crossover rows) for d <= 8; at d = 16 up to K = 128
-// in double (0.45 against 0.60 ms; tensor at K = 256, 0.79 against 0.95) and K = 256 in float
-// (0.74 against 0.88 ms); at d = 32 up to K = 32 in both (0.37 against 0.67 ms in double; at
-// K = 64 tensor by 8% in double and level in float); beyond, the tensor path (by up to 11x at
-// d = 32, K = 256). Its shared memory must fit too (at most 200 KB a block: the tables grow
-// with K*d, and one block per SM still wins at d = 8, K = 1024).
+// (N = 2^20, 10 iterations, medians of 3; plots/crossover_recheck_h100.txt, an H100, after the
+// delta kernel's close calls went to the whole warp): one pass wins at every K measured (up to
+// 1024; H200, plots/real_shapes_h200.csv's crossover rows) for d <= 8; above, up to K*d = 4096
+// in both precisions: d = 16, K = 256 0.50 against 0.76 ms in double, 0.45 against 0.85 in
+// float; d = 32, K = 128 0.53 against 0.68 and 0.41 against 0.65; at K*d = 8192 the two are
+// level (within 4%) or the tensor path wins (by 11x at d = 32, K = 256 in double). Its shared
+// memory must fit too (at most 200 KB a block: the tables grow with K*d, and one block per SM
+// still wins at d = 8, K = 1024).
 constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
                     block_sums_layout<std::size_t>(k, d, elem).bytes + k * (d + 4) * 4 <= kFusedOnePassSharedLimit;
   const std::size_t kd = k * d;
-  const bool faster = d <= 8 || (d <= 16 && kd <= (elem == 8 ? 2048u : 4096u)) || kd <= 1024u;
+  const bool faster = d <= 8 || kd <= 4096u;
   return fits && faster;
 }
 
