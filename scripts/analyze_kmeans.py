@@ -5,7 +5,7 @@ One CSV row per (configuration, implementation, block): medians over the iterati
 time per iteration and of each phase (h2d, kernel, cpu, d2h), the speedup over seq, the
 memory floor and the achieved bandwidth and arithmetic rate for the roofline view.
 
-  configurations  {256 MB, d=2, K=16, 10 loops} and {256 MB, d=16, K=16, 10 loops}, double
+  configurations  {256 MB, d=2, K=16}, {256 MB, d=16, K=16} and {256 MB, d=32, K=64}, 10 loops, double
   blocks          32, 64, 128, 256, 512, 1024 for every GPU implementation
   seq             3 loops (per-iteration figures are comparable; it does not depend on block)
 
@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import medians, memory_floor, registry, run_json, stamp  # noqa: E402
 
-CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
+CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16), ("256MB-d32-k64", 32, 64)]
 BLOCKS = [32, 64, 128, 256, 512, 1024]
 LOOPS, SEQ_LOOPS = 10, 3
 

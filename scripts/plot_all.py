@@ -163,7 +163,7 @@ def roofline(rows, ceilings, out):
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(grid, [min(bw * x, peak) for x in grid], "k-", lw=1.5,
             label=f"roof: read {bw:.0f} GB/s, cuBLAS DGEMM {peak / 1e3:.1f} TFLOP/s (measured)")
-    markers = {"256MB-d2-k16": "o", "256MB-d16-k16": "s"}
+    markers = {"256MB-d2-k16": "o", "256MB-d16-k16": "s", "256MB-d32-k64": "D"}
     for r in sel:
         ax.scatter(num(r["intensity"]), num(r["gflops"]), color=COLORS.get(r["impl"], "k"),
                    marker=markers.get(r["config"], "^"), s=55, zorder=3)
