@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import stamp, torch_lloyd, write_csv  # noqa: E402
 
-CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16)]
+CONFIGS = [("256MB-d2-k16", 2, 16), ("256MB-d16-k16", 16, 16), ("256MB-d32-k64", 32, 64)]
 LOOPS = 10
 AGREE = 1e-6  # relative inertia; distances by matrix product round differently near ties
 
