@@ -131,7 +131,7 @@ def main():
     if a.crossover:
         n = 1 << 20
         for d in (2, 8, 16, 32):
-            for k in (16, 64, 256, 1024):
+            for k in (16, 64, 128, 256, 512, 1024):
                 for precision in ("double", "float"):
                     for path in ("one-pass", "tensor"):
                         env = dict(os.environ, KMEANS_FUSED_PATH=path)
