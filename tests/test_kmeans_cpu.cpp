@@ -610,6 +610,14 @@ TEST(Layouts, SharedMemoryFootprints) {
   EXPECT_FALSE(fused_one_pass(256, 32, 8));
   EXPECT_FALSE(fused_one_pass(256, 32, 4));
   EXPECT_FALSE(fused_one_pass(8192, 4, 8)) << "one pass only while its shared memory fits (200 KB)";
+  // Wherever the rule gives one pass above K*d = 1024, the delta kernel fits an H100/H200 block
+  // (227 KB opt-in), so the engine never falls back there to the classic kernel (20x slower at
+  // d = 32, K = 256); at d = 32, K = 256 (outside the rule) it does not fit.
+  for (std::size_t d = 9; d <= 32; ++d)
+    for (std::size_t k = 2; k * d <= 4096; ++k)
+      for (std::size_t elem : {std::size_t{4}, std::size_t{8}})
+        if (fused_one_pass(k, d, elem)) EXPECT_LE(delta_shared_bytes(k, d, elem), 232448u) << d << " " << k << " " << elem;
+  EXPECT_GT(delta_shared_bytes(256, 32, 8), 232448u);
 }
 
 TEST(CpuSteps, TransposesRoundTripAndAccumulate) {

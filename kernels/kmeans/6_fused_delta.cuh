@@ -55,7 +55,7 @@
 
 namespace km::kernels {
 
-constexpr int kDeltaThreads = 256;  // the most threads per block (launch bounds)
+constexpr int kDeltaThreads = kDeltaMaxThreads;  // the most threads per block (launch bounds)
 
 // Everything the delta kernel needs beyond the ladder's arguments.
 struct DeltaPass {

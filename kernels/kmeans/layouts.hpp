@@ -104,6 +104,13 @@ KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, st
              (ball && maxd <= 4 ? 28 : 8) +
          delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem));
 }
+// The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
+// counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.
+constexpr int kDeltaMaxThreads = 256;
+KM_HOST_DEVICE constexpr std::size_t delta_shared_bytes(std::size_t k, std::size_t d, std::size_t elem) {
+  return delta_layout<std::size_t>(k, d, elem).bytes +
+         delta_queue_bytes(fused_register_width(d), kDeltaMaxThreads, elem, true) + 16;
+}
 // The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
 // 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
 // latency (H200, 256 MB, 100 iterations: the last ten 3-27% faster, d = 2, K = 16 by 9%, d = 1, K = 2
