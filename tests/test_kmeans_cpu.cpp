@@ -616,7 +616,9 @@ TEST(Layouts, SharedMemoryFootprints) {
   for (std::size_t d = 9; d <= 32; ++d)
     for (std::size_t k = 2; k * d <= 4096; ++k)
       for (std::size_t elem : {std::size_t{4}, std::size_t{8}})
-        if (fused_one_pass(k, d, elem)) EXPECT_LE(delta_shared_bytes(k, d, elem), 232448u) << d << " " << k << " " << elem;
+        if (fused_one_pass(k, d, elem)) {
+          EXPECT_LE(delta_shared_bytes(k, d, elem), 232448u) << d << " " << k << " " << elem;
+        }
   EXPECT_GT(delta_shared_bytes(256, 32, 8), 232448u);
 }
 
