@@ -353,7 +353,7 @@ std::set<std::vector<T>> rows_of(const std::vector<T>& c, std::size_t d) {
 TEST(Init, RandomAndKmeansppAreDistinctDataPointsAndSeeded) {
   auto data = km::generate_uniform<double>(5000, 3, 4);
   std::set<std::vector<double>> points = rows_of(std::vector<double>(data.values.data(), data.values.data() + 15000), 3);
-  for (km::Init init : {km::Init::random, km::Init::kmeanspp}) {
+  for (km::Init init : {km::Init::random, km::Init::kmeanspp, km::Init::kmeans_parallel}) {
     SCOPED_TRACE(km::to_string(init));
     km::Params p;
     p.k = 50;
@@ -372,21 +372,63 @@ TEST(Init, RandomAndKmeansppAreDistinctDataPointsAndSeeded) {
   }
 }
 
-TEST(Init, KmeansppFindsEveryBlob) {
+TEST(Init, KmeansppAndParallelFindEveryBlob) {
   auto blobs = km::generate_blobs<double>(kmtest::blob_options(4000, 2, 10, 3, 0.05));
-  km::Params p;
-  p.k = 10;
-  p.init = km::Init::kmeanspp;
-  p.seed = 1;
-  auto c = km::initial_centroids(blobs.data, p);
-  std::set<int> hit;
-  for (int i = 0; i < 10; ++i) {
-    int best = 0;
-    for (int b = 1; b < 10; ++b)
-      if (dist2(&c[i * 2], &blobs.centers[b * 2], 2) < dist2(&c[i * 2], &blobs.centers[best * 2], 2)) best = b;
-    hit.insert(best);
+  for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel})
+    for (std::uint64_t seed : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(km::to_string(init)) + " seed " + std::to_string(seed));
+      km::Params p;
+      p.k = 10;
+      p.init = init;
+      p.seed = seed;
+      auto c = km::initial_centroids(blobs.data, p);
+      std::set<int> hit;
+      for (int i = 0; i < 10; ++i) {
+        int best = 0;
+        for (int b = 1; b < 10; ++b)
+          if (dist2(&c[i * 2], &blobs.centers[b * 2], 2) < dist2(&c[i * 2], &blobs.centers[best * 2], 2)) best = b;
+        hit.insert(best);
+      }
+      EXPECT_EQ(hit.size(), 10u) << "one centre in each blob";
+    }
+}
+
+// k-means|| with fewer distinct objects than K: every distinct object becomes a centre (the
+// rounds stop once each sits on a candidate), the rest are duplicates, as in k-means++.
+TEST(Init, ParallelWithFewerDistinctObjectsThanK) {
+  km::Dataset<double> data(600, 2);
+  for (std::size_t i = 0; i < data.n; ++i) {
+    data.values.data()[2 * i] = static_cast<double>(i % 5);
+    data.values.data()[2 * i + 1] = static_cast<double>((i % 5) * (i % 5));
   }
-  EXPECT_EQ(hit.size(), 10u) << "one centre in each blob";
+  km::Params p;
+  p.k = 8;
+  p.init = km::Init::kmeans_parallel;
+  const auto c = km::initial_centroids(data, p);
+  ASSERT_EQ(c.size(), 16u);
+  EXPECT_EQ(rows_of(c, 2).size(), 5u) << "all five distinct objects, and duplicates";
+  EXPECT_EQ(km::initial_centroids(data, p), c);
+}
+
+// Its rounds and oversampling matter (more candidates, other centres), and the whole run
+// through omp lands near k-means++'s inertia on blobs.
+TEST(Init, ParallelOptionsAndQuality) {
+  auto blobs = km::generate_blobs<double>(kmtest::blob_options(6000, 8, 40, 5, 0.5));
+  km::Params p;
+  p.k = 40;
+  p.loops = 30;
+  p.init = km::Init::kmeans_parallel;
+  const auto base = km::initial_centroids(blobs.data, p);
+  p.init_rounds = 2;
+  EXPECT_NE(km::initial_centroids(blobs.data, p), base) << "--init-rounds ignored";
+  p.init_rounds = 5;
+  p.oversampling = 2;
+  EXPECT_NE(km::initial_centroids(blobs.data, p), base) << "--oversampling ignored";
+  p.oversampling = 0.5;
+  const double parallel = run_impl("omp", blobs.data, p).inertia;
+  p.init = km::Init::kmeanspp;
+  const double plusplus = run_impl("omp", blobs.data, p).inertia;
+  EXPECT_LT(parallel, 1.5 * plusplus) << "k-means|| far worse than k-means++";
 }
 
 TEST(Blobs, SeqRecoversTheTrueClustering) {
@@ -418,6 +460,10 @@ TEST(Params, Validation) {
   bad([](km::Params& p) { p.k = 0; }, "--clusters=0");
   bad([](km::Params& p) { p.loops = 0; }, "--loops=0");
   bad([](km::Params& p) { p.loops = -2; }, "--loops=-2");
+  bad([](km::Params& p) { p.oversampling = 0; }, "--oversampling=0");
+  bad([](km::Params& p) { p.oversampling = NAN; }, "--oversampling=nan");
+  bad([](km::Params& p) { p.init_rounds = 0; }, "--init-rounds=0");
+  bad([](km::Params& p) { p.init_rounds = km::kMaxInitRounds + 1; }, "--init-rounds=65");
   bad([](km::Params& p) { p.block = 16; }, "--block=16");
   bad([](km::Params& p) { p.block = 2048; }, "--block=2048");
   bad([](km::Params& p) { p.block = 100; }, "--block=100");

@@ -109,13 +109,15 @@ km::mlp::Samples<T> teacher_set(std::size_t n, std::size_t d, int classes, std::
   s.d = d;
   s.x.resize(n * d);
   s.y.resize(n);
+  std::vector<double> teacher(static_cast<std::size_t>(classes) * d);  // the classes' weights
+  for (std::size_t q = 0; q < teacher.size(); ++q) teacher[q] = km::unit_double(km::hash64(99, q / d, q % d)) - 0.5;
   for (std::size_t i = 0; i < n; ++i) {
     double best = -1e300;
     for (std::size_t j = 0; j < d; ++j) s.x[i * d + j] = T(2 * km::unit_double(km::hash64(seed, 1, i * d + j)) - 1);
-    for (int c = 0; c < classes; ++c) {
+    for (std::size_t c = 0; c < static_cast<std::size_t>(classes); ++c) {
       double v = 0;
-      for (std::size_t j = 0; j < d; ++j) v += double(s.x[i * d + j]) * (km::unit_double(km::hash64(99, c, j)) - 0.5);
-      if (v > best) best = v, s.y[i] = c;
+      for (std::size_t j = 0; j < d; ++j) v += double(s.x[i * d + j]) * teacher[c * d + j];
+      if (v > best) best = v, s.y[i] = static_cast<int>(c);
     }
   }
   return s;

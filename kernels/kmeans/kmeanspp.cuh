@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kmeans/parallel_draw.hpp"
+
 namespace km::kernels {
 
 // Both distance passes stage their objects through shared memory: a block of kRows objects
@@ -206,6 +208,121 @@ static __global__ void __launch_bounds__(kSumWarps * 32)
     while (closest[cand] == 0) cand = (cand + 1) % n;
     cands[w] = cand;
   }
+}
+
+// ---- k-means|| (src/kmeans/gpu/kmeanspp.cu: GpuParallel)
+
+// flags[i] = whether round `round` draws object i (init.hpp: parallel_drawn, the CPU's rule).
+static __global__ void parallel_draw_flags(const double* __restrict__ closest, std::int64_t n, std::uint64_t seed,
+                                           int round, double ell, double potential, unsigned char* __restrict__ flags) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    flags[i] = parallel_drawn(seed, round, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(i), closest[i],
+                              ell, potential)
+                   ? 1
+                   : 0;
+}
+
+// xnorm[i] = |x_i|^2 in double (for the GEMM's error bound only: any order will do).
+template <class T>
+__global__ void parallel_row_norms(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ xnorm) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (int j = 0; j < d; ++j) {
+      const double v = static_cast<double>(x[i * d + j]);
+      s = fma(v, v, s);
+    }
+    xnorm[i] = s;
+  }
+}
+
+// The bound on how far a GEMM score s_j = |c_j|^2 - 2 fl(x . c_j) may stray from the exact
+// S_j = |c_j|^2 - 2 x . c_j: the dot product of d terms in a precision of unit roundoff u_gemm,
+// in any order, with or without FMA, errs by at most gamma_d sum |x_k c_jk| <= gamma_d |x| |c_j|
+// (Cauchy-Schwarz); |c_j|^2 in double by gamma_d |c_j|^2; the subtraction by u |s_j|; products
+// flushed or underflowing by at most `tiny` each. So, with |c_j| <= cmax,
+//   E = (d + 3) u_gemm (cmax^2 + 2 |x| cmax) + 4 (d + 2) tiny.
+// The exact distances dd_j (the CPU's direct formula in double: d + 1 roundings of non-negative
+// terms) stay within rho = (d + 3) 2^-53 of D_j = |x|^2 + S_j, relatively. If j* has the least dd
+// and jm the least s: D_j* <= D_jm (1 + rho) / (1 - rho), so
+//   s_j* <= S_j* + E <= S_jm + E + 2.01 rho D_jm <= s_min + 2E + 2.01 rho (s_min + E + |x|^2),
+// and every j within that window of s_min is re-checked with the direct formula: the least dd
+// (the first j on ties) is the CPU's, bit for bit. The window is widened by half again for the
+// rounding of its own arithmetic.
+__device__ __forceinline__ double parallel_window(double smin, double xnorm, double cmax, int d, double u_gemm,
+                                                  double tiny) {
+  const double e = (d + 3) * u_gemm * (cmax * cmax + 2 * sqrt(xnorm) * cmax) + 4.0 * (d + 2) * tiny;
+  const double rho = (d + 3) * 0x1.0p-53;
+  const double reach = smin + e + xnorm * (1 + rho);
+  return 1.5 * (2 * e + 2.01 * rho * (reach > 0 ? reach : 0) + (d + 3) * 0x1.0p-1021);
+}
+
+// One warp per object of the tile: from the GEMM's row g[r][0..mb) of x_i . c_j (candidates
+// j0 .. j0 + mb of the list, double rows cd, squared norms cnorm, the largest norm cmax), the
+// least score; then every candidate in the window (parallel_window) is re-checked with the
+// CPU's direct formula, each by its own lane; the least distance (the first candidate on ties)
+// replaces closest[i] and nearest[i] only when strictly less (an earlier candidate keeps a tie).
+// rechecked counts the objects with more than one candidate in the window.
+constexpr int kParallelWarps = 8;
+template <class T>
+__global__ void __launch_bounds__(kParallelWarps * 32)
+    parallel_nearest(const T* __restrict__ x, std::int64_t i0, std::int64_t rows, int d, const T* __restrict__ g,
+                     int mb, int j0, const double* __restrict__ cd, const double* __restrict__ cnorm, double cmax,
+                     double u_gemm, double tiny, const double* __restrict__ xnorm, double* __restrict__ closest,
+                     std::int32_t* __restrict__ nearest, unsigned long long* __restrict__ rechecked) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kParallelWarps + threadIdx.x / 32;
+  if (r >= rows) return;  // whole warps leave together
+  const std::int64_t i = i0 + r;
+  const T* gi = g + r * mb;
+  double smin = INFINITY;
+  for (int j = lane; j < mb; j += 32) smin = fmin(smin, cnorm[j] - 2.0 * static_cast<double>(gi[j]));
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) smin = fmin(smin, __shfl_xor_sync(0xffffffffu, smin, o));
+  const double limit = smin + parallel_window(smin, xnorm[i], cmax, d, u_gemm, tiny);
+  const T* xi = x + i * d;
+  double best = INFINITY;
+  int bj = mb, inside = 0;
+  for (int j = lane; j < mb; j += 32) {
+    if (!(cnorm[j] - 2.0 * static_cast<double>(gi[j]) <= limit)) continue;
+    ++inside;
+    const double* c = cd + static_cast<std::int64_t>(j) * d;
+    double a = 0;
+    for (int k = 0; k < d; ++k) {
+      const double e = __dsub_rn(static_cast<double>(xi[k]), c[k]);
+      a = __dadd_rn(a, __dmul_rn(e, e));
+    }
+    if (a < best) {  // j rises within a lane: the first keeps a tie
+      best = a;
+      bj = j;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    const double ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oj = __shfl_xor_sync(0xffffffffu, bj, o);
+    inside += __shfl_xor_sync(0xffffffffu, inside, o);
+    if (ob < best || (ob == best && oj < bj)) {
+      best = ob;
+      bj = oj;
+    }
+  }
+  if (lane == 0) {
+    if (best < closest[i]) {
+      closest[i] = best;
+      nearest[i] = j0 + bj;
+    }
+    if (inside > 1) atomicAdd(rechecked, 1ull);
+  }
+}
+
+// counts[t] = the objects whose nearest candidate is t (integers: any order gives the same).
+static __global__ void parallel_counts(const std::int32_t* __restrict__ nearest, std::int64_t n,
+                                       unsigned long long* __restrict__ counts) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    atomicAdd(counts + nearest[i], 1ull);
 }
 
 }  // namespace km::kernels

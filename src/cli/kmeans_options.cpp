@@ -53,15 +53,22 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
       ->transform(integer);
   app.add_option("--clusters", o.clusters, "number of clusters K")->transform(integer);
-  app.add_option("--seed", o.seed, "seed for generated data and random/kmeans++ init (0..2^64-1)")
+  app.add_option("--seed", o.seed, "seed for generated data and random/kmeans++/kmeans|| init (0..2^64-1)")
       ->transform(decimal_integer(false));
   app.add_option("--loops", o.loops, "at most this many iterations")->transform(integer);
   app.add_option("--threshold", o.threshold, "stop when the fraction of objects that changed is <= T");
   app.add_option("--tol", o.tol, "stop when the summed squared centroid shift is <= X (default off)");
-  app.add_option("--init", o.init, "initial centroids: first, random, kmeans++, or a centroids file (any input "
-                                   "format; K rows of d values)");
-  app.add_option("--n-init", o.n_init, "initialisations (random, kmeans++; seeds from --seed); the run with the "
-                                       "lowest inertia is kept")
+  app.add_option("--init", o.init,
+                 "initial centroids: first, random, kmeans++, kmeans|| (scalable k-means++: a few passes over the "
+                 "data, for large K; also spelt kmeans-parallel), or a centroids file (any input format; K rows of "
+                 "d values)");
+  app.add_option("--oversampling", o.oversampling,
+                 "kmeans||: each round draws about this many times K objects (default 0.5)");
+  app.add_option("--init-rounds", o.init_rounds,
+                 "kmeans||: rounds of draws (default 5; more while fewer than K objects were drawn)")
+      ->transform(integer);
+  app.add_option("--n-init", o.n_init, "initialisations (random, kmeans++, kmeans||; seeds from --seed); the run "
+                                       "with the lowest inertia is kept")
       ->transform(integer);
   app.add_option("--predict", o.predict, "label the data with the centroids in this file (any input format), "
                                          "without iterating; writes labels and inertia");
@@ -142,14 +149,21 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
       if (app.count(other))
         throw UsageError(std::string("--predict labels the data with given centroids; ") + other + " does not apply");
     load_given_centroids(app, o.predict, "--predict", params);
-  } else if (o.init == "first" || o.init == "random" || o.init == "kmeans++") {
+  } else if (o.init == "first" || o.init == "random" || o.init == "kmeans++" || o.init == "kmeans||" ||
+             o.init == "kmeans-parallel") {
     params.init = init_from_string(o.init);
   } else if (o.init.find('/') != std::string::npos || o.init.find('.') != std::string::npos) {
     load_given_centroids(app, o.init, "--init", params);
   } else {
-    throw UsageError("--init must be first, random, kmeans++ or a centroids file (.h5, .csv, .npy, .bin, .txt), not '" +
-                     o.init + "'");
+    throw UsageError(
+        "--init must be first, random, kmeans++, kmeans|| or a centroids file (.h5, .csv, .npy, .bin, .txt), not '" +
+        o.init + "'");
   }
+  for (const char* only : {"--oversampling", "--init-rounds"})
+    if (app.count(only) && params.init != Init::kmeans_parallel)
+      throw UsageError(std::string(only) + " applies only to --init=kmeans||");
+  params.oversampling = o.oversampling;
+  params.init_rounds = to_int(o.init_rounds, "--init-rounds");
   params.seed = o.seed;
   params.block = to_int(o.block, "--block");
   params.threads = to_int(o.threads, "--threads");

@@ -26,6 +26,8 @@ struct KmeansOptions {
   std::string init = "first", precision = "double", output, report = "table";
   std::string predict;  // --predict=PATH: label the data with these centroids, no iterations
   long long n_init = 1;
+  double oversampling = 0.5;  // k-means||: about oversampling * K objects drawn a round
+  long long init_rounds = 5;
   long long block = 128, threads = 0, gpus = 1;
   std::string device_memory;  // --device-memory: bytes, or with a K, M, G or T suffix (powers of 1024)
   bool quiet = false;

@@ -7,17 +7,6 @@
 
 namespace km {
 
-std::uint64_t hash64(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  // A second round decorrelates neighbouring indices further.
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 std::size_t objects_for_size(double megabytes, std::size_t coords) {
   if (!(megabytes > 0)) throw UsageError("--size must be positive");
   if (coords == 0) throw UsageError("--coords must be positive");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "io/hash.hpp"
 
 namespace km {
 
@@ -42,10 +43,5 @@ struct Blobs {
 // With first/count, data and labels hold those rows only, with the values the whole data has.
 template <class T>
 Blobs<T> generate_blobs(const BlobOptions& options);
-
-// Deterministic 64-bit hash of (seed, stream, index): splitmix64 finaliser.
-std::uint64_t hash64(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);
-// Uniform double in [0, 1) from the hash.
-inline double unit_double(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
 }  // namespace km

@@ -1,6 +1,9 @@
 #include "kmeans/init.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
@@ -15,7 +18,8 @@ namespace km {
 
 namespace {
 
-enum Stream : std::uint64_t { kRandomPick = 20, kPlusPlus = 21 };
+// (23 is parallel_drawn's, init.hpp.)
+enum Stream : std::uint64_t { kRandomPick = 20, kPlusPlus = 21, kParallel = 22, kParallelReduce = 24 };
 
 // Seeded sequence of uniform doubles in [0, 1).
 struct Uniform {
@@ -73,11 +77,12 @@ typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
 
 // The candidates' chunk sums over objects [begin, end): s[t] += min(closest[i], distance from
 // object i to candidate t), the distances (in double, summed over j in order) taken from cc
-// ([d][padded]) as vector lanes. Built for AVX-512, AVX2 and baseline x86-64, chosen at run time.
+// ([d][padded]) as vector lanes, each times w[i] when weights w are given. Built for AVX-512,
+// AVX2 and baseline x86-64, chosen at run time.
 template <class T>
 [[gnu::always_inline]] inline void candidate_sums_impl(const Dataset<T>& data, std::size_t begin, std::size_t end,
-                                                       const double* closest, const double* cc, std::size_t padded,
-                                                       std::size_t trials, double* s) {
+                                                       const double* closest, const double* w, const double* cc,
+                                                       std::size_t padded, std::size_t trials, double* s) {
   const std::size_t d = data.d;
   for (std::size_t i = begin; i < end; ++i) {
     const T* x = data.row(i);
@@ -89,19 +94,20 @@ template <class T>
         const Lanes e = static_cast<double>(x[j]) - c;
         acc += e * e;
       }
-      for (std::size_t l = 0; l < kLanes && g + l < trials; ++l) s[g + l] += std::min(closest[i], acc[l]);
+      for (std::size_t l = 0; l < kLanes && g + l < trials; ++l)
+        s[g + l] += std::min(closest[i], w ? w[i] * acc[l] : acc[l]);
     }
   }
 }
 
 template <class T>
-using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, const double*, std::size_t,
-                               std::size_t, double*);
+using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, const double*,
+                               const double*, std::size_t, std::size_t, double*);
 #define KM_CANDIDATE_VARIANT(NAME, ATTR)                                                                             \
   template <class T>                                                                                                  \
-  ATTR void NAME(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* closest, const double* cc, \
-                 std::size_t padded, std::size_t trials, double* s) {                                                 \
-    candidate_sums_impl<T>(data, begin, end, closest, cc, padded, trials, s);                                         \
+  ATTR void NAME(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* closest, const double* w, \
+                 const double* cc, std::size_t padded, std::size_t trials, double* s) {                               \
+    candidate_sums_impl<T>(data, begin, end, closest, w, cc, padded, trials, s);                                      \
   }
 KM_CANDIDATE_VARIANT(candidate_sums_baseline, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -113,12 +119,13 @@ KM_CANDIDATE_VARIANT(candidate_sums_avx512, )
 #endif
 #undef KM_CANDIDATE_VARIANT
 
-// closest[i] = min(closest[i], distance from object i to centre) for i in [begin, end);
-// returns their sum in object order. Four objects at a time keep four independent add chains
-// in flight; each distance is still summed over j in order.
+// closest[i] = min(closest[i], distance from object i to centre, times w[i] when weights w are
+// given) for i in [begin, end); returns their sum in object order. Four objects at a time keep
+// four independent add chains in flight; each distance is still summed over j in order.
 template <class T>
 double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* centre,
-                      double* closest) {
+                      const double* w, double* closest) {
+  auto weighed = [w](std::size_t i, double a) { return w ? w[i] * a : a; };
   const std::size_t d = data.d;
   double s = 0;
   std::size_t i = begin;
@@ -134,10 +141,10 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       a2 += e2 * e2;
       a3 += e3 * e3;
     }
-    s += closest[i] = std::min(closest[i], a0);
-    s += closest[i + 1] = std::min(closest[i + 1], a1);
-    s += closest[i + 2] = std::min(closest[i + 2], a2);
-    s += closest[i + 3] = std::min(closest[i + 3], a3);
+    s += closest[i] = std::min(closest[i], weighed(i, a0));
+    s += closest[i + 1] = std::min(closest[i + 1], weighed(i + 1, a1));
+    s += closest[i + 2] = std::min(closest[i + 2], weighed(i + 2, a2));
+    s += closest[i + 3] = std::min(closest[i + 3], weighed(i + 3, a3));
   }
   for (; i < end; ++i) {
     double a = 0;
@@ -145,7 +152,7 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       const double e = static_cast<double>(data.row(i)[j]) - centre[j];
       a += e * e;
     }
-    s += closest[i] = std::min(closest[i], a);
+    s += closest[i] = std::min(closest[i], weighed(i, a));
   }
   return s;
 }
@@ -158,8 +165,8 @@ CandidateSums<T> pick_candidate_sums() {
 }  // namespace
 
 // The walk of one draw (init.hpp: PlusPlusSteps::Draw) over closest[n].
-std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r) {
-  const std::size_t begin = chunk * kSumChunk, end = std::min(n, begin + kSumChunk);
+std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r, std::size_t chunk_size) {
+  const std::size_t begin = chunk * chunk_size, end = std::min(n, begin + chunk_size);
   std::size_t cand = end - 1;
   for (std::size_t i = begin; i < end; ++i) {
     if (r < closest[i]) {
@@ -179,25 +186,31 @@ namespace {
 // The CPU's steps: OpenMP over chunks, vector lanes for the candidates. Over a team, each
 // rank holds its rows' closest distances and sums its own chunks (whole chunks: split_rows);
 // the chunk sums are gathered in rank order, which is chunk order, so every rank sees the
-// single process's sums and makes the same choices.
+// single process's sums and makes the same choices. With weights (k-means||'s reduction, on
+// one process), closest[i] is w[i] times the distance, and the chunks may be shorter.
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
  public:
-  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team)
-      : data_(local), split_(split), team_(team), closest_(local.n) {}
+  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team, const double* weights = nullptr,
+              std::size_t chunk = kSumChunk)
+      : data_(local), split_(split), team_(team), closest_(local.n), w_(weights), chunk_(chunk) {}
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
     std::vector<double> mine;
-    chunked_sum(data_.n, mine, [&](std::size_t i) {
-      return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
-    });
+    chunked_sum(
+        data_.n, mine,
+        [&](std::size_t i) {
+          const double a = squared_distance_double(data_.row(i), centre.data(), data_.d);
+          return closest_[i] = w_ ? w_[i] * a : a;
+        },
+        chunk_);
     chunk_sums = gather_all(team_, mine);
   }
 
   void walk(std::vector<Draw>& draws) override {
     if (team_.size() == 1) {
-      for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r);
+      for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r, chunk_);
       return;
     }
     // The rank holding each draw's chunk walks it (walk_chunk's first loop); then, as there,
@@ -252,11 +265,11 @@ class CpuPlusPlus final : public PlusPlusSteps {
     coords_.assign(d * padded, 0.0);
     for (std::size_t t = 0; t < trials; ++t)
       for (std::size_t j = 0; j < d; ++j) coords_[j * padded + t] = static_cast<double>(rows[t * d + j]);
-    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    const std::size_t chunks = (n + chunk_ - 1) / chunk_;
     std::vector<double> mine(chunks * trials, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded, trials,
+      sums_(data_, ch * chunk_, std::min(n, (ch + 1) * chunk_), closest_.data(), w_, coords_.data(), padded, trials,
             &mine[ch * trials]);
     out = gather_all(team_, mine);
   }
@@ -266,11 +279,11 @@ class CpuPlusPlus final : public PlusPlusSteps {
     const std::vector<T> row = fetch_rows(data_, split_, team_, {centre_index});
     std::vector<double> centre(d);
     for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(row[j]);
-    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    const std::size_t chunks = (n + chunk_ - 1) / chunk_;
     std::vector<double> mine(chunks, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      mine[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
+      mine[ch] = update_closest(data_, ch * chunk_, std::min(n, (ch + 1) * chunk_), centre.data(), w_,
                                 closest_.data());
     chunk_sums = gather_all(team_, mine);
   }
@@ -280,14 +293,77 @@ class CpuPlusPlus final : public PlusPlusSteps {
   const RowSplit split_;
   Team& team_;
   std::vector<double> closest_, coords_;
+  const double* w_;
+  const std::size_t chunk_;
   const CandidateSums<T> sums_ = pick_candidate_sums<T>();
+};
+
+// k-means||'s steps on the CPU: OpenMP over objects. Over a team, each rank holds its rows'
+// closest and nearest; the draws and the chunk sums are gathered in rank order (index order),
+// the counts summed (integers: any order).
+template <class T>
+class CpuParallel final : public ParallelSteps {
+ public:
+  CpuParallel(const Dataset<T>& local, const RowSplit& split, Team& team)
+      : data_(local), split_(split), team_(team), closest_(local.n), nearest_(local.n) {}
+
+  void start(std::size_t first, std::vector<double>& chunk_sums) override {
+    const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
+    std::fill(nearest_.begin(), nearest_.end(), 0);
+    std::vector<double> mine;
+    chunked_sum(data_.n, mine, [&](std::size_t i) {
+      return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
+    });
+    chunk_sums = gather_all(team_, mine);
+  }
+
+  std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) override {
+    std::vector<std::size_t> mine;
+    for (std::size_t i = 0; i < data_.n; ++i)
+      if (parallel_drawn(seed, round, split_.total, split_.first + i, closest_[i], ell, potential))
+        mine.push_back(split_.first + i);
+    return gather_all(team_, mine);
+  }
+
+  void add(const std::vector<std::size_t>& cands, std::size_t first, std::vector<double>& chunk_sums) override {
+    const std::size_t d = data_.d, m = cands.size();
+    const std::vector<T> rows = fetch_rows(data_, split_, team_, cands);
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < data_.n; ++i)
+      for (std::size_t t = 0; t < m; ++t) {
+        const double a = squared_distance_double(data_.row(i), rows.data() + t * d, d);
+        if (a < closest_[i]) {  // strictly: the earlier candidate keeps a tie
+          closest_[i] = a;
+          nearest_[i] = static_cast<std::int64_t>(first + t);
+        }
+      }
+    std::vector<double> mine;
+    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i]; });
+    chunk_sums = gather_all(team_, mine);
+  }
+
+  std::vector<std::int64_t> weigh(std::size_t candidates) override {
+    std::vector<std::int64_t> mine(candidates, 0);
+    for (std::int64_t t : nearest_) ++mine[static_cast<std::size_t>(t)];
+    const std::vector<std::int64_t> all = gather_all(team_, mine);
+    std::vector<std::int64_t> counts(candidates, 0);
+    for (std::size_t q = 0; q < all.size(); ++q) counts[q % candidates] += all[q];
+    return counts;
+  }
+
+ private:
+  const Dataset<T>& data_;
+  const RowSplit split_;
+  Team& team_;
+  std::vector<double> closest_;
+  std::vector<std::int64_t> nearest_;
 };
 
 // fetch(index, out): copies that object's row to out (on every rank, collectively).
 template <class T, class Fetch>
 void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
-                   std::vector<T>& out, Fetch&& fetch) {
-  Uniform u{seed, kPlusPlus};
+                   std::vector<T>& out, Fetch&& fetch, std::uint64_t stream = kPlusPlus) {
+  Uniform u{seed, stream};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
 
@@ -342,6 +418,61 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
   }
 }
 
+// k-means|| (init.hpp). fetch(rows) returns those objects' rows, in that order (on every rank,
+// collectively).
+template <class T, class Fetch>
+void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Params& params, ParallelSteps& steps,
+                          std::vector<T>& out, Fetch&& fetch) {
+  // KMEANS_PARALLEL_VERBOSE=1: the phases' times and the candidates on stderr.
+  const char* verbose_env = std::getenv("KMEANS_PARALLEL_VERBOSE");
+  const bool verbose = verbose_env && *verbose_env == '1';
+  const auto began = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
+  Uniform u{params.seed, kParallel};
+  std::vector<std::size_t> cands{u.below(n)};
+  std::vector<double> chunk_sums;
+  steps.start(cands[0], chunk_sums);
+  auto total = [](const std::vector<double>& sums) {  // in chunk order
+    double p = 0;
+    for (double s : sums) p += s;
+    return p;
+  };
+  double potential = total(chunk_sums);
+  const double ell = params.oversampling * static_cast<double>(k);
+  // At least init_rounds rounds, and on while fewer than K candidates (a round draws about ell),
+  // up to kMaxInitRounds; none once every object sits on a candidate.
+  for (int round = 0; round < kMaxInitRounds && potential > 0 && (round < params.init_rounds || cands.size() < k);
+       ++round) {
+    progress::update("k-means||", static_cast<double>(round), static_cast<double>(params.init_rounds), "rounds");
+    const std::vector<std::size_t> drawn = steps.draw(params.seed, round, ell, potential);
+    if (drawn.empty()) continue;
+    steps.add(drawn, cands.size(), chunk_sums);
+    cands.insert(cands.end(), drawn.begin(), drawn.end());
+    potential = total(chunk_sums);
+  }
+  if (cands.size() <= k) {
+    // Every candidate is a centre. Fewer than K only when every object sits on one (fewer distinct
+    // objects than K: duplicates are unavoidable, as in k-means++) or the rounds ran out.
+    while (cands.size() < k) cands.push_back(u.below(n));
+    out = fetch(cands);
+    return;
+  }
+  // Weigh each candidate by the objects nearest it, then greedy k-means++ on the weighted
+  // candidates, in chunks of 256 so that a few thousand of them still spread over the threads.
+  if (verbose) std::fprintf(stderr, "k-means||: %zu candidates after the rounds, %.4f s\n", cands.size(), since());
+  const std::vector<std::int64_t> counts = steps.weigh(cands.size());
+  std::vector<double> weights(counts.begin(), counts.end());
+  Dataset<T> pool(cands.size(), d, "k-means|| candidates");
+  const std::vector<T> rows = fetch(cands);
+  std::copy(rows.begin(), rows.end(), pool.values.data());
+  constexpr std::size_t kReduceChunk = 256;
+  CpuPlusPlus<T> reduce(pool, RowSplit{0, pool.n, pool.n}, solo_team(), weights.data(), kReduceChunk);
+  pick_kmeanspp(
+      pool.n, d, k, params.seed, reduce, out, [&](std::size_t row, T* to) { std::copy_n(pool.row(row), d, to); },
+      kParallelReduce);
+  if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres, %.4f s in all\n", k, since());
+}
+
 }  // namespace
 
 template <class T>
@@ -379,6 +510,17 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
         const std::vector<T> r = fetch_rows(local, split, team, {row});
         std::copy_n(r.begin(), d, to);
       });
+      progress::end_stage();
+      break;
+    }
+    case Init::kmeans_parallel: {
+      std::unique_ptr<ParallelSteps> steps;
+      if (on_gpu && team.size() == 1)
+        steps = gpu_parallel_steps(local);
+      else
+        steps = std::make_unique<CpuParallel<T>>(local, split, team);
+      pick_kmeans_parallel(n, d, k, params, *steps, out,
+                           [&](const std::vector<std::size_t>& rows) { return fetch_rows(local, split, team, rows); });
       progress::end_stage();
       break;
     }

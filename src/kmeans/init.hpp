@@ -4,16 +4,24 @@
 //   kmeans++  greedy k-means++ (as scikit-learn: 2 + ln K candidates per step, the one that
 //             lowers the potential most wins), seeded; on the CPU, or on the GPU for the GPU
 //             implementations, with the same result
-// All three are reproducible for a seed, whatever the thread count: sums are taken over
-// fixed chunks and combined in chunk order.
+//   kmeans||  k-means|| (scalable k-means++, Bahmani et al. 2012): a few rounds each draw every
+//             object independently with probability oversampling * K * closest / potential;
+//             each candidate is weighed by the objects nearest it; greedy k-means++ on the
+//             weighted candidates picks the K centres. A few passes over the data instead of
+//             K - 1 dependent ones; on the CPU or the GPU, with the same result.
+// All are reproducible for a seed, whatever the thread count: sums are taken over fixed
+// chunks and combined in chunk order.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "dist/team.hpp"
 #include "io/dataset.hpp"
+#include "kmeans/cpu_steps.hpp"
 #include "kmeans/params.hpp"
+#include "kmeans/parallel_draw.hpp"
 
 namespace km {
 
@@ -51,10 +59,34 @@ class PlusPlusSteps {
 };
 
 // One draw's walk on the host (the CPU's steps; the GPU's kernel does the same in the same order).
-std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r);
+std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r,
+                       std::size_t chunk_size = kSumChunk);
 
 // The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration.
 template <class T>
 std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials);
+
+// The data-sized steps of k-means||, on the CPU or the GPU; the driver (init.cpp) is shared.
+// closest[i] is object i's distance (in double, as PlusPlusSteps) to its nearest candidate so
+// far, and nearest[i] that candidate's position in the list (the first one on ties: a later
+// candidate takes over only when strictly nearer). The GPU finds the nearest through a GEMM and
+// re-checks every candidate within the GEMM's proven error of the best in this arithmetic, so
+// both give the same closest and nearest, bit for bit.
+class ParallelSteps {
+ public:
+  virtual ~ParallelSteps() = default;
+  // closest[i] = the distance to object `first`, nearest[i] = 0; the chunks' sums of closest.
+  virtual void start(std::size_t first, std::vector<double>& chunk_sums) = 0;
+  // The objects that round `round` draws (parallel_drawn), in index order.
+  virtual std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) = 0;
+  // Candidates `cands` appended to the list at positions first, first + 1, ...: closest and
+  // nearest take them in; the chunks' sums of closest.
+  virtual void add(const std::vector<std::size_t>& cands, std::size_t first, std::vector<double>& chunk_sums) = 0;
+  // counts[t] = the objects whose nearest is candidate t (of `candidates`).
+  virtual std::vector<std::int64_t> weigh(std::size_t candidates) = 0;
+};
+
+template <class T>
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data);
 
 }  // namespace km

@@ -11,6 +11,7 @@ const char* to_string(Init init) {
     case Init::first: return "first";
     case Init::random: return "random";
     case Init::kmeanspp: return "kmeans++";
+    case Init::kmeans_parallel: return "kmeans||";
     case Init::given: return "file";
   }
   return "?";
@@ -20,7 +21,8 @@ Init init_from_string(const std::string& name) {
   if (name == "first") return Init::first;
   if (name == "random") return Init::random;
   if (name == "kmeans++") return Init::kmeanspp;
-  throw UsageError("--init must be first, random or kmeans++, not '" + name + "'");
+  if (name == "kmeans||" || name == "kmeans-parallel") return Init::kmeans_parallel;
+  throw UsageError("--init must be first, random, kmeans++ or kmeans|| (also spelt kmeans-parallel), not '" + name + "'");
 }
 
 void validate(const Params& p) {
@@ -35,8 +37,13 @@ void validate(const Params& p) {
   if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
   if (p.gpus < 1) throw UsageError(strprintf("--gpus=%d: must be at least 1", p.gpus));
   if (p.n_init < 1) throw UsageError(strprintf("--n-init=%d: need at least 1 initialisation", p.n_init));
-  if (p.n_init > 1 && p.init != Init::random && p.init != Init::kmeanspp)
-    throw UsageError(strprintf("--n-init=%d: several initialisations need --init=random or --init=kmeans++ (the "
+  if (!(p.oversampling > 0 && p.oversampling <= 1e6))
+    throw UsageError(strprintf("--oversampling=%g: must be positive (k-means|| draws about that times K objects a "
+                               "round), at most 1e6", p.oversampling));
+  if (p.init_rounds < 1 || p.init_rounds > kMaxInitRounds)
+    throw UsageError(strprintf("--init-rounds=%d: must be in 1..%d", p.init_rounds, kMaxInitRounds));
+  if (p.n_init > 1 && p.init != Init::random && p.init != Init::kmeanspp && p.init != Init::kmeans_parallel)
+    throw UsageError(strprintf("--n-init=%d: several initialisations need --init=random, kmeans++ or kmeans|| (the "
                                "%s init gives the same centroids every time)",
                                p.n_init, to_string(p.init)));
   if (p.init == Init::given && p.given_centroids.size() != static_cast<std::size_t>(p.k) * p.given_d)

@@ -10,9 +10,12 @@
 
 namespace km {
 
-enum class Init { first, random, kmeanspp, given };  // given: Params::given_centroids
+enum class Init { first, random, kmeanspp, kmeans_parallel, given };  // given: Params::given_centroids
 const char* to_string(Init init);
 Init init_from_string(const std::string& name);  // throws UsageError
+
+// k-means||'s rounds: at most this many (the K candidates it needs may take more than init_rounds).
+constexpr int kMaxInitRounds = 64;
 
 struct Params {
   int k = 16;                  // clusters
@@ -20,10 +23,14 @@ struct Params {
   double threshold = 0.0;      // stop when changed/N <= threshold (the lab rule)
   std::optional<double> tol;   // stop when summed squared centroid shift <= tol (scikit-learn rule)
   Init init = Init::first;
-  std::uint64_t seed = 0;      // for random and k-means++ init
+  std::uint64_t seed = 0;      // for random, k-means++ and k-means|| init
+  // k-means|| (init.hpp): each round draws about oversampling * K objects; at least init_rounds
+  // rounds, more while fewer than K candidates were drawn.
+  double oversampling = 0.5;
+  int init_rounds = 5;
   int block = 128;             // GPU threads per block
   int threads = 0;             // CPU threads; 0 = all
-  int n_init = 1;              // initialisations (random, kmeans++); the lowest final inertia is kept
+  int n_init = 1;              // initialisations (random, kmeans++, kmeans||); the lowest final inertia is kept
   int gpus = 1;                // GPUs of this process that share the rows (--gpus; NCCL beyond one)
   std::size_t device_memory = 0;  // bytes of device memory a GPU engine may use (0: what is free);
                                   // data beyond it is streamed from host memory (out of core)

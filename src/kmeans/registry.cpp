@@ -166,9 +166,10 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
               const IterationObserver& observer) {
   check_problem(impl, data, params, true, false);
   // GPU engines that check the range themselves (checks_range) do it on the device after their
-  // upload, so the host reads the data once; k-means++ reads the data before the setup, and
-  // --gpus splits it, so those are checked here first.
-  const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp;
+  // upload, so the host reads the data once; k-means++ and k-means|| read the data before the
+  // setup, and --gpus splits it, so those are checked here first.
+  const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp &&
+                                params.init != Init::kmeans_parallel;
   Whole whole;  // n = 0 until the host has checked the range
   Result<T> best;
   std::vector<double> inertias;

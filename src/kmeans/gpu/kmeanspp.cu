@@ -1,8 +1,16 @@
-// k-means++ on the GPU: the data-sized steps of init.cpp's greedy k-means++ (the distance
-// passes, the chunk sums and the draws' walks) as kernels (kernels/kmeans/kmeanspp.cuh), the
-// sampling and the choice left to the shared driver, so the centres are the CPU's, bit for bit.
+// k-means++ and k-means|| on the GPU: the data-sized steps of init.cpp's drivers (the distance
+// passes, the chunk sums, the draws' walks; k-means||'s draws, GEMM-found nearest candidates
+// and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the choices left to
+// the shared drivers, so the centres are the CPU's, bit for bit.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
+#include "common/errors.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
@@ -16,26 +24,105 @@ namespace {
 
 using cuda::DeviceBuffer;
 
+// What both initialisations keep on the device: the data, each object's closest distance, the
+// distance pass to given centres and the chunk sums.
 template <class T>
-class GpuPlusPlus final : public PlusPlusSteps {
+class GpuDistances {
+ protected:
+  // `bytes`: what the caller will add beyond the data, closest and the chunk sums of `rows` rows.
+  GpuDistances(const Dataset<T>& data, std::size_t rows, std::size_t bytes, const char* what)
+      : data_(data), n_(data.n), d_(data.d), chunks_((data.n + kSumChunk - 1) / kSumChunk) {
+    check_device_memory(n_ * d_ * sizeof(T) + n_ * sizeof(double) + d_ * sizeof(double) +
+                            chunks_ * rows * sizeof(double) + bytes,
+                        what, "use fewer objects or --init=random");
+    x_ = DeviceBuffer<T>(n_ * d_);
+    cuda::upload(x_.get(), data.values.data(), n_ * d_ * sizeof(T), stream_);
+    closest_ = DeviceBuffer<double>(n_);
+    sums_ = DeviceBuffer<double>(chunks_ * rows);
+  }
+  // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
+  // row of mins is already min(closest, distance to it), computed as closest_pass would (the same
+  // distance, summed in the same order, and the same min), and its chunk sums came back with the
+  // others, so closest takes that row and no second pass reads the data. Otherwise, the pass.
+  // The distance pass over `count` centres (centres_, [count][d] doubles), G of them at a time
+  // (the smallest of 1, 2, 4, 8, 16 that holds them, else 16).
+  void distances(int count, bool first, double* mins) {
+    auto launch = [&](auto kernel) {
+      kernel<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+                                                                   static_cast<int>(d_), centres_.get(), count, first,
+                                                                   closest_.get(), mins);
+    };
+    if (count <= 1)
+      launch(kernels::plusplus_distances<T, 1>);
+    else if (count <= 2)
+      launch(kernels::plusplus_distances<T, 2>);
+    else if (count <= 4)
+      launch(kernels::plusplus_distances<T, 4>);
+    else if (count <= 8)
+      launch(kernels::plusplus_distances<T, 8>);
+    else
+      launch(kernels::plusplus_distances<T, 16>);
+    CUDA_CHECK_LAUNCH();
+  }
+
+  unsigned row_blocks() const {
+    return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
+  }
+
+  // Objects `rows` as doubles [rows][d] into centres_ (grown to hold them).
+  void upload_rows(const std::vector<std::size_t>& rows) {
+    staging_.resize(rows.size() * d_);
+    for (std::size_t t = 0; t < rows.size(); ++t)
+      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(data_.row(rows[t])[j]);
+    if (centres_.size() < staging_.size()) centres_ = DeviceBuffer<double>(staging_.size());
+    CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
+                               cudaMemcpyHostToDevice, stream_));
+  }
+
+  // closest = min(closest, the distance to object `centre`), or with `first` that distance.
+  void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
+    upload_rows({centre});
+    distances(1, first, nullptr);
+    sums_of(closest_.get(), 1, chunk_sums);
+  }
+
+  // out[ch * rows + r]: chunk ch's sum of row r of `values` ([rows][n]). Waits for the stream.
+  void sums_of(const double* values, int rows, std::vector<double>& out) {
+    const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
+    const auto sum_blocks = static_cast<unsigned>((count + kernels::kSumWarps - 1) / kernels::kSumWarps);
+    kernels::plusplus_chunk_sums<<<sum_blocks, kernels::kSumWarps * 32, 0, stream_>>>(
+        values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(kSumChunk),
+        static_cast<std::int64_t>(chunks_), sums_.get());
+    CUDA_CHECK_LAUNCH();
+    out.resize(count);
+    CUDA_CHECK(cudaMemcpyAsync(out.data(), sums_.get(), count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  const Dataset<T>& data_;
+  std::size_t n_, d_, chunks_;
+  cuda::Stream stream_;
+  DeviceBuffer<T> x_;
+  DeviceBuffer<double> closest_, centres_, sums_;
+  std::vector<double> staging_;
+};
+
+template <class T>
+class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
+  using B = GpuDistances<T>;
+  using B::chunks_, B::closest_, B::n_, B::stream_;
+
  public:
   GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials)
-      : data_(data), n_(data.n), d_(data.d), chunks_((data.n + kSumChunk - 1) / kSumChunk) {
-    const std::size_t bytes = n_ * d_ * sizeof(T) + n_ * sizeof(double) * (1 + max_trials) +
-                              max_trials * d_ * sizeof(double) + chunks_ * max_trials * sizeof(double);
-    check_device_memory(bytes, "--init=kmeans++ on the GPU", "use fewer objects or --init=random");
-    x_ = DeviceBuffer<T>(n_ * d_);
-    CUDA_CHECK(cudaMemcpyAsync(x_.get(), data.values.data(), n_ * d_ * sizeof(T), cudaMemcpyHostToDevice, stream_));
-    closest_ = DeviceBuffer<double>(n_);
+      : B(data, max_trials, data.n * sizeof(double) * max_trials + max_trials * data.d * sizeof(double),
+          "--init=kmeans++ on the GPU") {
     mins_ = DeviceBuffer<double>(n_ * max_trials);
-    centres_ = DeviceBuffer<double>(max_trials * d_);
-    sums_ = DeviceBuffer<double>(chunks_ * max_trials);
     walk_chunks_ = DeviceBuffer<std::int64_t>(max_trials);
     walk_cands_ = DeviceBuffer<std::int64_t>(max_trials);
     walk_r_ = DeviceBuffer<double>(max_trials);
   }
 
-  void start(std::size_t first, std::vector<double>& chunk_sums) override { closest_pass(first, true, chunk_sums); }
+  void start(std::size_t first, std::vector<double>& chunk_sums) override { B::closest_pass(first, true, chunk_sums); }
   // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
   // row of mins is already min(closest, distance to it), computed as closest_pass would (the same
   // distance, summed in the same order, and the same min), and its chunk sums came back with the
@@ -43,7 +130,7 @@ class GpuPlusPlus final : public PlusPlusSteps {
   void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
     const auto it = std::find(last_cands_.begin(), last_cands_.end(), centre);
     if (it == last_cands_.end()) {
-      closest_pass(centre, false, chunk_sums);
+      B::closest_pass(centre, false, chunk_sums);
       return;
     }
     const std::size_t t = static_cast<std::size_t>(it - last_cands_.begin()), trials = last_cands_.size();
@@ -78,77 +165,172 @@ class GpuPlusPlus final : public PlusPlusSteps {
 
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
     const int trials = static_cast<int>(cands.size());
-    upload_rows(cands);
-    distances(trials, false, mins_.get());
-    sums_of(mins_.get(), trials, out);
+    B::upload_rows(cands);
+    B::distances(trials, false, mins_.get());
+    B::sums_of(mins_.get(), trials, out);
     last_cands_ = cands;
     last_sums_ = out;
   }
 
  private:
-  // The distance pass over `count` centres, G of them at a time (the smallest of 1, 2, 4, 8, 16
-  // that holds them, else 16).
-  void distances(int count, bool first, double* mins) {
-    auto launch = [&](auto kernel) {
-      kernel<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
-                                                                   static_cast<int>(d_), centres_.get(), count, first,
-                                                                   closest_.get(), mins);
-    };
-    if (count <= 1)
-      launch(kernels::plusplus_distances<T, 1>);
-    else if (count <= 2)
-      launch(kernels::plusplus_distances<T, 2>);
-    else if (count <= 4)
-      launch(kernels::plusplus_distances<T, 4>);
-    else if (count <= 8)
-      launch(kernels::plusplus_distances<T, 8>);
-    else
-      launch(kernels::plusplus_distances<T, 16>);
-    CUDA_CHECK_LAUNCH();
-  }
-
-  unsigned row_blocks() const {
-    return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
-  }
-
-  // Objects `rows` as doubles [rows][d] into centres_.
-  void upload_rows(const std::vector<std::size_t>& rows) {
-    staging_.resize(rows.size() * d_);
-    for (std::size_t t = 0; t < rows.size(); ++t)
-      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(data_.row(rows[t])[j]);
-    CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
-                               cudaMemcpyHostToDevice, stream_));
-  }
-
-  void closest_pass(std::size_t centre, bool first, std::vector<double>& chunk_sums) {
-    upload_rows({centre});
-    distances(1, first, nullptr);
-    sums_of(closest_.get(), 1, chunk_sums);
-  }
-
-  // out[ch * rows + r]: chunk ch's sum of row r of `values` ([rows][n]).
-  void sums_of(const double* values, int rows, std::vector<double>& out) {
-    const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
-    const auto sum_blocks = static_cast<unsigned>((count + kernels::kSumWarps - 1) / kernels::kSumWarps);
-    kernels::plusplus_chunk_sums<<<sum_blocks, kernels::kSumWarps * 32, 0, stream_>>>(
-        values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(kSumChunk),
-        static_cast<std::int64_t>(chunks_), sums_.get());
-    CUDA_CHECK_LAUNCH();
-    out.resize(count);
-    CUDA_CHECK(cudaMemcpyAsync(out.data(), sums_.get(), count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
-
-  const Dataset<T>& data_;
-  std::size_t n_, d_, chunks_;
-  cuda::Stream stream_;
-  DeviceBuffer<T> x_;
-  DeviceBuffer<double> closest_, mins_, centres_, sums_;
-  std::vector<double> staging_;
+  DeviceBuffer<double> mins_;
   std::vector<std::size_t> last_cands_;  // the candidates whose rows mins_ holds, and their chunk sums
   std::vector<double> last_sums_;
   DeviceBuffer<std::int64_t> walk_chunks_, walk_cands_;
   DeviceBuffer<double> walk_r_;
+};
+
+// k-means||'s steps. A round's candidates meet the objects through a GEMM (cuBLAS in T,
+// pedantic: x . c for a tile of objects against a block of candidates, never the whole N x m),
+// then parallel_nearest finds each object's least score and re-checks, with the CPU's direct
+// formula, every candidate within the GEMM's proven error of it (kernels/kmeans/kmeanspp.cuh:
+// parallel_window): so closest and nearest are the CPU's bit for bit.
+template <class T>
+class GpuParallel final : public ParallelSteps, GpuDistances<T> {
+  using B = GpuDistances<T>;
+  using B::closest_, B::d_, B::data_, B::n_, B::stream_, B::x_;
+  static constexpr std::size_t kGemmBytes = std::size_t{256} << 20;  // the GEMM's tile of scores
+  static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
+
+ public:
+  explicit GpuParallel(const Dataset<T>& data)
+      : B(data, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
+          "--init=kmeans|| on the GPU") {
+    if (n_ > static_cast<std::size_t>(INT32_MAX))
+      throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
+    nearest_ = DeviceBuffer<std::int32_t>(n_);
+    xnorm_ = DeviceBuffer<double>(n_);
+    flags_ = DeviceBuffer<unsigned char>(n_);
+    drawn_ = DeviceBuffer<std::int64_t>(n_);
+    drawn_count_ = DeviceBuffer<std::int64_t>(1);
+    rechecked_ = DeviceBuffer<unsigned long long>(1);
+    std::size_t temp = 0;
+    CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, temp, thrust::counting_iterator<std::int64_t>(0), flags_.get(),
+                                          drawn_.get(), drawn_count_.get(), static_cast<std::int64_t>(n_), stream_));
+    select_temp_ = DeviceBuffer<unsigned char>(temp);
+    kernels::parallel_row_norms<T><<<grid(), 256, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+                                                                 static_cast<int>(d_), xnorm_.get());
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
+  }
+
+  void start(std::size_t first, std::vector<double>& chunk_sums) override {
+    CUDA_CHECK(cudaMemsetAsync(nearest_.get(), 0, n_ * sizeof(std::int32_t), stream_));
+    B::closest_pass(first, true, chunk_sums);
+  }
+
+  std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) override {
+    const auto n = static_cast<std::int64_t>(n_);
+    kernels::parallel_draw_flags<<<grid(), 256, 0, stream_>>>(closest_.get(), n, seed, round, ell, potential,
+                                                              flags_.get());
+    CUDA_CHECK_LAUNCH();
+    std::size_t temp = select_temp_.size();
+    CUDA_CHECK(cub::DeviceSelect::Flagged(select_temp_.get(), temp, thrust::counting_iterator<std::int64_t>(0),
+                                          flags_.get(), drawn_.get(), drawn_count_.get(), n, stream_));
+    std::int64_t count = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&count, drawn_count_.get(), sizeof count, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<std::int64_t> got(static_cast<std::size_t>(count));
+    if (count) {
+      CUDA_CHECK(cudaMemcpyAsync(got.data(), drawn_.get(), got.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost,
+                                 stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    return {got.begin(), got.end()};
+  }
+
+  void add(const std::vector<std::size_t>& cands, std::size_t first, std::vector<double>& chunk_sums) override {
+    if (first + cands.size() > static_cast<std::size_t>(INT32_MAX))
+      throw UsageError("--init=kmeans||: more than 2^31 - 1 candidates");
+    const std::size_t m = cands.size(), d = d_;
+    // The candidates' rows in T (the GEMM's operand) and in double (the re-check's), their
+    // squared norms (in double, for the scores) and, per block, the largest norm.
+    rows_t_.resize(m * d);
+    norms_.resize(m);
+    for (std::size_t t = 0; t < m; ++t) {
+      double s = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        const T v = data_.row(cands[t])[j];
+        rows_t_[t * d + j] = v;
+        s += static_cast<double>(v) * static_cast<double>(v);
+      }
+      norms_[t] = s;
+    }
+    if (cand_t_.size() < m * d) {
+      cand_t_ = DeviceBuffer<T>(m * d);
+      cand_norms_ = DeviceBuffer<double>(m);
+    }
+    B::upload_rows(cands);  // centres_: the rows in double
+    CUDA_CHECK(cudaMemcpyAsync(cand_t_.get(), rows_t_.data(), m * d * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(cand_norms_.get(), norms_.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    const std::size_t tile =
+        std::max<std::size_t>(1, std::min(n_, kGemmBytes / (std::min(m, kBlock) * sizeof(T))));
+    if (scores_.size() < tile * std::min(m, kBlock)) scores_ = DeviceBuffer<T>(tile * std::min(m, kBlock));
+    const double u_gemm = std::is_same_v<T, float> ? 0x1.0p-24 : 0x1.0p-53;
+    const double tiny = std::is_same_v<T, float> ? 0x1.0p-126 : 0x1.0p-1022;
+    const T one = 1, zero = 0;
+    for (std::size_t b0 = 0; b0 < m; b0 += kBlock) {
+      const std::size_t mb = std::min(kBlock, m - b0);
+      double cmax2 = 0;
+      for (std::size_t t = b0; t < b0 + mb; ++t) cmax2 = std::max(cmax2, norms_[t]);
+      const double cmax = std::sqrt(cmax2) * (1 + 0x1.0p-40);
+      for (std::size_t i0 = 0; i0 < n_; i0 += tile) {
+        const std::size_t rows = std::min(tile, n_ - i0);
+        // scores[r][j] = x_(i0 + r) . c_(b0 + j): column-major [mb][rows] = C^T X
+        if constexpr (std::is_same_v<T, double>)
+          CUBLAS_CHECK(cublasDgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
+                                   static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
+                                   x_.get() + i0 * d, static_cast<int>(d), &zero, scores_.get(),
+                                   static_cast<int>(mb)));
+        else
+          CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
+                                   static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
+                                   x_.get() + i0 * d, static_cast<int>(d), &zero, scores_.get(),
+                                   static_cast<int>(mb)));
+        const auto blocks = static_cast<unsigned>((rows + kernels::kParallelWarps - 1) / kernels::kParallelWarps);
+        kernels::parallel_nearest<T><<<blocks, kernels::kParallelWarps * 32, 0, stream_>>>(
+            x_.get(), static_cast<std::int64_t>(i0), static_cast<std::int64_t>(rows), static_cast<int>(d),
+            scores_.get(), static_cast<int>(mb), static_cast<int>(first + b0), B::centres_.get() + b0 * d,
+            cand_norms_.get() + b0, cmax, u_gemm, tiny, xnorm_.get(), closest_.get(), nearest_.get(),
+            rechecked_.get());
+        CUDA_CHECK_LAUNCH();
+      }
+    }
+    B::sums_of(closest_.get(), 1, chunk_sums);  // waits: the host's rows may go
+  }
+
+  std::vector<std::int64_t> weigh(std::size_t candidates) override {
+    DeviceBuffer<unsigned long long> counts(candidates);
+    CUDA_CHECK(cudaMemsetAsync(counts.get(), 0, candidates * sizeof(unsigned long long), stream_));
+    kernels::parallel_counts<<<grid(), 256, 0, stream_>>>(nearest_.get(), static_cast<std::int64_t>(n_),
+                                                          counts.get());
+    CUDA_CHECK_LAUNCH();
+    std::vector<unsigned long long> got(candidates);
+    CUDA_CHECK(cudaMemcpyAsync(got.data(), counts.get(), candidates * sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, stream_));
+    unsigned long long rechecked = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&rechecked, rechecked_.get(), sizeof rechecked, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE"); v && *v == '1')
+      std::fprintf(stderr, "k-means||: %zu candidates, %llu objects re-checked against several\n", candidates,
+                   rechecked);
+    return {got.begin(), got.end()};
+  }
+
+ private:
+  unsigned grid() const {
+    return static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 8));
+  }
+
+  cuda::CublasHandle blas_{stream_};
+  DeviceBuffer<std::int32_t> nearest_;
+  DeviceBuffer<double> xnorm_, cand_norms_;
+  DeviceBuffer<unsigned char> flags_, select_temp_;
+  DeviceBuffer<std::int64_t> drawn_, drawn_count_;
+  DeviceBuffer<unsigned long long> rechecked_;
+  DeviceBuffer<T> cand_t_, scores_;
+  std::vector<T> rows_t_;
+  std::vector<double> norms_;
 };
 
 }  // namespace
@@ -160,5 +342,13 @@ std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::s
 
 template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t);
 template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t);
+
+template <class T>
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data) {
+  return std::make_unique<GpuParallel<T>>(data);
+}
+
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&);
 
 }  // namespace km
