@@ -84,7 +84,35 @@ template <class T>
                                                        const double* closest, const double* w, const double* cc,
                                                        std::size_t padded, std::size_t trials, double* s) {
   const std::size_t d = data.d;
-  for (std::size_t i = begin; i < end; ++i) {
+  auto add = [&](std::size_t i, std::size_t g, const Lanes& acc) {
+    for (std::size_t l = 0; l < kLanes && g + l < trials; ++l)
+      s[g + l] += std::min(closest[i], w ? w[i] * acc[l] : acc[l]);
+  };
+  std::size_t i = begin;
+  // Four objects at a time: four independent add chains in flight (one chain a distance runs at
+  // the adder's latency); each distance is still summed over j in order, and each candidate's
+  // sum still takes the objects in order.
+  for (; i + 4 <= end; i += 4) {
+    const T *x0 = data.row(i), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+    for (std::size_t g = 0; g < padded; g += kLanes) {
+      Lanes a0{}, a1{}, a2{}, a3{};
+      for (std::size_t j = 0; j < d; ++j) {
+        Lanes c;
+        std::memcpy(&c, cc + j * padded + g, sizeof c);
+        const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
+        const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
+        a0 += e0 * e0;
+        a1 += e1 * e1;
+        a2 += e2 * e2;
+        a3 += e3 * e3;
+      }
+      add(i, g, a0);
+      add(i + 1, g, a1);
+      add(i + 2, g, a2);
+      add(i + 3, g, a3);
+    }
+  }
+  for (; i < end; ++i) {
     const T* x = data.row(i);
     for (std::size_t g = 0; g < padded; g += kLanes) {
       Lanes acc{};
@@ -94,8 +122,7 @@ template <class T>
         const Lanes e = static_cast<double>(x[j]) - c;
         acc += e * e;
       }
-      for (std::size_t l = 0; l < kLanes && g + l < trials; ++l)
-        s[g + l] += std::min(closest[i], w ? w[i] * acc[l] : acc[l]);
+      add(i, g, acc);
     }
   }
 }
@@ -444,9 +471,14 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   for (int round = 0; round < kMaxInitRounds && potential > 0 && (round < params.init_rounds || cands.size() < k);
        ++round) {
     progress::update("k-means||", static_cast<double>(round), static_cast<double>(params.init_rounds), "rounds");
+    const double t0 = since();
     const std::vector<std::size_t> drawn = steps.draw(params.seed, round, ell, potential);
+    const double t1 = since();
     if (drawn.empty()) continue;
     steps.add(drawn, cands.size(), chunk_sums);
+    if (verbose)
+      std::fprintf(stderr, "k-means||: round %d drew %zu in %.4f s, added them in %.4f s\n", round, drawn.size(),
+                   t1 - t0, since() - t1);
     cands.insert(cands.end(), drawn.begin(), drawn.end());
     potential = total(chunk_sums);
   }
@@ -458,14 +490,14 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
     return;
   }
   // Weigh each candidate by the objects nearest it, then greedy k-means++ on the weighted
-  // candidates, in chunks of 256 so that a few thousand of them still spread over the threads.
+  // candidates, in chunks of 64 so that a few thousand of them still spread over the threads.
   if (verbose) std::fprintf(stderr, "k-means||: %zu candidates after the rounds, %.4f s\n", cands.size(), since());
   const std::vector<std::int64_t> counts = steps.weigh(cands.size());
   std::vector<double> weights(counts.begin(), counts.end());
   Dataset<T> pool(cands.size(), d, "k-means|| candidates");
   const std::vector<T> rows = fetch(cands);
   std::copy(rows.begin(), rows.end(), pool.values.data());
-  constexpr std::size_t kReduceChunk = 256;
+  constexpr std::size_t kReduceChunk = 64;
   CpuPlusPlus<T> reduce(pool, RowSplit{0, pool.n, pool.n}, solo_team(), weights.data(), kReduceChunk);
   pick_kmeanspp(
       pool.n, d, k, params.seed, reduce, out, [&](std::size_t row, T* to) { std::copy_n(pool.row(row), d, to); },
@@ -515,10 +547,14 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
     }
     case Init::kmeans_parallel: {
       std::unique_ptr<ParallelSteps> steps;
+      const auto began = std::chrono::steady_clock::now();
       if (on_gpu && team.size() == 1)
         steps = gpu_parallel_steps(local);
       else
         steps = std::make_unique<CpuParallel<T>>(local, split, team);
+      if (const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE"); v && *v == '1')
+        std::fprintf(stderr, "k-means||: steps ready in %.4f s\n",
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
       pick_kmeans_parallel(n, d, k, params, *steps, out,
                            [&](const std::vector<std::size_t>& rows) { return fetch_rows(local, split, team, rows); });
       progress::end_stage();

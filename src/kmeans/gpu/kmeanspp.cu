@@ -3,6 +3,7 @@
 // and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the choices left to
 // the shared drivers, so the centres are the CPU's, bit for bit.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -198,6 +199,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
           "--init=kmeans|| on the GPU") {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
+    const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE");
+    verbose_ = v && *v == '1';
+    lap("cuBLAS handle made");
     nearest_ = DeviceBuffer<std::int32_t>(n_);
     xnorm_ = DeviceBuffer<double>(n_);
     flags_ = DeviceBuffer<unsigned char>(n_);
@@ -212,6 +216,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
                                                                  static_cast<int>(d_), xnorm_.get());
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
+    lap("buffers and row norms");
   }
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
@@ -269,6 +274,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     const double u_gemm = std::is_same_v<T, float> ? 0x1.0p-24 : 0x1.0p-53;
     const double tiny = std::is_same_v<T, float> ? 0x1.0p-126 : 0x1.0p-1022;
     const T one = 1, zero = 0;
+    lap("candidates uploaded");
     for (std::size_t b0 = 0; b0 < m; b0 += kBlock) {
       const std::size_t mb = std::min(kBlock, m - b0);
       double cmax2 = 0;
@@ -296,7 +302,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
         CUDA_CHECK_LAUNCH();
       }
     }
+    lap("GEMMs and nearest");
     B::sums_of(closest_.get(), 1, chunk_sums);  // waits: the host's rows may go
+    lap("chunk sums");
   }
 
   std::vector<std::int64_t> weigh(std::size_t candidates) override {
@@ -318,10 +326,21 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   }
 
  private:
+  // KMEANS_PARALLEL_VERBOSE=1: the time since the last lap, the stream drained.
+  void lap(const char* what) {
+    if (!verbose_) return;
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "k-means||: %s, %.4f s\n", what, std::chrono::duration<double>(now - lap_).count());
+    lap_ = now;
+  }
+
   unsigned grid() const {
     return static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 8));
   }
 
+  bool verbose_ = false;
+  std::chrono::steady_clock::time_point lap_ = std::chrono::steady_clock::now();  // (before the handle: its time)
   cuda::CublasHandle blas_{stream_};
   DeviceBuffer<std::int32_t> nearest_;
   DeviceBuffer<double> xnorm_, cand_norms_;
