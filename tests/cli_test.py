@@ -254,6 +254,11 @@ def test_init_predict_ninit_npy():
         one = json.loads(run("--impl=omp", "--objects=4000", "--clusters=6", "--init=kmeans++", "--report=json",
                              "--quiet").stdout)
         expect(one["inertia"] == n["n_init_inertia"][0], "the first of --n-init runs is the --n-init=1 run")
+        # k-means||: seeded, named in the report, its options checked.
+        par = [json.loads(run("--impl=omp", "--objects=4000", "--clusters=20", f"--init={name}", "--report=json",
+                              "--quiet").stdout) for name in ("kmeans||", "kmeans-parallel")]
+        expect(par[0]["init"] == "kmeans||" and par[0]["inertia"] == par[1]["inertia"],
+               f"--init=kmeans||: {par[0].get('init')} {par[0]['inertia']} {par[1]['inertia']}")
         # Bad inputs: one line, exit 2 (options) or 1 (files).
         wrong = os.path.join(tmp, "wrong.csv")
         with open(wrong, "w") as f:
@@ -265,7 +270,10 @@ def test_init_predict_ninit_npy():
                                    ([f"--predict={wrong}", "--coords=16"], 2, "coordinates"),
                                    ([f"--init={fit}", "--clusters=5"], 2, "--clusters=5"),
                                    ([f"--predict={empty}"], 1, "empty"), ([f"--predict={fit}", "--n-init=2"], 2, "--n-init"),
-                                   (["--predict="], 2, "--predict"), (["--init=magic"], 2, "--init")]:
+                                   (["--predict="], 2, "--predict"), (["--init=magic"], 2, "--init"),
+                                   (["--init=kmeans||", "--oversampling=0"], 2, "--oversampling"),
+                                   (["--init=kmeans||", "--init-rounds=0"], 2, "--init-rounds"),
+                                   (["--oversampling=2"], 2, "--init=kmeans||")]:
             p = run("--impl=seq", "--objects=1000", *args, check=False)
             lines = p.stderr.strip().splitlines()
             expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")

@@ -56,7 +56,8 @@ except ImportError:  # older: the estimator's own method
 _FINITE = ("ensure_all_finite" if "ensure_all_finite" in inspect.signature(check_array).parameters
            else "force_all_finite")
 
-_INITS = {"k-means++": "kmeans++", "kmeans++": "kmeans++", "random": "random", "first": "first"}
+_INITS = {"k-means++": "kmeans++", "kmeans++": "kmeans++", "k-means||": "kmeans||", "kmeans||": "kmeans||",
+          "random": "random", "first": "first"}
 _PRECISIONS = {None: None, "double": np.float64, "float64": np.float64, "float": np.float32,
                "float32": np.float32}
 
@@ -90,7 +91,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default 8
-    init : {"k-means++", "random", "first"} or array of shape (n_clusters, n_features)
+    init : {"k-means++", "k-means||", "random", "first"} or array of shape (n_clusters, n_features)
         k-means++ is scikit-learn's greedy variant (2 + ln K candidates per step).
     max_iter : int, default 300
     tol : float, default 1e-4
@@ -199,7 +200,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         centroids, init = None, "first"
         if isinstance(self.init, str):
             if self.init not in _INITS:
-                raise ValueError(f"init={self.init!r}: must be 'k-means++', 'random', 'first' or an array of "
+                raise ValueError(f"init={self.init!r}: must be 'k-means++', 'k-means||', 'random', 'first' or an array of "
                                  f"shape (n_clusters, n_features)")
             init = _INITS[self.init]
         elif callable(self.init):
