@@ -186,6 +186,16 @@ def test_reproducible():
     assert a.cluster_centers_.tobytes() == b.cluster_centers_.tobytes() and a.inertia_ == b.inertia_
 
 
+def test_kmeans_parallel_init():
+    X = blobs()
+    a = KMeans(6, random_state=1, init="k-means||", impl="omp").fit(X)
+    b = KMeans(6, random_state=1, init="kmeans||", impl="omp", n_threads=1).fit(X)
+    assert a.report_["init"] == "kmeans||"
+    assert a.cluster_centers_.tobytes() == b.cluster_centers_.tobytes() and a.inertia_ == b.inertia_
+    sk = SkKMeans(6, random_state=0, n_init=1).fit(X)
+    assert a.inertia_ <= sk.inertia_ * (1 + 1e-6)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 def test_bad_values_name_the_object():
@@ -229,7 +239,7 @@ def test_more_clusters_than_objects_gives_the_cli_message():
     (dict(tol=-1.0), ValueError, "tol"),
     (dict(tol=float("nan")), ValueError, "tol"),
     (dict(n_threads=0), ValueError, "n_threads=0"),
-    (dict(init="kmeans||"), ValueError, "init="),
+    (dict(init="kmeans+++"), ValueError, "init="),
     (dict(init=lambda X, k, random_state: X[:k]), TypeError, "callable"),
     (dict(init=np.zeros((3, 8))), ValueError, r"shape \(3, 8\)"),
     (dict(init=np.zeros((6, 2))), ValueError, r"shape \(6, 2\)"),
