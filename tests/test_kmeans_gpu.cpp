@@ -422,21 +422,23 @@ TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
 
 namespace {
 
-// k-means++ on the GPU gives the CPU's centres, bit for bit (the same draws, distances in the
-// same arithmetic, chunk sums in the same order), and the same on every run.
+// An initialisation on the GPU gives the CPU's centres, bit for bit, and the same on every run,
+// on uniform, clustered and quantised data (exact ties).
+// - k-means++: the same draws, distances in the same arithmetic, chunk sums in the same order.
+// - k-means||: GEMM-found nearest candidates, re-checked within the GEMM's proven error (only the
+//   re-check breaks the quantised data's ties as the CPU does); K = 2000 draws about 5000
+//   candidates, more than one GEMM block of them.
 template <class T>
-void check_gpu_kmeanspp() {
+void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const std::vector<LabelShape> shapes =
-      quick() ? std::vector<LabelShape>{{3000, 8, 20}}
-              : std::vector<LabelShape>{{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}};
+  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{3000, 8, 20}} : full_shapes;
   for (const LabelShape& s : shapes)
     for (int kind = 0; kind < 3; ++kind) {
       SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
       const auto data = label_data<T>(kind, s);
       km::Params p;
       p.k = s.k;
-      p.init = km::Init::kmeanspp;
+      p.init = init;
       p.seed = 99;
       const auto cpu = km::initial_centroids(data, p, false);
       const auto gpu = km::initial_centroids(data, p, true);
@@ -446,38 +448,13 @@ void check_gpu_kmeanspp() {
       EXPECT_EQ(std::memcmp(gpu.data(), again.data(), cpu.size() * sizeof(T)), 0) << "not reproducible";
     }
 }
-TEST(GpuKmeansPlusPlus, Double) { check_gpu_kmeanspp<double>(); }
-TEST(GpuKmeansPlusPlus, Float) { check_gpu_kmeanspp<float>(); }
-
-// k-means|| on the GPU (GEMM-found nearest candidates, re-checked within the GEMM's proven error)
-// gives the CPU's centres bit for bit, on uniform, clustered and quantised data (exact ties
-// between candidates: only the re-check breaks them as the CPU does), and the same on every run.
-// K = 2000 draws about 5000 candidates: more than one GEMM block of them.
-template <class T>
-void check_gpu_kmeans_parallel() {
-  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const std::vector<LabelShape> shapes =
-      quick() ? std::vector<LabelShape>{{3000, 8, 20}}
-              : std::vector<LabelShape>{{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000},
-                                        {5000, 1000, 50}};
-  for (const LabelShape& s : shapes)
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
-      const auto data = label_data<T>(kind, s);
-      km::Params p;
-      p.k = s.k;
-      p.init = km::Init::kmeans_parallel;
-      p.seed = 99;
-      const auto cpu = km::initial_centroids(data, p, false);
-      const auto gpu = km::initial_centroids(data, p, true);
-      const auto again = km::initial_centroids(data, p, true);
-      ASSERT_EQ(gpu.size(), cpu.size());
-      EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0) << "GPU centres differ from the CPU's";
-      EXPECT_EQ(std::memcmp(gpu.data(), again.data(), cpu.size() * sizeof(T)), 0) << "not reproducible";
-    }
-}
-TEST(GpuKmeansParallel, Double) { check_gpu_kmeans_parallel<double>(); }
-TEST(GpuKmeansParallel, Float) { check_gpu_kmeans_parallel<float>(); }
+const std::vector<LabelShape> kPlusPlusShapes = {{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}};
+const std::vector<LabelShape> kParallelShapes = {
+    {50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000}, {5000, 1000, 50}};
+TEST(GpuKmeansPlusPlus, Double) { check_gpu_init<double>(km::Init::kmeanspp, kPlusPlusShapes); }
+TEST(GpuKmeansPlusPlus, Float) { check_gpu_init<float>(km::Init::kmeanspp, kPlusPlusShapes); }
+TEST(GpuKmeansParallel, Double) { check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes); }
+TEST(GpuKmeansParallel, Float) { check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes); }
 
 }  // namespace
 

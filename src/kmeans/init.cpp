@@ -191,6 +191,11 @@ CandidateSums<T> pick_candidate_sums() {
 
 }  // namespace
 
+bool parallel_verbose() {
+  const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE");
+  return v && *v == '1';
+}
+
 // The walk of one draw (init.hpp: PlusPlusSteps::Draw) over closest[n].
 std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r, std::size_t chunk_size) {
   const std::size_t begin = chunk * chunk_size, end = std::min(n, begin + chunk_size);
@@ -450,9 +455,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
 template <class T, class Fetch>
 void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Params& params, ParallelSteps& steps,
                           std::vector<T>& out, Fetch&& fetch) {
-  // KMEANS_PARALLEL_VERBOSE=1: the phases' times and the candidates on stderr.
-  const char* verbose_env = std::getenv("KMEANS_PARALLEL_VERBOSE");
-  const bool verbose = verbose_env && *verbose_env == '1';
+  const bool verbose = parallel_verbose();
   const auto began = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
   Uniform u{params.seed, kParallel};
@@ -552,7 +555,7 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
         steps = gpu_parallel_steps(local);
       else
         steps = std::make_unique<CpuParallel<T>>(local, split, team);
-      if (const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE"); v && *v == '1')
+      if (parallel_verbose())
         std::fprintf(stderr, "k-means||: steps ready in %.4f s\n",
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
       pick_kmeans_parallel(n, d, k, params, *steps, out,

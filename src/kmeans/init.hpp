@@ -86,6 +86,9 @@ class ParallelSteps {
   virtual std::vector<std::int64_t> weigh(std::size_t candidates) = 0;
 };
 
+// KMEANS_PARALLEL_VERBOSE=1: k-means|| prints its phases' times and candidates on stderr.
+bool parallel_verbose();
+
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data);
 

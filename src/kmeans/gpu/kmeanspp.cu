@@ -199,8 +199,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
           "--init=kmeans|| on the GPU") {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
-    const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE");
-    verbose_ = v && *v == '1';
+    verbose_ = parallel_verbose();
     lap("cuBLAS handle made");
     nearest_ = DeviceBuffer<std::int32_t>(n_);
     xnorm_ = DeviceBuffer<double>(n_);
@@ -319,7 +318,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     unsigned long long rechecked = 0;
     CUDA_CHECK(cudaMemcpyAsync(&rechecked, rechecked_.get(), sizeof rechecked, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE"); v && *v == '1')
+    if (verbose_)
       std::fprintf(stderr, "k-means||: %zu candidates, %llu objects re-checked against several\n", candidates,
                    rechecked);
     return {got.begin(), got.end()};
