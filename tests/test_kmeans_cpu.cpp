@@ -431,6 +431,52 @@ TEST(Init, ParallelOptionsAndQuality) {
   EXPECT_LT(parallel, 1.5 * plusplus) << "k-means|| far worse than k-means++";
 }
 
+// k-means||'s reduction through the distance table gives the direct steps' centres and every
+// step's potential bit for bit: uniform, blobs and quantised rows (exact ties), both precisions,
+// more candidates than one 64-row chunk, weights with zeros, on 1 and on all threads.
+template <class T>
+void check_reduction_table() {
+  struct Case {
+    const char* name;
+    km::Dataset<T> pool;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"uniform", km::generate_uniform<T>(700, 13, 5)});
+  cases.push_back({"blobs", km::generate_blobs<T>(kmtest::blob_options(650, 40, 12, 6, 0.3)).data});
+  km::Dataset<T> quantised(600, 9);
+  std::uint64_t h = 11;
+  for (std::size_t i = 0; i < quantised.n * quantised.d; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    quantised.values.data()[i] = static_cast<T>(static_cast<double>((h >> 33) % 4) / 255.0);
+  }
+  cases.push_back({"quantised", std::move(quantised)});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<double> w(c.pool.n);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>((i * 7) % 5);  // zeros among them
+    for (std::size_t k : {2, 37, 150}) {
+      SCOPED_TRACE(k);
+      std::vector<double> direct_p, table_p, one_p;
+      const std::vector<T> direct = km::reduce_weighted(c.pool, w, k, 3, false, &direct_p);
+      const std::vector<T> table = km::reduce_weighted(c.pool, w, k, 3, true, &table_p);
+      ASSERT_EQ(direct_p.size(), 2 * k - 1);
+      EXPECT_GT(direct_p.front(), direct_p.back()) << "the potential must fall as centres are added";
+      EXPECT_EQ(table, direct);
+      EXPECT_EQ(table_p, direct_p) << "the potentials, bit for bit";
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+      EXPECT_EQ(km::reduce_weighted(c.pool, w, k, 3, true, &one_p), table);
+      omp_set_num_threads(threads);
+      EXPECT_EQ(one_p, table_p);
+    }
+  }
+}
+
+TEST(Init, ParallelReductionTableIsExact) {
+  check_reduction_table<double>();
+  check_reduction_table<float>();
+}
+
 TEST(Blobs, SeqRecoversTheTrueClustering) {
   for (std::size_t d : {2, 16}) {
     auto blobs = km::generate_blobs<double>(kmtest::blob_options(3000, d, 6, 21, 0.1));

@@ -330,6 +330,135 @@ class CpuPlusPlus final : public PlusPlusSteps {
   const CandidateSums<T> sums_ = pick_candidate_sums<T>();
 };
 
+// k-means||'s reduction with every pairwise distance of the m candidates computed once: a row
+// of table[a][b] = the distance (in double, summed over j in order) between candidates a and b,
+// for rows [a0, a1), the columns from cc ([d][padded], the candidates coordinate-major) as
+// vector lanes, four rows at a time. (x_a - x_b)^2 and (x_b - x_a)^2 are the same double, so
+// table[c][i] is the bits CpuPlusPlus computes for object i and centre c.
+template <class T>
+[[gnu::always_inline]] inline void table_rows_impl(const Dataset<T>& pool, std::size_t a0, std::size_t a1,
+                                                   const double* cc, std::size_t padded, double* table) {
+  const std::size_t d = pool.d, m = pool.n;
+  auto put = [&](std::size_t a, std::size_t g, const Lanes& acc) {
+    for (std::size_t l = 0; l < kLanes && g + l < m; ++l) table[a * m + g + l] = acc[l];
+  };
+  std::size_t a = a0;
+  for (; a + 4 <= a1; a += 4) {
+    const T *x0 = pool.row(a), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+    for (std::size_t g = 0; g < padded; g += kLanes) {
+      Lanes s0{}, s1{}, s2{}, s3{};
+      for (std::size_t j = 0; j < d; ++j) {
+        Lanes c;
+        std::memcpy(&c, cc + j * padded + g, sizeof c);
+        const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
+        const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
+        s0 += e0 * e0;
+        s1 += e1 * e1;
+        s2 += e2 * e2;
+        s3 += e3 * e3;
+      }
+      put(a, g, s0);
+      put(a + 1, g, s1);
+      put(a + 2, g, s2);
+      put(a + 3, g, s3);
+    }
+  }
+  for (; a < a1; ++a) {
+    const T* x = pool.row(a);
+    for (std::size_t g = 0; g < padded; g += kLanes) {
+      Lanes s{};
+      for (std::size_t j = 0; j < d; ++j) {
+        Lanes c;
+        std::memcpy(&c, cc + j * padded + g, sizeof c);
+        const Lanes e = static_cast<double>(x[j]) - c;
+        s += e * e;
+      }
+      put(a, g, s);
+    }
+  }
+}
+
+template <class T>
+using TableRows = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, std::size_t, double*);
+#define KM_TABLE_VARIANT(NAME, ATTR)                                                                          \
+  template <class T>                                                                                         \
+  ATTR void NAME(const Dataset<T>& pool, std::size_t a0, std::size_t a1, const double* cc, std::size_t padded, \
+                 double* table) {                                                                            \
+    table_rows_impl<T>(pool, a0, a1, cc, padded, table);                                                     \
+  }
+KM_TABLE_VARIANT(table_rows_baseline, )
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+KM_TABLE_VARIANT(table_rows_avx2, __attribute__((target("avx2"))))
+KM_TABLE_VARIANT(table_rows_avx512, __attribute__((target("avx512f"))))
+#else
+KM_TABLE_VARIANT(table_rows_avx2, )
+KM_TABLE_VARIANT(table_rows_avx512, )
+#endif
+#undef KM_TABLE_VARIANT
+
+// The m x m table of pool's pairwise distances (table_rows_impl), in parallel over blocks of rows.
+template <class T>
+std::vector<double> distance_table(const Dataset<T>& pool) {
+  const std::size_t m = pool.n, d = pool.d, padded = (m + kLanes - 1) / kLanes * kLanes;
+  std::vector<double> cc(d * padded, 0.0);
+  for (std::size_t a = 0; a < m; ++a)
+    for (std::size_t j = 0; j < d; ++j) cc[j * padded + a] = static_cast<double>(pool.row(a)[j]);
+  std::vector<double> table(m * m);
+  const TableRows<T> rows = pick_by_isa<TableRows<T>>(table_rows_avx512<T>, table_rows_avx2<T>, table_rows_baseline<T>);
+  constexpr std::size_t kRowBlock = 16;
+  const std::size_t blocks = (m + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < blocks; ++b)
+    rows(pool, b * kRowBlock, std::min(m, (b + 1) * kRowBlock), cc.data(), padded, table.data());
+  return table;
+}
+
+// Greedy k-means++ over weighted candidates from their distance table: the steps of
+// CpuPlusPlus (weights w, chunks of `chunk`) with each distance read from the table instead of
+// recomputed over d coordinates, each sum taken in the same order: the same centres, bit for bit.
+class TablePlusPlus final : public PlusPlusSteps {
+ public:
+  TablePlusPlus(std::vector<double> table, std::size_t m, const double* w, std::size_t chunk)
+      : table_(std::move(table)), m_(m), w_(w), chunk_(chunk), closest_(m) {}
+
+  void start(std::size_t first, std::vector<double>& chunk_sums) override {
+    const double* row = table_.data() + first * m_;
+    chunked_sum(m_, chunk_sums, [&](std::size_t i) { return closest_[i] = w_[i] * row[i]; }, chunk_);
+  }
+
+  void walk(std::vector<Draw>& draws) override {
+    for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), m_, w.chunk, w.r, chunk_);
+  }
+
+  void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
+    const std::size_t trials = cands.size(), chunks = (m_ + chunk_ - 1) / chunk_;
+    out.assign(chunks * trials, 0.0);
+#pragma omp parallel for schedule(static) if (m_ * trials >= (std::size_t{1} << 16))
+    for (std::size_t ch = 0; ch < chunks; ++ch) {
+      const std::size_t begin = ch * chunk_, end = std::min(m_, begin + chunk_);
+      for (std::size_t t = 0; t < trials; ++t) {
+        const double* row = table_.data() + cands[t] * m_;
+        double s = 0;
+        for (std::size_t i = begin; i < end; ++i) s += std::min(closest_[i], w_[i] * row[i]);
+        out[ch * trials + t] = s;
+      }
+    }
+  }
+
+  void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
+    const double* row = table_.data() + centre * m_;
+    chunked_sum(
+        m_, chunk_sums, [&](std::size_t i) { return closest_[i] = std::min(closest_[i], w_[i] * row[i]); }, chunk_);
+  }
+
+ private:
+  std::vector<double> table_;
+  std::size_t m_;
+  const double* w_;
+  std::size_t chunk_;
+  std::vector<double> closest_;
+};
+
 // k-means||'s steps on the CPU: OpenMP over objects. Over a team, each rank holds its rows'
 // closest and nearest; the draws and the chunk sums are gathered in rank order (index order),
 // the counts summed (integers: any order).
@@ -394,7 +523,8 @@ class CpuParallel final : public ParallelSteps {
 // fetch(index, out): copies that object's row to out (on every rank, collectively).
 template <class T, class Fetch>
 void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
-                   std::vector<T>& out, Fetch&& fetch, std::uint64_t stream = kPlusPlus) {
+                   std::vector<T>& out, Fetch&& fetch, std::uint64_t stream = kPlusPlus,
+                   std::vector<double>* potentials = nullptr) {
   Uniform u{seed, stream};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
@@ -409,6 +539,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     return p;
   };
   double potential = total(chunk_sums);
+  if (potentials) potentials->assign(1, potential);
 
   std::vector<std::size_t> candidates(trials);
   std::vector<PlusPlusSteps::Draw> draws;
@@ -447,6 +578,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     fetch(best, out.data() + c * d);
     steps.choose(best, chunk_sums);
     potential = total(chunk_sums);
+    if (potentials) potentials->insert(potentials->end(), {best_potential, potential});
   }
 }
 
@@ -493,22 +625,52 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
     return;
   }
   // Weigh each candidate by the objects nearest it, then greedy k-means++ on the weighted
-  // candidates, in chunks of 64 so that a few thousand of them still spread over the threads.
+  // candidates (reduce_weighted).
   if (verbose) std::fprintf(stderr, "k-means||: %zu candidates after the rounds, %.4f s\n", cands.size(), since());
   const std::vector<std::int64_t> counts = steps.weigh(cands.size());
   std::vector<double> weights(counts.begin(), counts.end());
   Dataset<T> pool(cands.size(), d, "k-means|| candidates");
   const std::vector<T> rows = fetch(cands);
   std::copy(rows.begin(), rows.end(), pool.values.data());
-  constexpr std::size_t kReduceChunk = 64;
-  CpuPlusPlus<T> reduce(pool, RowSplit{0, pool.n, pool.n}, solo_team(), weights.data(), kReduceChunk);
-  pick_kmeanspp(
-      pool.n, d, k, params.seed, reduce, out, [&](std::size_t row, T* to) { std::copy_n(pool.row(row), d, to); },
-      kParallelReduce);
+  // Through the distance table when it takes at most 1 GiB (m <= 11,585; m is about
+  // oversampling * K * rounds, so K up to ~4,600 at the defaults). Without it each of the K steps
+  // recomputes 2 + ln K candidates' distances to every candidate: at 1M x 128, K = 1024 that was
+  // 0.065 s of the H100 box's 16 cores.
+  constexpr std::size_t kTableBytes = std::size_t{1} << 30;
+  const bool table = pool.n <= kTableBytes / sizeof(double) / pool.n;
+  out = reduce_weighted(pool, weights, k, params.seed, table);
   if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres, %.4f s in all\n", k, since());
 }
 
 }  // namespace
+
+template <class T>
+std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>& weights, std::size_t k,
+                               std::uint64_t seed, bool table, std::vector<double>* potentials) {
+  // Chunks of 64, so that a few thousand candidates still spread over the threads.
+  constexpr std::size_t kReduceChunk = 64;
+  const bool verbose = parallel_verbose();
+  const auto began = std::chrono::steady_clock::now();
+  std::unique_ptr<PlusPlusSteps> steps;
+  if (table)
+    steps = std::make_unique<TablePlusPlus>(distance_table(pool), pool.n, weights.data(), kReduceChunk);
+  else
+    steps = std::make_unique<CpuPlusPlus<T>>(pool, RowSplit{0, pool.n, pool.n}, solo_team(), weights.data(),
+                                             kReduceChunk);
+  if (verbose)
+    std::fprintf(stderr, "k-means||: reduction steps ready (%s), %.4f s\n", table ? "distance table" : "direct",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  std::vector<T> out(k * pool.d);
+  pick_kmeanspp(
+      pool.n, pool.d, k, seed, *steps, out,
+      [&](std::size_t row, T* to) { std::copy_n(pool.row(row), pool.d, to); }, kParallelReduce, potentials);
+  return out;
+}
+
+template std::vector<float> reduce_weighted(const Dataset<float>&, const std::vector<double>&, std::size_t,
+                                            std::uint64_t, bool, std::vector<double>*);
+template std::vector<double> reduce_weighted(const Dataset<double>&, const std::vector<double>&, std::size_t,
+                                             std::uint64_t, bool, std::vector<double>*);
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu) {

@@ -86,6 +86,17 @@ class ParallelSteps {
   virtual std::vector<std::int64_t> weigh(std::size_t candidates) = 0;
 };
 
+// k-means||'s reduction: greedy k-means++ (as pick's, stream kParallelReduce) over `pool`'s rows
+// weighted by `weights`, sums over chunks of 64. With `table`, every pairwise distance of the
+// pool is computed once (pool.n^2 doubles) and each step reads them; without, each step
+// recomputes its candidates' distances (CpuPlusPlus). Both give the same centres and the same
+// potentials, bit for bit (`potentials`, if given: after the first centre, then per step the
+// best candidate's summed potential and the potential after the chosen centre: 2K - 1 values).
+// k-means|| takes the table when it is at most 1 GiB.
+template <class T>
+std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>& weights, std::size_t k,
+                               std::uint64_t seed, bool table, std::vector<double>* potentials = nullptr);
+
 // KMEANS_PARALLEL_VERBOSE=1: k-means|| prints its phases' times and candidates on stderr.
 bool parallel_verbose();
 
