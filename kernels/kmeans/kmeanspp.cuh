@@ -276,15 +276,18 @@ __global__ void __launch_bounds__(kParallelWarps * 32)
   if (r >= rows) return;  // whole warps leave together
   const std::int64_t i = i0 + r;
   const T* gi = g + r * mb;
-  double smin = INFINITY;
-  for (int j = lane; j < mb; j += 32) smin = fmin(smin, cnorm[j] - 2.0 * static_cast<double>(gi[j]));
+  double mine = INFINITY;
+  for (int j = lane; j < mb; j += 32) mine = fmin(mine, cnorm[j] - 2.0 * static_cast<double>(gi[j]));
+  double smin = mine;
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) smin = fmin(smin, __shfl_xor_sync(0xffffffffu, smin, o));
   const double limit = smin + parallel_window(smin, xnorm[i], cmax, d, u_gemm, tiny);
   const T* xi = x + i * d;
   double best = INFINITY;
   int bj = mb, inside = 0;
-  for (int j = lane; j < mb; j += 32) {
+  // Only a lane whose own least score is in the window has candidates there: the others skip
+  // the second read of their scores (usually all lanes but one).
+  for (int j = mine <= limit ? lane : mb; j < mb; j += 32) {
     if (!(cnorm[j] - 2.0 * static_cast<double>(gi[j]) <= limit)) continue;
     ++inside;
     const double* c = cd + static_cast<std::int64_t>(j) * d;

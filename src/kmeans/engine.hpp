@@ -43,6 +43,12 @@ class Engine {
   // `data` outlives the engine.
   virtual void setup(const Dataset<T>& data, const std::vector<T>& initial_centroids) = 0;
 
+  // Before a GPU initialisation (k-means++, k-means||): puts the data on the device ahead of
+  // setup when this engine will hold all of it there row-major for `k` clusters, and returns
+  // that copy (n x d, row-major) for the initialisation to read, so the data goes up once;
+  // otherwise nullptr (the initialisation uploads its own). Timed as setup.
+  virtual const T* stage(const Dataset<T>& /*data*/, std::size_t /*k*/) { return nullptr; }
+
   // One Lloyd iteration: assign every object to its nearest centroid (lowest index wins
   // ties), count the objects whose cluster changed (all of them on the first iteration),
   // and move each centroid to the mean of its objects; an empty cluster keeps its

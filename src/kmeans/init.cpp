@@ -332,20 +332,22 @@ class CpuPlusPlus final : public PlusPlusSteps {
 
 // k-means||'s reduction with every pairwise distance of the m candidates computed once: a row
 // of table[a][b] = the distance (in double, summed over j in order) between candidates a and b,
-// for rows [a0, a1), the columns from cc ([d][padded], the candidates coordinate-major) as
-// vector lanes, four rows at a time. (x_a - x_b)^2 and (x_b - x_a)^2 are the same double, so
+// for rows [a0, a1) and columns from g0 (a multiple of kLanes), the columns from cc ([d][padded],
+// the candidates coordinate-major) as vector lanes, four rows at a time; each column group's coordinates serve every row of the
+// block while they are in L1. (x_a - x_b)^2 and (x_b - x_a)^2 are the same double, so
 // table[c][i] is the bits CpuPlusPlus computes for object i and centre c.
 template <class T>
 [[gnu::always_inline]] inline void table_rows_impl(const Dataset<T>& pool, std::size_t a0, std::size_t a1,
-                                                   const double* cc, std::size_t padded, double* table) {
+                                                   std::size_t g0, const double* cc, std::size_t padded,
+                                                   double* table) {
   const std::size_t d = pool.d, m = pool.n;
   auto put = [&](std::size_t a, std::size_t g, const Lanes& acc) {
     for (std::size_t l = 0; l < kLanes && g + l < m; ++l) table[a * m + g + l] = acc[l];
   };
-  std::size_t a = a0;
-  for (; a + 4 <= a1; a += 4) {
-    const T *x0 = pool.row(a), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-    for (std::size_t g = 0; g < padded; g += kLanes) {
+  for (std::size_t g = g0; g < padded; g += kLanes) {
+    std::size_t a = a0;
+    for (; a + 4 <= a1; a += 4) {
+      const T *x0 = pool.row(a), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
       Lanes s0{}, s1{}, s2{}, s3{};
       for (std::size_t j = 0; j < d; ++j) {
         Lanes c;
@@ -362,10 +364,8 @@ template <class T>
       put(a + 2, g, s2);
       put(a + 3, g, s3);
     }
-  }
-  for (; a < a1; ++a) {
-    const T* x = pool.row(a);
-    for (std::size_t g = 0; g < padded; g += kLanes) {
+    for (; a < a1; ++a) {
+      const T* x = pool.row(a);
       Lanes s{};
       for (std::size_t j = 0; j < d; ++j) {
         Lanes c;
@@ -379,12 +379,13 @@ template <class T>
 }
 
 template <class T>
-using TableRows = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, std::size_t, double*);
-#define KM_TABLE_VARIANT(NAME, ATTR)                                                                          \
-  template <class T>                                                                                         \
-  ATTR void NAME(const Dataset<T>& pool, std::size_t a0, std::size_t a1, const double* cc, std::size_t padded, \
-                 double* table) {                                                                            \
-    table_rows_impl<T>(pool, a0, a1, cc, padded, table);                                                     \
+using TableRows = void (*)(const Dataset<T>&, std::size_t, std::size_t, std::size_t, const double*, std::size_t,
+                           double*);
+#define KM_TABLE_VARIANT(NAME, ATTR)                                                                     \
+  template <class T>                                                                                    \
+  ATTR void NAME(const Dataset<T>& pool, std::size_t a0, std::size_t a1, std::size_t g0, const double* cc, \
+                 std::size_t padded, double* table) {                                                   \
+    table_rows_impl<T>(pool, a0, a1, g0, cc, padded, table);                                            \
   }
 KM_TABLE_VARIANT(table_rows_baseline, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -396,20 +397,36 @@ KM_TABLE_VARIANT(table_rows_avx512, )
 #endif
 #undef KM_TABLE_VARIANT
 
-// The m x m table of pool's pairwise distances (table_rows_impl), in parallel over blocks of rows.
+// Host memory for `count` doubles, uninitialised: the threads that compute the table touch
+// (fault in) its pages.
+using HostDoubles = std::unique_ptr<double[]>;
+inline HostDoubles uninitialised_doubles(std::size_t count) { return HostDoubles(new double[count]); }
+
+// The m x m table of pool's pairwise distances (table_rows_impl), in parallel over blocks of
+// rows: each block computes its columns from its own first row on (the upper triangle, in whole
+// vector groups), then the lower triangle is the mirror image (the same doubles, see above).
 template <class T>
-std::vector<double> distance_table(const Dataset<T>& pool) {
+HostDoubles distance_table(const Dataset<T>& pool) {
   const std::size_t m = pool.n, d = pool.d, padded = (m + kLanes - 1) / kLanes * kLanes;
   std::vector<double> cc(d * padded, 0.0);
   for (std::size_t a = 0; a < m; ++a)
     for (std::size_t j = 0; j < d; ++j) cc[j * padded + a] = static_cast<double>(pool.row(a)[j]);
-  std::vector<double> table(m * m);
+  HostDoubles table = uninitialised_doubles(m * m);
   const TableRows<T> rows = pick_by_isa<TableRows<T>>(table_rows_avx512<T>, table_rows_avx2<T>, table_rows_baseline<T>);
-  constexpr std::size_t kRowBlock = 16;
+  constexpr std::size_t kRowBlock = 32;  // a multiple of kLanes
   const std::size_t blocks = (m + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::size_t b = 0; b < blocks; ++b)
-    rows(pool, b * kRowBlock, std::min(m, (b + 1) * kRowBlock), cc.data(), padded, table.data());
+  double* t = table.get();
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t b = 0; b < blocks; ++b)
+      rows(pool, b * kRowBlock, std::min(m, (b + 1) * kRowBlock), b * kRowBlock, cc.data(), padded, t);
+    // Below each block's first column: the mirror, tile by tile.
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t b = 1; b < blocks; ++b)
+      for (std::size_t a = b * kRowBlock; a < std::min(m, (b + 1) * kRowBlock); ++a)
+        for (std::size_t c = 0; c < b * kRowBlock; ++c) t[a * m + c] = t[c * m + a];
+  }
   return table;
 }
 
@@ -418,41 +435,55 @@ std::vector<double> distance_table(const Dataset<T>& pool) {
 // recomputed over d coordinates, each sum taken in the same order: the same centres, bit for bit.
 class TablePlusPlus final : public PlusPlusSteps {
  public:
-  TablePlusPlus(std::vector<double> table, std::size_t m, const double* w, std::size_t chunk)
+  TablePlusPlus(HostDoubles table, std::size_t m, const double* w, std::size_t chunk)
       : table_(std::move(table)), m_(m), w_(w), chunk_(chunk), closest_(m) {}
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
-    const double* row = table_.data() + first * m_;
-    chunked_sum(m_, chunk_sums, [&](std::size_t i) { return closest_[i] = w_[i] * row[i]; }, chunk_);
+    const double* row = table_.get() + first * m_;
+    sums(chunk_sums, [&](std::size_t i) { return closest_[i] = w_[i] * row[i]; });
   }
 
   void walk(std::vector<Draw>& draws) override {
     for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), m_, w.chunk, w.r, chunk_);
   }
 
+  // Each candidate's chunk sums in object order; the candidates side by side, so their add
+  // chains run together (one chain runs at the adder's latency).
   void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
     const std::size_t trials = cands.size(), chunks = (m_ + chunk_ - 1) / chunk_;
-    out.assign(chunks * trials, 0.0);
+    if (trials > kMaxPadded) throw UsageError("k-means||: too many candidates per step");
+    out.resize(chunks * trials);
+    const double* rows[kMaxPadded];
+    for (std::size_t t = 0; t < trials; ++t) rows[t] = table_.get() + cands[t] * m_;
 #pragma omp parallel for schedule(static) if (m_ * trials >= (std::size_t{1} << 16))
     for (std::size_t ch = 0; ch < chunks; ++ch) {
-      const std::size_t begin = ch * chunk_, end = std::min(m_, begin + chunk_);
-      for (std::size_t t = 0; t < trials; ++t) {
-        const double* row = table_.data() + cands[t] * m_;
-        double s = 0;
-        for (std::size_t i = begin; i < end; ++i) s += std::min(closest_[i], w_[i] * row[i]);
-        out[ch * trials + t] = s;
+      double s[kMaxPadded] = {};
+      for (std::size_t i = ch * chunk_, end = std::min(m_, i + chunk_); i < end; ++i) {
+        const double c = closest_[i], w = w_[i];
+        for (std::size_t t = 0; t < trials; ++t) s[t] += std::min(c, w * rows[t][i]);
       }
+      std::copy_n(s, trials, out.begin() + static_cast<std::ptrdiff_t>(ch * trials));
     }
   }
 
   void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
-    const double* row = table_.data() + centre * m_;
-    chunked_sum(
-        m_, chunk_sums, [&](std::size_t i) { return closest_[i] = std::min(closest_[i], w_[i] * row[i]); }, chunk_);
+    const double* row = table_.get() + centre * m_;
+    sums(chunk_sums, [&](std::size_t i) { return closest_[i] = std::min(closest_[i], w_[i] * row[i]); });
   }
 
  private:
-  std::vector<double> table_;
+  // chunked_sum's sums on one thread: a few thousand additions cost less than waking the team.
+  template <class F>
+  void sums(std::vector<double>& chunk_sums, F&& value) {
+    chunk_sums.assign((m_ + chunk_ - 1) / chunk_, 0.0);
+    for (std::size_t ch = 0; ch < chunk_sums.size(); ++ch) {
+      double s = 0;
+      for (std::size_t i = ch * chunk_, end = std::min(m_, i + chunk_); i < end; ++i) s += value(i);
+      chunk_sums[ch] = s;
+    }
+  }
+
+  HostDoubles table_;
   std::size_t m_;
   const double* w_;
   std::size_t chunk_;
@@ -673,13 +704,13 @@ template std::vector<double> reduce_weighted(const Dataset<double>&, const std::
                                              std::uint64_t, bool, std::vector<double>*);
 
 template <class T>
-std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu) {
-  return initial_centroids(data, RowSplit{0, data.n, data.n}, solo_team(), params, on_gpu);
+std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu, const T* device_rows) {
+  return initial_centroids(data, RowSplit{0, data.n, data.n}, solo_team(), params, on_gpu, device_rows);
 }
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
-                                 bool on_gpu) {
+                                 bool on_gpu, const T* device_rows) {
   const std::size_t n = split.total, d = local.d;
   // Given centroids may outnumber the objects (predict labels a single object with K of them).
   if (params.init != Init::given) check_clusters(params.k, n);
@@ -700,7 +731,7 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
       const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
       std::unique_ptr<PlusPlusSteps> steps;
       if (on_gpu && team.size() == 1)
-        steps = gpu_plusplus_steps(local, trials);
+        steps = gpu_plusplus_steps(local, trials, device_rows);
       else
         steps = std::make_unique<CpuPlusPlus<T>>(local, split, team);
       pick_kmeanspp(n, d, k, params.seed, *steps, out, [&](std::size_t row, T* to) {
@@ -714,7 +745,7 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
       std::unique_ptr<ParallelSteps> steps;
       const auto began = std::chrono::steady_clock::now();
       if (on_gpu && team.size() == 1)
-        steps = gpu_parallel_steps(local);
+        steps = gpu_parallel_steps(local, device_rows);
       else
         steps = std::make_unique<CpuParallel<T>>(local, split, team);
       if (parallel_verbose())
@@ -734,9 +765,11 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
   return out;
 }
 
-template std::vector<float> initial_centroids(const Dataset<float>&, const Params&, bool);
-template std::vector<double> initial_centroids(const Dataset<double>&, const Params&, bool);
-template std::vector<float> initial_centroids(const Dataset<float>&, const RowSplit&, Team&, const Params&, bool);
-template std::vector<double> initial_centroids(const Dataset<double>&, const RowSplit&, Team&, const Params&, bool);
+template std::vector<float> initial_centroids(const Dataset<float>&, const Params&, bool, const float*);
+template std::vector<double> initial_centroids(const Dataset<double>&, const Params&, bool, const double*);
+template std::vector<float> initial_centroids(const Dataset<float>&, const RowSplit&, Team&, const Params&, bool,
+                                              const float*);
+template std::vector<double> initial_centroids(const Dataset<double>&, const RowSplit&, Team&, const Params&, bool,
+                                               const double*);
 
 }  // namespace km

@@ -25,14 +25,17 @@
 
 namespace km {
 
-// on_gpu: k-means++ evaluates its distances on the GPU (the same centres, bit for bit).
+// on_gpu: k-means++ and k-means|| evaluate their distances on the GPU (the same centres, bit for
+// bit), reading `device_rows` (the data, row-major, already on the device: Engine::stage) when
+// given, else uploading their own copy.
 template <class T>
-std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu = false);
+std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu = false,
+                                 const T* device_rows = nullptr);
 // The same centres when the rows are spread over a team (this rank holds `split`'s rows in
 // `local`): called by every rank, each gets the single process's result.
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
-                                 bool on_gpu = false);
+                                 bool on_gpu = false, const T* device_rows = nullptr);
 
 // The data-sized steps of greedy k-means++, on the CPU or the GPU; the driver (sampling,
 // choice) is shared, so both give the same centres. All sums are over fixed chunks of
@@ -62,9 +65,11 @@ class PlusPlusSteps {
 std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r,
                        std::size_t chunk_size = kSumChunk);
 
-// The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration.
+// The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration
+// (device_rows, when given, else their own upload).
 template <class T>
-std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials);
+std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
+                                                  const T* device_rows = nullptr);
 
 // The data-sized steps of k-means||, on the CPU or the GPU; the driver (init.cpp) is shared.
 // closest[i] is object i's distance (in double, as PlusPlusSteps) to its nearest candidate so
@@ -101,6 +106,6 @@ std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>
 bool parallel_verbose();
 
 template <class T>
-std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data);
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr);
 
 }  // namespace km

@@ -35,6 +35,20 @@ std::size_t device_budget(std::size_t cap) {
 }
 
 template <class T>
+const T* DeviceUpdateEngine<T>::stage(const Dataset<T>& data, std::size_t k) {
+  if (this->layout_ != Layout::row_major) return nullptr;
+  if (this->uploaded_ != &data) {
+    // A part of the rows (the whole problem is larger), or streamed on request.
+    if ((whole_.n != 0 && whole_.n != data.n) || std::getenv("KMEANS_STREAM_ROWS")) return nullptr;
+    const std::size_t need = data.n * data.d * sizeof(T) + data.n * sizeof(std::int32_t) + buffer_bytes(k, data.d);
+    if (need > device_budget(this->params_.device_memory)) return nullptr;  // out of core
+    this->upload_data(data, buffer_bytes(k, data.d));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // the initialisation reads it on its own stream
+  return this->x_.get();
+}
+
+template <class T>
 void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& initial) {
   const std::size_t k = initial.size() / data.d, d = data.d;
   this->k_ = k;
@@ -49,7 +63,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
     // the host pass was 9 ms of a 90 ms fit); out of core, on the host.
     double largest = 0;
     if (!forced && data_bytes + data.n * sizeof(std::int32_t) + buffer_bytes(k, d) <= budget) {
-      this->upload_data(data, buffer_bytes(k, d));
+      if (this->uploaded_ != &data) this->upload_data(data, buffer_bytes(k, d));  // else stage() did
       largest = this->device_largest();
     } else {
       largest = max_abs_value(data);

@@ -20,6 +20,9 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   using GpuEngine<T>::GpuEngine;
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override;
+  // Row-major rungs whose data and buffers fit the device (setup's test, less the rung's own
+  // extra, which setup checks): the upload setup would make, made now.
+  const T* stage(const Dataset<T>& data, std::size_t k) override;
   void iterate(IterationStats& stats) override;
   bool partable() const override { return true; }
   void set_whole(const Whole& whole) override { whole_ = whole; }

@@ -662,13 +662,16 @@ class FusedEngine final : public Engine<T> {
   explicit FusedEngine(const Params& p) : params_(p) {}
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
-    path_name_ = fused_path(initial.size() / data.d, data.d, sizeof(T));
-    if (one_pass_for(initial.size() / data.d, data.d, sizeof(T)))
-      path_ = std::make_unique<FusedOnePass<T>>(params_);
-    else
-      path_ = std::make_unique<FusedTensor<T>>(params_);
-    if (whole_.n) path_->set_whole(whole_);
+    const std::size_t k = initial.size() / data.d;
+    if (!staged_ || staged_k_ != k) make_path(k, data.d);  // else stage() made it and put the data up
+    staged_ = false;
     path_->setup(data, initial);
+  }
+  const T* stage(const Dataset<T>& data, std::size_t k) override {
+    make_path(k, data.d);
+    staged_ = true;
+    staged_k_ = k;
+    return path_->stage(data, k);
   }
   void iterate(IterationStats& stats) override { path_->iterate(stats); }
   bool partable() const override { return true; }
@@ -691,10 +694,21 @@ class FusedEngine final : public Engine<T> {
   }
 
  private:
+  void make_path(std::size_t k, std::size_t d) {
+    path_name_ = fused_path(k, d, sizeof(T));
+    if (one_pass_for(k, d, sizeof(T)))
+      path_ = std::make_unique<FusedOnePass<T>>(params_);
+    else
+      path_ = std::make_unique<FusedTensor<T>>(params_);
+    if (whole_.n) path_->set_whole(whole_);
+  }
+
   Params params_;
   Whole whole_;
   const char* path_name_ = "";
   std::unique_ptr<Engine<T>> path_;
+  bool staged_ = false;  // stage() made path_ for staged_k_ clusters
+  std::size_t staged_k_ = 0;
 };
 
 }  // namespace km::gpu

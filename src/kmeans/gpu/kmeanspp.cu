@@ -15,6 +15,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
+#include "cuda/timer.hpp"
 #include "kernels/kmeans/kmeanspp.cuh"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
@@ -31,15 +32,32 @@ template <class T>
 class GpuDistances {
  protected:
   // `bytes`: what the caller will add beyond the data, closest and the chunk sums of `rows` rows.
-  GpuDistances(const Dataset<T>& data, std::size_t rows, std::size_t bytes, const char* what)
+  // `device_rows`: the data already on the device (row-major; an engine's copy), else uploaded.
+  GpuDistances(const Dataset<T>& data, const T* device_rows, std::size_t rows, std::size_t bytes, const char* what)
       : data_(data), n_(data.n), d_(data.d), chunks_((data.n + kSumChunk - 1) / kSumChunk) {
-    check_device_memory(n_ * d_ * sizeof(T) + n_ * sizeof(double) + d_ * sizeof(double) +
+    lap("stream made");
+    check_device_memory((device_rows ? 0 : n_ * d_ * sizeof(T)) + n_ * sizeof(double) + d_ * sizeof(double) +
                             chunks_ * rows * sizeof(double) + bytes,
                         what, "use fewer objects or --init=random");
-    x_ = DeviceBuffer<T>(n_ * d_);
-    cuda::upload(x_.get(), data.values.data(), n_ * d_ * sizeof(T), stream_);
+    if (device_rows) {
+      x_ = device_rows;
+    } else {
+      own_ = DeviceBuffer<T>(n_ * d_);
+      cuda::upload(own_.get(), data.values.data(), n_ * d_ * sizeof(T), stream_);
+      x_ = own_.get();
+    }
+    lap(device_rows ? "memory checked (the engine's copy of the data)" : "memory checked, data uploaded");
     closest_ = DeviceBuffer<double>(n_);
     sums_ = DeviceBuffer<double>(chunks_ * rows);
+    lap("closest allocated");
+  }
+  // KMEANS_PARALLEL_VERBOSE=1: the time since the last lap, the stream drained.
+  void lap(const char* what) {
+    if (!verbose_) return;
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "k-means||: %s, %.4f s\n", what, std::chrono::duration<double>(now - lap_).count());
+    lap_ = now;
   }
   // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
   // row of mins is already min(closest, distance to it), computed as closest_pass would (the same
@@ -49,7 +67,7 @@ class GpuDistances {
   // (the smallest of 1, 2, 4, 8, 16 that holds them, else 16).
   void distances(int count, bool first, double* mins) {
     auto launch = [&](auto kernel) {
-      kernel<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+      kernel<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(x_, static_cast<std::int64_t>(n_),
                                                                    static_cast<int>(d_), centres_.get(), count, first,
                                                                    closest_.get(), mins);
     };
@@ -100,10 +118,13 @@ class GpuDistances {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
+  const bool verbose_ = parallel_verbose();
+  std::chrono::steady_clock::time_point lap_ = std::chrono::steady_clock::now();
   const Dataset<T>& data_;
   std::size_t n_, d_, chunks_;
   cuda::Stream stream_;
-  DeviceBuffer<T> x_;
+  DeviceBuffer<T> own_;  // the data, when no device copy was given
+  const T* x_ = nullptr;
   DeviceBuffer<double> closest_, centres_, sums_;
   std::vector<double> staging_;
 };
@@ -114,8 +135,8 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
   using B::chunks_, B::closest_, B::n_, B::stream_;
 
  public:
-  GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials)
-      : B(data, max_trials, data.n * sizeof(double) * max_trials + max_trials * data.d * sizeof(double),
+  GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials, const T* device_rows)
+      : B(data, device_rows, max_trials, data.n * sizeof(double) * max_trials + max_trials * data.d * sizeof(double),
           "--init=kmeans++ on the GPU") {
     mins_ = DeviceBuffer<double>(n_ * max_trials);
     walk_chunks_ = DeviceBuffer<std::int64_t>(max_trials);
@@ -189,17 +210,16 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
 template <class T>
 class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   using B = GpuDistances<T>;
-  using B::closest_, B::d_, B::data_, B::n_, B::stream_, B::x_;
+  using B::closest_, B::d_, B::data_, B::lap, B::n_, B::stream_, B::verbose_, B::x_;
   static constexpr std::size_t kGemmBytes = std::size_t{256} << 20;  // the GEMM's tile of scores
   static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
 
  public:
-  explicit GpuParallel(const Dataset<T>& data)
-      : B(data, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
+  GpuParallel(const Dataset<T>& data, const T* device_rows)
+      : B(data, device_rows, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
           "--init=kmeans|| on the GPU") {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
-    verbose_ = parallel_verbose();
     lap("cuBLAS handle made");
     nearest_ = DeviceBuffer<std::int32_t>(n_);
     xnorm_ = DeviceBuffer<double>(n_);
@@ -211,7 +231,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, temp, thrust::counting_iterator<std::int64_t>(0), flags_.get(),
                                           drawn_.get(), drawn_count_.get(), static_cast<std::int64_t>(n_), stream_));
     select_temp_ = DeviceBuffer<unsigned char>(temp);
-    kernels::parallel_row_norms<T><<<grid(), 256, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+    kernels::parallel_row_norms<T><<<grid(), 256, 0, stream_>>>(x_, static_cast<std::int64_t>(n_),
                                                                  static_cast<int>(d_), xnorm_.get());
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
@@ -269,10 +289,14 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK(cudaMemcpyAsync(cand_norms_.get(), norms_.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
     const std::size_t tile =
         std::max<std::size_t>(1, std::min(n_, kGemmBytes / (std::min(m, kBlock) * sizeof(T))));
-    if (scores_.size() < tile * std::min(m, kBlock)) scores_ = DeviceBuffer<T>(tile * std::min(m, kBlock));
+    if (scores_.size() < tile * std::min(m, kBlock)) {
+      scores_ = DeviceBuffer<T>(tile * std::min(m, kBlock));
+      lap("scores allocated");
+    }
     const double u_gemm = std::is_same_v<T, float> ? 0x1.0p-24 : 0x1.0p-53;
     const double tiny = std::is_same_v<T, float> ? 0x1.0p-126 : 0x1.0p-1022;
     const T one = 1, zero = 0;
+    double gemm_s = 0, nearest_s = 0;
     lap("candidates uploaded");
     for (std::size_t b0 = 0; b0 < m; b0 += kBlock) {
       const std::size_t mb = std::min(kBlock, m - b0);
@@ -281,26 +305,40 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       const double cmax = std::sqrt(cmax2) * (1 + 0x1.0p-40);
       for (std::size_t i0 = 0; i0 < n_; i0 += tile) {
         const std::size_t rows = std::min(tile, n_ - i0);
+        if (verbose_) gemm_time_.start(stream_);
         // scores[r][j] = x_(i0 + r) . c_(b0 + j): column-major [mb][rows] = C^T X
         if constexpr (std::is_same_v<T, double>)
           CUBLAS_CHECK(cublasDgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
                                    static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
-                                   x_.get() + i0 * d, static_cast<int>(d), &zero, scores_.get(),
+                                   x_ + i0 * d, static_cast<int>(d), &zero, scores_.get(),
                                    static_cast<int>(mb)));
         else
           CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
                                    static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
-                                   x_.get() + i0 * d, static_cast<int>(d), &zero, scores_.get(),
+                                   x_ + i0 * d, static_cast<int>(d), &zero, scores_.get(),
                                    static_cast<int>(mb)));
+        if (verbose_) {
+          gemm_time_.stop(stream_);
+          gemm_s += gemm_time_.seconds();
+        }
+        if (first_tile_) lap("the first GEMM");
+        if (verbose_) nearest_time_.start(stream_);
         const auto blocks = static_cast<unsigned>((rows + kernels::kParallelWarps - 1) / kernels::kParallelWarps);
         kernels::parallel_nearest<T><<<blocks, kernels::kParallelWarps * 32, 0, stream_>>>(
-            x_.get(), static_cast<std::int64_t>(i0), static_cast<std::int64_t>(rows), static_cast<int>(d),
+            x_, static_cast<std::int64_t>(i0), static_cast<std::int64_t>(rows), static_cast<int>(d),
             scores_.get(), static_cast<int>(mb), static_cast<int>(first + b0), B::centres_.get() + b0 * d,
             cand_norms_.get() + b0, cmax, u_gemm, tiny, xnorm_.get(), closest_.get(), nearest_.get(),
             rechecked_.get());
         CUDA_CHECK_LAUNCH();
+        if (verbose_) {
+          nearest_time_.stop(stream_);
+          nearest_s += nearest_time_.seconds();
+        }
+        if (first_tile_) lap("the first nearest pass");
+        first_tile_ = false;
       }
     }
+    if (verbose_) std::fprintf(stderr, "k-means||: GEMMs %.4f s, nearest passes %.4f s (events)\n", gemm_s, nearest_s);
     lap("GEMMs and nearest");
     B::sums_of(closest_.get(), 1, chunk_sums);  // waits: the host's rows may go
     lap("chunk sums");
@@ -325,22 +363,13 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   }
 
  private:
-  // KMEANS_PARALLEL_VERBOSE=1: the time since the last lap, the stream drained.
-  void lap(const char* what) {
-    if (!verbose_) return;
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "k-means||: %s, %.4f s\n", what, std::chrono::duration<double>(now - lap_).count());
-    lap_ = now;
-  }
-
   unsigned grid() const {
     return static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 8));
   }
 
-  bool verbose_ = false;
-  std::chrono::steady_clock::time_point lap_ = std::chrono::steady_clock::now();  // (before the handle: its time)
   cuda::CublasHandle blas_{stream_};
+  bool first_tile_ = true;
+  cuda::EventPair gemm_time_, nearest_time_;  // KMEANS_PARALLEL_VERBOSE=1: each tile's GEMM and nearest pass
   DeviceBuffer<std::int32_t> nearest_;
   DeviceBuffer<double> xnorm_, cand_norms_;
   DeviceBuffer<unsigned char> flags_, select_temp_;
@@ -354,19 +383,20 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials) {
-  return std::make_unique<GpuPlusPlus<T>>(data, max_trials);
+std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
+                                                  const T* device_rows) {
+  return std::make_unique<GpuPlusPlus<T>>(data, max_trials, device_rows);
 }
 
-template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t);
-template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t);
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t, const float*);
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t, const double*);
 
 template <class T>
-std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data) {
-  return std::make_unique<GpuParallel<T>>(data);
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows) {
+  return std::make_unique<GpuParallel<T>>(data, device_rows);
 }
 
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&);
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*);
 
 }  // namespace km
