@@ -158,8 +158,13 @@ std::vector<Shape> omp_shapes() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, OmpMatchesSeq, ::testing::ValuesIn(omp_shapes()),
                          [](const ::testing::TestParamInfo<Shape>& param_info) {
-                           return "d" + std::to_string(param_info.param.d) + "_k" + std::to_string(param_info.param.k) +
-                                  (param_info.param.blobs ? "_blobs" : "_uniform");
+                           // (appended piece by piece: GCC 12's -Wrestrict misfires on "d" + std::string&&)
+                           std::string name = "d";
+                           name += std::to_string(param_info.param.d);
+                           name += "_k";
+                           name += std::to_string(param_info.param.k);
+                           name += param_info.param.blobs ? "_blobs" : "_uniform";
+                           return name;
                          });
 
 TEST(Omp, ExactlySeqLabelsOnLargerData) {
