@@ -75,6 +75,42 @@ std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& 
 constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
 typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
 
+// Distances (in double, each summed over j in order) from rows of d coordinates to the kLanes
+// candidates of one column group of cc ([d][padded], already offset to the group), as vector
+// lanes: elementwise arithmetic rounds as the scalar code does. Four rows at a time keep four
+// independent add chains in flight (one chain runs at the adder's latency).
+template <class T>
+[[gnu::always_inline]] inline void lane_distances4(const T* x0, std::size_t d, const double* cc, std::size_t padded,
+                                                   Lanes (&a)[4]) {
+  const T *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+  Lanes a0{}, a1{}, a2{}, a3{};
+  for (std::size_t j = 0; j < d; ++j) {
+    Lanes c;
+    std::memcpy(&c, cc + j * padded, sizeof c);
+    const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
+    const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
+    a0 += e0 * e0;
+    a1 += e1 * e1;
+    a2 += e2 * e2;
+    a3 += e3 * e3;
+  }
+  a[0] = a0;
+  a[1] = a1;
+  a[2] = a2;
+  a[3] = a3;
+}
+template <class T>
+[[gnu::always_inline]] inline void lane_distances(const T* x, std::size_t d, const double* cc, std::size_t padded,
+                                                  Lanes& acc) {  // (by reference: no vector-returning ABI)
+  acc = Lanes{};
+  for (std::size_t j = 0; j < d; ++j) {
+    Lanes c;
+    std::memcpy(&c, cc + j * padded, sizeof c);
+    const Lanes e = static_cast<double>(x[j]) - c;
+    acc += e * e;
+  }
+}
+
 // The candidates' chunk sums over objects [begin, end): s[t] += min(closest[i], distance from
 // object i to candidate t), the distances (in double, summed over j in order) taken from cc
 // ([d][padded]) as vector lanes, each times w[i] when weights w are given. Built for AVX-512,
@@ -89,42 +125,19 @@ template <class T>
       s[g + l] += std::min(closest[i], w ? w[i] * acc[l] : acc[l]);
   };
   std::size_t i = begin;
-  // Four objects at a time: four independent add chains in flight (one chain a distance runs at
-  // the adder's latency); each distance is still summed over j in order, and each candidate's
-  // sum still takes the objects in order.
-  for (; i + 4 <= end; i += 4) {
-    const T *x0 = data.row(i), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+  // Four objects at a time; each candidate's sum still takes the objects in order.
+  for (; i + 4 <= end; i += 4)
     for (std::size_t g = 0; g < padded; g += kLanes) {
-      Lanes a0{}, a1{}, a2{}, a3{};
-      for (std::size_t j = 0; j < d; ++j) {
-        Lanes c;
-        std::memcpy(&c, cc + j * padded + g, sizeof c);
-        const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
-        const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
-        a0 += e0 * e0;
-        a1 += e1 * e1;
-        a2 += e2 * e2;
-        a3 += e3 * e3;
-      }
-      add(i, g, a0);
-      add(i + 1, g, a1);
-      add(i + 2, g, a2);
-      add(i + 3, g, a3);
+      Lanes a[4];
+      lane_distances4(data.row(i), d, cc + g, padded, a);
+      for (std::size_t r = 0; r < 4; ++r) add(i + r, g, a[r]);
     }
-  }
-  for (; i < end; ++i) {
-    const T* x = data.row(i);
+  for (; i < end; ++i)
     for (std::size_t g = 0; g < padded; g += kLanes) {
-      Lanes acc{};
-      for (std::size_t j = 0; j < d; ++j) {
-        Lanes c;
-        std::memcpy(&c, cc + j * padded + g, sizeof c);
-        const Lanes e = static_cast<double>(x[j]) - c;
-        acc += e * e;
-      }
-      add(i, g, acc);
+      Lanes a;
+      lane_distances(data.row(i), d, cc + g, padded, a);
+      add(i, g, a);
     }
-  }
 }
 
 template <class T>
@@ -333,8 +346,8 @@ class CpuPlusPlus final : public PlusPlusSteps {
 // k-means||'s reduction with every pairwise distance of the m candidates computed once: a row
 // of table[a][b] = the distance (in double, summed over j in order) between candidates a and b,
 // for rows [a0, a1) and columns from g0 (a multiple of kLanes), the columns from cc ([d][padded],
-// the candidates coordinate-major) as vector lanes, four rows at a time; each column group's coordinates serve every row of the
-// block while they are in L1. (x_a - x_b)^2 and (x_b - x_a)^2 are the same double, so
+// the candidates coordinate-major) as vector lanes (lane_distances), four rows at a time; each
+// column group's coordinates serve every row of the block while they are in L1. (x_a - x_b)^2 and (x_b - x_a)^2 are the same double, so
 // table[c][i] is the bits CpuPlusPlus computes for object i and centre c.
 template <class T>
 [[gnu::always_inline]] inline void table_rows_impl(const Dataset<T>& pool, std::size_t a0, std::size_t a1,
@@ -347,32 +360,13 @@ template <class T>
   for (std::size_t g = g0; g < padded; g += kLanes) {
     std::size_t a = a0;
     for (; a + 4 <= a1; a += 4) {
-      const T *x0 = pool.row(a), *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-      Lanes s0{}, s1{}, s2{}, s3{};
-      for (std::size_t j = 0; j < d; ++j) {
-        Lanes c;
-        std::memcpy(&c, cc + j * padded + g, sizeof c);
-        const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
-        const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
-        s0 += e0 * e0;
-        s1 += e1 * e1;
-        s2 += e2 * e2;
-        s3 += e3 * e3;
-      }
-      put(a, g, s0);
-      put(a + 1, g, s1);
-      put(a + 2, g, s2);
-      put(a + 3, g, s3);
+      Lanes s[4];
+      lane_distances4(pool.row(a), d, cc + g, padded, s);
+      for (std::size_t r = 0; r < 4; ++r) put(a + r, g, s[r]);
     }
     for (; a < a1; ++a) {
-      const T* x = pool.row(a);
-      Lanes s{};
-      for (std::size_t j = 0; j < d; ++j) {
-        Lanes c;
-        std::memcpy(&c, cc + j * padded + g, sizeof c);
-        const Lanes e = static_cast<double>(x[j]) - c;
-        s += e * e;
-      }
+      Lanes s;
+      lane_distances(pool.row(a), d, cc + g, padded, s);
       put(a, g, s);
     }
   }
