@@ -4,7 +4,8 @@
 uniform data in [0, 1), 10 iterations):
 
   fused double / float     this program; its JSON gives the per-iteration kernel time and how
-                           many objects the tensor path re-checked with seq's formula
+                           many objects the tensor path re-checked with seq's formula; double
+                           also on FP64 DMMA keys (KMEANS_TENSOR_DOUBLE=dmma), for the A/B
   compute floor (double)   2 N K d / cuBLAS DGEMM's rate on the shape (`gemm --kernel=cublas`,
                            m capped so that the m x K product fits in memory)
   PyTorch fp32 / fp64      matmul + argmin + index_add_ Lloyd on the same GPU, TF32 off
@@ -15,7 +16,7 @@ Also, with --kmeanspp, k-means++ at 1,000,000 x 128, K = 1024: fused (GPU k-mean
 the time of its 10 iterations, and omp (CPU k-means++) on every core; and with --crossover,
 fused's two paths (KMEANS_FUSED_PATH=one-pass|tensor) on the shapes where both run.
 
-Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--kmeanspp]
+Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--flash-modes tf32,fp64] [--kmeanspp]
                             [--crossover] [--quick] [--no-shapes]"""
 import argparse
 import json
@@ -79,6 +80,7 @@ def main():
     ap.add_argument("--bin", default="build")
     ap.add_argument("--csv", default="real_shapes.csv")
     ap.add_argument("--flash", default=None, help="folder holding the flash_kmeans package")
+    ap.add_argument("--flash-modes", default="tf32,fp16,fp64,ieee", help="Flash's precisions to run")
     ap.add_argument("--kmeanspp", action="store_true")
     ap.add_argument("--crossover", action="store_true")
     ap.add_argument("--quick", action="store_true", help="first and last rows only")
@@ -101,7 +103,11 @@ def main():
             r = ours(kmeans, n, d, k, precision)
             add("shapes", n, d, k, "fused", precision, r["ms"], path=r["path"], rechecked=r["rechecked"],
                 vs_floor=round(r["ms"] / floor, 3) if precision == "double" else "")
-            if "wgmma" in r["path"]:  # the same fit on the mma.sync kernel, for the A/B
+            if "tf32 candidates" in r["path"]:  # double on FP64 DMMA keys instead, for the A/B
+                r = ours(kmeans, n, d, k, precision, env=dict(os.environ, KMEANS_TENSOR_DOUBLE="dmma"))
+                add("shapes", n, d, k, "fused (DMMA keys)", precision, r["ms"], path=r["path"],
+                    rechecked=r["rechecked"], vs_floor=round(r["ms"] / floor, 3))
+            if "wgmma" in r["path"] and precision == "float":  # the same fit on the mma.sync kernel, for the A/B
                 r = ours(kmeans, n, d, k, precision, env=dict(os.environ, KMEANS_TENSOR_WGMMA="0"))
                 add("shapes", n, d, k, "fused (mma.sync)", precision, r["ms"], path=r["path"],
                     rechecked=r["rechecked"])
@@ -111,7 +117,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - out of memory on the largest shapes: say so
                 print(f"PyTorch {dtype} at {n} x {d}, K={k}: {str(e).splitlines()[0][:120]}", flush=True)
         if a.flash:
-            for mode in ("tf32", "fp16", "fp64", "ieee"):
+            for mode in a.flash_modes.split(","):
                 try:
                     ms, notes = flash_ms(a.flash, n, d, k, mode)
                     add("shapes", n, d, k, "Flash-KMeans", mode, ms, **notes)

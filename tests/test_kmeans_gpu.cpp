@@ -318,8 +318,10 @@ INSTANTIATE_TEST_SUITE_P(Registry, GpuExactLabels, ::testing::ValuesIn(gpu_imple
 // are copies of object 0 (so its neighbours have four tied keys and are checked against every
 // centroid), some objects are queued with their candidates and some against every centroid
 // (the JSON's "rechecked" / "rechecked_all"), and the first iteration still equals omp's.
+// Double by default scores on TF32 candidates (4 keys kept, as float); with
+// KMEANS_TENSOR_DOUBLE=dmma on FP64 DMMA keys (2 kept).
 template <class T>
-void check_recheck_exercised() {
+void check_recheck_exercised(bool dmma = false) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const LabelShape s{4000, 64, 300};
   const auto data = label_data<T>(2, s);
@@ -334,11 +336,14 @@ void check_recheck_exercised() {
       p.given_centroids[c * s.d + j] = data.row(c >= s.k - 3 ? 0 : static_cast<std::size_t>(c))[j];
   const auto& fused = km::find_implementation("fused");
   ASSERT_STREQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)), "tensor");
+  if (dmma) setenv("KMEANS_TENSOR_DOUBLE", "dmma", 1);
   const auto got = km::run(fused, data, p);
+  unsetenv("KMEANS_TENSOR_DOUBLE");
   const auto ref = km::run(km::find_implementation("omp"), data, p);
   ASSERT_GE(got.per_iteration.size(), 1u);
+  EXPECT_EQ(got.path.find("tf32 candidates") != std::string::npos, sizeof(T) == 8 && !dmma) << got.path;
   const auto& first = got.per_iteration[0];
-  if (sizeof(T) == 8)  // double keeps two keys: any close call is checked against every centroid
+  if (dmma)  // FP64 keys, two kept: any close call is checked against every centroid
     EXPECT_EQ(first.rechecked, first.rechecked_all);
   else
     EXPECT_GT(first.rechecked, first.rechecked_all) << "some objects must be queued with their candidates";
@@ -349,23 +354,26 @@ void check_recheck_exercised() {
   EXPECT_NEAR(first.inertia, ref.per_iteration[0].inertia, (sizeof(T) == 8 ? 1e-12 : 1e-5) * ref.per_iteration[0].inertia);
 }
 TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
+TEST(GpuTensorRecheck, DoubleDmma) { check_recheck_exercised<double>(true); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
 
-// Whole float fits of fused (5 iterations; uniform, blobs, quantised data) with an environment
-// switch at its default and at `name`=0 agree bit for bit: labels, centroids, and per iteration
-// the change counts and the re-check counts. `paths` checks what the two reports name.
-template <class Paths>
-void check_same_fits_without(const char* name, const std::vector<LabelShape>& shapes, Paths paths) {
+// Whole fits of fused (5 iterations; uniform, blobs, quantised data) with an environment switch
+// at its default and at `name`=`value` agree bit for bit: labels, centroids, and per iteration
+// the change counts and (with `same_keys`) the re-check counts. `paths` checks what the two
+// reports name.
+template <class T = float, class Paths>
+void check_same_fits_without(const char* name, const std::vector<LabelShape>& shapes, Paths paths,
+                             const char* value = "0", bool same_keys = true) {
   const km::Implementation& fused = km::find_implementation("fused");
   for (const LabelShape& s : shapes)
     for (int kind = 0; kind < 3; ++kind) {
       SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<float>(kind, s);
+      const auto data = label_data<T>(kind, s);
       km::Params p;
       p.k = s.k;
       p.loops = 5;
       const auto with = km::run(fused, data, p);
-      setenv(name, "0", 1);
+      setenv(name, value, 1);
       const auto without = km::run(fused, data, p);
       unsetenv(name);
       paths(with.path, without.path);
@@ -374,6 +382,7 @@ void check_same_fits_without(const char* name, const std::vector<LabelShape>& sh
       ASSERT_EQ(with.iterations, without.iterations);
       for (int it = 0; it < with.iterations; ++it) {
         EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
+        if (!same_keys) continue;
         EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
         EXPECT_EQ(with.per_iteration[it].rechecked_all, without.per_iteration[it].rechecked_all);
       }
@@ -394,6 +403,26 @@ TEST(GpuTensorCopy, FloatSameAsFormed) {
                           [](const std::string& copied, const std::string&) {
                             EXPECT_EQ(copied.rfind("tensor", 0), 0u) << copied;
                           });
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
+// Double on the tensor path scores its candidates on TF32 tensor cores from a float copy by
+// default (margin.hpp: tf32_candidates_bound) and on FP64 DMMA with KMEANS_TENSOR_DOUBLE=dmma.
+// Both give seq's labels from the same centroids, so whole fits agree bit for bit: labels,
+// centroids and change counts (not the re-check counts: the keys differ). Shapes: short d (the
+// 16-deep float kernel), d not a multiple of 4, d in wgmma's range, long d, K past a tile.
+TEST(GpuTensorDouble, Tf32CandidatesSameAsDmma) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  check_same_fits_without<double>(
+      "KMEANS_TENSOR_DOUBLE",
+      quick() ? std::vector<LabelShape>{{3000, 100, 129}}
+              : std::vector<LabelShape>{{4000, 16, 300}, {3000, 3, 100}, {3000, 100, 129}, {1500, 784, 256}},
+      [](const std::string& tf32, const std::string& dmma) {
+        EXPECT_EQ(tf32.rfind("tensor, tf32 candidates", 0), 0u) << tf32;
+        EXPECT_EQ(dmma, "tensor");
+      },
+      "dmma", false);
   unsetenv("KMEANS_FUSED_PATH");
 }
 

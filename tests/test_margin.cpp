@@ -77,6 +77,20 @@ double emulated_key(const std::vector<double>& x, const std::vector<double>& cc,
   return keyed - 2 * dot;
 }
 
+// Double data on TF32 candidates (margin.hpp: tf32_candidates_bound), as fused's tensor path
+// forms them: x' and c' centred in double, each rounded to float and then to TF32 (cvt.rna),
+// N = |c'|^2 summed in double and rounded to float, then the float emulation's worst case.
+float tf32_candidate_key(const std::vector<double>& xo, const std::vector<double>& cc) {
+  std::vector<float> xf(xo.size()), cf(cc.size());
+  double n = 0;
+  for (std::size_t p = 0; p < xo.size(); ++p) {
+    xf[p] = static_cast<float>(xo[p]);
+    cf[p] = static_cast<float>(cc[p]);
+    n += cc[p] * cc[p];
+  }
+  return emulated_key(xf, cf, static_cast<float>(n));
+}
+
 template <class T>
 Quad squared(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>* c = nullptr) {
   Quad s = 0;  // |a - b - c|^2, exactly enough
@@ -122,30 +136,41 @@ std::vector<T> draw(std::mt19937_64& rng, std::size_t d, int kind) {
   return v;
 }
 
-// |Â - K| <= E for one (x, c), K = |x - mu - c'|^2 - |x - mu|^2, and the centring term.
-template <class T>
+// |Â - K| <= E for one (x, c), K = |x - mu - c'|^2 - |x - mu|^2, and the centring term. TF32:
+// double data on TF32 candidates, whose keys must also break the pure FP64 bound somewhere (so
+// this check can tell a bound too small).
+template <class T, bool TF32 = false>
 void check_key_bound() {
+  static_assert(!TF32 || sizeof(T) == 8, "TF32 candidates are double's");
+  constexpr bool centred = centre_objects<T> || TF32;
   std::mt19937_64 rng(7);
   for (std::size_t d : {1, 3, 64, 784, 4096}) {
-    const auto b = bound_for<T>(d);
-    double worst = 0;  // the largest error seen, as a fraction of the bound
+    const auto b = TF32 ? km::kernels::tf32_candidates_bound(d) : bound_for<T>(d);
+    const auto fp64 = bound_for<double>(d);
+    double worst = 0, worst_fp64 = 0;  // the largest error seen, as a fraction of the bound (and of FP64's)
     for (int kind = 0; kind < 4; ++kind)
       for (int trial = 0; trial < 40; ++trial) {
         const auto x = draw<T>(rng, d, kind), c = draw<T>(rng, d, kind), mu = draw<T>(rng, d, kind);
         const auto cc = minus(c, mu);
         // The object as the mma sees it, its norm in the bound, and the key's exact value.
-        const auto xo = centre_objects<T> ? minus(x, mu) : x;
+        const auto xo = centred ? minus(x, mu) : x;
         const double cn = std::sqrt(norm2(cc)), xn = std::sqrt(norm2(xo));
-        const double mn = centre_objects<T> ? 0.0 : std::sqrt(norm2(mu));
+        const double mn = centred ? 0.0 : std::sqrt(norm2(mu));
         const double e = b.a * cn * cn + b.b * xn * cn + b.b_mu * mn * cn + b.tiny;
-        const Quad k = centre_objects<T> ? squared(xo, cc) - squared(xo, std::vector<T>(d, T(0)))
-                                         : squared(x, mu, &cc) - squared(x, mu);
-        const double err = std::fabs(static_cast<double>(static_cast<Quad>(emulated_key(xo, cc, keyed_term(cc, mu))) - k));
+        const Quad k = centred ? squared(xo, cc) - squared(xo, std::vector<T>(d, T(0)))
+                               : squared(x, mu, &cc) - squared(x, mu);
+        Quad key = 0;
+        if constexpr (TF32)
+          key = static_cast<Quad>(tf32_candidate_key(xo, cc));
+        else
+          key = static_cast<Quad>(emulated_key(xo, cc, keyed_term(cc, mu)));
+        const double err = std::fabs(static_cast<double>(key - k));
         ASSERT_LE(err, e) << "d=" << d << " kind=" << kind;
         worst = std::max(worst, err / e);
+        worst_fp64 = std::max(worst_fp64, err / (fp64.a * cn * cn + fp64.b * xn * cn + fp64.tiny));
         // centring: the distance the key stands for against |x - c|^2
-        const double xc = std::sqrt(centre_objects<T> ? norm2(xo) : static_cast<double>(squared(x, mu)));
-        const Quad stands_for = centre_objects<T> ? squared(xo, cc) : squared(x, mu, &cc);
+        const double xc = std::sqrt(centred ? norm2(xo) : static_cast<double>(squared(x, mu)));
+        const Quad stands_for = centred ? squared(xo, cc) : squared(x, mu, &cc);
         ASSERT_LE(std::fabs(static_cast<double>(stands_for - squared(x, c))), b.centre * (xc + cn) * (xc + cn) + 1e-300)
             << "d=" << d << " kind=" << kind;
         // seq's direct formula within g T (margin.hpp's second half)
@@ -157,17 +182,22 @@ void check_key_bound() {
       }
     // The bound is not vacuous: some draw comes within a factor 1000 of it.
     EXPECT_GT(worst, 1e-3) << "d=" << d;
+    if constexpr (TF32) {
+      EXPECT_GT(worst_fp64, 1.0) << "d=" << d << ": TF32 keys must break the FP64 bound";
+    }
   }
 }
 
 TEST(TensorMargin, FloatKeyWithinBound) { check_key_bound<float>(); }
 TEST(TensorMargin, DoubleKeyWithinBound) { check_key_bound<double>(); }
+TEST(TensorMargin, DoubleOnTf32KeyWithinBound) { check_key_bound<double, true>(); }
 
 // The whole decision on tie-heavy data, as the kernels make it: keys by the emulation, the
 // three smallest, the margin, then seq's formula for the close calls. Must give seq's label on
 // every object, and must have re-checked some (the data is built with exact ties).
-template <class T>
+template <class T, bool TF32 = false>
 void check_decision() {
+  constexpr bool centred = centre_objects<T> || TF32;
   std::mt19937_64 rng(11);
   for (std::size_t d : {1, 3, 16, 64}) {
     const std::size_t n = 600, k = 40;
@@ -182,7 +212,7 @@ void check_decision() {
       for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(xs[i * d + p]);
       mu[p] = static_cast<T>(s / static_cast<double>(n));
     }
-    const auto b = bound_for<T>(d);
+    const auto b = TF32 ? km::kernels::tf32_candidates_bound(d) : bound_for<T>(d);
     std::vector<std::vector<T>> cc(k);
     std::vector<T> keyed(k);
     double cmax2 = 0;
@@ -191,15 +221,19 @@ void check_decision() {
       keyed[c] = keyed_term(cc[c], mu);
       cmax2 = std::max(cmax2, norm2(cc[c]));
     }
-    const double mu_norm = centre_objects<T> ? 0.0 : std::sqrt(norm2(mu)) * (1 + 1e-12);
+    const double mu_norm = centred ? 0.0 : std::sqrt(norm2(mu)) * (1 + 1e-12);
     std::size_t rechecked = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::vector<T> x(xs.begin() + i * d, xs.begin() + (i + 1) * d);
-      const auto xo = centre_objects<T> ? minus(x, mu) : x;
+      const auto xo = centred ? minus(x, mu) : x;
       T v1 = INFINITY, v2 = INFINITY, v3 = INFINITY;
       int i1 = -1, i2 = -1;
       for (std::size_t c = 0; c < k; ++c) {
-        const T v = emulated_key(xo, cc[c], keyed[c]);
+        T v = 0;
+        if constexpr (TF32)
+          v = tf32_candidate_key(xo, cc[c]);
+        else
+          v = emulated_key(xo, cc[c], keyed[c]);
         if (v < v1) {
           v3 = v2, v2 = v1, i2 = i1, v1 = v, i1 = static_cast<int>(c);
         } else if (v < v2) {
@@ -208,7 +242,7 @@ void check_decision() {
           v3 = v;
         }
       }
-      const double xc2 = centre_objects<T> ? norm2(xo) : static_cast<double>(squared(x, mu));
+      const double xc2 = centred ? norm2(xo) : static_cast<double>(squared(x, mu));
       const double m = candidate_margin(b, xc2, mu_norm, cmax2, static_cast<double>(v1));
       int label = i1;
       if (!(static_cast<double>(v2) - static_cast<double>(v1) > m)) {
@@ -229,6 +263,7 @@ void check_decision() {
 
 TEST(TensorMargin, FloatDecisionGivesSeqLabels) { check_decision<float>(); }
 TEST(TensorMargin, DoubleDecisionGivesSeqLabels) { check_decision<double>(); }
+TEST(TensorMargin, DoubleOnTf32DecisionGivesSeqLabels) { check_decision<double, true>(); }
 
 
 // The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),

@@ -650,11 +650,12 @@ __global__ void __launch_bounds__(1024)
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With
 // `rounded`, of x' = x - mu rounded in T, as the assignment kernel forms it. With `operand`
-// (float only), also x' rounded on to TF32 (cvt.rna), the assignment's A operand exactly as
-// it would form it from x and mu, for its ldmatrix loads.
-template <class T>
+// (O = float), also x' rounded on to TF32 (cvt.rna of x' in float), the TF32 assignment's A
+// operand exactly as it would form it from x and mu, for its ldmatrix loads: float objects
+// (O = T), or double ones scored on TF32 candidates (margin.hpp: tf32_candidates_bound).
+template <class T, class O = T>
 __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
-                                  bool rounded, double* __restrict__ out, T* __restrict__ operand) {
+                                  bool rounded, double* __restrict__ out, O* __restrict__ operand) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
@@ -664,10 +665,10 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
       const double v =
           rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
       s += v * v;
-      if constexpr (sizeof(T) == 4)
+      if constexpr (sizeof(O) == 4)
         if (operand) {
           unsigned r;
-          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(xr));
+          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(static_cast<float>(xr)));
           operand[i * d + p] = __uint_as_float(r);
         }
     }
@@ -676,12 +677,14 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-// c' = c - mu (rounded in T; in float stored rounded on to TF32, the mma's operand) of every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) in T, and the
-// largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. The
-// maximum of non-negative doubles is the maximum of their bit patterns: one integer atomicMax.
-template <class T>
+// c' = c - mu (rounded in T; with O = float stored rounded on to TF32, the mma's operand) of
+// every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) summed in T and stored in O, and the
+// largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. O = T,
+// or double centroids for TF32 candidates (O = float). The maximum of non-negative doubles is
+// the maximum of their bit patterns: one integer atomicMax.
+template <class T, class O = T>
 __global__ void centre_centroids(const T* __restrict__ centroids, const T* __restrict__ mu, int k, int d,
-                                 bool with_mu_term, T* __restrict__ centred, T* __restrict__ keyed, double* cmax2) {
+                                 bool with_mu_term, O* __restrict__ centred, O* __restrict__ keyed, double* cmax2) {
   const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (warp >= k) return;
@@ -690,9 +693,9 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
   double sd = 0;
   for (int p = lane; p < d; p += 32) {
     const T v = centroids[at + p] - mu[p];
-    if constexpr (sizeof(T) == 4) {  // the TF32 operand, rounded once here (cvt.rna), not per warp and tile
+    if constexpr (sizeof(O) == 4) {  // the TF32 operand, rounded once here (cvt.rna), not per warp and tile
       unsigned r;
-      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(static_cast<float>(v)));
       centred[at + p] = __uint_as_float(r);
     } else {
       centred[at + p] = v;
@@ -707,7 +710,7 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
     sd += __shfl_down_sync(0xffffffffu, sd, off);
   }
   if (lane == 0) {
-    keyed[warp] = with_mu_term ? s + 2 * m : s;
+    keyed[warp] = static_cast<O>(with_mu_term ? s + 2 * m : s);
     // Bound the rounding of sd itself (relative d * 2^-53) so the maximum is an upper bound.
     const double up = sd * (1 + (d + 2) * 1.2e-16);
     atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));

@@ -101,6 +101,25 @@ KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2,
   return 2 * e + k.g2 * (w > 0 ? w : 0) + k.tiny;
 }
 
+// Double data on TF32 candidates (fused's tensor path in double, by default): the float
+// kernel's keys from x' = fl64(x - mu) and c' = fl64(c - mu), each rounded to float and then to
+// TF32 (cvt.rna), N = |c'|^2 summed in double and rounded to float, the sums and the key's fold
+// in FP32; seq's formula in double decides the close calls. Read against the bound above with
+// x', c' the centred points:
+//   the operands: |fl_tf32(fl32(v)) - v| <= (2^-24 + 2^-11 (1 + 2^-24)) |v| < (2^-11 + 2^-23) |v|
+//     = u_x = u_c (in the normal range; below it, the absolute errors are covered as in float
+//     by the C^2 and centring terms, and by `tiny` at FLT_MIN);
+//   N̂: (gamma_d(2^-53)(1 + 2^-24) + 2^-24) N <= gamma_d(2^-24) N, the float bound's;
+//   the fold and the accumulation: FP32 (u = u_acc = 2^-24);
+//   x', c' off from x - mu, c - mu by at most 2^-53 per coordinate, under the centring term's u;
+//   seq in double: gamma_{d+2}(2^-53) <= gamma_{d+2}(2^-24), the g used.
+// So the float bound with u_x = u_c = 2^-11 + 2^-23 holds for these keys (tests/test_margin.cpp
+// emulates them). The engine takes this path only while max|x| <= 2^48 (and the initial
+// centroids too), so that no operand, product or key leaves float's range.
+KM_MARGIN_HD inline CandidateBound tf32_candidates_bound(std::size_t d) {
+  return candidate_bound(d, 0x1p-11 + 0x1p-23, 0x1p-11 + 0x1p-23, 0x1p-24, 0x1p-24, 0x1p-126);
+}
+
 
 // The one-pass delta kernel's float filter (kernels/kmeans/6_fused_delta.cuh). Each object is
 // scored against every centroid in float, f_c = fl(cc + sum_p a_p x''_p), a = -2 c'', cc =

@@ -465,7 +465,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   }
 
   std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
+    if (tf32_) return tf32_kernels_.wgmma ? "tf32 candidates, wgmma" : "tf32 candidates";
     return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
+  }
+
+  void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
+    initial_max_ = 0;  // TF32 candidates need the initial centroids inside float's range too
+    for (T v : initial) initial_max_ = std::max(initial_max_, std::fabs(static_cast<double>(v)));
+    DeviceUpdateEngine<T>::setup(data, initial);
   }
 
  private:
@@ -477,6 +484,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     else if (kernels_.assign_pre)
       cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
+    if constexpr (std::is_same_v<T, double>) {  // the TF32 candidates' kernels, should the copy fit (after_setup)
+      tf32_kernels_ = tensor_kernels<float>(data.d);
+      if (tf32_kernels_.wgmma)
+        cuda::opt_in_shared(tf32_kernels_.wgmma_kernel, tf32_kernels_.pre_smem, "--impl=fused");
+      else
+        cuda::opt_in_shared(tf32_kernels_.assign_pre, tf32_kernels_.pre_smem, "--impl=fused");
+      tf32_bound_ = kernels::tf32_candidates_bound(data.d);
+    }
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
     return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
@@ -501,9 +516,6 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       for (std::size_t j = 0; j < this->d_; ++j) sum[j] += static_cast<double>(data.row(i)[j]);
     std::vector<T> mean(this->d_);
     for (std::size_t j = 0; j < this->d_; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
-    mu_norm_ = 0;
-    for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
-    mu_norm_ = kernels_.centre_objects ? 0.0 : std::sqrt(mu_norm_) * (1 + 1e-12);
     mu_ = this->template device_buffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
     centred_ = this->template device_buffer<T>(this->k_ * this->d_);
@@ -530,6 +542,32 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
     sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
+    // Double, by default: the candidates from the TF32 kernels on a float copy of the centred
+    // objects (margin.hpp: tf32_candidates_bound), seq's formula in double for the close calls
+    // -- 1.1-2.9x faster than FP64 DMMA keys on the real-data rows (H100, plots/real_shapes_tf32_h100.csv). Needs the
+    // copy (4 bytes per coordinate) in free memory, the whole problem in memory, no
+    // --device-memory cap, and every |x| and initial |c| at most 2^48 (float's range for the
+    // keys). KMEANS_TENSOR_DOUBLE=dmma keeps FP64 DMMA keys.
+    tf32_ = false;
+    if constexpr (std::is_same_v<T, double>) {
+      const char* env = std::getenv("KMEANS_TENSOR_DOUBLE");
+      const std::size_t copy = (n + this->k_) * this->d_ * sizeof(float) + (this->k_ + this->d_) * sizeof(float);
+      tf32_ = !(env && std::string(env) == "dmma") && !this->streamed() && this->params_.device_memory == 0 &&
+              this->whole_.max_abs <= 0x1p48 && initial_max_ <= 0x1p48 && device_budget(0) >= copy;
+      if (tf32_) {
+        operand32_ = this->template device_buffer<float>(n * this->d_);
+        centred32_ = this->template device_buffer<float>(this->k_ * this->d_);
+        keyed32_ = this->template device_buffer<float>(this->k_);
+        mu32_ = this->template device_buffer<float>(this->d_);  // the kernels' mu argument (unused by both)
+        const std::vector<float> mean32(mean.begin(), mean.end());
+        CUDA_CHECK(cudaMemcpyAsync(mu32_.get(), mean32.data(), this->d_ * sizeof(float), cudaMemcpyHostToDevice,
+                                   this->stream_));
+        CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before mean32 goes
+      }
+    }
+    mu_norm_ = 0;
+    for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
+    mu_norm_ = kernels_.centre_objects || tf32_ ? 0.0 : std::sqrt(mu_norm_) * (1 + 1e-12);
     // Float, in memory: the objects centred and rounded to TF32 once, in a copy the assignment
     // reads with ldmatrix (no subtraction and conversion per fragment element and tile), when
     // the copy fits in what is free. Out of core, under --device-memory, or with
@@ -538,9 +576,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
         !(copy_env && std::string(copy_env) == "0") && device_budget(0) >= n * this->d_ * sizeof(T))
       operand_ = this->template device_buffer<T>(n * this->d_);
-    kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
-        this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
-        xnorm2_.get(), operand_.get());
+    if (tf32_)
+      kernels::centred_row_norms<T, float><<<rows_grid_, 256, 0, this->stream_>>>(
+          this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), true, xnorm2_.get(),
+          operand32_.get());
+    else
+      kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
+          this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
+          xnorm2_.get(), operand_.get());
     CUDA_CHECK_LAUNCH();
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
@@ -549,16 +592,21 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   void rows_changed() override {  // out of core: the chunk's |x'|^2
     kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
         this->x_.get(), mu_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-        kernels_.centre_objects, xnorm2_.get(), nullptr);
+        kernels_.centre_objects, xnorm2_.get(), static_cast<T*>(nullptr));
     CUDA_CHECK_LAUNCH();
   }
 
   void after_update() override {  // c' = c - mu, |c'|^2 and the largest, for the new centroids
     const int k = static_cast<int>(this->k_);
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), this->stream_));
-    kernels::centre_centroids<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
-        this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, centred_.get(),
-        norms_.get(), cmax2_.get());
+    if (tf32_)  // the objects are centred too: keyed = |c'|^2
+      kernels::centre_centroids<T, float><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
+          this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), false, centred32_.get(), keyed32_.get(),
+          cmax2_.get());
+    else
+      kernels::centre_centroids<T><<<(k * 32 + 255) / 256, 256, 0, this->stream_>>>(
+          this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, centred_.get(),
+          norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
   }
 
@@ -571,15 +619,28 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const bool copied = operand_.get() != nullptr;
     const std::size_t rows = copied ? kernels_.pre_rows : kernels_.rows;
     const auto blocks = static_cast<unsigned>((this->n_ + rows - 1) / rows);
-    bool wgmma = false;
+    bool launched = false;
+    if (tf32_) {  // double on TF32 candidates: the float kernels on the float copy
+      const TensorKernels<float>& f = tf32_kernels_;
+      const auto tf32_blocks = static_cast<unsigned>((this->n_ + f.pre_rows - 1) / f.pre_rows);
+      if (f.wgmma)
+        f.wgmma_kernel<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
+            operand32_.get(), mu32_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, k,
+            tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
+      else
+        f.assign_pre<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
+            operand32_.get(), mu32_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d,
+            k, tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued);
+      launched = true;
+    }
     if constexpr (std::is_same_v<T, float>)
       if (copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
         kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, s>>>(
             operand_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
             bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
-        wgmma = true;
+        launched = true;
       }
-    if (!wgmma)
+    if (!launched)
       (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, copied ? kernels_.pre_threads : kernels_.threads,
                                                          copied ? kernels_.pre_smem : kernels_.smem, s>>>(
           copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(),
@@ -627,6 +688,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned char> sort_temp_;
   DeviceBuffer<T> mu_, centred_, norms_;
   DeviceBuffer<T> operand_;  // float, when it fits: x - mu rounded to TF32 (centred_row_norms)
+  // Double on TF32 candidates (tf32_): the float kernels, their bound, the objects' float copy
+  // (x - mu rounded to TF32), the centroids' (c - mu, TF32) and their |c'|^2 in float.
+  bool tf32_ = false;
+  double initial_max_ = 0;
+  TensorKernels<float> tf32_kernels_;
+  kernels::CandidateBound tf32_bound_;
+  DeviceBuffer<float> operand32_, centred32_, keyed32_, mu32_;
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
