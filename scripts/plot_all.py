@@ -219,16 +219,18 @@ def real_shapes(rows, out):
     shapes = [r for r in rows if r.get("section") == "shapes"]
     if shapes:
         keys = list(dict.fromkeys((int(r["objects"]), int(r["coords"]), int(r["clusters"])) for r in shapes))
-        series = [("fused", "double", "#55a868"), ("floor (cuBLAS DGEMM)", "double", "#c0c0c0"),
-                  ("fused", "float", "#4c72b0"), ("PyTorch", "float32", "#dd8452"), ("PyTorch", "float64", "#937860")]
+        series = [("fused", "double", "#55a868"), ("fused (DMMA keys)", "double", "#8fd19e"),
+                  ("floor (cuBLAS DGEMM)", "double", "#c0c0c0"), ("fused", "float", "#4c72b0"),
+                  ("PyTorch", "float32", "#dd8452"), ("PyTorch", "float64", "#937860")]
+        series = [s for s in series if any(r["who"] == s[0] and r["precision"] == s[1] for r in shapes)]
         fig, ax = plt.subplots(figsize=(11, 5))
-        width = 0.16
+        width = 0.8 / len(series)
         for si, (who, prec, color) in enumerate(series):
             for ki, key in enumerate(keys):
                 r = next((r for r in shapes if (int(r["objects"]), int(r["coords"]), int(r["clusters"])) == key
                           and r["who"] == who and r["precision"] == prec), None)
                 if r:
-                    ax.bar(ki + (si - 2) * width, num(r["ms_per_iter"]), width, color=color,
+                    ax.bar(ki + (si - (len(series) - 1) / 2) * width, num(r["ms_per_iter"]), width, color=color,
                            label=f"{who} {prec}" if ki == 0 else None)
         measured = any(r["who"] == "Flash-KMeans" for r in shapes)
         labelled = set()
@@ -558,9 +560,9 @@ def main():
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
     # analyze.sh writes real_shapes.csv; else the committed runs: the shapes with Flash-KMeans beside them
-    # (real_shapes_flash_h100.csv) and the crossover (real_shapes_crossover_h100.csv, else the crossover
+    # (real_shapes_tf32_h100.csv: double on TF32 candidates and on DMMA keys; else real_shapes_flash_h100.csv) and the crossover (real_shapes_crossover_h100.csv, else the crossover
     # rows of real_shapes_h200.csv).
-    committed = read(os.path.join(d, "real_shapes_flash_h100.csv")) or [
+    committed = read(os.path.join(d, "real_shapes_tf32_h100.csv")) or read(os.path.join(d, "real_shapes_flash_h100.csv")) or [
         r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "shapes"]
     crossover = read(os.path.join(d, "real_shapes_crossover_h100.csv")) or read(os.path.join(d, "real_shapes_h200.csv"))
     real_shapes(read(os.path.join(d, "real_shapes.csv")) or committed + [

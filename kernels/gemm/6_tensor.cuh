@@ -29,6 +29,13 @@ struct MmaF64m8n8k4 {
                  : "+d"(c[0]), "+d"(c[1])
                  : "d"(a[0]), "d"(b[0]));
   }
+  // c = a.b: the product onto a zero accumulator (the same bits as mma onto zeros), with no
+  // registers to clear first.
+  __device__ static void mma_zero(double* c, const Reg* a, const Reg* b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%4,%4};\n"
+                 : "=d"(c[0]), "=d"(c[1])
+                 : "d"(a[0]), "d"(b[0]), "d"(0.0));
+  }
 };
 struct MmaF64m16n8k4 {
   using T = double;
@@ -45,6 +52,15 @@ struct MmaF64m16n8k4 {
     __trap();  // the host never selects this shape below sm_90
 #endif
   }
+  __device__ static void mma_zero(double* c, const Reg* a, const Reg* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+                 : "=d"(c[0]), "=d"(c[1]), "=d"(c[2]), "=d"(c[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(b[0]), "d"(0.0));
+#else
+    __trap();
+#endif
+  }
 };
 struct MmaF64m16n8k8 {
   using T = double;
@@ -58,6 +74,16 @@ struct MmaF64m16n8k8 {
         "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
         : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#else
+    __trap();
+#endif
+  }
+  __device__ static void mma_zero(double* c, const Reg* a, const Reg* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=d"(c[0]), "=d"(c[1]), "=d"(c[2]), "=d"(c[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]), "d"(0.0));
 #else
     __trap();
 #endif
@@ -78,6 +104,12 @@ struct MmaTf32m16n8k8 {
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ static void mma_zero(float* c, const Reg* a, const Reg* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
   }
 };
 

@@ -118,7 +118,8 @@ __device__ __forceinline__ typename Mma::Reg object_operand(typename Mma::T v) {
 }
 
 // x: row-major [n][d]; mu[d]: the centre; centred: row-major [k][d], c' = c - mu; keyed[k] =
-// |c'|^2 + 2 mu.c' in T (|c'|^2 when the objects are centred too); cmax2: the largest |c'|^2
+// |c'|^2 + 2 mu.c' in T (|c'|^2 when the objects are centred too), padded with +inf to a
+// multiple of kKeyPad (candidate_lists.cuh: no bounds test per key); cmax2: the largest |c'|^2
 // (double); xc2[n] = |x - mu|^2 (double); mu_norm = |mu| (0 when the objects are centred).
 // Key of (x, c) = keyed - 2 x.c' (or - 2 x'.c'; margin.hpp). Writes every object's candidate label to
 // labels and queues those that need seq's formula: with their candidates in queue (length
@@ -142,6 +143,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   constexpr int H = Mma::C / 2;  // accumulator rows per mma tile per thread
   constexpr int FM = WM / Mma::M, FN = WN / Mma::N, ROWS = FM * H;
   static_assert(Mma::C == 4 || Mma::C == 2, "accumulator layouts of the mma shapes used here");
+  static_assert(kKeyPad % BNS == 0, "a stage's keys lie within the padded keys");
 
   extern __shared__ __align__(16) unsigned char fused_tensor_raw[];
   T* smem = reinterpret_cast<T*>(fused_tensor_raw);
@@ -203,10 +205,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         const int p = p0 + threadIdx.x * VEC;
         gemm::cp_async<VEC * int(sizeof(T))>(stage_mu(s) + threadIdx.x * VEC, p < d ? mu + p : mu, p < d);
       }
-    if (dt == dtiles - 1 && threadIdx.x < BNS) {  // the keys, for the fold after the last slice
-      const int j = ct * BNS + threadIdx.x;
-      gemm::cp_async<int(sizeof(T))>(stage_key(s) + threadIdx.x, j < k ? keyed + j : keyed, j < k);
-    }
+    if (dt == dtiles - 1 && threadIdx.x < BNS)  // the keys, for the fold after the last slice (+inf past k)
+      gemm::cp_async<int(sizeof(T))>(stage_key(s) + threadIdx.x, keyed + ct * BNS + threadIdx.x, true);
   };
 
   T acc[FM][FN][Mma::C];
@@ -301,23 +301,28 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
             bf[2 * q + 1][1] = r[3];
           }
         }
+        // A tile's first products start from zero (no registers to clear after each fold).
+        if (kk == 0 && cdt == 0) {
 #pragma unroll
-        for (int a = 0; a < FM; ++a)
+          for (int a = 0; a < FM; ++a)
 #pragma unroll
-          for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
+            for (int b = 0; b < FN; ++b) Mma::mma_zero(acc[a][b], af[a], bf[b]);
+        } else {
+#pragma unroll
+          for (int a = 0; a < FM; ++a)
+#pragma unroll
+            for (int b = 0; b < FN; ++b) Mma::mma(acc[a][b], af[a], bf[b]);
+        }
       }
 
       if (cdt == dtiles - 1) {  // this centroid tile is complete: fold it into the lists
         const int c0 = ctile * BN + wn0 + 2 * tq;
         const T* ks = stage_key(cs) + sub * BN + wn0 + 2 * tq;
-        T nj[FN][2];  // past k: +inf, a key no list takes
+        T nj[FN][2];  // past k: +inf (the keys' padding), a key no list takes
 #pragma unroll
         for (int b = 0; b < FN; ++b)
 #pragma unroll
-          for (int e2 = 0; e2 < 2; ++e2) {
-            const int j = c0 + b * Mma::N + e2;
-            nj[b][e2] = j < k ? ks[b * Mma::N + e2] : T(INFINITY);
-          }
+          for (int e2 = 0; e2 < 2; ++e2) nj[b][e2] = ks[b * Mma::N + e2];
         if constexpr (!S::is_double) {
           // The keys go to the row that owns them: per 8-centroid fragment b, every lane writes
           // its 4 rows x 2 keys into the warp's 32 x 8 chunk (16-byte halves swapped on every
@@ -359,7 +364,6 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
                   top_push_ascending(top[a * H + h], fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]),
                                      c0 + b * Mma::N + e2);
         }
-        clear();
       }
     }
     next_tile(cs, cdt, cct, STAGES, dtiles);

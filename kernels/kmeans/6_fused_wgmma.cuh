@@ -45,6 +45,7 @@ struct WgmmaShape {
   static constexpr int BM = 64 * WG;    // objects a block
   static constexpr int BN = BN_;        // centroids a tile: an m64nBN accumulator per warpgroup
   static constexpr int ACC = BN / 2;    // its floats a thread
+  static_assert(kKeyPad % BN == 0, "a tile's keys lie within the padded keys");
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
   static constexpr int BK = 32;         // coordinates a slice: 128 bytes of TF32, one swizzle atom
   static constexpr int STAGES = 4;      // the centroids' ring; slices in flight: STAGES - 2
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     }
     if (dt == dtiles - 1 && threadIdx.x < BN) {
       const int j = j0 + threadIdx.x;
-      gemm::cp_async<4>(key_ring + s * BN + threadIdx.x, j < k ? keyed + j : keyed, j < k);
+      gemm::cp_async<4>(key_ring + s * BN + threadIdx.x, keyed + j, true);  // +inf past k (kKeyPad)
     }
   };
   int lt = 0, ls = 0, ldt = 0, lct = 0;
@@ -269,8 +270,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int j = 2 * p + jj, col = 8 * j + 2 * tq;  // accumulator n8 block j: columns col, col + 1
-        const float n0 = tile0 + col < k ? ks[col] : INFINITY;  // past K: a key no list takes
-        const float n1 = tile0 + col + 1 < k ? ks[col + 1] : INFINITY;
+        const float n0 = ks[col], n1 = ks[col + 1];  // past K: +inf (the padding), a key no list takes
         const int group = 2 * jj + (tq >> 1);  // the 4-key group of the 16 columns
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

@@ -24,6 +24,11 @@ __device__ __forceinline__ void next_tile(int& stage, int& slice, int& ctile, in
   }
 }
 
+// The tensor kernels' key terms (keyed) are padded with +inf to a multiple of kKeyPad entries, so
+// that a tile's keys are read without a bounds test per key (a centroid past k multiplies as
+// zeros: its key is +inf, which no list takes).
+constexpr int kKeyPad = 512;
+
 // One queued re-check: object i and its `count` candidates (count 0: every centroid, queued
 // apart for recheck_all).
 constexpr int kMaxCandidates = 3;

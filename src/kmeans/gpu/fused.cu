@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -494,7 +495,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
-    return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + sizeof(double) +
+    return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + kernels::kKeyPad * sizeof(T) + sizeof(double) +
            data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
                      sizeof(unsigned long long)) +
            2 * sizeof(unsigned long long) +
@@ -519,7 +520,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     mu_ = this->template device_buffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
     centred_ = this->template device_buffer<T>(this->k_ * this->d_);
-    norms_ = this->template device_buffer<T>(this->k_);
+    norms_ = padded_keys<T>();
     cmax2_ = this->template device_buffer<double>(1);
     next_ = this->template device_buffer<std::int32_t>(n);
     xnorm2_ = this->template device_buffer<double>(n);
@@ -557,7 +558,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       if (tf32_) {
         operand32_ = this->template device_buffer<float>(n * this->d_);
         centred32_ = this->template device_buffer<float>(this->k_ * this->d_);
-        keyed32_ = this->template device_buffer<float>(this->k_);
+        keyed32_ = padded_keys<float>();
         mu32_ = this->template device_buffer<float>(this->d_);  // the kernels' mu argument (unused by both)
         const std::vector<float> mean32(mean.begin(), mean.end());
         CUDA_CHECK(cudaMemcpyAsync(mu32_.get(), mean32.data(), this->d_ * sizeof(float), cudaMemcpyHostToDevice,
@@ -587,6 +588,21 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     CUDA_CHECK_LAUNCH();
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
+  }
+
+  // A buffer for the centroids' key terms, padded with +inf to a multiple of kKeyPad entries
+  // (candidate_lists.cuh); centre_centroids writes the first k.
+  template <class K>
+  DeviceBuffer<K> padded_keys() {
+    const std::size_t k = this->k_, padded = (k + kernels::kKeyPad - 1) / kernels::kKeyPad * kernels::kKeyPad;
+    DeviceBuffer<K> keys = this->template device_buffer<K>(padded);
+    const std::vector<K> tail(padded - k, std::numeric_limits<K>::infinity());
+    if (!tail.empty()) {
+      CUDA_CHECK(cudaMemcpyAsync(keys.get() + k, tail.data(), tail.size() * sizeof(K), cudaMemcpyHostToDevice,
+                                 this->stream_));
+      CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `tail` goes
+    }
+    return keys;
   }
 
   void rows_changed() override {  // out of core: the chunk's |x'|^2
