@@ -131,7 +131,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
                         const typename Mma::T* __restrict__ keyed, const double* __restrict__ cmax2,
                         const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                         CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
-                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued) {
+                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued,
+                        const std::int32_t* __restrict__ prev) {
   using T = typename Mma::T;
   using Reg = typename Mma::Reg;
   using S = TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>;
@@ -242,10 +243,33 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) load_next();
   int cs = 0, cdt = 0, cct = 0;
+  // Float from the centred copy (PRE) with one slice of d and several stages of centroids: each
+  // row's threshold from its previous label q (margin.hpp: "A threshold before the walk", as the
+  // wgmma kernel): k_q = keyed[q] - 2 x'.c'_q of the same TF32 operands summed in FP32 here, from
+  // the objects' slice of the first stage. Keys at or above T never enter the lists, which start
+  // full of T: a group of 8 keys then rarely has one below its list's last, where without it a
+  // warp's 32 rows kept one of them inserting in a quarter of the groups at K = 65536.
+  const bool thresholds = PRE && !S::is_double && prev != nullptr && dtiles == 1 && ctiles > 1;
+  auto set_threshold = [&] {
+    const int row = wm0 + lane;  // float: lane l keeps row l of its warp's 32
+    const int q = row < rows_here ? prev[row0 + row] : -1;
+    if (q < 0 || q >= k) return;
+    const T* c = centred + static_cast<std::int64_t>(q) * d;
+    const T* xs = stage_a(0);
+    float s = 0.f;
+    for (int p = 0; p < d; ++p) s = __fmaf_rn(static_cast<float>(xs[TA::at(row, p)]), static_cast<float>(__ldg(c + p)), s);
+    const double x2 = xc2[row0 + row], c2 = *cmax2;
+    const double tq0 = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
+                       3.0 * candidate_error(bound, x2, mu_norm, c2);
+    const float threshold = __double2float_ru(tq0 + candidate_margin(bound, x2, mu_norm, c2, tq0));
+#pragma unroll
+    for (int e = 0; e < L; ++e) own.v[e] = threshold;  // index INT_MAX: top_clear's
+  };
   for (int t = 0; t < tiles; ++t) {
     gemm::cp_async_wait<STAGES - 2>();
     __syncthreads();
     load_next();
+    if (t == 0 && thresholds) set_threshold();  // the objects' slice is in stage 0
 
     const T* as = stage_a(cs);
     const T* ms = stage_mu(cs);

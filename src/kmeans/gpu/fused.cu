@@ -383,7 +383,7 @@ template <class T>
 struct TensorKernels {
   using Assign = void (*)(const T*, const T*, const T*, const T*, const double*, const double*, double, std::int64_t,
                           int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, std::int64_t*,
-                          unsigned long long*);
+                          unsigned long long*, const std::int32_t*);
   Assign assign = nullptr;
   Assign assign_pre = nullptr;  // float: the objects read from a centred, TF32-rounded copy
   std::size_t smem = 0, pre_smem = 0;
@@ -646,7 +646,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       else
         f.assign_pre<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
             operand32_.get(), mu32_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d,
-            k, tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued);
+            k, tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
       launched = true;
     }
     if constexpr (std::is_same_v<T, float>)
@@ -660,7 +660,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       (copied ? kernels_.assign_pre : kernels_.assign)<<<blocks, copied ? kernels_.pre_threads : kernels_.threads,
                                                          copied ? kernels_.pre_smem : kernels_.smem, s>>>(
           copied ? operand_.get() : this->x_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(),
-          xnorm2_.get(), mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued);
+          xnorm2_.get(), mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued,
+          this->labels_.get());
     CUDA_CHECK_LAUNCH();
     kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());
