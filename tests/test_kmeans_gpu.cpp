@@ -430,6 +430,26 @@ TEST(GpuTensorDouble, Tf32CandidatesSameAsDmma) {
   unsetenv("KMEANS_FUSED_PATH");
 }
 
+// Double data beyond 2^48 in magnitude would leave float's range in the TF32 keys: such data
+// keeps its FP64 DMMA keys (the report's path "tensor"), and its labels are still omp's.
+TEST(GpuTensorDouble, LargeMagnitudesKeepDmmaKeys) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  const LabelShape s{3000, 16, 300};
+  for (double scale : {1.0, 0x1p50}) {
+    auto data = label_data<double>(1, s);
+    for (std::size_t i = 0; i < data.n * data.d; ++i) data.values.data()[i] *= scale;
+    km::Params p;
+    p.k = s.k;
+    p.loops = 3;
+    const auto got = km::run(km::find_implementation("fused"), data, p);
+    const auto ref = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(got.path, scale > 1 ? "tensor" : "tensor, tf32 candidates") << "scale " << scale;
+    EXPECT_EQ(got.labels, ref.labels) << "scale " << scale;
+  }
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
 // Float on a Hopper GPU (compute capability 9.0) with 32 < d <= 128, d a multiple of 4, takes
 // the wgmma assignment (6_fused_wgmma.cuh); KMEANS_TENSOR_WGMMA=0 takes the mma.sync one. Both
 // give seq's labels from the same centroids, so whole fits agree bit for bit; and the two
