@@ -545,7 +545,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
     // Double, by default: the candidates from the TF32 kernels on a float copy of the centred
     // objects (margin.hpp: tf32_candidates_bound), seq's formula in double for the close calls
-    // -- 1.1-2.9x faster than FP64 DMMA keys on the real-data rows (H100, plots/real_shapes_tf32_h100.csv). Needs the
+    // -- 1.1-3.0x faster than FP64 DMMA keys on the real-data rows (H100, plots/real_shapes_tf32_h100.csv). Needs the
     // copy (4 bytes per coordinate) in free memory, the whole problem in memory, no
     // --device-memory cap, and every |x| and initial |c| at most 2^48 (float's range for the
     // keys). KMEANS_TENSOR_DOUBLE=dmma keeps FP64 DMMA keys.
