@@ -143,6 +143,15 @@ template <class T>
 template <class T>
 using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, const double*,
                                const double*, std::size_t, std::size_t, double*);
+// The vector-width variants' function attributes (GCC on x86-64 only; elsewhere all three
+// variants are the baseline).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KM_TARGET_AVX2 __attribute__((target("avx2")))
+#define KM_TARGET_AVX512 __attribute__((target("avx512f")))
+#else
+#define KM_TARGET_AVX2
+#define KM_TARGET_AVX512
+#endif
 #define KM_CANDIDATE_VARIANT(NAME, ATTR)                                                                             \
   template <class T>                                                                                                  \
   ATTR void NAME(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* closest, const double* w, \
@@ -150,13 +159,8 @@ using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, cons
     candidate_sums_impl<T>(data, begin, end, closest, w, cc, padded, trials, s);                                      \
   }
 KM_CANDIDATE_VARIANT(candidate_sums_baseline, )
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-KM_CANDIDATE_VARIANT(candidate_sums_avx2, __attribute__((target("avx2"))))
-KM_CANDIDATE_VARIANT(candidate_sums_avx512, __attribute__((target("avx512f"))))
-#else
-KM_CANDIDATE_VARIANT(candidate_sums_avx2, )
-KM_CANDIDATE_VARIANT(candidate_sums_avx512, )
-#endif
+KM_CANDIDATE_VARIANT(candidate_sums_avx2, KM_TARGET_AVX2)
+KM_CANDIDATE_VARIANT(candidate_sums_avx512, KM_TARGET_AVX512)
 #undef KM_CANDIDATE_VARIANT
 
 // closest[i] = min(closest[i], distance from object i to centre, times w[i] when weights w are
@@ -382,14 +386,11 @@ using TableRows = void (*)(const Dataset<T>&, std::size_t, std::size_t, std::siz
     table_rows_impl<T>(pool, a0, a1, g0, cc, padded, table);                                            \
   }
 KM_TABLE_VARIANT(table_rows_baseline, )
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-KM_TABLE_VARIANT(table_rows_avx2, __attribute__((target("avx2"))))
-KM_TABLE_VARIANT(table_rows_avx512, __attribute__((target("avx512f"))))
-#else
-KM_TABLE_VARIANT(table_rows_avx2, )
-KM_TABLE_VARIANT(table_rows_avx512, )
-#endif
+KM_TABLE_VARIANT(table_rows_avx2, KM_TARGET_AVX2)
+KM_TABLE_VARIANT(table_rows_avx512, KM_TARGET_AVX512)
 #undef KM_TABLE_VARIANT
+#undef KM_TARGET_AVX2
+#undef KM_TARGET_AVX512
 
 // Host memory for `count` doubles, uninitialised: the threads that compute the table touch
 // (fault in) its pages.
