@@ -14,9 +14,11 @@
 
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
+#include "cuda/memory.hpp"
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/multi_gpu.hpp"
 #include "kmeans/registry.hpp"
@@ -478,9 +480,10 @@ namespace {
 // An initialisation on the GPU gives the CPU's centres, bit for bit, and the same on every run,
 // on uniform, clustered and quantised data (exact ties).
 // - k-means++: the same draws, distances in the same arithmetic, chunk sums in the same order.
-// - k-means||: GEMM-found nearest candidates, re-checked within the GEMM's proven error (only the
-//   re-check breaks the quantised data's ties as the CPU does); K = 2000 draws about 5000
-//   candidates, more than one GEMM block of them.
+// - k-means||: nearest candidates from the tensor cores' TF32 keys (or, in the *Gemm tests, from
+//   GEMM scores), re-checked within the proven error (only the re-check breaks the quantised
+//   data's ties as the CPU does); K = 2000 draws about 5000 candidates, more than one GEMM block
+//   of them.
 template <class T>
 void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -508,6 +511,77 @@ TEST(GpuKmeansPlusPlus, Double) { check_gpu_init<double>(km::Init::kmeanspp, kPl
 TEST(GpuKmeansPlusPlus, Float) { check_gpu_init<float>(km::Init::kmeanspp, kPlusPlusShapes); }
 TEST(GpuKmeansParallel, Double) { check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes); }
 TEST(GpuKmeansParallel, Float) { check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes); }
+// The same through cuBLAS GEMMs (KMEANS_PARALLEL_NEAREST=gemm), the path taken where the tensor
+// cores' cannot be (no TF32, |x| > 2^48, no room for the float copy).
+TEST(GpuKmeansParallel, DoubleGemm) {
+  setenv("KMEANS_PARALLEL_NEAREST", "gemm", 1);
+  check_gpu_init<double>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {30000, 16, 2000}});
+  unsetenv("KMEANS_PARALLEL_NEAREST");
+}
+TEST(GpuKmeansParallel, FloatGemm) {
+  setenv("KMEANS_PARALLEL_NEAREST", "gemm", 1);
+  check_gpu_init<float>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {5000, 1000, 50}});
+  unsetenv("KMEANS_PARALLEL_NEAREST");
+}
+
+// k-means||'s rounds on the tensor cores (tensor_nearest.hpp): each object's label is the first
+// of the least CPU k-means|| distances (squared_distance_double) among m rows, on uniform, blobs
+// and quantised data. The rows are objects, in runs of four equal rows in the first half and of
+// two in the second: exact ties everywhere, so objects are re-checked both against their listed
+// candidates and against every row, and the first of equal rows must win. Shapes through the
+// 16-deep kernel, the mma.sync kernels (d not a multiple of 4, long d) and wgmma, K past a tile.
+template <class T>
+void check_tensor_nearest() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const std::vector<LabelShape> shapes =
+      quick() ? std::vector<LabelShape>{{3000, 100, 129}}
+              : std::vector<LabelShape>{{4000, 3, 100}, {3000, 16, 700}, {3000, 100, 129}, {2000, 128, 600},
+                                        {1500, 784, 256}};
+  unsigned long long listed_all = 0, everyone_all = 0;
+  km::cuda::Stream stream;
+  for (const LabelShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " m=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
+      const auto data = label_data<T>(kind, s);
+      const std::size_t n = data.n, d = data.d, m = static_cast<std::size_t>(s.k);
+      std::vector<T> rows(m * d);
+      for (std::size_t t = 0; t < m; ++t) {
+        const std::size_t run = t < m / 2 ? 4 : 2, lead = t - t % run;
+        std::copy_n(data.row(lead * 7919 % n), d, rows.data() + t * d);
+      }
+      km::cuda::DeviceBuffer<T> x(n * d), r(m * d);
+      km::cuda::DeviceBuffer<std::int32_t> labels(n);
+      ASSERT_EQ(cudaMemcpy(x.get(), data.values.data(), n * d * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(r.get(), rows.data(), m * d * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+      auto nearest = km::gpu::make_tensor_nearest(data, x.get(), km::max_abs_value(data), stream.get());
+      ASSERT_NE(nearest, nullptr) << "the tensor path applies to this data";
+      nearest->nearest(r.get(), static_cast<int>(m), labels.get());
+      unsigned long long listed = 0, everyone = 0;
+      nearest->rechecked(listed, everyone);
+      listed_all += listed;
+      everyone_all += everyone;
+      std::vector<std::int32_t> got(n);
+      ASSERT_EQ(cudaMemcpy(got.data(), labels.get(), n * sizeof(std::int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+      std::size_t wrong = 0, first_wrong = n;
+      for (std::size_t i = 0; i < n; ++i) {
+        double best = INFINITY;
+        std::int32_t want = -1;
+        for (std::size_t t = 0; t < m; ++t) {
+          const double a = km::squared_distance_double(data.row(i), rows.data() + t * d, d);
+          if (a < best) {
+            best = a;
+            want = static_cast<std::int32_t>(t);
+          }
+        }
+        if (got[i] != want && wrong++ == 0) first_wrong = i;
+      }
+      EXPECT_EQ(wrong, 0u) << "labels differ from the CPU's, the first at object " << first_wrong;
+    }
+  EXPECT_GT(listed_all, 0u) << "no object was re-checked against its listed candidates";
+  EXPECT_GT(everyone_all, 0u) << "no object was re-checked against every row";
+}
+TEST(GpuTensorNearest, Double) { check_tensor_nearest<double>(); }
+TEST(GpuTensorNearest, Float) { check_tensor_nearest<float>(); }
 
 // Engine::stage: fused's tensor path (row-major) puts the data on the device before a GPU
 // initialisation, which reads that copy: the CPU's centres; and the fit through that engine is

@@ -436,15 +436,16 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
 // serve all the candidates' lanes at once.) The queued-against-everyone objects' slots are
 // prepared here as well (recheck_all's minimum cleared, their label set to INT_MAX for the
 // label pass's atomicMin).
+// A: the arithmetic (T: seq's; double on float data: k-means||'s distance, kmeanspp.cu).
 constexpr int kNearestGroup = 4, kNearestThreads = 256;
-template <class T>
+template <class T, class A = T>
 __global__ void __launch_bounds__(kNearestThreads)
     recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
                     const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
                     const std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ all_min,
                     std::int32_t* __restrict__ labels) {
   constexpr int SPAN = 32 * kNearestGroup;
-  __shared__ T squares[kNearestThreads / 32][kMaxCandidates][SPAN + 1];  // +1: the lanes' rows in other banks
+  __shared__ A squares[kNearestThreads / 32][kMaxCandidates][SPAN + 1];  // +1: the lanes' rows in other banks
   const int lane = threadIdx.x & 31, wb = threadIdx.x / 32;
   const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -461,17 +462,17 @@ __global__ void __launch_bounds__(kNearestThreads)
 #pragma unroll
     for (int m = 0; m < kMaxCandidates; ++m)
       cand[m] = centroids + static_cast<std::int64_t>(r.c[m < r.count ? m : 0]) * d;
-    T mine = 0;  // lane m < count: candidate m's running sum
+    A mine = 0;  // lane m < count: candidate m's running sum
     // kNearestGroup chunks of 32 coordinates loaded together: one wait on memory per group.
     for (int p0 = 0; p0 < d; p0 += SPAN) {
-      T sq[kNearestGroup][kMaxCandidates];
+      A sq[kNearestGroup][kMaxCandidates];
 #pragma unroll
       for (int g = 0; g < kNearestGroup; ++g) {
         const int p = p0 + 32 * g + lane;
-        const T xv = p < d ? xi[p] : T(0);
+        const A xv = p < d ? static_cast<A>(xi[p]) : A(0);
 #pragma unroll
         for (int m = 0; m < kMaxCandidates; ++m)
-          sq[g][m] = m < r.count && p < d ? seq_square(xv, cand[m][p]) : T(0);
+          sq[g][m] = m < r.count && p < d ? seq_square(xv, static_cast<A>(cand[m][p])) : A(0);
       }
       __syncwarp();  // the previous group's squares are used up
 #pragma unroll
@@ -485,11 +486,11 @@ __global__ void __launch_bounds__(kNearestThreads)
 #pragma unroll
         for (int c = 0; c < SPAN; ++c) mine = seq_plus(mine, squares[wb][lane][c]);
     }
-    T best = T(INFINITY);
+    A best = A(INFINITY);
     int best_c = INT_MAX;
 #pragma unroll
     for (int m = 0; m < kMaxCandidates; ++m) {
-      const T v = __shfl_sync(0xffffffffu, mine, m);
+      const A v = __shfl_sync(0xffffffffu, mine, m);
       if (m < r.count && (v < best || (v == best && r.c[m] < best_c))) {
         best = v;
         best_c = r.c[m];
@@ -504,12 +505,14 @@ __global__ void __launch_bounds__(kNearestThreads)
 // bits: for non-negative IEEE values the bit patterns order as the values), then (LABEL) the same
 // sums again, the lowest centroid whose sum equals it (atomicMin of the index). Float, in one:
 // the sum's 32 bits and the index share a word, so one atomicMin finds both (the second pass was
-// half of recheck_all's time), and recheck_all_labels copies the index out. The slices spread one object's K centroids over many warps,
+// half of recheck_all's time), and recheck_all_labels copies the index out. (A, the arithmetic:
+// float data summed in double, as k-means||'s rounds do, takes double's two passes.) The slices
+// spread one object's K centroids over many warps,
 // so a few queued objects no longer wait on one block walking all of K. A warp stages its 32
 // centroids' next 32 coordinates in shared memory (32 coalesced loads in flight), then lane
 // l adds centroid l's squared differences in coordinate order.
 constexpr int kAllWarps = 4;
-template <class T, bool LABEL>
+template <class T, bool LABEL, class A = T>
 __global__ void __launch_bounds__(kAllWarps * 32)
     recheck_all(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
                 const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
@@ -527,7 +530,7 @@ __global__ void __launch_bounds__(kAllWarps * 32)
     const int c0 = static_cast<int>(item % slices) * 32;
     const std::int64_t i = everyone[q];
     const int rows = k - c0 < 32 ? k - c0 : 32;
-    T sum = 0;
+    A sum = 0;
     for (int p0 = 0; p0 < d; p0 += 32 * G) {
       T cv[G][32], xv[G];
 #pragma unroll
@@ -551,13 +554,14 @@ __global__ void __launch_bounds__(kAllWarps * 32)
 #pragma unroll
       for (int g = 0; g < G; ++g)
 #pragma unroll
-        for (int p = 0; p < 32; ++p) sum = seq_add(sum, xs[wb][g][p], cs[wb][g][lane][p]);
+        for (int p = 0; p < 32; ++p)
+          sum = seq_add(sum, static_cast<A>(xs[wb][g][p]), static_cast<A>(cs[wb][g][lane][p]));
     }
     // The slice's least sum (lowest centroid on equal sums), across the lanes.
-    T best = lane < rows ? sum : T(INFINITY);
+    A best = lane < rows ? sum : A(INFINITY);
     int best_c = lane < rows ? c0 + lane : INT_MAX;
     for (int off = 16; off > 0; off /= 2) {
-      const T ov = __shfl_xor_sync(0xffffffffu, best, off);
+      const A ov = __shfl_xor_sync(0xffffffffu, best, off);
       const int oc = __shfl_xor_sync(0xffffffffu, best_c, off);
       if (ov < best || (ov == best && oc < best_c)) {
         best = ov;
@@ -565,7 +569,7 @@ __global__ void __launch_bounds__(kAllWarps * 32)
       }
     }
     if (lane == 0) {
-      if constexpr (sizeof(T) == 4) {  // one pass: the sum's bits above the centroid's index
+      if constexpr (sizeof(A) == 4) {  // one pass: the sum's bits above the centroid's index
         static_assert(!LABEL, "float needs no label pass: recheck_all_labels reads the low word");
         atomicMin(all_min + q, (static_cast<unsigned long long>(__float_as_uint(best)) << 32) |
                                    static_cast<unsigned>(best_c));
@@ -583,7 +587,7 @@ __global__ void __launch_bounds__(kAllWarps * 32)
 // Float's recheck_all leaves each queued object's least (sum, centroid) in one word, the sum's
 // bits above the index (a non-negative float's bits order as its value; equal sums then order by
 // index): the label is the low half. (Double's sum takes the whole word, hence its second pass.)
-__global__ void __launch_bounds__(256)
+static __global__ void __launch_bounds__(256)
     recheck_all_labels(const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
                        const unsigned long long* __restrict__ all_min, std::int32_t* __restrict__ labels) {
   const std::int64_t total = static_cast<std::int64_t>(*count);
@@ -601,7 +605,7 @@ __global__ void __launch_bounds__(256)
 // sums are integers, so they are the same bits in any order and as the per-object atomics.
 constexpr int kSortedChunk = 256, kSortedUnroll = 8;
 
-__global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
+static __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
                                  std::int64_t n, unsigned long long* changed, std::int64_t* __restrict__ index) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   bool moved = false;

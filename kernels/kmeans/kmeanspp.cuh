@@ -320,6 +320,31 @@ __global__ void __launch_bounds__(kParallelWarps * 32)
   }
 }
 
+// After the round's nearest candidates (labels, from tensor_nearest.cu: the first of the least
+// CPU distances among the round's rows): the CPU's distance to it, in its order and rounding,
+// replaces closest[i] and nearest[i] only when strictly less (an earlier candidate keeps a tie).
+// A thread per object: the sum is a chain in coordinate order in any case.
+template <class T>
+__global__ void parallel_take(const T* __restrict__ x, std::int64_t n, int d, const std::int32_t* __restrict__ labels,
+                              const T* __restrict__ rows, int first, double* __restrict__ closest,
+                              std::int32_t* __restrict__ nearest) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int j = labels[i];
+    const T* xi = x + i * d;
+    const T* c = rows + static_cast<std::int64_t>(j) * d;
+    double a = 0;
+    for (int p = 0; p < d; ++p) {
+      const double e = __dsub_rn(static_cast<double>(xi[p]), static_cast<double>(c[p]));
+      a = __dadd_rn(a, __dmul_rn(e, e));
+    }
+    if (a < closest[i]) {
+      closest[i] = a;
+      nearest[i] = first + j;
+    }
+  }
+}
+
 // counts[t] = the objects whose nearest candidate is t (integers: any order gives the same).
 static __global__ void parallel_counts(const std::int32_t* __restrict__ nearest, std::int64_t n,
                                        unsigned long long* __restrict__ counts) {

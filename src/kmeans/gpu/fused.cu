@@ -27,6 +27,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/fused_wgmma.hpp"
+#include "kmeans/gpu/tensor_kernels.hpp"
 
 namespace km::gpu {
 
@@ -377,22 +378,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t bytes_ = 0;
 };
 
-// The tensor path's kernels for T: FP64 DMMA (m16n8k4 on sm_90, m8n8k4 before) or TF32;
-// 16-byte copies when every row starts 16-byte aligned.
-template <class T>
-struct TensorKernels {
-  using Assign = void (*)(const T*, const T*, const T*, const T*, const double*, const double*, double, std::int64_t,
-                          int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*, std::int64_t*,
-                          unsigned long long*, const std::int32_t*);
-  Assign assign = nullptr;
-  Assign assign_pre = nullptr;  // float: the objects read from a centred, TF32-rounded copy
-  std::size_t smem = 0, pre_smem = 0;
-  int threads = 0, rows = 0, pre_threads = 0, pre_rows = 0;  // per block
-  bool centre_objects = false;
-  bool wgmma = false;  // the copy is read by wgmma_kernel (sm_90a), not assign_pre
-  WgmmaAssign::Kernel wgmma_kernel = nullptr;
-};
-
 template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
   using T = typename Mma::T;
@@ -443,15 +428,27 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
 
-// The bound of margin.hpp for T's mma: in float, centred objects and centroids rounded to
-// TF32 (2^-11), FP32 sums; in double, exact FP64 inputs and sums.
+template TensorKernels<float> tensor_kernels(std::size_t);
+template TensorKernels<double> tensor_kernels(std::size_t);
+
 template <class T>
-kernels::CandidateBound tensor_bound(std::size_t d) {
-  if constexpr (std::is_same_v<T, double>)
-    return kernels::candidate_bound(d, 0.0, 0.0, 0x1p-53, 0x1p-53, DBL_MIN);
-  else
-    return kernels::candidate_bound(d, 0x1p-11, 0x1p-11, 0x1p-24, 0x1p-24, FLT_MIN);
+std::vector<T> sampled_mean(const Dataset<T>& data, std::size_t n) {
+  // About 2^20 values (1,024 to 65,536 objects spread evenly), summed in double: all 60,000 x 784
+  // of Fashion-MNIST, serially, took ~40 ms of a 75 ms setup.
+  const std::size_t d = data.d;
+  const std::size_t wanted = std::clamp<std::size_t>((std::size_t{1} << 20) / d, 1024, 65536);
+  const std::size_t step = std::max<std::size_t>(1, n / wanted);
+  std::vector<double> sum(d, 0.0);
+  std::size_t taken = 0;
+  for (std::size_t i = 0; i < n; i += step, ++taken)
+    for (std::size_t j = 0; j < d; ++j) sum[j] += static_cast<double>(data.row(i)[j]);
+  std::vector<T> mean(d);
+  for (std::size_t j = 0; j < d; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
+  return mean;
 }
+
+template std::vector<float> sampled_mean(const Dataset<float>&, std::size_t);
+template std::vector<double> sampled_mean(const Dataset<double>&, std::size_t);
 
 template <class T>
 class FusedTensor final : public DeviceUpdateEngine<T> {
@@ -504,19 +501,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void after_setup() override {
     const std::size_t n = this->n_;
-    // The centre: the mean of objects spread evenly over the data, about 2^20 values of them
-    // (1,024 to 65,536 objects), in double, rounded to T. Any centre keeps the labels exact
-    // (margin.hpp); a central one keeps the margin small. (All 60,000 x 784 of Fashion-MNIST,
-    // serially, took ~40 ms of a 75 ms setup.)
-    const Dataset<T>& data = *this->data_;
-    const std::size_t wanted = std::clamp<std::size_t>((std::size_t{1} << 20) / this->d_, 1024, 65536);
-    const std::size_t step = std::max<std::size_t>(1, n / wanted);
-    std::vector<double> sum(this->d_, 0.0);
-    std::size_t taken = 0;
-    for (std::size_t i = 0; i < n; i += step, ++taken)
-      for (std::size_t j = 0; j < this->d_; ++j) sum[j] += static_cast<double>(data.row(i)[j]);
-    std::vector<T> mean(this->d_);
-    for (std::size_t j = 0; j < this->d_; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
+    const std::vector<T> mean = sampled_mean(*this->data_, n);  // out of core: the first chunk's
     mu_ = this->template device_buffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
     centred_ = this->template device_buffer<T>(this->k_ * this->d_);

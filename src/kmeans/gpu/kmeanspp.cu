@@ -1,13 +1,15 @@
 // k-means++ and k-means|| on the GPU: the data-sized steps of init.cpp's drivers (the distance
-// passes, the chunk sums, the draws' walks; k-means||'s draws, GEMM-found nearest candidates
-// and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the choices left to
+// passes, the chunk sums, the draws' walks; k-means||'s draws, nearest candidates and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the choices left to
 // the shared drivers, so the centres are the CPU's, bit for bit.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <type_traits>
+#include <cub/device/device_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -18,6 +20,7 @@
 #include "cuda/timer.hpp"
 #include "kernels/kmeans/kmeanspp.cuh"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
 
 namespace km {
@@ -202,11 +205,15 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
   DeviceBuffer<double> walk_r_;
 };
 
-// k-means||'s steps. A round's candidates meet the objects through a GEMM (cuBLAS in T,
-// pedantic: x . c for a tile of objects against a block of candidates, never the whole N x m),
-// then parallel_nearest finds each object's least score and re-checks, with the CPU's direct
-// formula, every candidate within the GEMM's proven error of it (kernels/kmeans/kmeanspp.cuh:
-// parallel_window): so closest and nearest are the CPU's bit for bit.
+// k-means||'s steps. A round's candidates meet the objects on the tensor cores where they can
+// (tensor_nearest.hpp: fused's TF32 kernels, the N x m matrix never written, the close calls
+// re-checked with the CPU's formula), then parallel_take keeps the nearer of that candidate
+// and closest. Otherwise (no TF32, |x| > 2^48, no room for the float copy, or
+// KMEANS_PARALLEL_NEAREST=gemm), through a GEMM (cuBLAS in T, pedantic: x . c for a tile of
+// objects against a block of candidates, never the whole N x m), then parallel_nearest finds
+// each object's least score and re-checks, with the CPU's direct formula, every candidate
+// within the GEMM's proven error of it (kernels/kmeans/kmeanspp.cuh: parallel_window). Either
+// way closest and nearest are the CPU's bit for bit.
 template <class T>
 class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   using B = GpuDistances<T>;
@@ -220,7 +227,6 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
           "--init=kmeans|| on the GPU") {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
-    lap("cuBLAS handle made");
     nearest_ = DeviceBuffer<std::int32_t>(n_);
     xnorm_ = DeviceBuffer<double>(n_);
     flags_ = DeviceBuffer<unsigned char>(n_);
@@ -236,6 +242,23 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
     lap("buffers and row norms");
+    const char* forced = std::getenv("KMEANS_PARALLEL_NEAREST");
+    if (!(forced && std::string(forced) == "gemm")) {
+      // The largest |x_i|^2 bounds every coordinate (and every candidate's).
+      DeviceBuffer<double> largest(1);
+      std::size_t temp = 0;
+      CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, xnorm_.get(), largest.get(), static_cast<std::int64_t>(n_),
+                                        stream_));
+      DeviceBuffer<unsigned char> scratch(temp);
+      CUDA_CHECK(cub::DeviceReduce::Max(scratch.get(), temp, xnorm_.get(), largest.get(),
+                                        static_cast<std::int64_t>(n_), stream_));
+      double max2 = 0;
+      CUDA_CHECK(cudaMemcpyAsync(&max2, largest.get(), sizeof max2, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      tensor_ = gpu::make_tensor_nearest(data, x_, std::sqrt(max2) * (1 + 0x1p-40), stream_.get());
+      if (tensor_) round_labels_ = DeviceBuffer<std::int32_t>(n_);
+      lap(tensor_ ? "the tensor path's copy made" : "no tensor path: GEMMs");
+    }
   }
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
@@ -267,6 +290,14 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     if (first + cands.size() > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans||: more than 2^31 - 1 candidates");
     const std::size_t m = cands.size(), d = d_;
+    if (tensor_) {
+      add_on_tensor_cores(cands, first, chunk_sums);
+      return;
+    }
+    if (!blas_) {
+      blas_ = std::make_unique<cuda::CublasHandle>(stream_);
+      lap("cuBLAS handle made");
+    }
     // The candidates' rows in T (the GEMM's operand) and in double (the re-check's), their
     // squared norms (in double, for the scores) and, per block, the largest norm.
     rows_t_.resize(m * d);
@@ -308,12 +339,12 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
         if (verbose_) gemm_time_.start(stream_);
         // scores[r][j] = x_(i0 + r) . c_(b0 + j): column-major [mb][rows] = C^T X
         if constexpr (std::is_same_v<T, double>)
-          CUBLAS_CHECK(cublasDgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
+          CUBLAS_CHECK(cublasDgemm(*blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
                                    static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
                                    x_ + i0 * d, static_cast<int>(d), &zero, scores_.get(),
                                    static_cast<int>(mb)));
         else
-          CUBLAS_CHECK(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
+          CUBLAS_CHECK(cublasSgemm(*blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(mb), static_cast<int>(rows),
                                    static_cast<int>(d), &one, cand_t_.get() + b0 * d, static_cast<int>(d),
                                    x_ + i0 * d, static_cast<int>(d), &zero, scores_.get(),
                                    static_cast<int>(mb)));
@@ -344,6 +375,34 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     lap("chunk sums");
   }
 
+  // The round on the tensor cores: the candidates' rows in T up, the nearest of them
+  // (tensor_nearest.hpp), then closest and nearest take it where it is strictly nearer.
+  void add_on_tensor_cores(const std::vector<std::size_t>& cands, std::size_t first, std::vector<double>& chunk_sums) {
+    const std::size_t m = cands.size(), d = d_;
+    rows_t_.resize(m * d);
+    for (std::size_t t = 0; t < m; ++t) std::copy_n(data_.row(cands[t]), d, rows_t_.data() + t * d);
+    if (cand_t_.size() < m * d) cand_t_ = DeviceBuffer<T>(m * d);
+    CUDA_CHECK(cudaMemcpyAsync(cand_t_.get(), rows_t_.data(), m * d * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    lap("candidates uploaded");
+    if (verbose_) nearest_time_.start(stream_);
+    tensor_->nearest(cand_t_.get(), static_cast<int>(m), round_labels_.get());
+    kernels::parallel_take<T><<<grid(), 256, 0, stream_>>>(x_, static_cast<std::int64_t>(n_), static_cast<int>(d),
+                                                           round_labels_.get(), cand_t_.get(),
+                                                           static_cast<int>(first), closest_.get(), nearest_.get());
+    CUDA_CHECK_LAUNCH();
+    if (verbose_) {
+      nearest_time_.stop(stream_);
+      unsigned long long listed = 0, all = 0;
+      tensor_->rechecked(listed, all);
+      std::fprintf(stderr, "k-means||: %zu candidates on the tensor cores, %.4f s (events); re-checked %llu against "
+                           "their listed candidates, %llu against all\n",
+                   m, nearest_time_.seconds(), listed, all);
+    }
+    lap("tensor cores' nearest");
+    B::sums_of(closest_.get(), 1, chunk_sums);  // waits: the host's rows may go
+    lap("chunk sums");
+  }
+
   std::vector<std::int64_t> weigh(std::size_t candidates) override {
     DeviceBuffer<unsigned long long> counts(candidates);
     CUDA_CHECK(cudaMemsetAsync(counts.get(), 0, candidates * sizeof(unsigned long long), stream_));
@@ -367,7 +426,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     return static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 8));
   }
 
-  cuda::CublasHandle blas_{stream_};
+  std::unique_ptr<cuda::CublasHandle> blas_;  // made at the first GEMM: none on the tensor path
+  std::unique_ptr<gpu::TensorNearest<T>> tensor_;
+  DeviceBuffer<std::int32_t> round_labels_;
   bool first_tile_ = true;
   cuda::EventPair gemm_time_, nearest_time_;  // KMEANS_PARALLEL_VERBOSE=1: each tile's GEMM and nearest pass
   DeviceBuffer<std::int32_t> nearest_;

@@ -1,0 +1,146 @@
+// k-means||'s nearest candidates on the tensor cores (tensor_nearest.hpp): fused's TF32 kernels
+// (tensor_kernels.hpp) with m candidates as the centroids, then the re-checks of
+// 6_fused_tensor.cuh in double.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/device.hpp"
+#include "cuda/memory.hpp"
+#include "kernels/kmeans/6_fused_tensor.cuh"
+#include "kmeans/gpu/device_update.hpp"
+#include "kmeans/gpu/tensor_kernels.hpp"
+#include "kmeans/gpu/tensor_nearest.hpp"
+
+namespace km::gpu {
+
+namespace {
+
+using cuda::DeviceBuffer;
+
+template <class T>
+class TensorNearestImpl final : public TensorNearest<T> {
+ public:
+  TensorNearestImpl(const Dataset<T>& data, const T* x, const TensorKernels<float>& kernels, cudaStream_t stream)
+      : x_(x), n_(data.n), d_(data.d), kernels_(kernels), stream_(stream) {
+    // The bound: float's, or double on TF32 candidates' (margin.hpp). Either covers a re-check
+    // in double: the direct formula's error in double is below g = gamma_{d+2}(2^-24).
+    bound_ = std::is_same_v<T, float> ? tensor_bound<float>(d_) : kernels::tf32_candidates_bound(d_);
+    const std::vector<T> mean = sampled_mean(data, n_);
+    mu_ = DeviceBuffer<T>(d_, stream_);
+    mu32_ = DeviceBuffer<float>(d_, stream_);  // the kernels' mu argument (unused with the copy)
+    const std::vector<float> mean32(mean.begin(), mean.end());
+    CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), d_ * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(mu32_.get(), mean32.data(), d_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    operand_ = DeviceBuffer<float>(n_ * d_, stream_);
+    xnorm2_ = DeviceBuffer<double>(n_, stream_);
+    cmax2_ = DeviceBuffer<double>(1, stream_);
+    queue_ = DeviceBuffer<kernels::Recheck>(n_, stream_);
+    everyone_ = DeviceBuffer<std::int64_t>(n_, stream_);
+    all_min_ = DeviceBuffer<unsigned long long>(n_, stream_);
+    queued_ = DeviceBuffer<unsigned long long>(2, stream_);
+    prev_ = DeviceBuffer<std::int32_t>(n_, stream_);  // the wgmma kernel's thresholds: row 0's (any row will do)
+    CUDA_CHECK(cudaMemsetAsync(prev_.get(), 0, n_ * sizeof(std::int32_t), stream_));
+    const int grid = static_cast<int>(std::min<std::size_t>((n_ + 7) / 8, multiprocessor_count() * 8ull));
+    kernels::centred_row_norms<T, float><<<grid, 256, 0, stream_>>>(x_, mu_.get(), static_cast<std::int64_t>(n_),
+                                                                    static_cast<int>(d_), true, xnorm2_.get(),
+                                                                    operand_.get());
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the means go
+  }
+
+  void nearest(const T* rows, int m, std::int32_t* labels) override {
+    const std::size_t pad = kernels::kKeyPad, padded = (static_cast<std::size_t>(m) + pad - 1) / pad * pad;
+    if (keyed_.size() < padded) {
+      keyed_ = DeviceBuffer<float>(padded, stream_);
+      centred_ = DeviceBuffer<float>(padded * d_, stream_);
+    }
+    // Keys past m are +inf (the kernels read whole stages of kKeyPad without a bounds test).
+    if (padded > static_cast<std::size_t>(m))
+      CUDA_CHECK(cudaMemcpyAsync(keyed_.get() + m, infinities_.data(), (padded - m) * sizeof(float),
+                                 cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), stream_));
+    CUDA_CHECK(cudaMemsetAsync(queued_.get(), 0, 2 * sizeof(unsigned long long), stream_));
+    const int d = static_cast<int>(d_);
+    kernels::centre_centroids<T, float><<<(m * 32 + 255) / 256, 256, 0, stream_>>>(
+        rows, mu_.get(), m, d, false, centred_.get(), keyed_.get(), cmax2_.get());
+    CUDA_CHECK_LAUNCH();
+    const auto n = static_cast<std::int64_t>(n_);
+    const auto blocks = static_cast<unsigned>((n_ + kernels_.pre_rows - 1) / kernels_.pre_rows);
+    if (kernels_.wgmma)
+      kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
+          operand_.get(), mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
+          bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get());
+    else
+      kernels_.assign_pre<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
+          operand_.get(), mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
+          bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get());
+    CUDA_CHECK_LAUNCH();
+    // The close calls in double, the CPU's arithmetic and order (A = double).
+    kernels::recheck_nearest<T, double><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, stream_>>>(
+        x_, rows, d, queue_.get(), queued_.get(), everyone_.get(), all_min_.get(), labels);
+    CUDA_CHECK_LAUNCH();
+    const unsigned all_grid = static_cast<unsigned>(multiprocessor_count()) * 16;
+    kernels::recheck_all<T, false, double><<<all_grid, kernels::kAllWarps * 32, 0, stream_>>>(
+        x_, rows, d, m, everyone_.get(), queued_.get() + 1, all_min_.get(), labels);
+    CUDA_CHECK_LAUNCH();
+    kernels::recheck_all<T, true, double><<<all_grid, kernels::kAllWarps * 32, 0, stream_>>>(
+        x_, rows, d, m, everyone_.get(), queued_.get() + 1, all_min_.get(), labels);
+    CUDA_CHECK_LAUNCH();
+  }
+
+  void rechecked(unsigned long long& listed, unsigned long long& all) override {
+    unsigned long long got[2] = {0, 0};
+    CUDA_CHECK(cudaMemcpyAsync(got, queued_.get(), sizeof got, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    listed = got[0];
+    all = got[1];
+  }
+
+ private:
+  const T* x_;
+  std::size_t n_, d_;
+  TensorKernels<float> kernels_;
+  cudaStream_t stream_;
+  kernels::CandidateBound bound_;
+  DeviceBuffer<T> mu_;
+  DeviceBuffer<float> mu32_, operand_, keyed_, centred_;
+  DeviceBuffer<double> xnorm2_, cmax2_;
+  DeviceBuffer<kernels::Recheck> queue_;
+  DeviceBuffer<std::int64_t> everyone_;
+  DeviceBuffer<unsigned long long> all_min_, queued_;
+  DeviceBuffer<std::int32_t> prev_;
+  const std::vector<float> infinities_ = std::vector<float>(kernels::kKeyPad, std::numeric_limits<float>::infinity());
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
+                                                      cudaStream_t stream) {
+  if (compute_capability() < 80 || !(max_abs <= 0x1p48) || data.n == 0 || data.n > INT32_MAX) return nullptr;
+  // The float copy and the per-object buffers (|x'|^2, the queues, the minima, the thresholds'
+  // labels), beside a few candidates' rows.
+  const std::size_t need = data.n * data.d * sizeof(float) +
+                           data.n * (sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
+                                     sizeof(unsigned long long) + sizeof(std::int32_t)) +
+                           (64ull << 20);
+  if (device_budget(0) < need) return nullptr;
+  const TensorKernels<float> kernels = tensor_kernels<float>(data.d);
+  const char* what = "--init=kmeans|| on the tensor cores";
+  if (kernels.wgmma)
+    cuda::opt_in_shared(kernels.wgmma_kernel, kernels.pre_smem, what);
+  else
+    cuda::opt_in_shared(kernels.assign_pre, kernels.pre_smem, what);
+  return std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);
+}
+
+template std::unique_ptr<TensorNearest<float>> make_tensor_nearest(const Dataset<float>&, const float*, double,
+                                                                   cudaStream_t);
+template std::unique_ptr<TensorNearest<double>> make_tensor_nearest(const Dataset<double>&, const double*, double,
+                                                                    cudaStream_t);
+
+}  // namespace km::gpu

@@ -1,0 +1,38 @@
+// k-means||'s rounds on the tensor cores (tensor_nearest.cu): for every object, the nearest of
+// m given rows by the CPU's k-means|| distance (cpu_steps.hpp: squared_distance_double, the
+// direct sum in double in coordinate order), the first row on ties. The candidates come from
+// fused's tensor path (TF32 keys on the objects' centred copy, never the N x m matrix; its
+// bound, margin.hpp), and the close calls are re-checked in that double arithmetic, so the
+// labels are the CPU's, bit for bit, without cuBLAS (whose first call in a process cost 40-130 ms
+// of a cold initialisation).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime.h>
+
+#include "io/dataset.hpp"
+
+namespace km::gpu {
+
+template <class T>
+class TensorNearest {
+ public:
+  virtual ~TensorNearest() = default;
+  // labels[i] = the nearest of `rows` ([m][d], row-major in T, on the device) to object i, on
+  // the stream given at make.
+  virtual void nearest(const T* rows, int m, std::int32_t* labels) = 0;
+  // The objects re-checked by the last call, in two counts: against their listed candidates,
+  // and against every row (waits for the stream).
+  virtual void rechecked(unsigned long long& listed, unsigned long long& all) = 0;
+};
+
+// For `data` on the device (x, row-major [n][d]) with every |x| at most max_abs; null where the
+// path does not apply: no TF32 tensor cores (before sm_80), max_abs above 2^48 (float's range
+// for the keys, as fused's double on TF32 candidates), or no room for the float copy.
+template <class T>
+std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
+                                                      cudaStream_t stream);
+
+}  // namespace km::gpu
