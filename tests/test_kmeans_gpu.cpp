@@ -509,8 +509,36 @@ const std::vector<LabelShape> kParallelShapes = {
     {50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000}, {5000, 1000, 50}};
 TEST(GpuKmeansPlusPlus, Double) { check_gpu_init<double>(km::Init::kmeanspp, kPlusPlusShapes); }
 TEST(GpuKmeansPlusPlus, Float) { check_gpu_init<float>(km::Init::kmeanspp, kPlusPlusShapes); }
-TEST(GpuKmeansParallel, Double) { check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes); }
-TEST(GpuKmeansParallel, Float) { check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes); }
+// k-means||'s reduction runs on the GPU here (KMEANS_PARALLEL_REDUCE=gpu: never left to the host).
+TEST(GpuKmeansParallel, Double) {
+  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
+  check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes);
+  unsetenv("KMEANS_PARALLEL_REDUCE");
+}
+TEST(GpuKmeansParallel, Float) {
+  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
+  check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes);
+  unsetenv("KMEANS_PARALLEL_REDUCE");
+}
+// Fewer distinct points than K among more candidates than K (60 points, each object repeated 500
+// times; oversampling 2 draws copies of the same point in one round): the reduction's potential
+// reaches zero, and its later draws are uniform over the candidates, as the host's.
+TEST(GpuKmeansParallel, DuplicatesPastZeroPotential) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
+  const auto points = km::generate_uniform<double>(60, 8, 3);
+  km::Dataset<double> data(30000, 8, "repeated points");
+  for (std::size_t i = 0; i < data.n; ++i) std::copy_n(points.row(i % 60), 8, data.values.data() + i * 8);
+  km::Params p;
+  p.k = 64;
+  p.init = km::Init::kmeans_parallel;
+  p.oversampling = 2;
+  p.seed = 7;
+  const auto cpu = km::initial_centroids(data, p, false);
+  const auto gpu = km::initial_centroids(data, p, true);
+  EXPECT_EQ(gpu, cpu);
+  unsetenv("KMEANS_PARALLEL_REDUCE");
+}
 // The same through cuBLAS GEMMs (KMEANS_PARALLEL_NEAREST=gemm), the path taken where the tensor
 // cores' cannot be (no TF32, |x| > 2^48, no room for the float copy).
 TEST(GpuKmeansParallel, DoubleGemm) {

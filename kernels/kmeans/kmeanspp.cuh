@@ -345,6 +345,171 @@ __global__ void parallel_take(const T* __restrict__ x, std::int64_t n, int d, co
   }
 }
 
+// ---- k-means||'s reduction (init.cpp: reduce_weighted through the distance table), on the GPU
+
+// table[a][b] = the CPU's distance between pool rows a and b ([m][d], double: the candidates'
+// values, exact): the direct sum in coordinate order, each step rounded, as squared_distance_double
+// (symmetric: x - y is -(y - x) exactly, so the CPU's mirrored triangle is this whole square).
+// A block takes 32 x 32 pairs through shared tiles of 32 coordinates; each thread 4 of them.
+constexpr int kTableTile = 32, kTableRowsPerThread = 4;
+static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPerThread)
+    parallel_table(const double* __restrict__ pool, int m, int d, double* __restrict__ table) {
+  __shared__ double as[kTableTile][kTableTile + 1], bs[kTableTile][kTableTile + 1];
+  constexpr int kRows = kTableTile / kTableRowsPerThread;
+  const int tx = threadIdx.x % kTableTile, ty = threadIdx.x / kTableTile;
+  const int a0 = blockIdx.y * kTableTile, b0 = blockIdx.x * kTableTile;
+  double s[kTableRowsPerThread] = {};
+  for (int p0 = 0; p0 < d; p0 += kTableTile) {
+    for (int r = ty; r < kTableTile; r += kRows) {  // row r of each tile, coordinate p0 + tx
+      const int p = p0 + tx;
+      as[r][tx] = a0 + r < m && p < d ? pool[static_cast<std::int64_t>(a0 + r) * d + p] : 0.0;
+      bs[r][tx] = b0 + r < m && p < d ? pool[static_cast<std::int64_t>(b0 + r) * d + p] : 0.0;
+    }
+    __syncthreads();
+    const int span = d - p0 < kTableTile ? d - p0 : kTableTile;
+    for (int p = 0; p < span; ++p)
+#pragma unroll
+      for (int q = 0; q < kTableRowsPerThread; ++q) {
+        const double e = __dsub_rn(as[ty + q * kRows][p], bs[tx][p]);
+        s[q] = __dadd_rn(s[q], __dmul_rn(e, e));
+      }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int q = 0; q < kTableRowsPerThread; ++q) {
+    const int a = a0 + ty + q * kRows, b = b0 + tx;
+    if (a < m && b < m) table[static_cast<std::int64_t>(a) * m + b] = s[q];
+  }
+}
+
+// The greedy k-means++ steps over the m weighted candidates (init.cpp: pick_kmeanspp with
+// TablePlusPlus), in one block, each value the CPU's bits:
+//   - the draws: the counter-based uniform of (seed, stream, counter), counters 0 (the first
+//     centre) and then `trials` a step; the chunk walk on the chunk sums and walk_chunk's on
+//     closest, with the CPU's subtractions in order;
+//   - each trial's chunk sums of min(closest_i, w_i table[cand][i]) in candidate order, and its
+//     potential as their sum in chunk order; the least potential wins (the first on ties);
+//   - the chosen centre's mins become closest, its chunk sums the chunk sums and its potential
+//     the potential (the CPU recomputes them: the same operations in the same order).
+// Shared memory (reduce_shared_doubles): closest and w [m], the chunk sums [chunks] and the
+// trials' chunk sums [chunks][trials], so that the serial walks and sums wait on shared, not
+// global, loads. picks[c] = the candidate chosen c-th.
+constexpr int kReduceThreads = 1024, kReduceMaxTrials = 64, kReduceChunkMax = 64;
+__host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t m, std::size_t chunk, std::size_t trials) {
+  return 2 * m + (m + chunk - 1) / chunk * (trials + 1);
+}
+static __global__ void __launch_bounds__(kReduceThreads)
+    parallel_reduce(const double* __restrict__ table, int m, const double* __restrict__ weights, int k, int trials,
+                    int chunk, std::uint64_t seed, std::uint64_t stream, std::int32_t* __restrict__ picks) {
+  extern __shared__ double reduce_shared[];
+  const int chunks = (m + chunk - 1) / chunk;
+  double* closest = reduce_shared;     // [m]
+  double* w = closest + m;             // [m]
+  double* csum = w + m;                // [chunks]
+  double* tsum = csum + chunks;        // [chunks][trials]
+  __shared__ int cands[kReduceMaxTrials];
+  __shared__ double pots[kReduceMaxTrials];
+  __shared__ double potential;
+  __shared__ int best_t, first_pick;  // shared, not read back from picks: the block sees them after the barrier
+  const int tid = threadIdx.x;
+  auto below = [&](std::uint64_t counter) {  // Uniform::below(m)
+    const double u = unit_double(hash64(seed, stream, counter));
+    const auto v = static_cast<std::uint64_t>(__dmul_rn(u, static_cast<double>(m)));
+    return static_cast<int>(v < static_cast<std::uint64_t>(m - 1) ? v : m - 1);
+  };
+  if (tid == 0) picks[0] = first_pick = below(0);
+  __syncthreads();
+  const double* first = table + static_cast<std::int64_t>(first_pick) * m;
+  for (int i = tid; i < m; i += blockDim.x) {
+    w[i] = weights[i];
+    closest[i] = __dmul_rn(weights[i], first[i]);
+  }
+  __syncthreads();
+  for (int ch = tid; ch < chunks; ch += blockDim.x) {
+    double s = 0;
+    for (int i = ch * chunk, end = min(m, i + chunk); i < end; ++i) s = __dadd_rn(s, closest[i]);
+    csum[ch] = s;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    double p = 0;
+    for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, csum[ch]);
+    potential = p;
+  }
+  __syncthreads();
+  for (int c = 1; c < k; ++c) {
+    if (tid < trials) {
+      const std::uint64_t counter = 1 + static_cast<std::uint64_t>(c - 1) * trials + tid;
+      int cand;
+      if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
+        cand = below(counter);
+      } else {
+        double r = __dmul_rn(unit_double(hash64(seed, stream, counter)), potential);
+        int ch = 0;
+        while (ch + 1 < chunks && r >= csum[ch]) r = __dsub_rn(r, csum[ch++]);
+        const int begin = ch * chunk, end = min(m, begin + chunk);  // init.cpp: walk_chunk
+        cand = end - 1;
+        for (int i = begin; i < end; ++i) {
+          if (r < closest[i]) {
+            cand = i;
+            break;
+          }
+          r = __dsub_rn(r, closest[i]);
+        }
+        while (closest[cand] == 0) cand = (cand + 1) % m;
+      }
+      cands[tid] = cand;
+    }
+    __syncthreads();
+    for (int item = tid; item < chunks * trials; item += blockDim.x) {
+      const int ch = item / trials, t = item % trials;
+      const double* row = table + static_cast<std::int64_t>(cands[t]) * m;
+      const int begin = ch * chunk, end = min(m, begin + chunk);
+      double s = 0;
+      if (end - begin == kReduceChunkMax) {  // a whole chunk: the table's loads issued 16 ahead of the adds
+#pragma unroll 16
+        for (int i = begin; i < begin + kReduceChunkMax; ++i) {
+          const double v = __dmul_rn(w[i], row[i]), now = closest[i];
+          s = __dadd_rn(s, v < now ? v : now);
+        }
+      } else {
+        for (int i = begin; i < end; ++i) {
+          const double v = __dmul_rn(w[i], row[i]), now = closest[i];
+          s = __dadd_rn(s, v < now ? v : now);
+        }
+      }
+      tsum[item] = s;
+    }
+    __syncthreads();
+    if (tid < trials) {
+      double p = 0;
+      for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, tsum[ch * trials + tid]);
+      pots[tid] = p;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int bt = 0;
+      double bp = INFINITY;
+      for (int t = 0; t < trials; ++t)
+        if (pots[t] < bp) {
+          bp = pots[t];
+          bt = t;
+        }
+      best_t = bt;
+      picks[c] = cands[bt];
+      potential = pots[bt];
+    }
+    __syncthreads();
+    const double* row = table + static_cast<std::int64_t>(cands[best_t]) * m;
+    for (int i = tid; i < m; i += blockDim.x) {
+      const double v = __dmul_rn(w[i], row[i]), now = closest[i];
+      closest[i] = v < now ? v : now;
+    }
+    for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsum[ch * trials + best_t];
+    __syncthreads();
+  }
+}
+
 // counts[t] = the objects whose nearest candidate is t (integers: any order gives the same).
 static __global__ void parallel_counts(const std::int32_t* __restrict__ nearest, std::int64_t n,
                                        unsigned long long* __restrict__ counts) {

@@ -664,6 +664,16 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   // 0.065 s of the H100 box's 16 cores.
   constexpr std::size_t kTableBytes = std::size_t{1} << 30;
   const bool table = pool.n <= kTableBytes / sizeof(double) / pool.n;
+  if (table) {  // on the device, where the steps offer it: the same picks
+    const std::vector<double> wide(rows.begin(), rows.end());
+    const std::vector<std::size_t> picks = steps.reduce(wide, d, weights, k, params.seed, kParallelReduce);
+    if (!picks.empty()) {
+      out.resize(k * d);
+      for (std::size_t c = 0; c < k; ++c) std::copy_n(pool.row(picks[c]), d, out.data() + c * d);
+      if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres on the GPU, %.4f s in all\n", k, since());
+      return;
+    }
+  }
   out = reduce_weighted(pool, weights, k, params.seed, table);
   if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres, %.4f s in all\n", k, since());
 }
@@ -673,8 +683,6 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
 template <class T>
 std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>& weights, std::size_t k,
                                std::uint64_t seed, bool table, std::vector<double>* potentials) {
-  // Chunks of 64, so that a few thousand candidates still spread over the threads.
-  constexpr std::size_t kReduceChunk = 64;
   const bool verbose = parallel_verbose();
   const auto began = std::chrono::steady_clock::now();
   std::unique_ptr<PlusPlusSteps> steps;

@@ -89,7 +89,20 @@ class ParallelSteps {
   virtual void add(const std::vector<std::size_t>& cands, std::size_t first, std::vector<double>& chunk_sums) = 0;
   // counts[t] = the objects whose nearest is candidate t (of `candidates`).
   virtual std::vector<std::int64_t> weigh(std::size_t candidates) = 0;
+  // The reduction, where these steps take it (the GPU's): the K picks of reduce_weighted's greedy
+  // steps through the distance table (random stream `stream`), as positions in the candidate
+  // list, bit for bit; `pool` holds the candidates' rows ([m][d], in double). Empty: the host
+  // reduces.
+  virtual std::vector<std::size_t> reduce(const std::vector<double>& /*pool*/, std::size_t /*d*/,
+                                          const std::vector<double>& /*weights*/, std::size_t /*k*/,
+                                          std::uint64_t /*seed*/, std::uint64_t /*stream*/) {
+    return {};
+  }
 };
+
+// k-means||'s reduction sums its candidates in chunks of 64, so that a few thousand still spread
+// over the threads.
+constexpr std::size_t kReduceChunk = 64;
 
 // k-means||'s reduction: greedy k-means++ (as pick's, stream kParallelReduce) over `pool`'s rows
 // weighted by `weights`, sums over chunks of 64. With `table`, every pairwise distance of the

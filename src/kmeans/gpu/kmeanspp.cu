@@ -20,6 +20,7 @@
 #include "cuda/timer.hpp"
 #include "kernels/kmeans/kmeanspp.cuh"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
 
@@ -373,6 +374,50 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     lap("GEMMs and nearest");
     B::sums_of(closest_.get(), 1, chunk_sums);  // waits: the host's rows may go
     lap("chunk sums");
+  }
+
+  // The reduction on the GPU: the distance table (parallel_table), then the greedy steps in one
+  // block (parallel_reduce), with the host's arithmetic and order. The host's when the table
+  // (at most 1 GiB, pick_kmeans_parallel) does not fit beside the data, or the shared memory of
+  // the sums does not fit, or with KMEANS_PARALLEL_REDUCE=host.
+  std::vector<std::size_t> reduce(const std::vector<double>& pool, std::size_t d, const std::vector<double>& weights,
+                                  std::size_t k, std::uint64_t seed, std::uint64_t stream) override {
+    const char* forced = std::getenv("KMEANS_PARALLEL_REDUCE");  // host, or gpu (for the tests: never the host)
+    if (forced && std::string(forced) == "host") return {};
+    const std::size_t m = weights.size();
+    const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
+    const std::size_t shared = kernels::reduce_shared_doubles(m, kReduceChunk, trials) * sizeof(double);
+    const std::size_t bytes = (m * m + m * d + m) * sizeof(double);
+    static_assert(kReduceChunk == kernels::kReduceChunkMax, "the kernel's whole-chunk path");
+    if (m > INT32_MAX || k < 2 || trials > static_cast<std::size_t>(kernels::kReduceMaxTrials) ||
+        shared > gpu_info().shared_optin || gpu::device_budget(0) < bytes) {
+      if (forced && std::string(forced) == "gpu")
+        throw DeviceError(strprintf("k-means||: the reduction of %zu candidates to %zu does not fit on the GPU", m, k));
+      return {};
+    }
+    const auto began = std::chrono::steady_clock::now();
+    DeviceBuffer<double> rows(m * d, stream_), table(m * m, stream_), w(m, stream_);
+    DeviceBuffer<std::int32_t> picks(k, stream_);
+    CUDA_CHECK(cudaMemcpyAsync(rows.get(), pool.data(), m * d * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(w.get(), weights.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    const unsigned tiles = static_cast<unsigned>((m + kernels::kTableTile - 1) / kernels::kTableTile);
+    kernels::parallel_table<<<dim3(tiles, tiles), kernels::kTableTile * kernels::kTableTile /
+                                                      kernels::kTableRowsPerThread,
+                              0, stream_>>>(rows.get(), static_cast<int>(m), static_cast<int>(d), table.get());
+    CUDA_CHECK_LAUNCH();
+    lap("the reduction's table");
+    cuda::opt_in_shared(kernels::parallel_reduce, shared, "--init=kmeans|| on the GPU");
+    kernels::parallel_reduce<<<1, kernels::kReduceThreads, shared, stream_>>>(
+        table.get(), static_cast<int>(m), w.get(), static_cast<int>(k), static_cast<int>(trials),
+        static_cast<int>(kReduceChunk), seed, stream, picks.get());
+    CUDA_CHECK_LAUNCH();
+    std::vector<std::int32_t> got(k);
+    CUDA_CHECK(cudaMemcpyAsync(got.data(), picks.get(), k * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (verbose_)
+      std::fprintf(stderr, "k-means||: the reduction on the GPU (%zu candidates, %zu trials a step), %.4f s\n", m,
+                   trials, std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    return {got.begin(), got.end()};
   }
 
   // The round on the tensor cores: the candidates' rows in T up, the nearest of them
