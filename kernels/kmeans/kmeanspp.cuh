@@ -444,17 +444,41 @@ static __global__ void __launch_bounds__(kReduceThreads)
       if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
         cand = below(counter);
       } else {
+        // The host's walks, their next 8 values loaded ahead of the chain of subtractions.
         double r = __dmul_rn(unit_double(hash64(seed, stream, counter)), potential);
         int ch = 0;
-        while (ch + 1 < chunks && r >= csum[ch]) r = __dsub_rn(r, csum[ch++]);
+        for (bool more = true; more;) {  // while (ch + 1 < chunks && r >= csum[ch]) r -= csum[ch++]
+          double ahead[8];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) ahead[q] = ch + q < chunks ? csum[ch + q] : 0.0;
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            if (more) {
+              if (ch + 1 < chunks && r >= ahead[q]) {
+                r = __dsub_rn(r, ahead[q]);
+                ++ch;
+              } else {
+                more = false;
+              }
+            }
+        }
         const int begin = ch * chunk, end = min(m, begin + chunk);  // init.cpp: walk_chunk
         cand = end - 1;
-        for (int i = begin; i < end; ++i) {
-          if (r < closest[i]) {
-            cand = i;
-            break;
-          }
-          r = __dsub_rn(r, closest[i]);
+        bool found = false;
+        for (int i0 = begin; i0 < end && !found; i0 += 8) {
+          double ahead[8];
+#pragma unroll
+          for (int q = 0; q < 8; ++q) ahead[q] = i0 + q < end ? closest[i0 + q] : 0.0;
+#pragma unroll
+          for (int q = 0; q < 8; ++q)
+            if (!found && i0 + q < end) {
+              if (r < ahead[q]) {
+                cand = i0 + q;
+                found = true;
+              } else {
+                r = __dsub_rn(r, ahead[q]);
+              }
+            }
         }
         while (closest[cand] == 0) cand = (cand + 1) % m;
       }
@@ -483,6 +507,7 @@ static __global__ void __launch_bounds__(kReduceThreads)
     __syncthreads();
     if (tid < trials) {
       double p = 0;
+#pragma unroll 8
       for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, tsum[ch * trials + tid]);
       pots[tid] = p;
     }
