@@ -18,6 +18,7 @@
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/gpu/tensor_kernels.hpp"
 #include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/multi_gpu.hpp"
@@ -520,6 +521,16 @@ TEST(GpuKmeansParallel, Float) {
   check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes);
   unsetenv("KMEANS_PARALLEL_REDUCE");
 }
+// The reduction's blocks each owning several chunks of candidates (KMEANS_PARALLEL_REDUCE_PER=3:
+// the path of a GPU with fewer resident blocks than chunks), the last block fewer, the last
+// chunk part of one.
+TEST(GpuKmeansParallel, SeveralChunksABlock) {
+  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
+  setenv("KMEANS_PARALLEL_REDUCE_PER", "3", 1);
+  check_gpu_init<double>(km::Init::kmeans_parallel, {{30000, 16, 2000}, {40000, 3, 1000}});
+  unsetenv("KMEANS_PARALLEL_REDUCE_PER");
+  unsetenv("KMEANS_PARALLEL_REDUCE");
+}
 // Fewer distinct points than K among more candidates than K (60 points, each object repeated 500
 // times; oversampling 2 draws copies of the same point in one round): the reduction's potential
 // reaches zero, and its later draws are uniform over the candidates, as the host's.
@@ -551,6 +562,26 @@ TEST(GpuKmeansParallel, FloatGemm) {
   check_gpu_init<float>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {5000, 1000, 50}});
   unsetenv("KMEANS_PARALLEL_NEAREST");
 }
+
+// The tensor path's centre from the rows on the device is the host's, bit for bit (the same
+// rows, each coordinate summed in row order in double): n past a multiple of the step, d past a
+// block of threads, and a first row far from the rest.
+template <class T>
+void check_sampled_mean() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (auto [n, d] : {std::pair<std::size_t, std::size_t>{200001, 3}, {30001, 130}, {5, 16}}) {
+    auto data = km::generate_uniform<T>(n, d, 11);
+    data.values.data()[0] = static_cast<T>(1e7);
+    km::cuda::DeviceBuffer<T> rows(n * d);
+    CUDA_CHECK(cudaMemcpy(rows.get(), data.values.data(), n * d * sizeof(T), cudaMemcpyHostToDevice));
+    const std::vector<T> host = km::gpu::sampled_mean(data, n);
+    const std::vector<T> device = km::gpu::sampled_mean(rows.get(), n, d, nullptr);
+    ASSERT_EQ(host.size(), d);
+    EXPECT_EQ(std::memcmp(host.data(), device.data(), d * sizeof(T)), 0) << "n=" << n << " d=" << d;
+  }
+}
+TEST(GpuSampledMean, Double) { check_sampled_mean<double>(); }
+TEST(GpuSampledMean, Float) { check_sampled_mean<float>(); }
 
 // k-means||'s rounds on the tensor cores (tensor_nearest.hpp): each object's label is the first
 // of the least CPU k-means|| distances (squared_distance_double) among m rows, on uniform, blobs

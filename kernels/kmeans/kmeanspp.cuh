@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include <cuda/atomic>
+
 #include "kmeans/parallel_draw.hpp"
 
 namespace km::kernels {
@@ -23,16 +25,15 @@ template <class T>
 __device__ __forceinline__ void plusplus_stage(const T* __restrict__ x, std::int64_t n, int d, std::int64_t row0,
                                                int p0, double (*tile)[kPlusPlusCols + 1]) {
   constexpr int per = kPlusPlusRows * kPlusPlusCols / kPlusPlusRows;  // = kPlusPlusCols
-  double v[per];
+  T v[per];  // as loaded: converted only at the stores, so no conversion waits among the loads
   const int c = threadIdx.x % kPlusPlusCols, r0 = threadIdx.x / kPlusPlusCols;
   constexpr int row_step = kPlusPlusRows / kPlusPlusCols;
+  const T* at = x + (row0 + r0) * d + p0 + c;  // stepped, not recomputed: one address live
+  const std::int64_t step = static_cast<std::int64_t>(row_step) * d;
 #pragma unroll
-  for (int q = 0; q < per; ++q) {
-    const std::int64_t i = row0 + r0 + q * row_step;
-    v[q] = i < n && p0 + c < d ? static_cast<double>(x[i * d + p0 + c]) : 0.0;
-  }
+  for (int q = 0; q < per; ++q, at += step) v[q] = row0 + r0 + q * row_step < n && p0 + c < d ? *at : T(0);
 #pragma unroll
-  for (int q = 0; q < per; ++q) tile[r0 + q * row_step][c] = v[q];
+  for (int q = 0; q < per; ++q) tile[r0 + q * row_step][c] = static_cast<double>(v[q]);
 }
 
 // mins[t][i] = min(closest[i], distance to centre t) for `count` centres of d doubles
@@ -223,18 +224,23 @@ static __global__ void parallel_draw_flags(const double* __restrict__ closest, s
                    : 0;
 }
 
-// xnorm[i] = |x_i|^2 in double (for the GEMM's error bound only: any order will do).
+// xnorm[i] = |x_i|^2 in double (for the GEMM's error bound and the largest |x| only: any order
+// will do). Blocks of kPlusPlusRows objects, staged as plusplus_distances' (a thread walking its
+// own row reads 32 rows a warp load: 2x slower at 1M x 128).
 template <class T>
-__global__ void parallel_row_norms(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ xnorm) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    double s = 0;
-    for (int j = 0; j < d; ++j) {
-      const double v = static_cast<double>(x[i * d + j]);
-      s = fma(v, v, s);
-    }
-    xnorm[i] = s;
+__global__ void __launch_bounds__(kPlusPlusRows)
+    parallel_row_norms(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ xnorm) {
+  __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
+  double s = 0;
+  for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
+    __syncthreads();  // the previous tile is used up
+    plusplus_stage(x, n, d, row0, p0, tile);
+    __syncthreads();
+    const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
+    for (int q = 0; q < cols; ++q) s = fma(tile[threadIdx.x][q], tile[threadIdx.x][q], s);
   }
+  if (i < n) xnorm[i] = s;
 }
 
 // The bound on how far a GEMM score s_j = |c_j|^2 - 2 fl(x . c_j) may stray from the exact
@@ -323,29 +329,58 @@ __global__ void __launch_bounds__(kParallelWarps * 32)
 // After the round's nearest candidates (labels, from tensor_nearest.cu: the first of the least
 // CPU distances among the round's rows): the CPU's distance to it, in its order and rounding,
 // replaces closest[i] and nearest[i] only when strictly less (an earlier candidate keeps a tie).
-// A thread per object: the sum is a chain in coordinate order in any case.
+// A thread per object, each sum a chain in coordinate order; blocks of kPlusPlusRows objects
+// stage the differences x_ip - c_jp (j = labels[i]) through shared memory, kPlusPlusCols
+// coordinates at a time, both rows read coalesced (a thread walking its own rows read 32 rows a
+// warp load, which the L1 evicted before their next coordinates: 1.56 ms a round at 1M x 128
+// in double, 4x the data's read).
 template <class T>
-__global__ void parallel_take(const T* __restrict__ x, std::int64_t n, int d, const std::int32_t* __restrict__ labels,
-                              const T* __restrict__ rows, int first, double* __restrict__ closest,
-                              std::int32_t* __restrict__ nearest) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int j = labels[i];
-    const T* xi = x + i * d;
-    const T* c = rows + static_cast<std::int64_t>(j) * d;
-    double a = 0;
-    for (int p = 0; p < d; ++p) {
-      const double e = __dsub_rn(static_cast<double>(xi[p]), static_cast<double>(c[p]));
-      a = __dadd_rn(a, __dmul_rn(e, e));
+__global__ void __launch_bounds__(kPlusPlusRows)
+    parallel_take(const T* __restrict__ x, std::int64_t n, int d, const std::int32_t* __restrict__ labels,
+                  const T* __restrict__ rows, int first, double* __restrict__ closest,
+                  std::int32_t* __restrict__ nearest) {
+  __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
+  __shared__ int label[kPlusPlusRows];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
+  label[threadIdx.x] = i < n ? labels[i] : 0;
+  const int c = threadIdx.x % kPlusPlusCols, r0 = threadIdx.x / kPlusPlusCols;
+  constexpr int per = kPlusPlusCols, row_step = kPlusPlusRows / kPlusPlusCols;
+  double a = 0;
+  for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
+    __syncthreads();  // the labels are in; the previous tile is used up
+    T xv[per], cv[per];  // every load in flight before the first conversion or store
+    const T* at = x + (row0 + r0) * d + p0 + c;
+    const std::int64_t step = static_cast<std::int64_t>(row_step) * d;
+#pragma unroll
+    for (int q = 0; q < per; ++q, at += step) {
+      const int r = r0 + q * row_step;
+      const bool in = row0 + r < n && p0 + c < d;
+      xv[q] = in ? *at : T(0);
+      cv[q] = in ? rows[static_cast<std::int64_t>(label[r]) * d + p0 + c] : T(0);
     }
-    if (a < closest[i]) {
-      closest[i] = a;
-      nearest[i] = first + j;
-    }
+#pragma unroll
+    for (int q = 0; q < per; ++q)
+      tile[r0 + q * row_step][c] = __dsub_rn(static_cast<double>(xv[q]), static_cast<double>(cv[q]));
+    __syncthreads();
+    const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
+    for (int q = 0; q < cols; ++q) a = __dadd_rn(a, __dmul_rn(tile[threadIdx.x][q], tile[threadIdx.x][q]));
+  }
+  if (i < n && a < closest[i]) {
+    closest[i] = a;
+    nearest[i] = first + label[threadIdx.x];
   }
 }
 
 // ---- k-means||'s reduction (init.cpp: reduce_weighted through the distance table), on the GPU
+
+// out[t] = row objects[t] of x ([n][d]) in double: a block a row.
+template <class T>
+__global__ void gather_rows(const T* __restrict__ x, const std::int64_t* __restrict__ objects, int d,
+                            double* __restrict__ out) {
+  const T* row = x + objects[blockIdx.x] * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x)
+    out[static_cast<std::int64_t>(blockIdx.x) * d + j] = static_cast<double>(row[j]);
+}
 
 // table[a][b] = the CPU's distance between pool rows a and b ([m][d], double: the candidates'
 // values, exact): the direct sum in coordinate order, each step rounded, as squared_distance_double
@@ -383,7 +418,7 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
 }
 
 // The greedy k-means++ steps over the m weighted candidates (init.cpp: pick_kmeanspp with
-// TablePlusPlus), in one block, each value the CPU's bits:
+// TablePlusPlus), each value the CPU's bits:
 //   - the draws: the counter-based uniform of (seed, stream, counter), counters 0 (the first
 //     centre) and then `trials` a step; the chunk walk on the chunk sums and walk_chunk's on
 //     closest, with the CPU's subtractions in order;
@@ -391,127 +426,245 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
 //     potential as their sum in chunk order; the least potential wins (the first on ties);
 //   - the chosen centre's mins become closest, its chunk sums the chunk sums and its potential
 //     the potential (the CPU recomputes them: the same operations in the same order).
-// Shared memory (reduce_shared_doubles): closest and w [m], the chunk sums [chunks] and the
-// trials' chunk sums [chunks][trials], so that the serial walks and sums wait on shared, not
-// global, loads. picks[c] = the candidate chosen c-th.
-constexpr int kReduceThreads = 1024, kReduceMaxTrials = 64, kReduceChunkMax = 64;
-__host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t m, std::size_t chunk, std::size_t trials) {
-  return 2 * m + (m + chunk - 1) / chunk * (trials + 1);
+// Spread over a grid of co-resident blocks (a cooperative launch), one grid barrier a step:
+// block b owns chunks [b * per, (b + 1) * per) -- their closest and w in shared memory -- and
+// writes its chunks' trial sums to tsums[parity][chunk][trial] and every trial's mins to
+// mins_out[parity][trial][candidate]; after the barrier every block reads the sums and makes the
+// same choice (the same operations on the same values), so each knows the chunk sums, the
+// potential and the pick without a second barrier, and the chosen trial's row of mins is the
+// new closest, which the next step's walks read in whatever chunk they land. (One block of 1024
+// threads doing every step alone spent 13.8 us a step at 2,591 candidates: chains of 64
+// dependent table loads.)
+// picks[c] = the candidate chosen c-th (block 0 writes them).
+constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64;
+constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows: a trial's chain reads its own bank
+constexpr int kReducePhases = 13;                 // the steps' phases that KMEANS_PARALLEL_VERBOSE times
+// Dynamic shared memory, in doubles, for `per` chunks a block and `chunks` in all.
+__host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t per, std::size_t chunks, std::size_t trials) {
+  return 2 * per * kReduceChunkMax          // closest and w of the block's chunks
+         + trials * per * kReducePad        // mins[trial][chunk of the block][i]
+         + chunks * trials + chunks         // every chunk's trial sums; the chunk sums
+         + trials * 2 * kReduceChunkMax     // a walk's chunk of closest and its remainders, per trial
+         + trials * chunks;                 // a walk's remainders over the chunks, per trial
 }
+
+// The sum 0 + v[0] + v[stride] + ... (n values) in that order, v in shared memory: 16 values
+// loaded ahead of each stretch of the chain of adds, whole stretches without a test a value.
+__device__ __forceinline__ double chain_sum(const double* v, int n, int stride = 1) {
+  double s = 0;
+  int q0 = 0;
+  for (; q0 + 16 <= n; q0 += 16) {
+    double a[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) a[q] = v[(q0 + q) * stride];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) s = __dadd_rn(s, a[q]);
+  }
+  if (q0 < n) {  // the last stretch, loaded ahead too
+    double a[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) a[q] = q0 + q < n ? v[(q0 + q) * stride] : 0.0;
+#pragma unroll
+    for (int q = 0; q < 16; ++q)
+      if (q0 + q < n) s = __dadd_rn(s, a[q]);
+  }
+  return s;
+}
+
+// A walk's remainders: before[q] = r less v[0], ..., v[q - 1], each subtraction rounded in turn
+// (the host's chain, with no compare in it); returns r less all n.
+__device__ __forceinline__ double chain_remainders(double r, const double* v, int n, double* before) {
+  int q0 = 0;
+  for (; q0 + 16 <= n; q0 += 16) {
+    double a[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) a[q] = v[q0 + q];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) {
+      before[q0 + q] = r;
+      r = __dsub_rn(r, a[q]);
+    }
+  }
+  if (q0 < n) {
+    double a[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) a[q] = q0 + q < n ? v[q0 + q] : 0.0;
+#pragma unroll
+    for (int q = 0; q < 16; ++q)
+      if (q0 + q < n) {
+        before[q0 + q] = r;
+        r = __dsub_rn(r, a[q]);
+      }
+  }
+  return r;
+}
+
+// The first q < n where stop(q) holds, across the warp (every lane calls it), else n.
+template <class Stop>
+__device__ __forceinline__ int first_where(int n, int lane, Stop stop) {
+  for (int q0 = 0; q0 < n; q0 += 32) {
+    const unsigned hits = __ballot_sync(0xffffffffu, q0 + lane < n && stop(q0 + lane));
+    if (hits) return q0 + __ffs(hits) - 1;
+  }
+  return n;
+}
+
 static __global__ void __launch_bounds__(kReduceThreads)
     parallel_reduce(const double* __restrict__ table, int m, const double* __restrict__ weights, int k, int trials,
-                    int chunk, std::uint64_t seed, std::uint64_t stream, std::int32_t* __restrict__ picks) {
+                    int per, std::uint64_t seed, std::uint64_t stream, double* __restrict__ mins_out,
+                    double* __restrict__ tsums, std::int32_t* __restrict__ picks, unsigned* __restrict__ arrived,
+                    unsigned long long* __restrict__ phases) {
+  constexpr int chunk = kReduceChunkMax;
   extern __shared__ double reduce_shared[];
   const int chunks = (m + chunk - 1) / chunk;
-  double* closest = reduce_shared;     // [m]
-  double* w = closest + m;             // [m]
-  double* csum = w + m;                // [chunks]
-  double* tsum = csum + chunks;        // [chunks][trials]
+  const int own0 = blockIdx.x * per, own_end = min(chunks, own0 + per);
+  const int lo = own0 * chunk, hi = min(m, own_end * chunk);  // the block's candidates
+  double* closest = reduce_shared;                  // [per * chunk], the block's candidates from lo
+  double* w = closest + per * chunk;                // [per * chunk]
+  double* mins = w + per * chunk;                   // [trials][per * kReducePad]
+  double* tsum = mins + trials * per * kReducePad;  // [chunks][trials]
+  double* csum = tsum + chunks * trials;            // [chunks]
+  double* walked = csum + chunks;                   // [trials][2 * chunk]: closest, then the remainders
+  double* rests = walked + trials * 2 * chunk;      // [trials][chunks]
   __shared__ int cands[kReduceMaxTrials];
-  __shared__ double pots[kReduceMaxTrials];
+  __shared__ double pots[kReduceMaxTrials], uniform[kReduceMaxTrials];
   __shared__ double potential;
-  __shared__ int best_t, first_pick;  // shared, not read back from picks: the block sees them after the barrier
-  const int tid = threadIdx.x;
+  __shared__ int best_t;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  // The grid's barrier (as CUTLASS's): every block adds one to `arrived` (zero at the launch),
+  // releasing its writes (ordered before by the block's barrier), and waits, acquiring, for the
+  // count of this barrier.
+  unsigned barriers = 0;
+  auto grid_sync = [&] {
+    __syncthreads();
+    ++barriers;
+    if (tid == 0) {
+      ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> count(*arrived);
+      count.fetch_add(1, ::cuda::memory_order_release);
+      const unsigned target = barriers * gridDim.x;
+      while (count.load(::cuda::memory_order_acquire) < target) {
+      }
+    }
+    __syncthreads();
+  };
+  // KMEANS_PARALLEL_VERBOSE: block 0's thread 0's clock at each phase's end, summed over the
+  // steps in registers, written at the end.
+  const bool timed = phases && blockIdx.x == 0 && tid == 0;
+  long long tick = clock64();
+  unsigned long long spent[kReducePhases] = {};
+  auto phase = [&](int p) {
+    if (timed) {
+      const long long now = clock64();
+      spent[p] += static_cast<unsigned long long>(now - tick);
+      tick = now;
+    }
+  };
   auto below = [&](std::uint64_t counter) {  // Uniform::below(m)
     const double u = unit_double(hash64(seed, stream, counter));
     const auto v = static_cast<std::uint64_t>(__dmul_rn(u, static_cast<double>(m)));
     return static_cast<int>(v < static_cast<std::uint64_t>(m - 1) ? v : m - 1);
   };
-  if (tid == 0) picks[0] = first_pick = below(0);
-  __syncthreads();
-  const double* first = table + static_cast<std::int64_t>(first_pick) * m;
-  for (int i = tid; i < m; i += blockDim.x) {
-    w[i] = weights[i];
-    closest[i] = __dmul_rn(weights[i], first[i]);
+  auto draw_uniforms = [&](int c) {  // step c's, ahead of it (the hash is a chain of 64-bit products)
+    if (tid < trials && c < k)
+      uniform[tid] = unit_double(hash64(seed, stream, 1 + static_cast<std::uint64_t>(c - 1) * trials + tid));
+  };
+  // The first centre: closest = w table[first], in the first row of parity 0's mins (the first
+  // step's walks read it as the row of the step before's best).
+  const int first = below(0);
+  if (blockIdx.x == 0 && tid == 0) picks[0] = first;
+  const double* row = table + static_cast<std::int64_t>(first) * m;
+  for (int i = lo + tid; i < hi; i += blockDim.x) {
+    w[i - lo] = weights[i];
+    closest[i - lo] = __dmul_rn(weights[i], row[i]);
+    mins_out[i] = closest[i - lo];
   }
+  draw_uniforms(1);
   __syncthreads();
-  for (int ch = tid; ch < chunks; ch += blockDim.x) {
-    double s = 0;
-    for (int i = ch * chunk, end = min(m, i + chunk); i < end; ++i) s = __dadd_rn(s, closest[i]);
-    csum[ch] = s;
-  }
+  for (int ch = own0 + tid; ch < own_end; ch += blockDim.x)
+    tsums[ch] = chain_sum(closest + (ch - own0) * chunk, min(m, (ch + 1) * chunk) - ch * chunk);
+  grid_sync();
+  for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsums[ch];
   __syncthreads();
   if (tid == 0) {
     double p = 0;
     for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, csum[ch]);
     potential = p;
+    best_t = 0;
   }
   __syncthreads();
   for (int c = 1; c < k; ++c) {
-    if (tid < trials) {
-      const std::uint64_t counter = 1 + static_cast<std::uint64_t>(c - 1) * trials + tid;
-      int cand;
+    // closest before this step, anywhere: the step before's chosen row of mins.
+    const double* prior = mins_out + (static_cast<std::int64_t>((c - 1) % 2) * trials + best_t) * m;
+    // The draws: warp t walks trial t, as the host: the chunk where the remainder first falls
+    // below the chunk's sum (else the last), then the candidate where it first falls below its
+    // closest (else the chunk's last), then on past candidates at a centre. Lane 0 runs each
+    // chain of subtractions alone, keeping every remainder; the lanes then find the first stop.
+    for (int t = warp; t < trials; t += warps) {
       if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
-        cand = below(counter);
-      } else {
-        // The host's walks, their next 8 values loaded ahead of the chain of subtractions.
-        double r = __dmul_rn(unit_double(hash64(seed, stream, counter)), potential);
-        int ch = 0;
-        for (bool more = true; more;) {  // while (ch + 1 < chunks && r >= csum[ch]) r -= csum[ch++]
-          double ahead[8];
-#pragma unroll
-          for (int q = 0; q < 8; ++q) ahead[q] = ch + q < chunks ? csum[ch + q] : 0.0;
-#pragma unroll
-          for (int q = 0; q < 8; ++q)
-            if (more) {
-              if (ch + 1 < chunks && r >= ahead[q]) {
-                r = __dsub_rn(r, ahead[q]);
-                ++ch;
-              } else {
-                more = false;
-              }
-            }
-        }
-        const int begin = ch * chunk, end = min(m, begin + chunk);  // init.cpp: walk_chunk
-        cand = end - 1;
-        bool found = false;
-        for (int i0 = begin; i0 < end && !found; i0 += 8) {
-          double ahead[8];
-#pragma unroll
-          for (int q = 0; q < 8; ++q) ahead[q] = i0 + q < end ? closest[i0 + q] : 0.0;
-#pragma unroll
-          for (int q = 0; q < 8; ++q)
-            if (!found && i0 + q < end) {
-              if (r < ahead[q]) {
-                cand = i0 + q;
-                found = true;
-              } else {
-                r = __dsub_rn(r, ahead[q]);
-              }
-            }
-        }
-        while (closest[cand] == 0) cand = (cand + 1) % m;
+        if (lane == 0) cands[t] = below(1 + static_cast<std::uint64_t>(c - 1) * trials + t);
+        continue;
       }
-      cands[tid] = cand;
-    }
-    __syncthreads();
-    for (int item = tid; item < chunks * trials; item += blockDim.x) {
-      const int ch = item / trials, t = item % trials;
-      const double* row = table + static_cast<std::int64_t>(cands[t]) * m;
+      double* rest = rests + t * chunks;
+      if (lane == 0) chain_remainders(__dmul_rn(uniform[t], potential), csum, chunks - 1, rest);
+      __syncwarp();
+      phase(0);
+      const int ch = first_where(chunks - 1, lane, [&](int j) { return !(rest[j] >= csum[j]); });
+      phase(1);
       const int begin = ch * chunk, end = min(m, begin + chunk);
-      double s = 0;
-      if (end - begin == kReduceChunkMax) {  // a whole chunk: the table's loads issued 16 ahead of the adds
-#pragma unroll 16
-        for (int i = begin; i < begin + kReduceChunkMax; ++i) {
-          const double v = __dmul_rn(w[i], row[i]), now = closest[i];
-          s = __dadd_rn(s, v < now ? v : now);
-        }
-      } else {
-        for (int i = begin; i < end; ++i) {
-          const double v = __dmul_rn(w[i], row[i]), now = closest[i];
-          s = __dadd_rn(s, v < now ? v : now);
-        }
+      double* v = walked + t * 2 * chunk;
+      double* before = v + chunk;
+      for (int i = begin + lane; i < end; i += 32) v[i - begin] = prior[i];
+      __syncwarp();
+      phase(2);
+      if (lane == 0) {
+        // r after the chunks before ch: rest[ch], or (ch = chunks - 1) that less csum[ch - 1]
+        double r = __dmul_rn(uniform[t], potential);
+        if (ch > 0) r = __dsub_rn(rest[ch - 1], csum[ch - 1]);
+        chain_remainders(r, v, end - begin, before);
       }
-      tsum[item] = s;
+      __syncwarp();
+      phase(3);
+      const int q = first_where(end - begin, lane, [&](int j) { return before[j] < v[j]; });
+      if (lane == 0) {
+        int cand = q < end - begin ? begin + q : end - 1;
+        if (v[cand - begin] == 0)
+          do cand = (cand + 1) % m;
+          while (prior[cand] == 0);
+        cands[t] = cand;
+      }
+      __syncwarp();
+      phase(4);
     }
     __syncthreads();
-    if (tid < trials) {
-      double p = 0;
-#pragma unroll 8
-      for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, tsum[ch * trials + tid]);
-      pots[tid] = p;
+    phase(5);
+    // The block's chunks: every trial's mins, then each (trial, chunk)'s sum in candidate order.
+    const int span = hi - lo;
+    for (int item = tid; item < trials * span; item += blockDim.x) {
+      const int t = item / span, i = lo + item % span;
+      const double v = __dmul_rn(w[i - lo], table[static_cast<std::int64_t>(cands[t]) * m + i]), now = closest[i - lo];
+      const int at = (i - lo) / chunk * kReducePad + (i - lo) % chunk;
+      mins[t * per * kReducePad + at] = v < now ? v : now;
+      mins_out[(static_cast<std::int64_t>(c % 2) * trials + t) * m + i] = v < now ? v : now;
     }
     __syncthreads();
+    phase(6);
+    double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
+    for (int item = tid; item < trials * (own_end - own0); item += blockDim.x) {
+      const int t = item % trials, ch = own0 + item / trials;
+      out[ch * trials + t] =
+          chain_sum(mins + t * per * kReducePad + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk);
+    }
+    draw_uniforms(c + 1);  // read after the barrier
+    phase(7);
+    grid_sync();
+    phase(8);
+    // Every block: all the trials' sums, the potentials in chunk order, the least (the first on ties).
+    for (int f = tid; f < chunks * trials; f += blockDim.x) tsum[f] = out[f];
+    __syncthreads();
+    phase(9);
+    if (tid < trials) pots[tid] = chain_sum(tsum + tid, chunks, trials);
+    __syncthreads();
+    phase(10);
     if (tid == 0) {
       int bt = 0;
       double bp = INFINITY;
@@ -521,18 +674,20 @@ static __global__ void __launch_bounds__(kReduceThreads)
           bt = t;
         }
       best_t = bt;
-      picks[c] = cands[bt];
       potential = pots[bt];
+      if (blockIdx.x == 0) picks[c] = cands[bt];
     }
     __syncthreads();
-    const double* row = table + static_cast<std::int64_t>(cands[best_t]) * m;
-    for (int i = tid; i < m; i += blockDim.x) {
-      const double v = __dmul_rn(w[i], row[i]), now = closest[i];
-      closest[i] = v < now ? v : now;
-    }
-    for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsum[ch * trials + best_t];
+    phase(11);
+    const int bt = best_t;
+    for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsum[ch * trials + bt];
+    for (int i = lo + tid; i < hi; i += blockDim.x)
+      closest[i - lo] = mins[bt * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk];
     __syncthreads();
+    phase(12);
   }
+  if (timed)
+    for (int p = 0; p < kReducePhases; ++p) phases[p] = spent[p];
 }
 
 // counts[t] = the objects whose nearest candidate is t (integers: any order gives the same).

@@ -655,25 +655,26 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   if (verbose) std::fprintf(stderr, "k-means||: %zu candidates after the rounds, %.4f s\n", cands.size(), since());
   const std::vector<std::int64_t> counts = steps.weigh(cands.size());
   std::vector<double> weights(counts.begin(), counts.end());
-  Dataset<T> pool(cands.size(), d, "k-means|| candidates");
-  const std::vector<T> rows = fetch(cands);
-  std::copy(rows.begin(), rows.end(), pool.values.data());
   // Through the distance table when it takes at most 1 GiB (m <= 11,585; m is about
   // oversampling * K * rounds, so K up to ~4,600 at the defaults). Without it each of the K steps
   // recomputes 2 + ln K candidates' distances to every candidate: at 1M x 128, K = 1024 that was
   // 0.065 s of the H100 box's 16 cores.
   constexpr std::size_t kTableBytes = std::size_t{1} << 30;
-  const bool table = pool.n <= kTableBytes / sizeof(double) / pool.n;
-  if (table) {  // on the device, where the steps offer it: the same picks
-    const std::vector<double> wide(rows.begin(), rows.end());
-    const std::vector<std::size_t> picks = steps.reduce(wide, d, weights, k, params.seed, kParallelReduce);
+  const std::size_t m = cands.size();
+  const bool table = m <= kTableBytes / sizeof(double) / m;
+  if (table) {  // on the device, where the steps offer it: the same picks, only the K rows fetched
+    const std::vector<std::size_t> picks = steps.reduce(cands, weights, k, params.seed, kParallelReduce);
     if (!picks.empty()) {
-      out.resize(k * d);
-      for (std::size_t c = 0; c < k; ++c) std::copy_n(pool.row(picks[c]), d, out.data() + c * d);
+      std::vector<std::size_t> rows(k);
+      for (std::size_t c = 0; c < k; ++c) rows[c] = cands[picks[c]];
+      out = fetch(rows);
       if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres on the GPU, %.4f s in all\n", k, since());
       return;
     }
   }
+  Dataset<T> pool(m, d, "k-means|| candidates");
+  const std::vector<T> rows = fetch(cands);
+  std::copy(rows.begin(), rows.end(), pool.values.data());
   out = reduce_weighted(pool, weights, k, params.seed, table);
   if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres, %.4f s in all\n", k, since());
 }

@@ -91,9 +91,9 @@ class ParallelSteps {
   virtual std::vector<std::int64_t> weigh(std::size_t candidates) = 0;
   // The reduction, where these steps take it (the GPU's): the K picks of reduce_weighted's greedy
   // steps through the distance table (random stream `stream`), as positions in the candidate
-  // list, bit for bit; `pool` holds the candidates' rows ([m][d], in double). Empty: the host
-  // reduces.
-  virtual std::vector<std::size_t> reduce(const std::vector<double>& /*pool*/, std::size_t /*d*/,
+  // list, bit for bit; `cands` are the candidates' objects (rows of the data these steps hold).
+  // Empty: the host reduces.
+  virtual std::vector<std::size_t> reduce(const std::vector<std::size_t>& /*cands*/,
                                           const std::vector<double>& /*weights*/, std::size_t /*k*/,
                                           std::uint64_t /*seed*/, std::uint64_t /*stream*/) {
     return {};

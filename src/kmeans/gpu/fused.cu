@@ -432,25 +432,6 @@ template TensorKernels<float> tensor_kernels(std::size_t);
 template TensorKernels<double> tensor_kernels(std::size_t);
 
 template <class T>
-std::vector<T> sampled_mean(const Dataset<T>& data, std::size_t n) {
-  // About 2^20 values (1,024 to 65,536 objects spread evenly), summed in double: all 60,000 x 784
-  // of Fashion-MNIST, serially, took ~40 ms of a 75 ms setup.
-  const std::size_t d = data.d;
-  const std::size_t wanted = std::clamp<std::size_t>((std::size_t{1} << 20) / d, 1024, 65536);
-  const std::size_t step = std::max<std::size_t>(1, n / wanted);
-  std::vector<double> sum(d, 0.0);
-  std::size_t taken = 0;
-  for (std::size_t i = 0; i < n; i += step, ++taken)
-    for (std::size_t j = 0; j < d; ++j) sum[j] += static_cast<double>(data.row(i)[j]);
-  std::vector<T> mean(d);
-  for (std::size_t j = 0; j < d; ++j) mean[j] = static_cast<T>(sum[j] / static_cast<double>(taken));
-  return mean;
-}
-
-template std::vector<float> sampled_mean(const Dataset<float>&, std::size_t);
-template std::vector<double> sampled_mean(const Dataset<double>&, std::size_t);
-
-template <class T>
 class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
@@ -501,7 +482,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void after_setup() override {
     const std::size_t n = this->n_;
-    const std::vector<T> mean = sampled_mean(*this->data_, n);  // out of core: the first chunk's
+    // Out of core, the first chunk's, on the host.
+    const std::vector<T> mean = this->uploaded_ == this->data_ && this->layout_ == Layout::row_major
+                                    ? sampled_mean(this->x_.get(), n, this->d_, this->stream_)
+                                    : sampled_mean(*this->data_, n);
     mu_ = this->template device_buffer<T>(this->d_);
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
     centred_ = this->template device_buffer<T>(this->k_ * this->d_);

@@ -51,8 +51,8 @@ class GpuDistances {
       x_ = own_.get();
     }
     lap(device_rows ? "memory checked (the engine's copy of the data)" : "memory checked, data uploaded");
-    closest_ = DeviceBuffer<double>(n_);
-    sums_ = DeviceBuffer<double>(chunks_ * rows);
+    closest_ = DeviceBuffer<double>(n_, stream_);
+    sums_ = DeviceBuffer<double>(chunks_ * rows, stream_);
     lap("closest allocated");
   }
   // KMEANS_PARALLEL_VERBOSE=1: the time since the last lap, the stream drained.
@@ -228,18 +228,18 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
           "--init=kmeans|| on the GPU") {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
-    nearest_ = DeviceBuffer<std::int32_t>(n_);
-    xnorm_ = DeviceBuffer<double>(n_);
-    flags_ = DeviceBuffer<unsigned char>(n_);
-    drawn_ = DeviceBuffer<std::int64_t>(n_);
-    drawn_count_ = DeviceBuffer<std::int64_t>(1);
-    rechecked_ = DeviceBuffer<unsigned long long>(1);
+    nearest_ = DeviceBuffer<std::int32_t>(n_, stream_);
+    xnorm_ = DeviceBuffer<double>(n_, stream_);
+    flags_ = DeviceBuffer<unsigned char>(n_, stream_);
+    drawn_ = DeviceBuffer<std::int64_t>(n_, stream_);
+    drawn_count_ = DeviceBuffer<std::int64_t>(1, stream_);
+    rechecked_ = DeviceBuffer<unsigned long long>(1, stream_);
     std::size_t temp = 0;
     CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, temp, thrust::counting_iterator<std::int64_t>(0), flags_.get(),
                                           drawn_.get(), drawn_count_.get(), static_cast<std::int64_t>(n_), stream_));
-    select_temp_ = DeviceBuffer<unsigned char>(temp);
-    kernels::parallel_row_norms<T><<<grid(), 256, 0, stream_>>>(x_, static_cast<std::int64_t>(n_),
-                                                                 static_cast<int>(d_), xnorm_.get());
+    select_temp_ = DeviceBuffer<unsigned char>(temp, stream_);
+    kernels::parallel_row_norms<T><<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+        x_, static_cast<std::int64_t>(n_), static_cast<int>(d_), xnorm_.get());
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
     lap("buffers and row norms");
@@ -256,8 +256,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       double max2 = 0;
       CUDA_CHECK(cudaMemcpyAsync(&max2, largest.get(), sizeof max2, cudaMemcpyDeviceToHost, stream_));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
+      lap("the largest |x|");
       tensor_ = gpu::make_tensor_nearest(data, x_, std::sqrt(max2) * (1 + 0x1p-40), stream_.get());
-      if (tensor_) round_labels_ = DeviceBuffer<std::int32_t>(n_);
+      if (tensor_) round_labels_ = DeviceBuffer<std::int32_t>(n_, stream_);
       lap(tensor_ ? "the tensor path's copy made" : "no tensor path: GEMMs");
     }
   }
@@ -376,29 +377,67 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     lap("chunk sums");
   }
 
-  // The reduction on the GPU: the distance table (parallel_table), then the greedy steps in one
-  // block (parallel_reduce), with the host's arithmetic and order. The host's when the table
-  // (at most 1 GiB, pick_kmeans_parallel) does not fit beside the data, or the shared memory of
-  // the sums does not fit, or with KMEANS_PARALLEL_REDUCE=host.
-  std::vector<std::size_t> reduce(const std::vector<double>& pool, std::size_t d, const std::vector<double>& weights,
+  // The reduction on the GPU: the distance table (parallel_table), then the greedy steps on a
+  // grid of co-resident blocks (parallel_reduce), with the host's arithmetic and order. The
+  // host's when the table (at most 1 GiB, pick_kmeans_parallel) does not fit beside the data, the
+  // device has no cooperative launch, or with KMEANS_PARALLEL_REDUCE=host.
+  std::vector<std::size_t> reduce(const std::vector<std::size_t>& cands, const std::vector<double>& weights,
                                   std::size_t k, std::uint64_t seed, std::uint64_t stream) override {
+    const std::size_t d = d_;
     const char* forced = std::getenv("KMEANS_PARALLEL_REDUCE");  // host, or gpu (for the tests: never the host)
     if (forced && std::string(forced) == "host") return {};
+    const bool must = forced && std::string(forced) == "gpu";
+    auto refuse = [&](const char* why) -> std::vector<std::size_t> {
+      if (must) throw DeviceError(strprintf("k-means||: the reduction of %zu candidates to %zu on the GPU: %s",
+                                            weights.size(), k, why));
+      return {};
+    };
     const std::size_t m = weights.size();
     const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
-    const std::size_t shared = kernels::reduce_shared_doubles(m, kReduceChunk, trials) * sizeof(double);
-    const std::size_t bytes = (m * m + m * d + m) * sizeof(double);
-    static_assert(kReduceChunk == kernels::kReduceChunkMax, "the kernel's whole-chunk path");
-    if (m > INT32_MAX || k < 2 || trials > static_cast<std::size_t>(kernels::kReduceMaxTrials) ||
-        shared > gpu_info().shared_optin || gpu::device_budget(0) < bytes) {
-      if (forced && std::string(forced) == "gpu")
-        throw DeviceError(strprintf("k-means||: the reduction of %zu candidates to %zu does not fit on the GPU", m, k));
-      return {};
+    if (m > INT32_MAX / 2 || k < 2 || trials > static_cast<std::size_t>(kernels::kReduceMaxTrials))
+      return refuse("out of the kernel's range");
+    // KMEANS_PARALLEL_REDUCE_PER=p: at least p chunks a block (the tests' several-chunks path).
+    const char* at_least = std::getenv("KMEANS_PARALLEL_REDUCE_PER");
+    int cooperative = 0, device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+    if (!cooperative) return refuse("no cooperative launch");
+    lap("the weights");
+    // The fewest chunks a block that lets every block be resident at once.
+    const std::size_t chunks = (m + kernels::kReduceChunkMax - 1) / kernels::kReduceChunkMax;
+    std::size_t per = at_least ? std::max<std::size_t>(1, std::strtoull(at_least, nullptr, 10)) : 1, shared = 0,
+                blocks = 0;
+    for (per = std::min(per, chunks);; ++per) {
+      blocks = (chunks + per - 1) / per;
+      shared = kernels::reduce_shared_doubles(per, chunks, trials) * sizeof(double);
+      if (shared > gpu_info().shared_optin) return refuse("the sums need more shared memory than a block has");
+      cuda::opt_in_shared(kernels::parallel_reduce, shared, "--init=kmeans|| on the GPU");
+      int resident = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernels::parallel_reduce,
+                                                               kernels::kReduceThreads, shared));
+      if (blocks <= static_cast<std::size_t>(resident) * multiprocessor_count()) break;
+      if (per >= chunks) return refuse("no block fits");
     }
+    const std::size_t bytes = (m * m + m * d + m + 2 * trials * m + 2 * chunks * trials) * sizeof(double);
+    if (gpu::device_budget(0) < bytes) return refuse("no room for the distance table");
+    static_assert(kReduceChunk == kernels::kReduceChunkMax, "the kernel's chunks are the host's");
     const auto began = std::chrono::steady_clock::now();
-    DeviceBuffer<double> rows(m * d, stream_), table(m * m, stream_), w(m, stream_);
+    DeviceBuffer<double> rows(m * d, stream_), table(m * m, stream_), w(m, stream_), mins(2 * trials * m, stream_),
+        tsums(2 * chunks * trials, stream_);
+    DeviceBuffer<std::int64_t> objects(m, stream_);
     DeviceBuffer<std::int32_t> picks(k, stream_);
-    CUDA_CHECK(cudaMemcpyAsync(rows.get(), pool.data(), m * d * sizeof(double), cudaMemcpyHostToDevice, stream_));
+    DeviceBuffer<unsigned> arrived(1, stream_);
+    DeviceBuffer<unsigned long long> phases(kernels::kReducePhases, stream_);
+    CUDA_CHECK(cudaMemsetAsync(arrived.get(), 0, sizeof(unsigned), stream_));
+    CUDA_CHECK(cudaMemsetAsync(phases.get(), 0, kernels::kReducePhases * sizeof(unsigned long long), stream_));
+    lap("the reduction's buffers");
+    // The candidates' rows in double, gathered from the device's copy of the data (the host's
+    // rows, fetched into fresh pages, took ~4 ms at 2,591 x 128).
+    const std::vector<std::int64_t> which(cands.begin(), cands.end());
+    CUDA_CHECK(cudaMemcpyAsync(objects.get(), which.data(), m * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream_));
+    kernels::gather_rows<T><<<static_cast<unsigned>(m), 128, 0, stream_>>>(x_, objects.get(), static_cast<int>(d),
+                                                                           rows.get());
+    CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpyAsync(w.get(), weights.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
     const unsigned tiles = static_cast<unsigned>((m + kernels::kTableTile - 1) / kernels::kTableTile);
     kernels::parallel_table<<<dim3(tiles, tiles), kernels::kTableTile * kernels::kTableTile /
@@ -406,17 +445,41 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
                               0, stream_>>>(rows.get(), static_cast<int>(m), static_cast<int>(d), table.get());
     CUDA_CHECK_LAUNCH();
     lap("the reduction's table");
-    cuda::opt_in_shared(kernels::parallel_reduce, shared, "--init=kmeans|| on the GPU");
-    kernels::parallel_reduce<<<1, kernels::kReduceThreads, shared, stream_>>>(
-        table.get(), static_cast<int>(m), w.get(), static_cast<int>(k), static_cast<int>(trials),
-        static_cast<int>(kReduceChunk), seed, stream, picks.get());
+    const double* table_p = table.get();
+    const double* w_p = w.get();
+    int m_i = static_cast<int>(m), k_i = static_cast<int>(k), trials_i = static_cast<int>(trials),
+        per_i = static_cast<int>(per);
+    double* mins_p = mins.get();
+    double* tsums_p = tsums.get();
+    std::int32_t* picks_p = picks.get();
+    unsigned* arrived_p = arrived.get();
+    unsigned long long* phases_p = verbose_ ? phases.get() : nullptr;
+    void* args[] = {&table_p, &m_i,   &w_p,       &k_i,      &trials_i, &per_i,   &seed,
+                    &stream,  &mins_p, &tsums_p, &picks_p, &arrived_p, &phases_p};
+    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernels::parallel_reduce),
+                                           dim3(static_cast<unsigned>(blocks)), dim3(kernels::kReduceThreads), args,
+                                           shared, stream_));
     CUDA_CHECK_LAUNCH();
     std::vector<std::int32_t> got(k);
     CUDA_CHECK(cudaMemcpyAsync(got.data(), picks.get(), k * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (verbose_) {
+      unsigned long long ticks[kernels::kReducePhases] = {};
+      CUDA_CHECK(cudaMemcpy(ticks, phases.get(), sizeof ticks, cudaMemcpyDeviceToHost));
+      static const char* names[kernels::kReducePhases] = {
+          "walk: chunks' chain", "chunk found", "closest loaded", "candidates' chain", "candidate found",
+          "all walks", "mins", "sums", "barrier", "sums loaded", "potentials", "choice", "closest kept"};
+      std::fprintf(stderr, "k-means||: the reduction's steps, block 0's thread 0's clocks a step:");
+      for (int p = 0; p < kernels::kReducePhases; ++p)
+        std::fprintf(stderr, " %s %.0f;", names[p], ticks[p] / static_cast<double>(k - 1));
+      std::fprintf(stderr, "\n");
+    }
     if (verbose_)
-      std::fprintf(stderr, "k-means||: the reduction on the GPU (%zu candidates, %zu trials a step), %.4f s\n", m,
-                   trials, std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+      std::fprintf(stderr,
+                   "k-means||: the reduction on the GPU (%zu candidates, %zu trials a step, %zu blocks of %zu "
+                   "chunks), %.4f s\n",
+                   m, trials, blocks, per,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     return {got.begin(), got.end()};
   }
 
@@ -431,9 +494,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     lap("candidates uploaded");
     if (verbose_) nearest_time_.start(stream_);
     tensor_->nearest(cand_t_.get(), static_cast<int>(m), round_labels_.get());
-    kernels::parallel_take<T><<<grid(), 256, 0, stream_>>>(x_, static_cast<std::int64_t>(n_), static_cast<int>(d),
-                                                           round_labels_.get(), cand_t_.get(),
-                                                           static_cast<int>(first), closest_.get(), nearest_.get());
+    kernels::parallel_take<T><<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+        x_, static_cast<std::int64_t>(n_), static_cast<int>(d), round_labels_.get(), cand_t_.get(),
+        static_cast<int>(first), closest_.get(), nearest_.get());
     CUDA_CHECK_LAUNCH();
     if (verbose_) {
       nearest_time_.stop(stream_);

@@ -40,6 +40,9 @@ TensorKernels<T> tensor_kernels(std::size_t d);
 // margin small.
 template <class T>
 std::vector<T> sampled_mean(const Dataset<T>& data, std::size_t n);
+// The same from the first n of `rows` (row-major [n][d], on the device), the same bits.
+template <class T>
+std::vector<T> sampled_mean(const T* rows, std::size_t n, std::size_t d, cudaStream_t stream);
 
 // The bound of margin.hpp for T's mma: in float, centred objects and centroids rounded to
 // TF32 (2^-11), FP32 sums; in double, exact FP64 inputs and sums.

@@ -2,6 +2,8 @@
 // (tensor_kernels.hpp) with m candidates as the centroids, then the re-checks of
 // 6_fused_tensor.cuh in double.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -14,6 +16,7 @@
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
 #include "kmeans/gpu/tensor_nearest.hpp"
+#include "kmeans/init.hpp"
 
 namespace km::gpu {
 
@@ -29,7 +32,14 @@ class TensorNearestImpl final : public TensorNearest<T> {
     // The bound: float's, or double on TF32 candidates' (margin.hpp). Either covers a re-check
     // in double: the direct formula's error in double is below g = gamma_{d+2}(2^-24).
     bound_ = std::is_same_v<T, float> ? tensor_bound<float>(d_) : kernels::tf32_candidates_bound(d_);
-    const std::vector<T> mean = sampled_mean(data, n_);
+    const auto began = std::chrono::steady_clock::now();
+    auto lap = [&](const char* what) {
+      if (parallel_verbose())
+        std::fprintf(stderr, "k-means||: the tensor path: %s at %.4f s\n", what,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    };
+    const std::vector<T> mean = sampled_mean(x_, n_, d_, stream_);
+    lap("the mean");
     mu_ = DeviceBuffer<T>(d_, stream_);
     mu32_ = DeviceBuffer<float>(d_, stream_);  // the kernels' mu argument (unused with the copy)
     const std::vector<float> mean32(mean.begin(), mean.end());
@@ -44,12 +54,14 @@ class TensorNearestImpl final : public TensorNearest<T> {
     queued_ = DeviceBuffer<unsigned long long>(2, stream_);
     prev_ = DeviceBuffer<std::int32_t>(n_, stream_);  // the wgmma kernel's thresholds: row 0's (any row will do)
     CUDA_CHECK(cudaMemsetAsync(prev_.get(), 0, n_ * sizeof(std::int32_t), stream_));
+    lap("allocated");
     const int grid = static_cast<int>(std::min<std::size_t>((n_ + 7) / 8, multiprocessor_count() * 8ull));
     kernels::centred_row_norms<T, float><<<grid, 256, 0, stream_>>>(x_, mu_.get(), static_cast<std::int64_t>(n_),
                                                                     static_cast<int>(d_), true, xnorm2_.get(),
                                                                     operand_.get());
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the means go
+    lap("the centred copy");
   }
 
   void nearest(const T* rows, int m, std::int32_t* labels) override {
