@@ -373,13 +373,13 @@ __global__ void __launch_bounds__(kPlusPlusRows)
 
 // ---- k-means||'s reduction (init.cpp: reduce_weighted through the distance table), on the GPU
 
-// out[t] = row objects[t] of x ([n][d]) in double: a block a row.
-template <class T>
+// out[t] = row objects[t] of x ([n][d]), as U: a block a row.
+template <class T, class U>
 __global__ void gather_rows(const T* __restrict__ x, const std::int64_t* __restrict__ objects, int d,
-                            double* __restrict__ out) {
+                            U* __restrict__ out) {
   const T* row = x + objects[blockIdx.x] * d;
   for (int j = threadIdx.x; j < d; j += blockDim.x)
-    out[static_cast<std::int64_t>(blockIdx.x) * d + j] = static_cast<double>(row[j]);
+    out[static_cast<std::int64_t>(blockIdx.x) * d + j] = static_cast<U>(row[j]);
 }
 
 // table[a][b] = the CPU's distance between pool rows a and b ([m][d], double: the candidates'
