@@ -499,11 +499,17 @@ __device__ __forceinline__ double chain_remainders(double r, const double* v, in
   return r;
 }
 
-// The first q < n where stop(q) holds, across the warp (every lane calls it), else n.
+// A walk, across the warp (every lane calls it): lane 0 runs the remainders' chain from r over v
+// 16 values at a time (chain_remainders into before), and after each stretch the warp looks for
+// the first q where stop(q) holds; the chain goes no further than that stretch. Returns that q,
+// else n (before then holds every remainder).
 template <class Stop>
-__device__ __forceinline__ int first_where(int n, int lane, Stop stop) {
-  for (int q0 = 0; q0 < n; q0 += 32) {
-    const unsigned hits = __ballot_sync(0xffffffffu, q0 + lane < n && stop(q0 + lane));
+__device__ __forceinline__ int walk_first(double r, const double* v, int n, double* before, int lane, Stop stop) {
+  for (int q0 = 0; q0 < n; q0 += 16) {
+    const int len = n - q0 < 16 ? n - q0 : 16;
+    if (lane == 0) r = chain_remainders(r, v + q0, len, before + q0);
+    __syncwarp();
+    const unsigned hits = __ballot_sync(0xffffffffu, lane < len && stop(q0 + lane));
     if (hits) return q0 + __ffs(hits) - 1;
   }
   return n;
@@ -605,10 +611,9 @@ static __global__ void __launch_bounds__(kReduceThreads)
         continue;
       }
       double* rest = rests + t * chunks;
-      if (lane == 0) chain_remainders(__dmul_rn(uniform[t], potential), csum, chunks - 1, rest);
-      __syncwarp();
+      const int ch = walk_first(__dmul_rn(uniform[t], potential), csum, chunks - 1, rest, lane,
+                                [&](int j) { return !(rest[j] >= csum[j]); });
       phase(0);
-      const int ch = first_where(chunks - 1, lane, [&](int j) { return !(rest[j] >= csum[j]); });
       phase(1);
       const int begin = ch * chunk, end = min(m, begin + chunk);
       double* v = walked + t * 2 * chunk;
@@ -616,15 +621,11 @@ static __global__ void __launch_bounds__(kReduceThreads)
       for (int i = begin + lane; i < end; i += 32) v[i - begin] = prior[i];
       __syncwarp();
       phase(2);
-      if (lane == 0) {
-        // r after the chunks before ch: rest[ch], or (ch = chunks - 1) that less csum[ch - 1]
-        double r = __dmul_rn(uniform[t], potential);
-        if (ch > 0) r = __dsub_rn(rest[ch - 1], csum[ch - 1]);
-        chain_remainders(r, v, end - begin, before);
-      }
-      __syncwarp();
+      // r after the chunks before ch (the chain reached ch - 1): rest[ch - 1] less csum[ch - 1]
+      double r = __dmul_rn(uniform[t], potential);
+      if (ch > 0) r = __dsub_rn(rest[ch - 1], csum[ch - 1]);
+      const int q = walk_first(r, v, end - begin, before, lane, [&](int j) { return before[j] < v[j]; });
       phase(3);
-      const int q = first_where(end - begin, lane, [&](int j) { return before[j] < v[j]; });
       if (lane == 0) {
         int cand = q < end - begin ? begin + q : end - 1;
         if (v[cand - begin] == 0)
