@@ -63,16 +63,10 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
   const T* c = centroids + static_cast<std::int64_t>(i < n ? labels[i] : 0) * d;
   double s = 0;
-  for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
-    __syncthreads();  // the previous tile is used up
-    plusplus_stage(x, n, d, row0, p0, tile);
-    __syncthreads();
-    const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
-    for (int q = 0; q < cols; ++q) {
-      const double e = __dsub_rn(tile[threadIdx.x][q], static_cast<double>(c[p0 + q]));
-      s = __dadd_rn(s, __dmul_rn(e, e));
-    }
-  }
+  plusplus_walk_rows(x, n, d, row0, tile, [&](int p, double v) {
+    const double e = __dsub_rn(v, static_cast<double>(c[p]));
+    s = __dadd_rn(s, __dmul_rn(e, e));
+  });
   if (i < n) out[i] = s;
 }
 

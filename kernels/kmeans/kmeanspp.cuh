@@ -36,6 +36,20 @@ __device__ __forceinline__ void plusplus_stage(const T* __restrict__ x, std::int
   for (int q = 0; q < per; ++q) tile[r0 + q * row_step][c] = static_cast<double>(v[q]);
 }
 
+// The block's kPlusPlusRows objects staged a tile at a time (plusplus_stage); each thread then
+// calls visit(p, x_ip) for its own object's coordinates p = 0, 1, ..., d - 1 in order.
+template <class T, class Visit>
+__device__ __forceinline__ void plusplus_walk_rows(const T* __restrict__ x, std::int64_t n, int d, std::int64_t row0,
+                                                   double (*tile)[kPlusPlusCols + 1], Visit&& visit) {
+  for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
+    __syncthreads();  // the previous tile is used up
+    plusplus_stage(x, n, d, row0, p0, tile);
+    __syncthreads();
+    const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
+    for (int q = 0; q < cols; ++q) visit(p0 + q, tile[threadIdx.x][q]);
+  }
+}
+
 // mins[t][i] = min(closest[i], distance to centre t) for `count` centres of d doubles
 // (centres[t][d]), or (mins null) closest[i] = that minimum (count 1) -- or, with `first`,
 // the distance itself. Blocks of kPlusPlusRows threads, one object each; the centres' slice
@@ -233,13 +247,7 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
   double s = 0;
-  for (int p0 = 0; p0 < d; p0 += kPlusPlusCols) {
-    __syncthreads();  // the previous tile is used up
-    plusplus_stage(x, n, d, row0, p0, tile);
-    __syncthreads();
-    const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
-    for (int q = 0; q < cols; ++q) s = fma(tile[threadIdx.x][q], tile[threadIdx.x][q], s);
-  }
+  plusplus_walk_rows(x, n, d, row0, tile, [&](int, double v) { s = fma(v, v, s); });
   if (i < n) xnorm[i] = s;
 }
 
