@@ -54,10 +54,9 @@ struct WgmmaShape {
   static constexpr int L = 4;
   static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * 4;
   static constexpr std::size_t b_bytes = std::size_t(BN) * BK * 4;
-  static constexpr std::size_t key_bytes = std::size_t(BN) * 4;
   static constexpr std::size_t chunk_bytes = std::size_t(threads / 32) * 16 * 16 * 4;
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
-  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * (b_bytes + key_bytes) + chunk_bytes;
+  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes + chunk_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
   static_assert(BN * BK / 4 % threads == 0, "whole 16-byte copies a thread per slice");
   static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
@@ -95,6 +94,39 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The stages' mbarriers (one arrival: the thread that issues the copy, plus the copy's bytes).
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
+}
+// The initialised barriers made visible to the async proxy (the bulk copies complete on them).
+__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect_bytes(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+// Spins until the barrier's phase of this parity has completed (its copies landed, visible).
+__device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// One bulk copy (the copy engine, not the threads) of `bytes` (a multiple of 16, both ends
+// 16-byte aligned) from global to shared memory, counted on `bar` when it lands.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+
 // d (+)= A.B^T for a 64 x 8 slice of objects and a 128 x 8 slice of centroids, TF32 in, FP32
 // out; accumulate = 0 overwrites d.
 __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
@@ -108,27 +140,47 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
 }
 #endif
 
-// x: the centred TF32 copy, row-major [n][d]; prev: the labels of the previous iteration (any
-// value outside [0, k): no threshold); the other arguments as fused_tensor_assign's (mu unused:
-// the objects come centred). Launch: WgmmaAssignShape::threads threads, smem bytes.
+// The centroids' tile image the assignment copies its stages from: for tile ct (BN centroids)
+// and slice dt (BK coordinates), in that order, the BN x BK floats exactly as the stage holds
+// them (row r's 16-byte chunk c8 at chunk c8 ^ (r % 8), the 128-byte swizzle), zeros past k and
+// d: ceil(k / BN) * BN rows of ceil(d / BK) * BK. From centred, row-major [k][d] (d a multiple
+// of 4); one thread a 16-byte chunk of the image, written in order.
+template <class S>
+__global__ void wgmma_image_kernel(const float* __restrict__ centred, int k, int d, float4* __restrict__ image) {
+  constexpr int BN = S::BN, BK = S::BK;
+  const int dtiles = (d + BK - 1) / BK;
+  const std::int64_t chunks = static_cast<std::int64_t>((k + BN - 1) / BN) * BN * dtiles * (BK / 4);
+  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < chunks;
+       q += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t slice = q / (BN * BK / 4);
+    const int r = static_cast<int>(q / (BK / 4) % BN), c8 = static_cast<int>(q % (BK / 4)) ^ (r & 7);
+    const int ct = static_cast<int>(slice / dtiles), dt = static_cast<int>(slice % dtiles);
+    const int j = ct * BN + r, p = dt * BK + 4 * c8;
+    image[q] = j < k && p < d ? *reinterpret_cast<const float4*>(centred + static_cast<std::int64_t>(j) * d + p)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// x: the centred TF32 copy, row-major [n][d]; image: the centroids' tile image (above), centred:
+// the same centroids row-major (the thresholds' reads); prev: the labels of the previous
+// iteration (any value outside [0, k): no threshold); the other arguments as
+// fused_tensor_assign's. Launch: WgmmaAssignShape::threads threads, smem bytes.
 template <class S>
 __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
-    fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ mu, const float* __restrict__ centred,
+    fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ image, const float* __restrict__ centred,
                        const float* __restrict__ keyed, const double* __restrict__ cmax2,
                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                        CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued,
                        const std::int32_t* __restrict__ prev) {
-  (void)mu;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, STAGES = S::STAGES, NT = S::threads, L = S::L;
   extern __shared__ __align__(16) unsigned char wgmma_raw[];
   unsigned char* const base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
   unsigned char* const b_ring = base + S::a_bytes;
-  float* const key_ring = reinterpret_cast<float*>(b_ring + STAGES * S::b_bytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4, wq = warp % 4;
   const int gq = lane / 4, tq = lane % 4;
-  float* const chunk = key_ring + STAGES * BN + warp * 256;
+  float* const chunk = reinterpret_cast<float*>(b_ring + STAGES * S::b_bytes) + warp * 256;
 
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
   const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
@@ -147,44 +199,53 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       gemm::cp_async<16>(base + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
                          in ? xb + static_cast<std::int64_t>(r) * d + 4 * c4 : x, in);
     }
-  }
-  // A stage: centroids ct * BN .. + BN, coordinates dt * BK .. + BK, swizzled as the objects;
-  // with the tile's last slice, its keys.
-  // (Each thread's rows, columns and shared offsets in a stage worked out once, 32-bit index
-  // arithmetic per copy: recomputed in 64 bits per slice they cost ~70 instructions a slice
-  // and warp, a third of the loop.)
-  constexpr int COPIES = BN * BK / 4 / NT;
-  int copy_row[COPIES], copy_col[COPIES], copy_at[COPIES];
-#pragma unroll
-  for (int q = 0; q < COPIES; ++q) {
-    const int c = threadIdx.x + q * NT, r = c >> 3, c8 = c & 7;
-    copy_row[q] = r;
-    copy_col[q] = 4 * c8;
-    copy_at[q] = r * 128 + ((c8 ^ (r & 7)) << 4);
-  }
-  auto load = [&](int s, int dt, int ct) {
-    unsigned char* bs = b_ring + s * S::b_bytes;
-    const int j0 = ct * BN, p0 = dt * BK;
-#pragma unroll
-    for (int q = 0; q < COPIES; ++q) {
-      const int j = j0 + copy_row[q], p = p0 + copy_col[q];
-      const bool in = j < k && p < d;
-      gemm::cp_async<16>(bs + copy_at[q], in ? centred + static_cast<std::int64_t>(j) * d + p : centred, in);
-    }
-    if (dt == dtiles - 1 && threadIdx.x < BN) {
-      const int j = j0 + threadIdx.x;
-      gemm::cp_async<4>(key_ring + s * BN + threadIdx.x, keyed + j, true);  // +inf past k (kKeyPad)
-    }
-  };
-  int lt = 0, ls = 0, ldt = 0, lct = 0;
-  auto load_next = [&] {
-    if (lt < tiles) load(ls, ldt, lct);
     gemm::cp_async_commit();
-    ++lt;
-    next_tile(ls, ldt, lct, STAGES, dtiles);
+  }
+  // The centroids' slices come as whole 16 KB stages from their tile image (wgmma_image below:
+  // each slice already swizzled, so one bulk copy lays it out), the tile's keys with its last
+  // slice, each stage counted on its mbarrier. No barrier of the whole block: each warp waits
+  // only for the stage it reads, and the last warp done with a stage refills it, so that one
+  // warpgroup's fold overlaps the others' products (with __syncthreads after every slice, all
+  // four folded at once and the tensor cores idled). The threads issued 2 cp.async a slice each
+  // before, with their address arithmetic: 42% of the stall samples (ncu).
+  __shared__ __align__(8) std::uint64_t full[STAGES], empty[STAGES];
+  __shared__ unsigned released[STAGES];
+  auto issue = [&](int t) {  // slice t into stage t % STAGES; one thread
+    const int st = t % STAGES;
+    mbarrier_expect_bytes(&full[st], static_cast<unsigned>(S::b_bytes));
+    bulk_copy(b_ring + st * S::b_bytes, image + static_cast<std::size_t>(t) * (BN * BK), S::b_bytes, &full[st]);
   };
-  load_next();  // with the objects
-  load_next();
+  // A warp is done with slice t's stage (its products complete): it arrives on the stage's
+  // empty barrier, and the last of the block's warps
+  // to arrive (counted apart, so that exactly one knows it is last) refills the stage with
+  // slice t + STAGES, after the barrier's wait (which returns at once) orders every warp's
+  // reads before the copy.
+  auto release = [&](int t) {
+    __syncwarp();
+    if (lane == 0) {
+      const int st = t % STAGES;
+      fence_proxy_async();  // this warp's reads of the stage before the copy's writes
+      mbarrier_arrive(&empty[st]);
+      if (atomicInc(&released[st], NT / 32 - 1) == NT / 32 - 1 && t + STAGES < tiles) {
+        mbarrier_wait(&empty[st], static_cast<unsigned>(t / STAGES) & 1u);
+        issue(t + STAGES);
+      }
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < STAGES; ++st) {
+      mbarrier_init(&full[st], 1);
+      mbarrier_init(&empty[st], NT / 32);
+      released[st] = 0;
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int t = 0; t < STAGES && t < tiles; ++t) issue(t);
+  gemm::cp_async_wait<0>();  // the objects landed for this thread ...
+  fence_proxy_async();       // ... visible to the tensor cores' reads ...
+  __syncthreads();           // ... for every thread
 
   // Each row's threshold (margin.hpp: "A threshold before the walk"): from its previous label q,
   // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each, while
@@ -238,16 +299,13 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   for (int i = 0; i < S::ACC; ++i) acc[i] = 0.f;
   const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
   // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
-  // slice's copies land; the fold after each tile's last slice. (Every wgmma group in flight
-  // keeps the accumulators' registers: only the fold, after waiting for all, reads them.)
-  int cs = 0;
+  // slice's stage is awaited; the fold after each tile's last slice. (Every wgmma group in
+  // flight keeps the accumulators' registers: only the fold, after waiting for all, reads them.)
+  int t = 0, cs = 0;
+  unsigned parity = 0;
   for (int ct = 0; ct < ctiles; ++ct) {
-    int last = 0;  // the stage of the tile's last slice, which holds its keys
-    for (int dt = 0; dt < dtiles; ++dt) {
-      gemm::cp_async_wait<1>();  // this slice (and the objects) landed for this thread ...
-      fence_proxy_async();       // ... visible to the tensor cores' reads ...
-      __syncthreads();           // ... for every thread; and every warpgroup is done with slice - 2
-      load_next();               // into that slice's stage
+    for (int dt = 0; dt < dtiles; ++dt, ++t) {
+      mbarrier_wait(&full[cs], parity);
       wgmma_fence();
       const unsigned a_low = descriptor_low(a_slices + dt * (BM * 128)),
                      b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
@@ -255,22 +313,27 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       for (int kk = 0; kk < BK / 8; ++kk)
         wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
       wgmma_commit();
-      if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // the objects landed with this slice
-      wgmma_wait<1>();  // the previous slice's products done: its stage may be refilled after the next barrier
-      last = cs;
-      cs = cs + 1 == STAGES ? 0 : cs + 1;
+      if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
+      wgmma_wait<1>();            // the previous slice's products done ...
+      if (dt > 0) release(t - 1);  // ... its stage free
+      if (++cs == STAGES) {
+        cs = 0;
+        parity ^= 1u;
+      }
     }
     wgmma_wait<0>();  // the tile is complete: its keys into the lists
     fence_accumulators(acc);
+    release(t - 1);  // the last slice's stage refilled during the fold
     const int tile0 = ct * BN;
-    const float* ks = key_ring + last * BN;
+    const float* ks = keyed + tile0;  // the tile's key terms, from L1 (4 KB at K = 1024)
 #pragma unroll
     for (int p = 0; p < BN / 16; ++p) {  // 16 columns at a time: 8 keys a lane
       __syncwarp();                       // the previous columns' keys are read
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int j = 2 * p + jj, col = 8 * j + 2 * tq;  // accumulator n8 block j: columns col, col + 1
-        const float n0 = ks[col], n1 = ks[col + 1];  // past K: +inf (the padding), a key no list takes
+        const float2 nk = __ldg(reinterpret_cast<const float2*>(ks + col));  // past K: +inf (the padding)
+        const float n0 = nk.x, n1 = nk.y;
         const int group = 2 * jj + (tq >> 1);  // the 4-key group of the 16 columns
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -289,13 +352,12 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       push_row8(own, lo, hi, tile0 + 16 * p + 8 * half);
     }
   }
-  gemm::cp_async_wait<0>();
 
   top_merge(own, top_shfl_xor(own, 16));  // the row's two column halves
   if (lane < 16 && row < rows_here)
     settle_object(own, row0 + row, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
 #else
-  (void)x, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
+  (void)x, (void)image, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
   (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev;
   __trap();  // built for sm_90a only (src/kmeans/gpu/fused_wgmma.cu); never launched elsewhere
 #endif

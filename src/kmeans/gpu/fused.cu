@@ -473,7 +473,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
-    return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) + kernels::kKeyPad * sizeof(T) + sizeof(double) +
+    return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) +
+           wgmma_image_floats(this->k_, data.d) * sizeof(float) + kernels::kKeyPad * sizeof(T) + sizeof(double) +
            data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
                      sizeof(unsigned long long)) +
            2 * sizeof(unsigned long long) +
@@ -555,9 +556,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
           this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
           xnorm2_.get(), operand_.get());
     CUDA_CHECK_LAUNCH();
+    if (wgmma_runs())  // the wgmma kernel's stages come from the centroids' tile image
+      image_ = this->template device_buffer<float>(wgmma_image_floats(this->k_, this->d_));
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
   }
+  // Whether the assignment runs the wgmma kernel (which reads the centroids' tile image).
+  bool wgmma_runs() const { return tf32_ ? tf32_kernels_.wgmma : operand_.get() && kernels_.wgmma; }
 
   // A buffer for the centroids' key terms, padded with +inf to a multiple of kKeyPad entries
   // (candidate_lists.cuh); centre_centroids writes the first k.
@@ -593,6 +598,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
           this->centroids_.get(), mu_.get(), k, static_cast<int>(this->d_), !kernels_.centre_objects, centred_.get(),
           norms_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
+    if (image_.get()) {
+      if constexpr (std::is_same_v<T, float>)
+        wgmma_image(centred_.get(), k, static_cast<int>(this->d_), image_.get(), this->stream_);
+      else  // double: only on TF32 candidates
+        wgmma_image(centred32_.get(), k, static_cast<int>(this->d_), image_.get(), this->stream_);
+    }
   }
 
   void assign(bool accumulate) override {
@@ -610,7 +621,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       const auto tf32_blocks = static_cast<unsigned>((this->n_ + f.pre_rows - 1) / f.pre_rows);
       if (f.wgmma)
         f.wgmma_kernel<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
-            operand32_.get(), mu32_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, k,
+            operand32_.get(), image_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, k,
             tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
       else
         f.assign_pre<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
@@ -621,7 +632,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     if constexpr (std::is_same_v<T, float>)
       if (copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
         kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, s>>>(
-            operand_.get(), mu_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
+            operand_.get(), image_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
             bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
         launched = true;
       }
@@ -681,6 +692,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   TensorKernels<float> tf32_kernels_;
   kernels::CandidateBound tf32_bound_;
   DeviceBuffer<float> operand32_, centred32_, keyed32_, mu32_;
+  DeviceBuffer<float> image_;  // the centred TF32 centroids' tile image, when wgmma_runs()
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;

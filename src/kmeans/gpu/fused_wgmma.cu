@@ -4,7 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/kmeans/6_fused_wgmma.cuh"
+#include "cuda/check.hpp"
 
 namespace km::gpu {
 
@@ -30,6 +33,19 @@ WgmmaAssign wgmma_assign(std::size_t d) {
   r.threads = S::threads;
   r.rows = S::BM;
   return r;
+}
+
+std::size_t wgmma_image_floats(std::size_t k, std::size_t d) {
+  using S = kernels::WgmmaAssignShape;
+  return (k + S::BN - 1) / S::BN * S::BN * ((d + S::BK - 1) / S::BK * S::BK);
+}
+
+void wgmma_image(const float* centred, int k, int d, float* image, cudaStream_t stream) {
+  using S = kernels::WgmmaAssignShape;
+  const std::size_t chunks = wgmma_image_floats(k, d) / 4;
+  const auto blocks = static_cast<unsigned>(std::min<std::size_t>((chunks + 255) / 256, 4096));
+  kernels::wgmma_image_kernel<S><<<blocks, 256, 0, stream>>>(centred, k, d, reinterpret_cast<float4*>(image));
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace km::gpu

@@ -2,6 +2,8 @@
 // for sm_90a (the arch-specific target wgmma needs) and offered to fused.cu through this header.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -17,6 +19,8 @@ struct WgmmaAssign {
   using Kernel = void (*)(const float*, const float*, const float*, const float*, const double*, const double*, double,
                           std::int64_t, int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*,
                           std::int64_t*, unsigned long long*, const std::int32_t*);
+  // Its second argument is the centroids' tile image (wgmma_image), its third the same centroids
+  // row-major.
   Kernel kernel = nullptr;  // null: not for this d, or this build or GPU has no sm_90a code
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
@@ -25,5 +29,10 @@ struct WgmmaAssign {
 // The wgmma assignment for float objects of d coordinates read from the centred TF32 copy:
 // 32 < d <= 128, d a multiple of 4, on a compute capability 9.0 GPU whose code this build holds.
 WgmmaAssign wgmma_assign(std::size_t d);
+
+// The floats of the tile image of k centroids of d coordinates, and the image itself made from
+// the centred TF32 centroids (row-major [k][d]) on `stream` (launch checked).
+std::size_t wgmma_image_floats(std::size_t k, std::size_t d);
+void wgmma_image(const float* centred, int k, int d, float* image, cudaStream_t stream);
 
 }  // namespace km::gpu

@@ -69,6 +69,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
     if (keyed_.size() < padded) {
       keyed_ = DeviceBuffer<float>(padded, stream_);
       centred_ = DeviceBuffer<float>(padded * d_, stream_);
+      if (kernels_.wgmma) image_ = DeviceBuffer<float>(wgmma_image_floats(padded, d_), stream_);
     }
     // Keys past m are +inf (the kernels read whole stages of kKeyPad without a bounds test).
     if (padded > static_cast<std::size_t>(m))
@@ -80,11 +81,12 @@ class TensorNearestImpl final : public TensorNearest<T> {
     kernels::centre_centroids<T, float><<<(m * 32 + 255) / 256, 256, 0, stream_>>>(
         rows, mu_.get(), m, d, false, centred_.get(), keyed_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
+    if (kernels_.wgmma) wgmma_image(centred_.get(), m, d, image_.get(), stream_);
     const auto n = static_cast<std::int64_t>(n_);
     const auto blocks = static_cast<unsigned>((n_ + kernels_.pre_rows - 1) / kernels_.pre_rows);
     if (kernels_.wgmma)
       kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
-          operand_.get(), mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
+          operand_.get(), image_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
           bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get());
     else
       kernels_.assign_pre<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
@@ -120,6 +122,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
   kernels::CandidateBound bound_;
   DeviceBuffer<T> mu_;
   DeviceBuffer<float> mu32_, operand_, keyed_, centred_;
+  DeviceBuffer<float> image_;  // the centroids' tile image the wgmma kernel copies its stages from
   DeviceBuffer<double> xnorm2_, cmax2_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<std::int64_t> everyone_;
