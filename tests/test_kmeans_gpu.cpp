@@ -459,15 +459,16 @@ TEST(GpuTensorDouble, LargeMagnitudesKeepDmmaKeys) {
 // kernels' tensor cores sum the same products alike on sm_90, so the keys, and with them the
 // re-check counts, agree too (the thresholds, from iteration 2, leave out only keys the margin
 // test never needs). Shapes: d padded within a slice (40, 100), whole slices (64, 128), K past a
-// tile's end (129, 300, 1000), n past a block's end.
+// tile's end (129, 300, 1000), one tile (7, 128: the threshold from the tile's least key), n past
+// a block's end.
 TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   if (km::gpu_info().compute_capability != 90)
     GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
   check_same_fits_without("KMEANS_TENSOR_WGMMA",
-                          quick() ? std::vector<LabelShape>{{3000, 100, 129}}
+                          quick() ? std::vector<LabelShape>{{3000, 100, 129}, {2000, 64, 50}}
                                   : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000}, {3000, 100, 129},
-                                                            {5000, 128, 1024}},
+                                                            {5000, 128, 1024}, {4000, 128, 128}, {3000, 48, 7}},
                           [](const std::string& wgmma, const std::string& sync) {
                             EXPECT_EQ(wgmma, "tensor, wgmma");
                             EXPECT_EQ(sync, "tensor");

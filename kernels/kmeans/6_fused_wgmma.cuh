@@ -9,17 +9,25 @@
 //     - A block of 4 warpgroups takes 256 objects and keeps them, whole d, in shared memory for
 //       its whole walk over the centroids (the objects are read from memory once per block, not
 //       once per centroid tile).
-//     - The centroids stream through a 4-stage cp.async ring in slices of 128 centroids x 32
-//       coordinates (one 128-byte swizzle atom a row).
+//     - The centroids stream through a 4-stage ring in slices of 128 centroids x 32 coordinates
+//       (one 128-byte swizzle atom a row): each stage one bulk copy (cp.async.bulk, issued by one
+//       thread) from the centroids' tile image, which wgmma_image lays out once per iteration
+//       already swizzled, counted on the stage's mbarrier. No block barrier per slice: a warp
+//       waits only for the stage it reads, and the last warp done with a stage refills it.
 //     - Each warpgroup multiplies its 64 objects by the slice with 4 wgmma.m64n128k8 (TF32),
 //       both operands read by the tensor cores straight from shared memory through matrix
 //       descriptors. mma.sync brings every fragment through registers with ldmatrix; at
 //       d = 128 that shared-memory traffic, not the tensor cores, set the old kernel's pace
 //       (plots/ncu_tensor_float.txt).
 //     - After a tile's last slice the 64 accumulators a thread holds (m64n128's layout is
-//       mma.sync's m16n8 one, repeated) become keys, pass through a 16 x 16 chunk of shared
-//       memory per warp to the lane that owns their row and half of the columns, and are
-//       folded into that lane's list of 4 (push_row8); the two halves' lists merge at the end.
+//       mma.sync's m16n8 one, repeated: rows gq and gq + 8, columns 2 tq and 2 tq + 1 of every
+//       8) become keys and are folded where they are, into the thread's two lists of 4 (one a
+//       row, push_keys8); the row's four lanes merge theirs at the end.
+// Measured against the kernel before (cp.async by every thread and a block barrier a slice; keys
+// through shared memory to a lane per row and column half), H100, same call, fused float per
+// iteration (plots/wgmma_bulk_lists_ab_h100.txt): 4194304 x 128, K = 1024 8.27 -> 6.57 ms;
+// 262144 x 96, K = 4096 1.43 -> 1.03 ms; ncu: the folds' shared-memory round trip had made
+// L1 the busiest unit (74% of peak, the tensor pipe at 35%).
 // The products' error is charged as for mma.sync (margin.hpp: the operands' rounding to
 // TF32, 2 u_acc per addition in any order), so the bound and the exactness argument are the
 // same; the re-checks are 6_fused_tensor.cuh's kernels.
@@ -48,15 +56,14 @@ struct WgmmaShape {
   static_assert(kKeyPad % BN == 0, "a tile's keys lie within the padded keys");
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
   static constexpr int BK = 32;         // coordinates a slice: 128 bytes of TF32, one swizzle atom
-  static constexpr int STAGES = 4;      // the centroids' ring; slices in flight: STAGES - 2
+  static constexpr int STAGES = 4;      // the centroids' ring (5 measured 3-6% slower)
   static constexpr int MAX_D = 128;     // the objects' tile, whole d, stays in shared memory
   static constexpr int threads = WG * 128;
   static constexpr int L = 4;
   static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * 4;
   static constexpr std::size_t b_bytes = std::size_t(BN) * BK * 4;
-  static constexpr std::size_t chunk_bytes = std::size_t(threads / 32) * 16 * 16 * 4;
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
-  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes + chunk_bytes;
+  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
   static_assert(BN * BK / 4 % threads == 0, "whole 16-byte copies a thread per slice");
   static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
@@ -180,7 +187,6 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   unsigned char* const b_ring = base + S::a_bytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4, wq = warp % 4;
   const int gq = lane / 4, tq = lane % 4;
-  float* const chunk = reinterpret_cast<float*>(b_ring + STAGES * S::b_bytes) + warp * 256;
 
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
   const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
@@ -256,8 +262,15 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // more than they save (H100: 1M x 128, K = 128 went 0.80 -> 0.94 ms per iteration).
   const int row = wg * 64 + wq * 16 + (lane & 15);
   const int prev_label = ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
-  TopL<float, L> own;  // lane l: row l % 16 of its warp's 16, centroids of column half l / 16
-  top_clear(own);
+  // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
+  // the accumulators (2 tq and 2 tq + 1 of every 8), met in increasing order; the four lanes of a
+  // row merge theirs at the end. (Through a 16 x 16 float chunk of shared memory per warp to a
+  // lane per row and column half, as before, the folds' stores and loads were as much
+  // shared-memory traffic as the products' operands; ncu: L1 at 74% of its peak, the tensor
+  // pipe at 35%.)
+  TopL<float, L> own[2];
+  top_clear(own[0]);
+  top_clear(own[1]);
   auto set_thresholds = [&] {
     const int q = prev_label, half = lane >> 4;
     const bool known = q >= 0 && q < k;
@@ -283,14 +296,19 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       }
     }
     s += __shfl_xor_sync(0xffffffffu, s, 16);
+    float threshold = INFINITY;  // row (lane & 15)'s
     if (known) {
       const std::int64_t i = row0 + row;
       const double x2 = xc2[i], c2 = *cmax2;
       const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
                        3.0 * candidate_error(bound, x2, mu_norm, c2);
-      const float threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+      threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+    }
+    const float t0 = __shfl_sync(0xffffffffu, threshold, gq), t1 = __shfl_sync(0xffffffffu, threshold, gq + 8);
 #pragma unroll
-      for (int e = 0; e < L; ++e) own.v[e] = threshold;  // index INT_MAX: top_clear's
+    for (int e = 0; e < L; ++e) {  // index INT_MAX: top_clear's
+      own[0].v[e] = t0;
+      own[1].v[e] = t1;
     }
   };
 
@@ -325,37 +343,70 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     fence_accumulators(acc);
     release(t - 1);  // the last slice's stage refilled during the fold
     const int tile0 = ct * BN;
-    const float* ks = keyed + tile0;  // the tile's key terms, from L1 (4 KB at K = 1024)
+    if (ctiles == 1) {
+      // One tile, no threshold from a previous label: the row's least key first (the four lanes'
+      // least), and T = least + M(least) (margin.hpp), so that only the keys the margin test can
+      // need enter the lists (a key at or above T is beyond the margin of the best; a list left
+      // with T's entries makes settle_object re-check against every centroid, as with the
+      // previous label's threshold).
+      float least[2] = {INFINITY, INFINITY};
 #pragma unroll
-    for (int p = 0; p < BN / 16; ++p) {  // 16 columns at a time: 8 keys a lane
-      __syncwarp();                       // the previous columns' keys are read
+      for (int j = 0; j < BN / 8; ++j) {
+        const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + tile0 + 8 * j + 2 * tq));
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        const int j = 2 * p + jj, col = 8 * j + 2 * tq;  // accumulator n8 block j: columns col, col + 1
-        const float2 nk = __ldg(reinterpret_cast<const float2*>(ks + col));  // past K: +inf (the padding)
-        const float n0 = nk.x, n1 = nk.y;
-        const int group = 2 * jj + (tq >> 1);  // the 4-key group of the 16 columns
+        for (int h = 0; h < 2; ++h)
+          least[h] = fminf(least[h], fminf(__fmaf_rn(-2.f, acc[4 * j + 2 * h], nk.x), __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], nk.y)));
+      }
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = gq + 8 * h;
-          // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
-          const float2 kv = make_float2(__fmaf_rn(-2.f, acc[4 * j + 2 * h], n0), __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], n1));
-          // groups XOR-ed by row bits 1-2: the float2 writes and the float4 reads below each
-          // take the minimum number of shared-memory wavefronts
-          *reinterpret_cast<float2*>(chunk + row * 16 + ((group ^ ((row >> 1) & 3)) << 2) + ((2 * tq) & 3)) = kv;
+      for (int h = 0; h < 2; ++h) {
+        least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 1));
+        least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 2));
+        const int r = wg * 64 + wq * 16 + gq + 8 * h;
+        if (r < rows_here && least[h] < INFINITY) {
+          const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(least[h]);
+          const float threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+#pragma unroll
+          for (int e = 0; e < L; ++e) own[h].v[e] = threshold;
         }
       }
-      __syncwarp();
-      const int r = lane & 15, half = lane >> 4, sw = (r >> 1) & 3;
-      const float4 lo = *reinterpret_cast<const float4*>(chunk + r * 16 + (((2 * half) ^ sw) << 2));
-      const float4 hi = *reinterpret_cast<const float4*>(chunk + r * 16 + (((2 * half + 1) ^ sw) << 2));
-      push_row8(own, lo, hi, tile0 + 16 * p + 8 * half);
+    }
+#pragma unroll
+    for (int g = 0; g < BN / 32; ++g) {  // accumulator n8 blocks 4g .. 4g + 3: 8 keys a row and lane
+      float key[2][8];
+      int col[8];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int j = 4 * g + b, c = tile0 + 8 * j + 2 * tq;
+        // the key terms from L1 (4 KB at K = 1024); past K: +inf (the padding), a key no list takes
+        const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + c));
+        col[2 * b] = c;
+        col[2 * b + 1] = c + 1;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
+          key[h][2 * b] = __fmaf_rn(-2.f, acc[4 * j + 2 * h], nk.x);
+          key[h][2 * b + 1] = __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], nk.y);
+        }
+      }
+      push_keys8(own[0], key[0], col);
+      push_keys8(own[1], key[1], col);
     }
   }
 
-  top_merge(own, top_shfl_xor(own, 16));  // the row's two column halves
-  if (lane < 16 && row < rows_here)
-    settle_object(own, row0 + row, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
+  // The row's four lanes' lists merged; lane tq = 0 settles row gq, tq = 1 row gq + 8.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    top_merge(own[h], top_shfl_xor(own[h], 1));
+    top_merge(own[h], top_shfl_xor(own[h], 2));
+  }
+  const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
+  TopL<float, L> mine;
+#pragma unroll
+  for (int e = 0; e < L; ++e) {
+    mine.v[e] = tq ? own[1].v[e] : own[0].v[e];
+    mine.i[e] = tq ? own[1].i[e] : own[0].i[e];
+  }
+  if (tq < 2 && settled < rows_here)
+    settle_object(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
 #else
   (void)x, (void)image, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
   (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev;

@@ -119,20 +119,24 @@ __device__ __forceinline__ TopL<T, L> top_shfl_xor(const TopL<T, L>& t, int mask
   return o;
 }
 
-// Float's fold of one row's 8 keys (centroids j0 .. j0 + 7, above every index in the list):
-// their least first, and only if it beats the list's last are they inserted, in order.
+// Float's fold of 8 keys of one row (centroids j[0] < ... < j[7], above every index in the
+// list): their least first, and only if it beats the list's last are they inserted, in order.
+template <int L>
+__device__ __forceinline__ void push_keys8(TopL<float, L>& own, const float (&v)[8], const int (&j)[8]) {
+  float least = v[0];
+#pragma unroll
+  for (int e = 1; e < 8; ++e) least = fminf(least, v[e]);
+  if (!(least < own.v[L - 1])) return;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) top_push_ascending(own, v[e], j[e]);
+}
+
+// push_keys8 of centroids j0 .. j0 + 7.
 template <int L>
 __device__ __forceinline__ void push_row8(TopL<float, L>& own, float4 lo, float4 hi, int j0) {
-  const float least = fminf(fminf(fminf(lo.x, lo.y), fminf(lo.z, lo.w)), fminf(fminf(hi.x, hi.y), fminf(hi.z, hi.w)));
-  if (!(least < own.v[L - 1])) return;
-  top_push_ascending(own, lo.x, j0);
-  top_push_ascending(own, lo.y, j0 + 1);
-  top_push_ascending(own, lo.z, j0 + 2);
-  top_push_ascending(own, lo.w, j0 + 3);
-  top_push_ascending(own, hi.x, j0 + 4);
-  top_push_ascending(own, hi.y, j0 + 5);
-  top_push_ascending(own, hi.z, j0 + 6);
-  top_push_ascending(own, hi.w, j0 + 7);
+  const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int j[8] = {j0, j0 + 1, j0 + 2, j0 + 3, j0 + 4, j0 + 5, j0 + 6, j0 + 7};
+  push_keys8(own, v, j);
 }
 
 // Object i's complete list m: its label is the least key's centroid; if the runner-up lies
