@@ -250,20 +250,33 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   // full of T: a group of 8 keys then rarely has one below its list's last, where without it a
   // warp's 32 rows kept one of them inserting in a quarter of the groups at K = 65536.
   const bool thresholds = PRE && !S::is_double && prev != nullptr && dtiles == 1 && ctiles > 1;
+  // With thresholds, float keeps lists where the accumulators are, as double does (a list for
+  // each of the lane's rows, the quad's four merged at the end), not through the key chunk:
+  // keys below the threshold are few, so the lanes' insertions are rare, and the chunk's stores,
+  // loads and barriers were most of the fold (H100, float, 1,000,000 x 16, K = 65536: 35.3 -> 26.4 ms
+  // per iteration; 500,000 x 10, K = 16384: 5.34 -> 4.12; plots/tensor_lists_ab_h100.txt).
   auto set_threshold = [&] {
-    const int row = wm0 + lane;  // float: lane l keeps row l of its warp's 32
+    const int row = wm0 + lane;  // row l of the warp's 32, computed by lane l
     const int q = row < rows_here ? prev[row0 + row] : -1;
-    if (q < 0 || q >= k) return;
-    const T* c = centred + static_cast<std::int64_t>(q) * d;
-    const T* xs = stage_a(0);
-    float s = 0.f;
-    for (int p = 0; p < d; ++p) s = __fmaf_rn(static_cast<float>(xs[TA::at(row, p)]), static_cast<float>(__ldg(c + p)), s);
-    const double x2 = xc2[row0 + row], c2 = *cmax2;
-    const double tq0 = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
-                       3.0 * candidate_error(bound, x2, mu_norm, c2);
-    const float threshold = __double2float_ru(tq0 + candidate_margin(bound, x2, mu_norm, c2, tq0));
+    float threshold = INFINITY;
+    if (q >= 0 && q < k) {
+      const T* c = centred + static_cast<std::int64_t>(q) * d;
+      const T* xs = stage_a(0);
+      float s = 0.f;
+      for (int p = 0; p < d; ++p) s = __fmaf_rn(static_cast<float>(xs[TA::at(row, p)]), static_cast<float>(__ldg(c + p)), s);
+      const double x2 = xc2[row0 + row], c2 = *cmax2;
+      const double tq0 = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
+                         3.0 * candidate_error(bound, x2, mu_norm, c2);
+      threshold = __double2float_ru(tq0 + candidate_margin(bound, x2, mu_norm, c2, tq0));
+    }
 #pragma unroll
-    for (int e = 0; e < L; ++e) own.v[e] = threshold;  // index INT_MAX: top_clear's
+    for (int a = 0; a < FM; ++a)
+#pragma unroll
+      for (int h = 0; h < H; ++h) {  // the lane's row a M + gq + 8 h, from the lane that computed it
+        const float t = __shfl_sync(0xffffffffu, threshold, a * Mma::M + gq + 8 * h);
+#pragma unroll
+        for (int e = 0; e < L; ++e) top[a * H + h].v[e] = t;  // index INT_MAX: top_clear's
+      }
   };
   for (int t = 0; t < tiles; ++t) {
     gemm::cp_async_wait<STAGES - 2>();
@@ -347,7 +360,23 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         for (int b = 0; b < FN; ++b)
 #pragma unroll
           for (int e2 = 0; e2 < 2; ++e2) nj[b][e2] = ks[b * Mma::N + e2];
-        if constexpr (!S::is_double) {
+        if (!S::is_double && thresholds) {
+#pragma unroll
+          for (int a = 0; a < FM; ++a)
+#pragma unroll
+            for (int h = 0; h < H; ++h) {
+              float v[2 * FN];
+              int j[2 * FN];
+#pragma unroll
+              for (int b = 0; b < FN; ++b)
+#pragma unroll
+                for (int e2 = 0; e2 < 2; ++e2) {
+                  v[2 * b + e2] = fused_mul_add(T(-2), acc[a][b][h * 2 + e2], nj[b][e2]);
+                  j[2 * b + e2] = c0 + b * Mma::N + e2;
+                }
+              if constexpr (!S::is_double && 2 * FN == 8) push_keys8(top[a * H + h], v, j);
+            }
+        } else if constexpr (!S::is_double) {
           // The keys go to the row that owns them: per 8-centroid fragment b, every lane writes
           // its 4 rows x 2 keys into the warp's 32 x 8 chunk (16-byte halves swapped on every
           // other group of 4 rows, so the row reads below meet 8 different banks groups), then
@@ -355,7 +384,8 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
           // its list's last inserts them, in centroid order. One list per row and warp, not one
           // per row and lane: a quarter of the lists to fill, and a lane's insertions, which the
           // whole warp waits for, run over its own row only. (Each lane keeping lists of its 4
-          // rows, tested row by row, spent about half the kernel's instructions inserting.)
+          // rows, tested row by row, spent about half the kernel's instructions inserting --
+          // without thresholds; with them, above, the lane's own lists win.)
           const int jb = ctile * BN + wn0;
           const int sw = (lane >> 2) & 1;
 #pragma unroll
@@ -395,7 +425,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   gemm::cp_async_wait<0>();
 
   TopL<T, L>* lists = reinterpret_cast<TopL<T, L>*>(fused_tensor_raw);
-  if constexpr (S::is_double) {
+  if (S::is_double || thresholds) {
     // The four lanes of a quad hold the same rows: merge them.
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -411,7 +441,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
         for (int h = 0; h < H; ++h) lists[wn * BM + wm0 + a * Mma::M + gq + 8 * h] = top[a * H + h];
     }
   } else {
-    static_assert(WM == 32, "float: one row per lane");
+    static_assert(WM == 32, "float without thresholds: one row per lane");
     __syncthreads();
     lists[wn * BM + wm0 + lane] = own;
   }
