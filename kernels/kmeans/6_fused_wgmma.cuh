@@ -258,8 +258,11 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // the tensor cores take the first slice. Keys at or above T never enter the lists, which
   // start full of T: a group of 8 keys then rarely has one below its list's last, where without
   // it most groups had some lane inserting and the whole warp waiting. With a single tile of
-  // centroids (K <= 128) the lists fill from one tile anyway, and the row's extra reads cost
-  // more than they save (H100: 1M x 128, K = 128 went 0.80 -> 0.94 ms per iteration).
+  // centroids (K <= 128) the row's extra reads cost more than they saved (H100: 1M x 128, K = 128
+  // went 0.80 -> 0.94 ms per iteration); there the lists start at the tile's least key (below).
+  // Tried and not kept (plots/wgmma_bulk_lists_ab_h100.txt): tile 0's least key as every K's
+  // threshold, with no reads (10-33% slower: far more keys let in); these reads issued before
+  // the objects land (ncu had put 10% of the stall samples on them here; -0.5% to +2.4%).
   const int row = wg * 64 + wq * 16 + (lane & 15);
   const int prev_label = ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
   // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
