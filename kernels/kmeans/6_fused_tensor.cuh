@@ -663,14 +663,14 @@ __global__ void __launch_bounds__(1024)
     const std::int64_t begin = ch * chunk;
     const int size = static_cast<int>(n - begin < chunk ? n - begin : chunk);
     __syncthreads();  // the previous chunk's entries are used up
-    for (int q = threadIdx.x; q < size; q += blockDim.x) {  // the chunk's labels and rows, coalesced
+    for (int q = threadIdx.x; q < size; q += blockDim.x) {  // the chunk's labels and rows' offsets, coalesced
       labels_s[q] = sorted_labels[begin + q];
-      index_s[q] = sorted_index[begin + q];
+      index_s[q] = sorted_index[begin + q] * d;
     }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      unsigned long long acc = 0, members = 0;
-      int label = labels_s[0];
+      unsigned long long acc = 0;
+      int label = labels_s[0], run = 0;  // the cluster's members in the chunk: from position run on
       // The centroid's coordinate changes only with the cluster, which the sorted chunk
       // changes a few times: one register, reloaded then, not a load per object.
       double cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
@@ -684,27 +684,26 @@ __global__ void __launch_bounds__(1024)
         for (int u = 0; u < U; ++u) {
           const int q = q0 + u < size ? q0 + u : size - 1;
           cl[u] = labels_s[q];
-          v[u] = x[index_s[q] * d + j];
+          v[u] = x[index_s[q] + j];
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           if (q0 + u >= size) break;
           if (cl[u] != label) {
             atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-            if (j == 0) atomicAdd(&counts[label], members);
+            if (j == 0) atomicAdd(&counts[label], static_cast<unsigned long long>(q0 + u - run));
             acc = 0;
-            members = 0;
+            run = q0 + u;
             label = cl[u];
             cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
           }
           const double diff = static_cast<double>(v[u]) - cj;
           part += to_fixed(diff * diff, inertia_scale);
           acc += to_fixed(static_cast<double>(v[u]), scale);
-          ++members;
         }
       }
       atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-      if (j == 0) atomicAdd(&counts[label], members);
+      if (j == 0) atomicAdd(&counts[label], static_cast<unsigned long long>(size - run));
     }
   }
   flush_block_fixed(inertia, part);
