@@ -364,13 +364,21 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       for (int h = 0; h < 2; ++h) {
         least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 1));
         least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 2));
-        const int r = wg * 64 + wq * 16 + gq + 8 * h;
-        if (r < rows_here && least[h] < INFINITY) {
-          const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(least[h]);
-          const float threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+      }
+      // Lane tq works out row gq + 8 (tq & 1)'s threshold (one margin a lane, not two), the quad
+      // takes both by shuffle; +inf (no threshold) past the rows or without a finite key.
+      const int h = tq & 1, r = wg * 64 + wq * 16 + gq + 8 * h;
+      const float lh = h ? least[1] : least[0];
+      float threshold = INFINITY;
+      if (r < rows_here && lh < INFINITY) {
+        const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(lh);
+        threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+      }
+      const float t0 = __shfl_sync(0xffffffffu, threshold, lane & ~3), t1 = __shfl_sync(0xffffffffu, threshold, lane | 1);
 #pragma unroll
-          for (int e = 0; e < L; ++e) own[h].v[e] = threshold;
-        }
+      for (int e = 0; e < L; ++e) {
+        own[0].v[e] = t0;
+        own[1].v[e] = t1;
       }
     }
 #pragma unroll
