@@ -403,19 +403,22 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     }
   }
 
-  // The row's four lanes' lists merged; lane tq = 0 settles row gq, tq = 1 row gq + 8.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    top_merge(own[h], top_shfl_xor(own[h], 1));
-    top_merge(own[h], top_shfl_xor(own[h], 2));
-  }
-  const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
-  TopL<float, L> mine;
+  // The row's four lanes' lists merged, each lane merging only the list it ends with: lanes tq = 0
+  // and 2 row gq's, tq = 1 and 3 row gq + 8's. Its neighbour (xor 1) sends the list it holds for
+  // this lane's row; then the two halves of the quad (xor 2) swap their merged lists. Lane tq = 0
+  // settles row gq, tq = 1 row gq + 8. (Both lists merged in every lane took twice the shuffles
+  // and insertions.)
+  TopL<float, L> mine, other;
 #pragma unroll
   for (int e = 0; e < L; ++e) {
-    mine.v[e] = tq ? own[1].v[e] : own[0].v[e];
-    mine.i[e] = tq ? own[1].i[e] : own[0].i[e];
+    mine.v[e] = tq & 1 ? own[1].v[e] : own[0].v[e];
+    mine.i[e] = tq & 1 ? own[1].i[e] : own[0].i[e];
+    other.v[e] = tq & 1 ? own[0].v[e] : own[1].v[e];
+    other.i[e] = tq & 1 ? own[0].i[e] : own[1].i[e];
   }
+  top_merge(mine, top_shfl_xor(other, 1));
+  top_merge(mine, top_shfl_xor(mine, 2));
+  const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
   if (tq < 2 && settled < rows_here)
     settle_object(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
 #else
