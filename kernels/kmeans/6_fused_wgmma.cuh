@@ -65,7 +65,6 @@ struct WgmmaShape {
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
   static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
-  static_assert(BN * BK / 4 % threads == 0, "whole 16-byte copies a thread per slice");
   static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
 };
 using WgmmaAssignShape = WgmmaShape<4, 128, 1>;
@@ -207,9 +206,9 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     }
     gemm::cp_async_commit();
   }
-  // The centroids' slices come as whole 16 KB stages from their tile image (wgmma_image below:
-  // each slice already swizzled, so one bulk copy lays it out), the tile's keys with its last
-  // slice, each stage counted on its mbarrier. No barrier of the whole block: each warp waits
+  // The centroids' slices come as whole 16 KB stages from their tile image (wgmma_image_kernel
+  // above: each slice already swizzled, so one bulk copy lays it out), each stage counted on its
+  // mbarrier (the tiles' key terms are read from L1 in the fold). No barrier of the whole block: each warp waits
   // only for the stage it reads, and the last warp done with a stage refills it, so that one
   // warpgroup's fold overlaps the others' products (with __syncthreads after every slice, all
   // four folded at once and the tensor cores idled). The threads issued 2 cp.async a slice each
@@ -222,10 +221,9 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     bulk_copy(b_ring + st * S::b_bytes, image + static_cast<std::size_t>(t) * (BN * BK), S::b_bytes, &full[st]);
   };
   // A warp is done with slice t's stage (its products complete): it arrives on the stage's
-  // empty barrier, and the last of the block's warps
-  // to arrive (counted apart, so that exactly one knows it is last) refills the stage with
-  // slice t + STAGES, after the barrier's wait (which returns at once) orders every warp's
-  // reads before the copy.
+  // empty barrier, and the last of the block's warps to arrive (counted apart, so that exactly
+  // one knows it is last) refills the stage with slice t + STAGES, after the barrier's wait
+  // (which returns at once) orders every warp's reads before the copy.
   auto release = [&](int t) {
     __syncwarp();
     if (lane == 0) {
