@@ -943,6 +943,71 @@ void check_bounds() {
 TEST(GpuFusedBounds, DoubleAsWithout) { check_bounds<double>(); }
 TEST(GpuFusedBounds, FloatAsWithout) { check_bounds<float>(); }
 
+namespace {
+
+// The tensor path's movers scheme (KMEANS_TENSOR_MOVERS=1: from the second iteration, the
+// kept sums and only the movers through them) against every object summed afresh (=0):
+// labels, centroids, change counts and shifts bit for bit (integer sums), and omp's labels;
+// the iteration's inertia (the clusters' algebraic sum against the per-object sum, both in
+// double) within 1e-11. `summed` says which scheme ran: every object, or the movers only, and
+// the movers must be fewer than the objects somewhere (else the test exercised nothing).
+// With KMEANS_DELTA_GUARD=0 the second iteration's bound "fails": the host sums that inertia
+// from the objects, and every later iteration sums every object. The default (0.2) starts
+// mid-fit. Shapes: mma.sync's short slices (d = 16), wgmma's range on Hopper (d = 64; double:
+// TF32 candidates), d not a multiple of 4 with K past a tile, and d past a warp (d = 100).
+template <class T>
+void check_tensor_movers() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{4001, 16, 16}, {3001, 64, 100}}
+              : std::vector<SplitShape>{{4001, 16, 16}, {3001, 64, 100}, {2003, 33, 300}, {3001, 100, 20}};
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    setenv("KMEANS_TENSOR_MOVERS", "1", 1);
+    const auto on = km::run(fused, data, p);
+    setenv("KMEANS_DELTA_GUARD", "0", 1);
+    const auto fallback = km::run(fused, data, p);
+    unsetenv("KMEANS_DELTA_GUARD");
+    setenv("KMEANS_TENSOR_MOVERS", "0", 1);
+    const auto off = km::run(fused, data, p);
+    unsetenv("KMEANS_TENSOR_MOVERS");
+    const auto by_default = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    const auto n = static_cast<std::int64_t>(s.n);
+    for (const auto* r : {&on, &fallback, &by_default}) {
+      EXPECT_EQ(r->centroids, off.centroids);
+      EXPECT_EQ(r->labels, off.labels);
+      ASSERT_EQ(r->iterations, off.iterations);
+    }
+    EXPECT_EQ(off.labels, omp.labels);
+    bool fewer = false;
+    for (int it = 0; it < off.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      const double tol = 1e-11 * off.per_iteration[it].inertia;
+      for (const auto* r : {&on, &fallback, &by_default}) {
+        EXPECT_EQ(r->per_iteration[it].changed, off.per_iteration[it].changed);
+        EXPECT_EQ(r->per_iteration[it].shift, off.per_iteration[it].shift);
+        EXPECT_NEAR(r->per_iteration[it].inertia, off.per_iteration[it].inertia, tol);
+      }
+      EXPECT_EQ(off.per_iteration[it].summed, n) << "every object summed";
+      EXPECT_EQ(on.per_iteration[it].summed, it == 0 ? n : on.per_iteration[it].changed);
+      EXPECT_EQ(fallback.per_iteration[it].summed, it == 1 ? fallback.per_iteration[it].changed : n)
+          << "after the failed guard every object is summed";
+      const std::int64_t got = by_default.per_iteration[it].summed;
+      EXPECT_TRUE(got == n || got == by_default.per_iteration[it].changed) << got;
+      fewer = fewer || on.per_iteration[it].summed < n;
+    }
+    EXPECT_TRUE(fewer) << "the movers never went alone";
+  });
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
+}  // namespace
+
+TEST(GpuTensorMovers, DoubleAsAfresh) { check_tensor_movers<double>(); }
+TEST(GpuTensorMovers, FloatAsAfresh) { check_tensor_movers<float>(); }
+
 // ------------------------------------------------------------ out of core
 
 namespace {

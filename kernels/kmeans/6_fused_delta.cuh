@@ -103,8 +103,7 @@ struct DeltaPass {
   unsigned long long* skipped_out = nullptr;
 };
 
-// The inertia's stand-in when the algebraic inertia's error bound failed (the host sums it).
-constexpr unsigned long long kInertiaUnsure = ~0ull;
+// kInertiaUnsure (update.cuh): the algebraic inertia's error bound failed (the host sums it).
 
 // f(std::integral_constant<int, m>) with m = min(slots, U), at least 1: the round's filled slots
 // as a constant, so each count gets its own unrolled loop.
@@ -693,15 +692,9 @@ __global__ void __launch_bounds__(kDeltaThreads)
       const double inv_q = 1.0 / p.inertia_scale;
       for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
         const double count = static_cast<double>(static_cast<long long>(__ldcg(&p.held_counts[c])));
-        double part = 0, size = 0;
-        if (lane < d) {
-          const double sum =
-              static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
-          const double w = static_cast<double>(s[lane * k + c]) - zs[lane];
-          const double r = sum - count * zs[lane];
-          part = w * (count * w - 2 * r);
-          size = fabs(w) * (2 * fabs(r) + count * fabs(w));
-        }
+        double part, size;
+        algebraic_part(p.held_sums + c * d, count, [&](int j) { return s[j * k + c]; }, zs, d, lane, p.inv_scale,
+                       part, size);
         for (int off = 16; off > 0; off /= 2) {
           part += __shfl_down_sync(0xffffffffu, part, off);
           size += __shfl_down_sync(0xffffffffu, size, off);
@@ -718,8 +711,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
       __syncthreads();
       const double bound = fixed_order_total(p.inertia_parts + k, k, warp_totals);
       if (threadIdx.x == 0) {
-        unsure_shared = !(inertia >= 0 && bound + (k + 2) * 0x1p-53 * inertia <= p.q_guard * inertia);
-        inertia_fixed = unsure_shared ? kInertiaUnsure : to_fixed(inertia, p.inertia_scale);
+        inertia_fixed = algebraic_inertia_fixed(inertia, bound, k, p.q_guard, p.inertia_scale);
+        unsure_shared = inertia_fixed == kInertiaUnsure;
       }
       __syncthreads();
       if (unsure_shared)

@@ -648,15 +648,19 @@ static __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, s
   count_changed(changed, moved);
 }
 
-template <class T, int U = kSortedUnroll>
+// With Q (the movers' scheme, below), also each cluster's q sum (the members' object_q, summed
+// by the thread of coordinate 0 beside the count) into q_sums.
+template <class T, int U = kSortedUnroll, bool Q = false>
 __global__ void __launch_bounds__(1024)
     accumulate_sorted(const T* __restrict__ x, const T* __restrict__ centroids,
                       const std::int32_t* __restrict__ sorted_labels, const std::int64_t* __restrict__ sorted_index,
                       std::int64_t n, int d, int chunk, unsigned long long* __restrict__ sums,
                       unsigned long long* __restrict__ counts, double scale, unsigned long long* inertia,
-                      double inertia_scale) {
+                      double inertia_scale, const unsigned long long* __restrict__ object_q = nullptr,
+                      unsigned long long* __restrict__ q_sums = nullptr) {
   __shared__ std::int32_t labels_s[kSortedChunk];
   __shared__ std::int64_t index_s[kSortedChunk];
+  __shared__ unsigned long long q_s[Q ? kSortedChunk : 1];
   unsigned long long part = 0;  // the inertia, fixed point: one addend per object and coordinate
   const std::int64_t chunks = (n + chunk - 1) / chunk;
   for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
@@ -665,11 +669,13 @@ __global__ void __launch_bounds__(1024)
     __syncthreads();  // the previous chunk's entries are used up
     for (int q = threadIdx.x; q < size; q += blockDim.x) {  // the chunk's labels and rows' offsets, coalesced
       labels_s[q] = sorted_labels[begin + q];
-      index_s[q] = sorted_index[begin + q] * d;
+      const std::int64_t i = sorted_index[begin + q];
+      index_s[q] = i * d;
+      if (Q) q_s[q] = object_q[i];
     }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      unsigned long long acc = 0;
+      unsigned long long acc = 0, qacc = 0;
       int label = labels_s[0], run = 0;  // the cluster's members in the chunk: from position run on
       // The centroid's coordinate changes only with the cluster, which the sorted chunk
       // changes a few times: one register, reloaded then, not a load per object.
@@ -691,8 +697,11 @@ __global__ void __launch_bounds__(1024)
           if (q0 + u >= size) break;
           if (cl[u] != label) {
             atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-            if (j == 0) atomicAdd(&counts[label], static_cast<unsigned long long>(q0 + u - run));
-            acc = 0;
+            if (j == 0) {
+              atomicAdd(&counts[label], static_cast<unsigned long long>(q0 + u - run));
+              if (Q) atomicAdd(&q_sums[label], qacc);
+            }
+            acc = qacc = 0;
             run = q0 + u;
             label = cl[u];
             cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
@@ -700,13 +709,115 @@ __global__ void __launch_bounds__(1024)
           const double diff = static_cast<double>(v[u]) - cj;
           part += to_fixed(diff * diff, inertia_scale);
           acc += to_fixed(static_cast<double>(v[u]), scale);
+          if (Q && j == 0) qacc += q_s[q0 + u];
         }
       }
       atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-      if (j == 0) atomicAdd(&counts[label], static_cast<unsigned long long>(size - run));
+      if (j == 0) {
+        atomicAdd(&counts[label], static_cast<unsigned long long>(size - run));
+        if (Q) atomicAdd(&q_sums[label], qacc);
+      }
     }
   }
   flush_block_fixed(inertia, part);
+}
+
+// The movers' scheme (in memory, on one GPU, once few objects move): the sums, counts and q
+// sums are kept across iterations (they are integers: the same bits as summed afresh), and
+// only the objects whose label changed go through them. move_members: a warp takes 32
+// objects; each mover's row is read by the whole warp, a coordinate per lane, its fixed-point
+// addends added to the new cluster's sums and taken from the old one's (coalesced 64-bit
+// global atomics), its q (object_q) moved the same way; the labels written, the movers
+// counted. Rows of objects that stay are not read.
+template <class T>
+__global__ void __launch_bounds__(256)
+    move_members(const T* __restrict__ x, const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
+                 std::int64_t n, int d, unsigned long long* sums, unsigned long long* counts, double scale,
+                 const unsigned long long* __restrict__ object_q, unsigned long long* q_sums,
+                 unsigned long long* changed) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  unsigned moves = 0;
+  for (std::int64_t base = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32; base < n;
+       base += warps * 32) {
+    const std::int64_t i = base + lane;
+    int to = 0, from = 0;
+    if (i < n) {
+      to = next[i];
+      from = labels[i];
+    }
+    const bool moved = i < n && to != from;
+    if (moved) labels[i] = to;
+    unsigned movers = __ballot_sync(0xffffffffu, moved);
+    moves += moved;
+    while (movers) {
+      const int m = __ffs(movers) - 1;
+      movers &= movers - 1;
+      const std::int64_t row = (base + m) * d;
+      const int into = __shfl_sync(0xffffffffu, to, m), out_of = __shfl_sync(0xffffffffu, from, m);
+      for (int j = lane; j < d; j += 32) {
+        const unsigned long long a = to_fixed(static_cast<double>(x[row + j]), scale);
+        atomicAdd(&sums[static_cast<std::int64_t>(into) * d + j], a);
+        atomicAdd(&sums[static_cast<std::int64_t>(out_of) * d + j], 0ull - a);
+      }
+      if (lane == 0) {
+        const unsigned long long q = object_q[base + m];
+        atomicAdd(&q_sums[into], q);
+        atomicAdd(&q_sums[out_of], 0ull - q);
+        atomicAdd(&counts[into], 1ull);
+        atomicAdd(&counts[out_of], ~0ull);
+      }
+    }
+  }
+  flush_block_count(changed, moves);
+}
+
+// The iteration's inertia from the kept sums (update.cuh: algebraic_part): movers_parts, a
+// warp per cluster, writes each cluster's part and error bound into parts [2k];
+// movers_inertia (one block) totals them in fixed_order_total's order: *inertia = the
+// fixed-point total, or kInertiaUnsure with the centroids ([k][d], those of the assignment)
+// copied to `previous` for the host's per-object sum.
+template <class T>
+__global__ void movers_parts(const T* __restrict__ centroids, const unsigned long long* sums,
+                             const unsigned long long* counts, const unsigned long long* q_sums,
+                             const double* __restrict__ z, int k, int d, double inv_scale, double inertia_scale,
+                             double* __restrict__ parts) {
+  const int lane = threadIdx.x & 31;
+  const int c = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+  if (c >= k) return;  // whole warps
+  const double count = static_cast<double>(static_cast<long long>(__ldcg(&counts[c])));
+  const T* row = centroids + static_cast<std::int64_t>(c) * d;
+  double part, size;
+  algebraic_part(sums + static_cast<std::int64_t>(c) * d, count, [&](int j) { return row[j]; }, z, d, lane, inv_scale,
+                 part, size);
+  for (int off = 16; off > 0; off /= 2) {
+    part += __shfl_down_sync(0xffffffffu, part, off);
+    size += __shfl_down_sync(0xffffffffu, size, off);
+  }
+  if (lane == 0) {
+    const double q = static_cast<double>(static_cast<long long>(__ldcg(&q_sums[c]))) / inertia_scale;
+    parts[c] = q + part;
+    parts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(1024)
+    movers_inertia(const T* __restrict__ centroids, int k, int d, double inertia_scale, double guard,
+                   const double* __restrict__ parts, unsigned long long* inertia, T* __restrict__ previous) {
+  __shared__ double warp_totals[32];
+  __shared__ bool unsure;
+  const double total = fixed_order_total(parts, k, warp_totals);
+  __syncthreads();
+  const double bound = fixed_order_total(parts + k, k, warp_totals);
+  if (threadIdx.x == 0) {
+    const unsigned long long fixed = algebraic_inertia_fixed(total, bound, k, guard, inertia_scale);
+    *inertia = fixed;
+    unsure = fixed == kInertiaUnsure;
+  }
+  __syncthreads();
+  if (unsure)
+    for (std::int64_t t = threadIdx.x; t < static_cast<std::int64_t>(k) * d; t += blockDim.x) previous[t] = centroids[t];
 }
 
 // |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With
@@ -714,14 +825,23 @@ __global__ void __launch_bounds__(1024)
 // (O = float), also x' rounded on to TF32 (cvt.rna of x' in float), the TF32 assignment's A
 // operand exactly as it would form it from x and mu, for its ldmatrix loads: float objects
 // (O = T), or double ones scored on TF32 candidates (margin.hpp: tf32_candidates_bound).
+// With object_q (the movers' scheme), also each object's q = sum of to_fixed((x_j - z_j)^2)
+// at the inertia's scale (integers: the same bits in any order).
 template <class T, class O = T>
 __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
-                                  bool rounded, double* __restrict__ out, O* __restrict__ operand) {
+                                  bool rounded, double* __restrict__ out, O* __restrict__ operand,
+                                  const double* __restrict__ z = nullptr, double inertia_scale = 0,
+                                  unsigned long long* __restrict__ object_q = nullptr) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
     double s = 0;
+    unsigned long long q = 0;
     for (int p = lane; p < d; p += 32) {
+      if (object_q) {
+        const double e = static_cast<double>(x[i * d + p]) - z[p];
+        q += to_fixed(e * e, inertia_scale);
+      }
       const T xr = x[i * d + p] - mu[p];
       const double v =
           rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
@@ -733,7 +853,11 @@ __global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__
           operand[i * d + p] = __uint_as_float(r);
         }
     }
-    for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+    for (int off = 16; off > 0; off /= 2) {
+      s += __shfl_down_sync(0xffffffffu, s, off);
+      q += __shfl_down_sync(0xffffffffu, q, off);
+    }
+    if (lane == 0 && object_q) object_q[i] = q;
     if (lane == 0) out[i] = s;
   }
 }

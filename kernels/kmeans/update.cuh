@@ -25,12 +25,13 @@ __device__ __forceinline__ unsigned long long to_fixed(double v, double scale) {
 
 // One block per cluster. centroid = sum / count, or unchanged when the cluster is empty;
 // the squared shift of cluster c goes to shift_parts[c]; clears the sums and the count for
-// the next iteration. Sums are fixed point [k][d] (value = sum * inv_scale); centroids are
+// the next iteration (unless `keep`: fused's tensor path keeps them, updating only the
+// movers'). Sums are fixed point [k][d] (value = sum * inv_scale); centroids are
 // [d][k] when coord_major, else [k][d]. Launch with a multiple of 32 threads.
 template <class T>
 __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* __restrict__ sums,
                                  unsigned long long* __restrict__ counts, int k, int d, bool coord_major,
-                                 double inv_scale, double* __restrict__ shift_parts) {
+                                 double inv_scale, double* __restrict__ shift_parts, bool keep = false) {
   __shared__ double warp_shift[32];
   const int c = blockIdx.x;
   const unsigned long long count = counts[c];
@@ -45,7 +46,7 @@ __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* 
       local += delta * delta;
       centroids[at] = updated;
     }
-    s = 0;
+    if (!keep) s = 0;
   }
   for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
   if ((threadIdx.x & 31) == 0) warp_shift[threadIdx.x / 32] = local;
@@ -54,7 +55,7 @@ __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* 
     double total = 0;
     for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += warp_shift[w];
     shift_parts[c] = total;
-    counts[c] = 0;
+    if (!keep) counts[c] = 0;
   }
 }
 
@@ -79,6 +80,41 @@ __device__ inline double fixed_order_total(const double* parts, int k, double* w
   if (threadIdx.x == 0)
     for (int w = 0; w < kVirtual / 32; ++w) total += warp_totals[w];
   return total;
+}
+
+// The iteration's inertia without reading every object (fused's delta kernel with bounds,
+// the tensor path's movers): per cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2 with
+// w = c - z, Q = sum |x - z|^2, S = sum x (fixed point), n the count, exact algebra. This is
+// one lane's share of cluster c's last two terms over coordinates j = lane, lane + 32, ...
+// (centroid(j) gives c_j, z is in double), and beside it the magnitudes whose roundings the
+// evaluation carries (algebraic_inertia_fixed's bound).
+template <class C>
+__device__ __forceinline__ void algebraic_part(const unsigned long long* sums, double count, C centroid,
+                                               const double* z, int d, int lane, double inv_scale, double& part,
+                                               double& size) {
+  part = 0;
+  size = 0;
+  for (int j = lane; j < d; j += 32) {
+    const double sum = static_cast<double>(static_cast<long long>(__ldcg(&sums[j]))) * inv_scale;
+    const double w = static_cast<double>(centroid(j)) - z[j];
+    const double r = sum - count * z[j];
+    part += w * (count * w - 2 * r);
+    // r's own roundings are relative to |sum| + count |z_j|, which exceed |r| when the
+    // cluster's mean sits near z far from the origin: those magnitudes count too.
+    size += fabs(w) * (2 * fabs(r) + count * fabs(w) + 2 * (fabs(sum) + count * fabs(z[j])));
+  }
+}
+
+// The inertia as algebraic_part's sums give it (inertia: the clusters' parts totalled; bound:
+// their error magnitudes totalled), in fixed point -- or kInertiaUnsure where the bound
+// (cancellation: clusters far tighter than their distance from z) exceeds `guard` of it. The
+// fixed-point roundings of Q and S (at most n/2 units of their scales) are the kind a
+// per-object sum has too, and are not part of the test.
+constexpr unsigned long long kInertiaUnsure = ~0ull;
+__device__ __forceinline__ unsigned long long algebraic_inertia_fixed(double inertia, double bound, int k,
+                                                                      double guard, double inertia_scale) {
+  const bool unsure = !(inertia >= 0 && bound + (k + 2) * 0x1p-53 * inertia <= guard * inertia);
+  return unsure ? kInertiaUnsure : to_fixed(inertia, inertia_scale);
 }
 
 // One block of any multiple of 32 threads: *total = fixed_order_total(parts).

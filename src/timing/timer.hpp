@@ -21,9 +21,10 @@ struct IterationStats {
   std::int64_t rechecked = -1;      // fused tensor path: objects whose label seq's formula re-decided (-1: n/a)
   std::int64_t rechecked_all = -1;  // ... of which against every centroid
   std::int64_t skipped = -1;  // fused one-pass: objects a distance bound kept without reading them (-1: n/a)
+  std::int64_t summed = -1;   // fused tensor path: objects added into the cluster sums (all, or the movers) (-1: n/a)
   double inertia = 0;  // sum of each object's squared distance to the centroid it was assigned to in
                        // this iteration (before the update), from the assignment pass itself (with
-                       // fused's bounds, from the clusters' sums: 6_fused_delta.cuh)
+                       // fused's bounds and the tensor path's movers, from the clusters' sums)
 };
 
 class Stopwatch {

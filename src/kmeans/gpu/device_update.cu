@@ -209,7 +209,7 @@ void DeviceUpdateEngine<T>::start_update() {
   this->timer_.begin(Phase::kernel, this->stream_);
   kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(
       centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
-      shift_parts_.get());
+      shift_parts_.get(), keep_sums_);
   CUDA_CHECK_LAUNCH();
   kernels::total_shift<><<<1, 1024, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
   CUDA_CHECK_LAUNCH();

@@ -61,6 +61,7 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   DeviceBuffer<unsigned long long> counts_;
   DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift (update.cuh: total_shift)
   double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
+  bool keep_sums_ = false;                 // the update leaves sums_ and counts_ as they are (not cleared)
   Whole whole_;                            // the whole problem, when this engine holds a part
 
  private:

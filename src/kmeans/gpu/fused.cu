@@ -436,11 +436,51 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
 
+  // The whole problem here and in device memory: the sums are kept across iterations, and once
+  // at most movers_after_ of the objects moved in the last iteration, only the movers go
+  // through them (6_fused_tensor.cuh: move_members), the inertia from the kept sums
+  // (movers_inertia). Otherwise, and in parts (several GPUs) or out of core, every object is
+  // summed afresh each iteration.
+  void iterate(IterationStats& stats) override {
+    if (movers_after_ <= 0 || !object_q_.get() || this->whole_.n != this->n_) {
+      movers_ = false;
+      DeviceUpdateEngine<T>::iterate(stats);
+      stats.summed = static_cast<std::int64_t>(this->whole_.n);
+      return;
+    }
+    movers_ = held_ && static_cast<double>(last_changed_) <= movers_after_ * static_cast<double>(this->n_);
+    this->keep_sums_ = true;
+    if (!movers_) {  // summed afresh from every object, q sums included
+      const std::size_t k = this->k_;
+      CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, k * this->d_ * sizeof(unsigned long long), this->stream_));
+      CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+      CUDA_CHECK(cudaMemsetAsync(q_sums_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+    }
+    DeviceUpdateEngine<T>::iterate(stats);
+    held_ = true;
+    last_changed_ = stats.changed;
+    stats.summed = movers_ ? stats.changed : static_cast<std::int64_t>(this->n_);
+  }
+
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);  // waits for the stream, so the count is here
-    const unsigned long long* queued = this->counters_host_.get()->queued;  // read back with the change count
-    stats.rechecked = static_cast<std::int64_t>(queued[0] + queued[1]);
-    stats.rechecked_all = static_cast<std::int64_t>(queued[1]);
+    const auto& counters = *this->counters_host_.get();  // read back with the change count
+    stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
+    stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
+    if (movers_ && counters.inertia == kernels::kInertiaUnsure) {
+      // The algebraic inertia's bound failed (clusters far tighter than their distance from
+      // the mean): this iteration's from the objects, and every object summed from here on.
+      std::vector<T> previous(this->k_ * this->d_);
+      CUDA_CHECK(cudaMemcpy(previous.data(), previous_.get(), previous.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      if (!this->device_inertia(previous, stats.inertia))
+        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+      held_ = false;
+      movers_after_ = 0;
+      this->keep_sums_ = false;
+      // the update kept the sums: cleared for the next iteration, which sums every object
+      CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, this->k_ * this->d_ * sizeof(unsigned long long), this->stream_));
+      CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
+    }
   }
 
   std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
@@ -478,7 +518,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
            data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
                      sizeof(unsigned long long)) +
            2 * sizeof(unsigned long long) +
-           data.n * (2 * sizeof(std::int64_t) + sizeof(std::int32_t)) * 2;  // the sort's buffers and workspace
+           data.n * (2 * sizeof(std::int64_t) + sizeof(std::int32_t)) * 2 +  // the sort's buffers and workspace
+           data.d * sizeof(double) + this->k_ * (3 * sizeof(double) + data.d * sizeof(T)) +  // the movers' scheme
+           data.n * sizeof(unsigned long long);
   }
 
   void after_setup() override {
@@ -536,6 +578,30 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
         CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before mean32 goes
       }
     }
+    // The movers' scheme (iterate): z = mu in double, each cluster's q sum, the inertia's parts,
+    // the centroids kept for the host when the algebraic inertia's bound fails.
+    // KMEANS_TENSOR_MOVERS=F: from the iteration after one in which at most F of the objects
+    // moved (0: never; 1: from the second iteration); KMEANS_DELTA_GUARD as for the one pass.
+    {
+      const char* env = std::getenv("KMEANS_TENSOR_MOVERS");
+      movers_after_ = env ? std::strtod(env, nullptr) : kMoversAfter;
+      const char* guard = std::getenv("KMEANS_DELTA_GUARD");
+      q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+      held_ = movers_ = this->keep_sums_ = false;
+      last_changed_ = 0;
+      z64_ = this->template device_buffer<double>(this->d_);
+      const std::vector<double> z(mean.begin(), mean.end());
+      CUDA_CHECK(cudaMemcpyAsync(z64_.get(), z.data(), z.size() * sizeof(double), cudaMemcpyHostToDevice,
+                                 this->stream_));
+      CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before z goes
+      q_sums_ = this->template device_buffer<unsigned long long>(this->k_);
+      parts_ = this->template device_buffer<double>(2 * this->k_);
+      previous_ = this->template device_buffer<T>(this->k_ * this->d_);
+      if (!this->streamed() && movers_after_ > 0)  // filled by centred_row_norms
+        object_q_ = this->template device_buffer<unsigned long long>(n);
+      else
+        object_q_ = DeviceBuffer<unsigned long long>();
+    }
     mu_norm_ = 0;
     for (T v : mean) mu_norm_ += static_cast<double>(v) * static_cast<double>(v);
     mu_norm_ = kernels_.centre_objects || tf32_ ? 0.0 : std::sqrt(mu_norm_) * (1 + 1e-12);
@@ -550,11 +616,11 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     if (tf32_)
       kernels::centred_row_norms<T, float><<<rows_grid_, 256, 0, this->stream_>>>(
           this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), true, xnorm2_.get(),
-          operand32_.get());
+          operand32_.get(), z64_.get(), this->inertia_scale_, object_q_.get());
     else
       kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
           this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
-          xnorm2_.get(), operand_.get());
+          xnorm2_.get(), operand_.get(), z64_.get(), this->inertia_scale_, object_q_.get());
     CUDA_CHECK_LAUNCH();
     if (wgmma_runs())  // the wgmma kernel's stages come from the centroids' tile image
       image_ = this->template device_buffer<float>(wgmma_image_floats(this->k_, this->d_));
@@ -657,18 +723,32 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       kernels::recheck_all<T, true><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
           this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
-    if (accumulate) {
-      // Sort the objects by label, then sum each cluster's members in chunks of that order.
+    if (accumulate && movers_) {  // the kept sums: only the movers, the inertia from the sums
+      kernels::move_members<T><<<static_cast<unsigned>(multiprocessor_count()) * 8, 256, 0, s>>>(
+          this->x_.get(), next_.get(), this->labels_.get(), n, d, this->sums_.get(), this->counts_.get(),
+          this->scale_, object_q_.get(), q_sums_.get(), this->changed_.get());
+      CUDA_CHECK_LAUNCH();
+      kernels::movers_parts<T><<<static_cast<unsigned>((k + 7) / 8), 256, 0, s>>>(
+          this->centroids_.get(), this->sums_.get(), this->counts_.get(), q_sums_.get(), z64_.get(), k, d,
+          this->inv_scale_, this->inertia_scale_, parts_.get());
+      CUDA_CHECK_LAUNCH();
+      kernels::movers_inertia<T><<<1, 1024, 0, s>>>(this->centroids_.get(), k, d, this->inertia_scale_, q_guard_,
+                                                    parts_.get(), this->inertia_.get(), previous_.get());
+      CUDA_CHECK_LAUNCH();
+    } else if (accumulate) {
+      // Sort the objects by label, then sum each cluster's members in chunks of that order
+      // (with the sums kept, the q sums too).
       kernels::relabel_for_sort<<<static_cast<unsigned>((this->n_ + 255) / 256), 256, 0, s>>>(
           next_.get(), this->labels_.get(), n, this->changed_.get(), index_.get());
       CUDA_CHECK_LAUNCH();
       std::size_t temp_bytes = sort_temp_.size();
       CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.get(), temp_bytes, next_.get(), sorted_labels_.get(),
                                                  index_.get(), sorted_index_.get(), n, 0, label_bits_, s));
-      kernels::accumulate_sorted<T><<<sorted_grid_, sorted_threads_, 0, s>>>(
+      (this->keep_sums_ ? kernels::accumulate_sorted<T, kernels::kSortedUnroll, true>
+                        : kernels::accumulate_sorted<T>)<<<sorted_grid_, sorted_threads_, 0, s>>>(
           this->x_.get(), this->centroids_.get(), sorted_labels_.get(), sorted_index_.get(), n, d, sorted_chunk_,
-          this->sums_.get(),
-          this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
+          this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_,
+          object_q_.get(), q_sums_.get());
       CUDA_CHECK_LAUNCH();
     } else {  // the final E-step: the labels only
       kernels::relabel_for_sort<<<static_cast<unsigned>((this->n_ + 255) / 256), 256, 0, s>>>(
@@ -677,6 +757,16 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
   }
 
+  // The movers' scheme (iterate): from after an iteration in which at most this fraction moved
+  // (measured: plots/tensor_movers_ab_h100.txt).
+  static constexpr double kMoversAfter = 0.2;
+  double movers_after_ = kMoversAfter, q_guard_ = 1e-11;
+  bool held_ = false;    // sums_, counts_ and q_sums_ are those of the current labels
+  bool movers_ = false;  // this iteration moves the movers only
+  std::int64_t last_changed_ = 0;
+  DeviceBuffer<double> z64_, parts_;
+  DeviceBuffer<unsigned long long> q_sums_, object_q_;  // each cluster's, each object's q = |x - z|^2 (fixed)
+  DeviceBuffer<T> previous_;
   TensorKernels<T> kernels_;
   kernels::CandidateBound bound_;
   int rows_grid_ = 1, sorted_grid_ = 1, sorted_threads_ = 32, sorted_chunk_ = kernels::kSortedChunk, label_bits_ = 1;
