@@ -693,10 +693,14 @@ TEST(Layouts, SharedMemoryFootprints) {
   EXPECT_TRUE(fused_one_pass(16, 16, 8));
   EXPECT_FALSE(fused_one_pass(16, 33, 8)) << "d > 32 takes the tensor path";
   EXPECT_FALSE(fused_one_pass(1024, 128, 4));
-  // The measured crossover (layouts.hpp): one pass for d <= 8 at any K that fits, up to
-  // K*d = 4096 above (d = 16 up to K = 256, d = 32 up to K = 128).
+  // The measured crossover (layouts.hpp): one pass for d <= 4 at any K that fits, and for
+  // d <= 8 in float; up to K*d = 4096 otherwise (d = 8 up to K = 512 in double, d = 16 up to
+  // K = 256, d = 32 up to K = 128).
   EXPECT_TRUE(fused_one_pass(1024, 2, 8));
-  EXPECT_TRUE(fused_one_pass(1024, 8, 8));
+  EXPECT_TRUE(fused_one_pass(1024, 4, 8));
+  EXPECT_TRUE(fused_one_pass(1024, 8, 4));
+  EXPECT_TRUE(fused_one_pass(512, 8, 8));
+  EXPECT_FALSE(fused_one_pass(1024, 8, 8)) << "the tensor path with the movers' scheme: 1.12 against 1.30 ms";
   EXPECT_TRUE(fused_one_pass(128, 16, 8));
   EXPECT_TRUE(fused_one_pass(256, 16, 8));
   EXPECT_TRUE(fused_one_pass(256, 16, 4));

@@ -55,13 +55,16 @@ KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { retur
 // float; d = 32, K = 128 0.53 against 0.68 and 0.41 against 0.65; at K*d = 8192 the two are
 // level (within 4%) or the tensor path wins (by 11x at d = 32, K = 256 in double). Its shared
 // memory must fit too (at most 200 KB a block: the tables grow with K*d, and one block per SM
-// still wins at d = 8, K = 1024).
+// still wins at d = 8, K = 1024). Re-measured with the tensor path's movers' scheme
+// (plots/crossover_movers_h100.csv, an H100): the same everywhere but at d = 8, K = 1024 in
+// double, where the tensor path now wins (1.12 against 1.30 ms; in float level, 1.12 and 1.11),
+// so in double one pass takes 4 < d <= 8 only up to K*d = 4096.
 constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
                     block_sums_layout<std::size_t>(k, d, elem).bytes + k * (d + 4) * 4 <= kFusedOnePassSharedLimit;
   const std::size_t kd = k * d;
-  const bool faster = d <= 8 || kd <= 4096u;
+  const bool faster = d <= 4 || (d <= 8 && elem == 4) || kd <= 4096u;
   return fits && faster;
 }
 
