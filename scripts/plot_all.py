@@ -560,11 +560,13 @@ def main():
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
     # analyze.sh writes real_shapes.csv; else the committed runs: the shapes with Flash-KMeans beside them
-    # (real_shapes_tf32_h100.csv: double on TF32 candidates and on DMMA keys; else real_shapes_flash_h100.csv) and the crossover (real_shapes_crossover_h100.csv, else the crossover
-    # rows of real_shapes_h200.csv).
-    committed = read(os.path.join(d, "real_shapes_tf32_h100.csv")) or read(os.path.join(d, "real_shapes_flash_h100.csv")) or [
+    # (the newest: real_shapes_h100_final9.csv, with the movers' scheme; double on TF32 candidates and on DMMA
+    # keys) and the crossover (crossover_movers_h100.csv, else real_shapes_crossover_h100.csv, else the
+    # crossover rows of real_shapes_h200.csv).
+    committed = read(os.path.join(d, "real_shapes_h100_final9.csv")) or read(os.path.join(d, "real_shapes_tf32_h100.csv")) or [
         r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "shapes"]
-    crossover = read(os.path.join(d, "real_shapes_crossover_h100.csv")) or read(os.path.join(d, "real_shapes_h200.csv"))
+    crossover = (read(os.path.join(d, "crossover_movers_h100.csv")) or read(os.path.join(d, "real_shapes_crossover_h100.csv"))
+                 or read(os.path.join(d, "real_shapes_h200.csv")))
     real_shapes(read(os.path.join(d, "real_shapes.csv")) or committed + [
         r for r in crossover if r.get("section") == "crossover"], d)
     mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
