@@ -862,6 +862,66 @@ TEST(GpuFusedDelta, FloatAsClassic) { check_delta_as_classic<float>(); }
 
 namespace {
 
+// The cell table at d = 2 (6_fused_delta.cuh, CELLS; cells.hpp) against the same kernel without
+// it (KMEANS_DELTA_CELLS=0: the scores, or Elkan's test at K > 32): labels, centroids, change
+// counts, shifts and inertias bit for bit over 20 iterations (the bounds kept off: the same
+// per-object sum of the same distances), omp's labels; at 4 x 4 (the grid's coarsest, few
+// cells labelled), 128 x 128 (the default) and 1024 x 1024 cells, and K = 1 (every cell one
+// label), 5, 16, 64. The table must label objects (JSON looked_up), most of them at 128 x 128
+// on uniform data once the centroids spread (so a table never consulted fails).
+template <class T>
+void check_cells() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
+  setenv("KMEANS_DELTA_BOUNDS", "0", 1);
+  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30011, 2, 16}}
+                                                 : std::vector<SplitShape>{{30011, 2, 1}, {30011, 2, 5},
+                                                                           {30011, 2, 16}, {20011, 2, 64}};
+  int call = 0;  // each_one_pass_case's data kinds in turn: uniform, blobs, quantised
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    const bool uniform = call++ % 3 == 0;
+    setenv("KMEANS_DELTA_CELLS", "0", 1);
+    const auto off = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    for (const char* side : {"4", "128", "1024"}) {
+      SCOPED_TRACE(std::string("cells ") + side);
+      setenv("KMEANS_DELTA_CELLS", side, 1);
+      const auto on = km::run(fused, data, p);
+      EXPECT_EQ(on.path, "one-pass");
+      EXPECT_EQ(on.labels, off.labels);
+      EXPECT_EQ(on.labels, omp.labels);
+      EXPECT_EQ(on.centroids, off.centroids);
+      ASSERT_EQ(on.iterations, off.iterations);
+      std::int64_t looked_up = 0;
+      for (int it = 0; it < on.iterations; ++it) {
+        SCOPED_TRACE("iteration " + std::to_string(it + 1));
+        EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
+        EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
+        EXPECT_EQ(on.per_iteration[it].inertia, off.per_iteration[it].inertia);
+        EXPECT_EQ(off.per_iteration[it].looked_up, -1);
+        ASSERT_GE(on.per_iteration[it].looked_up, 0) << "the table's count is reported";
+        EXPECT_LE(on.per_iteration[it].looked_up, static_cast<std::int64_t>(s.n));
+        looked_up += on.per_iteration[it].looked_up;
+      }
+      EXPECT_GT(looked_up, 0) << "no object took a cell's label";
+      if (std::string(side) == "128" && s.k <= 16 && uniform) {
+        EXPECT_GT(on.per_iteration.back().looked_up, static_cast<std::int64_t>(s.n / 2));
+      }
+    }
+    unsetenv("KMEANS_DELTA_CELLS");
+  });
+  unsetenv("KMEANS_DELTA_BOUNDS");
+  unsetenv("KMEANS_FUSED_PATH");
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
+TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
+
+namespace {
+
 // Hamerly's bounds in the delta kernel (KMEANS_DELTA_BOUNDS=1) against the same kernel without
 // them (=0): labels, centroids, change counts and shifts bit for bit over 20 iterations (an
 // object the bounds keep is one seq keeps), omp's labels, the algebraic inertia within 1e-11

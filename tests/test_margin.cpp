@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
 #include "kmeans/cpu_steps.hpp"
@@ -430,6 +431,133 @@ TEST(DeltaFilter, TooSmallMarginGivesWrongLabels) {
   EXPECT_GT(wrong, 0u);
 }
 
+
+// The delta kernel's cell table at d = 2 (cells.hpp): every object whose computed cell is
+// labelled must have seq's label there. Objects: uniform, on the centroids' bisectors (exact
+// and near ties), on and beside the cells' edges and corners; centroids uniform or on a coarse
+// lattice (bisectors along the cells' edges, duplicates). `proved` false labels each cell by the
+// centroid nearest its centre without the corner test: the check must then find wrong labels.
+// Returns the objects found wrong; `labelled` counts those the table labelled.
+template <class T>
+std::size_t cell_table_wrong(std::size_t k, int side, bool lattice, bool proved, std::uint64_t seed,
+                             std::size_t& labelled, std::size_t& objects) {
+  using km::kernels::CellGrid;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  const double offset = lattice ? 0 : 100;  // away from the origin: the index's rounding counts
+  std::vector<T> cs(k * 2);                 // row-major [k][2] for seq
+  for (std::size_t c = 0; c < k; ++c)
+    for (int p = 0; p < 2; ++p)
+      cs[c * 2 + p] = static_cast<T>(lattice ? std::floor(u(rng) * 4) : offset + u(rng));
+  std::vector<T> xs;
+  auto add = [&](double a, double b) {
+    xs.push_back(static_cast<T>(a));
+    xs.push_back(static_cast<T>(b));
+  };
+  const double lo[2] = {offset - 0.1, offset - 0.1}, hi[2] = {offset + (lattice ? 4.1 : 1.1), offset + (lattice ? 4.1 : 1.1)};
+  for (int i = 0; i < 20000; ++i) add(lo[0] + u(rng) * (hi[0] - lo[0]), lo[1] + u(rng) * (hi[1] - lo[1]));
+  for (std::size_t a = 0; a < k; ++a)
+    for (std::size_t b = a + 1; b < k; ++b) {
+      // Points on the bisector of a and b, exactly (in T's rounding) and a few ulps off.
+      const double ax = cs[a * 2], ay = cs[a * 2 + 1], bx = cs[b * 2], by = cs[b * 2 + 1];
+      for (int t = 0; t < 40; ++t) {
+        const double s = (u(rng) - 0.5) * 3;
+        const double px = 0.5 * (ax + bx) - s * (by - ay), py = 0.5 * (ay + by) + s * (bx - ax);
+        const double ulp = std::numeric_limits<T>::epsilon() * (std::fabs(px) + std::fabs(py) + 1);
+        for (int q = -2; q <= 2; ++q) add(px + q * ulp * (bx - ax), py + q * ulp * (by - ay));
+      }
+    }
+  const CellGrid g = km::kernels::cell_grid(lo, hi, side, std::numeric_limits<T>::epsilon() / 2,
+                                            static_cast<double>(std::numeric_limits<T>::min()));
+  EXPECT_EQ(g.side, side);
+  for (int i = 0; i <= side; ++i)
+    for (int t = 0; t < 8; ++t) {  // the cells' edges and corners, on them and beside them
+      const double ex = static_cast<double>(g.lo[0]) + i * static_cast<double>(g.w[0]);
+      const double ey = static_cast<double>(g.lo[1]) + (u(rng) * side) * static_cast<double>(g.w[1]);
+      const double ulp = std::numeric_limits<T>::epsilon() * (std::fabs(ex) + 1);
+      add(ex + (t - 4) * ulp, ey);
+      add(ey, ex + (t - 4) * ulp);
+      const double cy = static_cast<double>(g.lo[1]) + (i + (t % 3) - 1) * static_cast<double>(g.w[1]);
+      add(ex + (t - 4) * ulp, cy);
+    }
+  std::vector<T> coords(2 * k);  // [2][k] for the table
+  for (std::size_t c = 0; c < k; ++c) {
+    coords[c] = cs[c * 2];
+    coords[k + c] = cs[c * 2 + 1];
+  }
+  std::vector<int> table(static_cast<std::size_t>(side) * side);
+  for (int j = 0; j < side; ++j)
+    for (int i = 0; i < side; ++i) {
+      int label = km::kernels::cell_label(coords.data(), static_cast<int>(k), i, j, g);
+      if (!proved) {  // the centroid nearest the centre, unproved
+        const T centre[2] = {static_cast<T>(g.lo[0] + (i + 0.5) * g.w[0]), static_cast<T>(g.lo[1] + (j + 0.5) * g.w[1])};
+        label = km::nearest_centroid(centre, cs.data(), k, 2);
+      }
+      table[static_cast<std::size_t>(j) * side + i] = label;
+    }
+  std::size_t wrong = 0;
+  labelled = 0;
+  objects = xs.size() / 2;
+  for (std::size_t i = 0; i < objects; ++i) {
+    const int cell = km::kernels::cell_of(xs[2 * i], xs[2 * i + 1], g);
+    if (cell < 0 || table[static_cast<std::size_t>(cell)] == km::kernels::kCellMixed) continue;
+    ++labelled;
+    const int seq = km::nearest_centroid(&xs[2 * i], cs.data(), k, 2);
+    if (seq != table[static_cast<std::size_t>(cell)]) {
+      ++wrong;
+      if (proved)
+        ADD_FAILURE() << "k=" << k << " side=" << side << " lattice=" << lattice << " object (" << xs[2 * i] << ", "
+                      << xs[2 * i + 1] << "): cell " << cell << " says " << table[static_cast<std::size_t>(cell)]
+                      << ", seq " << seq;
+    }
+  }
+  return wrong;
+}
+
+template <class T>
+void check_cell_table() {
+  for (const std::size_t k : {1u, 2u, 5u, 16u, 64u})
+    for (const int side : {4, 64, 128})
+      for (const bool lattice : {false, true}) {
+        std::size_t labelled = 0, objects = 0;
+        EXPECT_EQ(cell_table_wrong<T>(k, side, lattice, true, 17 + k + side, labelled, objects), 0u);
+        // The table does its job: most uniform objects take a cell's label at 128 x 128.
+        if (side == 128 && k <= 16 && !lattice) {
+          EXPECT_GT(labelled, objects / 2) << "k=" << k << " lattice=" << lattice;
+        }
+      }
+}
+
+TEST(CellTable, FloatGivesSeqLabels) { check_cell_table<float>(); }
+TEST(CellTable, DoubleGivesSeqLabels) { check_cell_table<double>(); }
+
+// Without the corner test (each cell labelled by the centroid nearest its centre), objects
+// beside the Voronoi edges get labels that are not seq's: the check above can fail.
+TEST(CellTable, UnprovedLabelsAreWrong) {
+  std::size_t labelled = 0, objects = 0;
+  EXPECT_GT(cell_table_wrong<double>(16, 64, false, false, 5, labelled, objects), 0u);
+  EXPECT_GT(cell_table_wrong<float>(16, 64, true, false, 5, labelled, objects), 0u);
+}
+
+// The grid refuses what its proofs do not cover: a coordinate without extent, a range too
+// narrow for its magnitude, a non-finite bound, a side beyond the index's rounding budget.
+TEST(CellTable, GridRefusesWhatItCannotProve) {
+  const double lo[2] = {0, 0}, hi[2] = {1, 1}, flat[2] = {1, 0};
+  EXPECT_EQ(km::kernels::cell_grid(lo, hi, 128, 0x1p-24, FLT_MIN).side, 128);
+  EXPECT_EQ(km::kernels::cell_grid(lo, flat, 128, 0x1p-24, FLT_MIN).side, 0);
+  const double far_lo[2] = {0x1p40, 0}, far_hi[2] = {0x1p40 + 0x1p-10, 1};
+  EXPECT_EQ(km::kernels::cell_grid(far_lo, far_hi, 128, 0x1p-53, DBL_MIN).side, 0);
+  const double inf_hi[2] = {INFINITY, 1};
+  EXPECT_EQ(km::kernels::cell_grid(lo, inf_hi, 128, 0x1p-24, FLT_MIN).side, 0);
+  EXPECT_EQ(km::kernels::cell_grid(lo, hi, 0, 0x1p-24, FLT_MIN).side, 0);
+  EXPECT_EQ(km::kernels::cell_grid(lo, hi, km::kernels::kCellMaxSide + 4, 0x1p-24, FLT_MIN).side, 0);
+  // Each object of the range lands in a cell; beyond it, none.
+  const km::kernels::CellGrid g = km::kernels::cell_grid(lo, hi, 128, 0x1p-24, FLT_MIN);
+  EXPECT_GE(km::kernels::cell_of(0.0f, 0.0f, g), 0);
+  EXPECT_GE(km::kernels::cell_of(1.0f, 1.0f, g), 0);
+  EXPECT_EQ(km::kernels::cell_of(-0.01f, 0.5f, g), -1);
+  EXPECT_EQ(km::kernels::cell_of(0.5f, NAN, g), -1);
+}
 
 // Hamerly's bounds (margin.hpp: hamerly_store, hamerly_keep, hamerly_step), run as the delta
 // kernel runs them over Lloyd iterations: each object examined stores its bounds from its

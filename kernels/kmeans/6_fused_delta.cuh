@@ -47,6 +47,7 @@
 #include <type_traits>
 
 #include "kernels/kmeans/6_fused_one_pass.cuh"
+#include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
@@ -101,7 +102,23 @@ struct DeltaPass {
   double* previous = nullptr;           // [k][d]: the centroids of an iteration whose bound failed
   unsigned long long* skipped = nullptr;      // objects the bounds kept without reading them
   unsigned long long* skipped_out = nullptr;
+  // CELLS: this iteration's cell table (side^2 labels, delta_cells) and its grid; null: none
+  // (every object scored).
+  const unsigned char* cells = nullptr;
+  CellGrid grid;
+  unsigned long long* looked_up = nullptr;      // objects labelled from the table
+  unsigned long long* looked_up_out = nullptr;
 };
+
+// CELLS: the cell table for the centroids [2][k] (k <= 64), a thread per cell (cells.hpp).
+template <class T>
+__global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out) {
+  __shared__ T cs[2 * 64];
+  for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
+  __syncthreads();
+  const int cell = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (cell < g.side * g.side) out[cell] = cell_label(cs, k, cell % g.side, cell / g.side, g);
+}
 
 // kInertiaUnsure (update.cuh): the algebraic inertia's error bound failed (the host sums it).
 
@@ -117,7 +134,7 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
   }
 }
 
-template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false>
+template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false>
 __global__ void __launch_bounds__(kDeltaThreads)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
@@ -143,6 +160,9 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
+  // CELLS: the cell table (cells.hpp), after the lists (their 28 bytes per entry, as BALL's).
+  static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
+  unsigned char* cells_s = after + (warps_in_block * 32 * U * 28 + 15) / 16 * 16;
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
   // queue; then the drift tables C^[k], M^ and the block's q sums [k].
   uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
@@ -164,6 +184,12 @@ __global__ void __launch_bounds__(kDeltaThreads)
     s[t] = centroids[t];
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
+  const int cell_side = CELLS && p.cells ? p.grid.side : 0;
+  if (CELLS) {
+    const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
+    for (int t = threadIdx.x; t < words; t += blockDim.x)
+      reinterpret_cast<uint4*>(cells_s)[t] = reinterpret_cast<const uint4*>(p.cells)[t];
+  }
   if (BOUNDS) {
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
     for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
@@ -263,7 +289,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
     if (was >= 0) atomicAdd(&dcounts[was], -1);
     add_q(v, label, was);
   };
-  unsigned moves = 0, rechecks = 0, skips = 0;
+  unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0;
   unsigned long long my_inertia = 0;
   const bool count_inertia = !BOUNDS && p.inertia != nullptr;
   const float mhat = BOUNDS ? drift_s[k] : 0.0f;
@@ -381,7 +407,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
     int cand[U];
     bool close[U], known[U];
     T dold[U];
-    if (!BALL) {
+    if (!BALL && !CELLS) {
       // The first NU slots against every centroid (each table row read once for all of them).
       auto score = [&](auto slots) {
         constexpr int NU = decltype(slots)::value;
@@ -431,22 +457,38 @@ __global__ void __launch_bounds__(kDeltaThreads)
         dold[u] = 0;
       }
     } else {
-      // Objects inside their old centroid's ball keep it without a score; the others go to the
-      // warp's list and are scored one per lane, every lane busy.
+      // Objects inside their old centroid's ball (BALL) or in a labelled cell (CELLS) take
+      // that label without a score; the others go to the warp's list and are scored one per
+      // lane, every lane busy.
       int listed = 0;
+      bool sent[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const bool valid = has[u];
         dold[u] = 0;
         known[u] = false;
-        if (valid && old[u] >= 0) {
+        bool settled = false;
+        if constexpr (CELLS) {
+          cand[u] = 0;
+          if (valid && cell_side) {
+            const int cell = cell_of(xr[u][0], xr[u][MAXD - 1], p.grid);
+            const int label = cell >= 0 ? cells_s[cell] : kCellMixed;
+            settled = label != kCellMixed;
+            cand[u] = settled ? label : 0;
+            lookups += settled ? 1u : 0u;
+          }
+        } else {
+          if (valid && old[u] >= 0) {
 #pragma unroll
-          for (int j = 0; j < MAXD; ++j) dold[u] = fused_square_add(xr[u][j] - s[j * k + old[u]], dold[u]);
-          known[u] = static_cast<double>(dold[u]) < ball[old[u]];
+            for (int j = 0; j < MAXD; ++j) dold[u] = fused_square_add(xr[u][j] - s[j * k + old[u]], dold[u]);
+            known[u] = static_cast<double>(dold[u]) < ball[old[u]];
+          }
+          settled = known[u];
+          cand[u] = old[u];
         }
-        cand[u] = old[u];
         close[u] = false;
-        const bool need = valid && !known[u];
+        const bool need = valid && !settled;
+        sent[u] = need;
         const unsigned list = __ballot_sync(0xffffffffu, need);
         if (need)
           to_score[listed + __popc(list & ((1u << lane) - 1))] =
@@ -474,11 +516,11 @@ __global__ void __launch_bounds__(kDeltaThreads)
       __syncwarp();
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (!known[u] && has[u]) {
+        if (sent[u]) {
           const int r = scored[u * 32 + lane];
           cand[u] = r < 0 ? 0 : r;
           close[u] = r < 0;
-          known[u] = r == old[u];  // the same centroid: its distance is dold
+          known[u] = !CELLS && r == old[u];  // the same centroid: its distance is dold
         }
       }
     }
@@ -632,6 +674,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   flush_block_count(p.changed, moves);
   flush_block_count(p.rechecked, rechecks);
   flush_block_fixed(p.inertia, my_inertia);
+  if (CELLS) flush_block_count(p.looked_up, lookups);
   if (BOUNDS) {
     for (int c = threadIdx.x; c < k; c += blockDim.x)
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
@@ -730,6 +773,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
       if (BOUNDS) {
         *p.skipped_out = __ldcg(p.skipped);
         *p.skipped = 0;
+      }
+      if (CELLS && p.looked_up) {
+        *p.looked_up_out = __ldcg(p.looked_up);
+        *p.looked_up = 0;
       }
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
     }

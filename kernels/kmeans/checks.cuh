@@ -1,6 +1,7 @@
 // Passes over the data already on the device, so the host need not read it again:
 // - largest_magnitude: max |x| and whether any value is NaN or infinite (the range check the
 //   registry would otherwise make on the host before the upload);
+// - coordinate_range: each coordinate's least and greatest value (the delta kernel's cell grid);
 // - object_distances: each object's squared distance to the centroid of its label, in seq's
 //   arithmetic (squared_distance_double: double, coordinate order, no fused multiply-add), so
 //   that the chunked sum of them (kmeanspp.cuh: plusplus_chunk_sums, then the chunks in order
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kmeans/kmeanspp.cuh"
 
@@ -32,6 +34,41 @@ __global__ void largest_magnitude(const T* __restrict__ x, std::int64_t count, u
   if ((threadIdx.x & 31) == 0) {
     atomicMax(&out[0], static_cast<unsigned long long>(__double_as_longlong(m)));
     if (bad) atomicOr(&out[1], 1ull);
+  }
+}
+
+// The range of each coordinate of coordinate-major x (x[j * n + i]), coordinate blockIdx.y:
+// out[2j] the least value's ordered key (ordered_key), out[2j + 1] the greatest's; out set to
+// (~0, 0) pairs first. Grid-stride; one atomic pair per warp.
+__device__ __forceinline__ unsigned long long ordered_key(double v) {
+  const unsigned long long b = static_cast<unsigned long long>(__double_as_longlong(v));
+  return b >> 63 ? ~b : b | (1ull << 63);
+}
+inline double from_ordered_key(unsigned long long key) {
+  const unsigned long long b = key >> 63 ? key & ~(1ull << 63) : ~key;
+  double v;
+  static_assert(sizeof v == sizeof b);
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+template <class T>
+__global__ void coordinate_range(const T* __restrict__ x, std::int64_t n, unsigned long long* out) {
+  const T* column = x + static_cast<std::int64_t>(blockIdx.y) * n;
+  unsigned long long least = ~0ull, most = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned long long key = ordered_key(static_cast<double>(column[i]));
+    least = key < least ? key : least;
+    most = key > most ? key : most;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    const unsigned long long a = __shfl_down_sync(0xffffffffu, least, o), b = __shfl_down_sync(0xffffffffu, most, o);
+    least = a < least ? a : least;
+    most = b > most ? b : most;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicMin(&out[2 * blockIdx.y], least);
+    atomicMax(&out[2 * blockIdx.y + 1], most);
   }
 }
 

@@ -22,6 +22,8 @@
 #include "kernels/kmeans/6_fused_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/6_fused_delta.cuh"
+#include "kernels/kmeans/cells.hpp"
+#include "kernels/kmeans/checks.cuh"
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
@@ -107,6 +109,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     p.changed_out = &out->changed;
     p.inertia_out = &out->inertia;
     p.rechecked_out = &out->queued[0];
+    if (cells_live_) {
+      p.looked_up = tallies_.get() + 4;
+      p.looked_up_out = &out->looked_up;
+    }
     // Hamerly's bounds start once few objects move (bounds_after_ of them in the last
     // iteration): that iteration scores every object and rebuilds the q sums from them.
     const bool start = bounds_ && !bounds_live_ &&
@@ -132,6 +138,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     stats.changed = this->wait_read_back(stats, &stats.shift);
     const auto& counters = *this->counters_host_.get();
     stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
+    // Counted when the table was built (the bounds' kernel has none).
+    if (cells_live_ && !bounds_live_) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
     last_changed_ = static_cast<std::size_t>(stats.changed);
     if (!bounds_live_) return;
     stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
@@ -206,12 +214,33 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // slower; plots/delta_ball_ab_h200.txt). KMEANS_DELTA_BALL=0|1 forces it off or on (K <= 64).
       const char* ball = std::getenv("KMEANS_DELTA_BALL");
       const bool forced_ball = ball && std::string(ball) == "1", no_ball = ball && std::string(ball) == "0";
-      const bool use_ball = maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
+      // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
+      // K scores for the objects of cells one centroid provably wins, Elkan's test not needed.
+      // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 1024).
+      const char* cells = std::getenv("KMEANS_DELTA_CELLS");
+      cells_side_ = 0;
+      if (this->d_ == 2 && this->k_ <= 64) {
+        cells_side_ = kDefaultCellSide;
+        if (cells) {
+          const long side = std::strtol(cells, nullptr, 10);
+          cells_side_ = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
+        }
+      }
+      const bool use_ball = cells_side_ == 0 && maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
       if (use_ball)
         delta_kernel_ = maxd == 1 ? kernels::fused_delta<T, 1, true, kernels::delta_unroll(1), true>
                                   : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
+      if (cells_side_) {
+        // Without a grid after all (start_cells), the kernel that would have run without one.
+        cells_fallback_ = !no_ball && (forced_ball || this->k_ > 32)
+                              ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>
+                              : delta_kernel_;
+        delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
+      }
       bytes_ = (bytes_ + 15) / 16 * 16 +
-               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T), use_ball);
+               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T),
+                                          use_ball || cells_side_ > 0);
+      if (cells_side_) bytes_ += 16 + static_cast<std::size_t>(cells_side_) * cells_side_;
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
       // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
@@ -276,11 +305,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The held sums start at zero with every label at -1: the first iteration adds everyone.
     held_sums_ = this->template device_buffer<unsigned long long>(this->k_ * this->d_);
     held_counts_ = this->template device_buffer<unsigned long long>(this->k_);
-    tallies_ = this->template device_buffer<unsigned long long>(4);
+    tallies_ = this->template device_buffer<unsigned long long>(5);
     done_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(held_sums_.get(), 0, held_sums_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
-    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 4 * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 5 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
     // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
     // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
@@ -299,11 +328,42 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     }
     bounds_live_ = false;
     last_changed_ = n;
+    cells_live_ = false;
+    if (cells_side_) start_cells();
     void* device_view = nullptr;
     if (cudaHostGetDevicePointer(&device_view, this->counters_host_.get(), 0) == cudaSuccess)
       mapped_ = static_cast<typename GpuEngine<T>::Counters*>(device_view);
     else
       (void)cudaGetLastError();  // not mapped: the iteration copies the counters back instead
+  }
+
+  // The cell grid over the data's range, when the whole problem is on this device; where its
+  // proofs do not hold (cells.hpp: cell_grid), the kernel without the table.
+  void start_cells() {
+    if (this->streamed() || this->whole_.n != this->n_ || this->uploaded_ == nullptr) {
+      delta_kernel_ = cells_fallback_;
+      return;
+    }
+    const unsigned long long init[4] = {~0ull, 0ull, ~0ull, 0ull};
+    unsigned long long keys[4] = {};
+    DeviceBuffer<unsigned long long> range = this->template device_buffer<unsigned long long>(4);
+    CUDA_CHECK(cudaMemcpyAsync(range.get(), init, sizeof init, cudaMemcpyHostToDevice, this->stream_));
+    const int grid = static_cast<int>(std::min<std::size_t>((this->n_ + 255) / 256, 4ull * multiprocessor_count()));
+    kernels::coordinate_range<T><<<dim3(static_cast<unsigned>(std::max(grid, 1)), 2), 256, 0, this->stream_>>>(
+        this->x_.get(), static_cast<std::int64_t>(this->n_), range.get());
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpyAsync(keys, range.get(), sizeof keys, cudaMemcpyDeviceToHost, this->stream_));
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));
+    const double lo[2] = {kernels::from_ordered_key(keys[0]), kernels::from_ordered_key(keys[2])};
+    const double hi[2] = {kernels::from_ordered_key(keys[1]), kernels::from_ordered_key(keys[3])};
+    cell_grid_ = kernels::cell_grid(lo, hi, cells_side_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24,
+                                    static_cast<double>(std::numeric_limits<T>::min()));
+    if (cell_grid_.side == 0) {
+      delta_kernel_ = cells_fallback_;  // the table's kernel would score every object one per lane
+      return;
+    }
+    cells_ = this->template device_buffer<unsigned char>(static_cast<std::size_t>(cells_side_) * cells_side_);
+    cells_live_ = true;
   }
 
   kernels::DeltaPass delta_pass() const {
@@ -326,10 +386,20 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       CUDA_CHECK_LAUNCH();
       return;
     }
+    kernels::DeltaPass q = p;
+    if (cells_live_ && !this->streamed()) {
+      // This iteration's table from the centroids the last iteration left.
+      const int cells = cells_side_ * cells_side_;
+      kernels::delta_cells<T><<<(cells + 255) / 256, 256, 0, this->stream_>>>(
+          this->centroids_.get(), static_cast<int>(this->k_), cell_grid_, cells_.get());
+      CUDA_CHECK_LAUNCH();
+      q.cells = cells_.get();
+      q.grid = cell_grid_;
+    }
     delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
                                                           static_cast<std::int64_t>(this->n_),
                                                           static_cast<int>(this->d_), static_cast<int>(this->k_),
-                                                          this->labels_.get(), p);
+                                                          this->labels_.get(), q);
     CUDA_CHECK_LAUNCH();
   }
 
@@ -371,6 +441,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0;
+  // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
+  static constexpr int kDefaultCellSide = 128;
+  int cells_side_ = 0;
+  bool cells_live_ = false;
+  kernels::CellGrid cell_grid_;
+  DeviceBuffer<unsigned char> cells_;
+  DeltaKernel<T> cells_fallback_ = nullptr;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
   DeviceBuffer<unsigned> done_;
   typename GpuEngine<T>::Counters* mapped_ = nullptr;  // the device's view of the pinned counters
