@@ -866,27 +866,27 @@ namespace {
 // it (KMEANS_DELTA_CELLS=0: the scores, or Elkan's test at K > 32): labels, centroids, change
 // counts, shifts and inertias bit for bit over 20 iterations (the bounds kept off: the same
 // per-object sum of the same distances), omp's labels; at 4 x 4 (the grid's coarsest, few
-// cells labelled), 128 x 128 (the default) and 1024 x 1024 cells, and K = 1 (every cell one
+// cells labelled), 128 x 128 (the default) and 256 x 256 cells (the most), and K = 1 (every cell one
 // label), 5, 16, 64. The table must label objects (JSON looked_up), most of them at 128 x 128
 // on uniform data once the centroids spread (so a table never consulted fails).
 template <class T>
 void check_cells() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
-  setenv("KMEANS_DELTA_BOUNDS", "0", 1);
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  kmtest::ScopedEnv cells("KMEANS_DELTA_CELLS", "0");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30011, 2, 16}}
                                                  : std::vector<SplitShape>{{30011, 2, 1}, {30011, 2, 5},
                                                                            {30011, 2, 16}, {20011, 2, 64}};
   int call = 0;  // each_one_pass_case's data kinds in turn: uniform, blobs, quantised
   each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const bool uniform = call++ % 3 == 0;
-    setenv("KMEANS_DELTA_CELLS", "0", 1);
+    cells.set("0");
     const auto off = km::run(fused, data, p);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
-    for (const char* side : {"4", "128", "1024"}) {
+    for (const char* side : {"4", "128", "256"}) {
       SCOPED_TRACE(std::string("cells ") + side);
-      setenv("KMEANS_DELTA_CELLS", side, 1);
+      cells.set(side);
       const auto on = km::run(fused, data, p);
       EXPECT_EQ(on.path, "one-pass");
       EXPECT_EQ(on.labels, off.labels);
@@ -909,10 +909,7 @@ void check_cells() {
         EXPECT_GT(on.per_iteration.back().looked_up, static_cast<std::int64_t>(s.n / 2));
       }
     }
-    unsetenv("KMEANS_DELTA_CELLS");
   });
-  unsetenv("KMEANS_DELTA_BOUNDS");
-  unsetenv("KMEANS_FUSED_PATH");
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ namespace km::kernels {
 
 constexpr unsigned char kCellMixed = 255;  // a cell seq does not give to one centroid (or K > 254)
 constexpr double kCellGrow = 0x1p-8;      // each cell checked grown by this much of a cell per side
-constexpr int kCellMaxSide = 1024;
+constexpr int kCellMaxSide = 256;  // 64 KB of shared memory per block
 
 struct CellGrid {
   float lo[2] = {0, 0}, w[2] = {0, 0}, inv[2] = {0, 0};

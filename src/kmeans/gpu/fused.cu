@@ -216,7 +216,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const bool forced_ball = ball && std::string(ball) == "1", no_ball = ball && std::string(ball) == "0";
       // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
       // K scores for the objects of cells one centroid provably wins, Elkan's test not needed.
-      // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 1024).
+      // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 256).
       const char* cells = std::getenv("KMEANS_DELTA_CELLS");
       cells_side_ = 0;
       if (this->d_ == 2 && this->k_ <= 64) {
@@ -240,7 +240,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       bytes_ = (bytes_ + 15) / 16 * 16 +
                kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T),
                                           use_ball || cells_side_ > 0);
-      if (cells_side_) bytes_ += 16 + static_cast<std::size_t>(cells_side_) * cells_side_;
+      if (cells_side_) {
+        // A side the device's shared memory cannot hold is halved until it can.
+        while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
+          cells_side_ /= 2;
+        bytes_ += 16 + static_cast<std::size_t>(cells_side_) * cells_side_;
+      }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
       // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
