@@ -864,8 +864,8 @@ namespace {
 
 // The cell table at d = 2 (6_fused_delta.cuh, CELLS; cells.hpp) against the same kernel without
 // it (KMEANS_DELTA_CELLS=0: the scores, or Elkan's test at K > 32): labels, centroids, change
-// counts, shifts and inertias bit for bit over 20 iterations (the bounds kept off: the same
-// per-object sum of the same distances), omp's labels; at 4 x 4 (the grid's coarsest, few
+// counts and shifts bit for bit over 20 iterations (the bounds kept off), the inertia within
+// 1e-11 (1e-6 in float; see below), omp's labels; at 4 x 4 (the grid's coarsest, few
 // cells labelled), 128 x 128 (the default) and 256 x 256 cells (the most), and K = 1 (every cell one
 // label), 5, 16, 64. The table must label objects (JSON looked_up), most of them at 128 x 128
 // on uniform data once the centroids spread (so a table never consulted fails).
@@ -898,13 +898,18 @@ void check_cells() {
         SCOPED_TRACE("iteration " + std::to_string(it + 1));
         EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
         EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
-        EXPECT_EQ(on.per_iteration[it].inertia, off.per_iteration[it].inertia);
+        // Not bit for bit: an object re-checked in seq's arithmetic adds seq's (unfused) distance,
+        // the others the fused one, and the two kernels re-check different objects.
+        EXPECT_NEAR(on.per_iteration[it].inertia, off.per_iteration[it].inertia,
+                    (sizeof(T) == 4 ? 1e-6 : 1e-11) * off.per_iteration[it].inertia);
         EXPECT_EQ(off.per_iteration[it].looked_up, -1);
         ASSERT_GE(on.per_iteration[it].looked_up, 0) << "the table's count is reported";
         EXPECT_LE(on.per_iteration[it].looked_up, static_cast<std::int64_t>(s.n));
         looked_up += on.per_iteration[it].looked_up;
       }
-      EXPECT_GT(looked_up, 0) << "no object took a cell's label";
+      if (std::string(side) != "4" || s.k <= 16) {  // 64 centroids over 16 cells: none need be one's
+        EXPECT_GT(looked_up, 0) << "no object took a cell's label";
+      }
       if (std::string(side) == "128" && s.k <= 16 && uniform) {
         EXPECT_GT(on.per_iteration.back().looked_up, static_cast<std::int64_t>(s.n / 2));
       }
