@@ -307,6 +307,64 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
   };
   if (BOUNDS) fetch(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
+  // BALL, CELLS: one object's packed scores against every centroid, one per lane: the least
+  // (b) and the runner-up (sc).
+  auto score_one = [&](float x0, float x1, float& b, float& sc) {
+    b = sc = INFINITY;
+    for (int c = 0; c < k; ++c) {
+      const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
+      float f = fmaf(v.y, x0, v.x);
+      if (MAXD > 1) f = fmaf(v.z, x1, f);
+      f = __int_as_float((__float_as_int(f) & ~mask) | c);
+      sc = fminf(sc, fmaxf(b, f));
+      b = fminf(b, f);
+    }
+  };
+  // CELLS: the objects of mixed cells (and beyond the grid) wait in the warp's ring (index, old
+  // label; in the area BALL scores from) until 32 are there, then a round scores one per lane,
+  // every lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round
+  // with ~6 lanes busy before (ncu: 17% of the kernel's instructions).
+  constexpr int kHardRing = 64 * U;
+  uint2* hard_ring = reinterpret_cast<uint2*>(to_score);
+  int hard_pending = 0, hard_head = 0;
+  auto hard_round = [&]() {
+    const int taken = min(hard_pending, 32);
+    const bool mine = lane < taken;
+    const uint2 e = mine ? hard_ring[(hard_head + lane) & (kHardRing - 1)] : make_uint2(0u, 0u);
+    const std::int64_t i = e.x;
+    const int was = static_cast<int>(e.y);
+    T v[MAXD];
+    float vf[MAXD], nv = 0;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      v[j] = mine && j < d ? x[j * n + i] : T(0);
+      vf[j] = static_cast<float>(v[j] - mur[j]);
+      nv = fmaf(vf[j], vf[j], nv);
+    }
+    float b, sc;
+    score_one(vf[0], vf[MAXD - 1], b, sc);
+    int label = __float_as_int(b) & mask;
+    T dist = 0;
+    if (mine) {
+      if (!(sc - b > p.factor * (nv + r2) + p.tiny)) {
+        ++rechecks;  // too close to call in float: seq's arithmetic over every centroid
+        label = nearest_in_registers<T, MAXD>(v, s, d, k, dist);
+      } else {
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j)
+          if (j < d) dist = fused_square_add(v[j] - s[j * k + label], dist);
+      }
+      if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
+      if (was != label) {
+        labels[i] = label;
+        ++moves;
+        add_move(v, label, was);
+      }
+    }
+    __syncwarp();  // the ring's slots are read before they are written again
+    hard_head = (hard_head + taken) & (kHardRing - 1);
+    hard_pending -= taken;
+  };
   // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
   constexpr int kRing = 64 * U;
@@ -490,25 +548,27 @@ __global__ void __launch_bounds__(kDeltaThreads)
         const bool need = valid && !settled;
         sent[u] = need;
         const unsigned list = __ballot_sync(0xffffffffu, need);
+        if constexpr (CELLS) {
+          // Deferred to the warp's ring (index, old label), scored 32 at a time below.
+          if (need)
+            hard_ring[(hard_head + hard_pending + __popc(list & ((1u << lane) - 1))) & (kHardRing - 1)] =
+                make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u]));
+          hard_pending += __popc(list);
+          has[u] = has[u] && !need;
+          sent[u] = false;
+          continue;
+        }
         if (need)
           to_score[listed + __popc(list & ((1u << lane) - 1))] =
               make_float4(xf[u][0], MAXD > 1 ? xf[u][MAXD > 1 ? 1 : 0] : 0.0f, nx[u], __int_as_float(u * 32 + lane));
         listed += __popc(list);
       }
       __syncwarp();
-      for (int e = lane; e - lane < listed; e += 32) {
+      for (int e = lane; !CELLS && e - lane < listed; e += 32) {
         if (e < listed) {
           const float4 q = to_score[e];
-          const float x0 = q.x, x1 = q.y;
-          float b = INFINITY, sc = INFINITY;
-          for (int c = 0; c < k; ++c) {
-            const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
-            float f = fmaf(v.y, x0, v.x);
-            if (MAXD > 1) f = fmaf(v.z, x1, f);
-            f = __int_as_float((__float_as_int(f) & ~mask) | c);
-            sc = fminf(sc, fmaxf(b, f));
-            b = fminf(b, f);
-          }
+          float b, sc;
+          score_one(q.x, q.y, b, sc);
           const bool clear = sc - b > p.factor * (q.z + r2) + p.tiny;
           scored[__float_as_int(q.w)] = clear ? (__float_as_int(b) & mask) : -1;
         }
@@ -660,12 +720,16 @@ __global__ void __launch_bounds__(kDeltaThreads)
       }
     }
     __syncwarp();  // the queue's and the ring's slots are read before they are written again
+    if constexpr (CELLS)
+      while (hard_pending >= 32) hard_round();
     if (!BOUNDS) break;
     head = (head + taken) & (kRing - 1);
     pending -= taken;
     }
     if (!more) break;
   }
+  if constexpr (CELLS)
+    while (hard_pending > 0) hard_round();
   __syncthreads();
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);

@@ -219,7 +219,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 256).
       const char* cells = std::getenv("KMEANS_DELTA_CELLS");
       cells_side_ = 0;
-      if (this->d_ == 2 && this->k_ <= 64) {
+      if (this->d_ == 2 && this->k_ <= 64 && data.n < (std::size_t{1} << 32)) {  // u32 indices in its ring
         cells_side_ = kDefaultCellSide;
         if (cells) {
           const long side = std::strtol(cells, nullptr, 10);
