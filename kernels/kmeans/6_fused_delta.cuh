@@ -156,13 +156,14 @@ __global__ void __launch_bounds__(kDeltaThreads)
   // objects to score (x'', |x''|^2, slot) and their results.
   const int warps_in_block = static_cast<int>((blockDim.x + 31) / 32), warp = static_cast<int>(threadIdx.x / 32);
   unsigned char* after = smem + (layout.bytes + 15) / 16 * 16;
-  uint2* queue = reinterpret_cast<uint2*>(after) + warp * 32 * U;
+  // (CELLS: a ring of 64 U movers, then the ring of hard objects, layouts.hpp: delta_queue_bytes.)
+  uint2* queue = reinterpret_cast<uint2*>(after) + warp * (CELLS ? 64 : 32) * U;
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
   // CELLS: the cell table (cells.hpp), after the lists (their 28 bytes per entry, as BALL's).
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
-  unsigned char* cells_s = after + (warps_in_block * 32 * U * 28 + 15) / 16 * 16;
+  unsigned char* cells_s = after + warps_in_block * 64 * U * 16;
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
   // queue; then the drift tables C^[k], M^ and the block's q sums [k].
   uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
@@ -325,7 +326,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   // every lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round
   // with ~6 lanes busy before (ncu: 17% of the kernel's instructions).
   constexpr int kHardRing = 64 * U;
-  uint2* hard_ring = reinterpret_cast<uint2*>(to_score);
+  uint2* hard_ring = reinterpret_cast<uint2*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
   auto hard_round = [&]() {
     const int taken = min(hard_pending, 32);
@@ -364,6 +365,23 @@ __global__ void __launch_bounds__(kDeltaThreads)
     __syncwarp();  // the ring's slots are read before they are written again
     hard_head = (hard_head + taken) & (kHardRing - 1);
     hard_pending -= taken;
+  };
+  // CELLS: the movers wait in a ring too (index, labels) and are summed 32 at a time (at ~3%
+  // movers a pass of 128 had its movers' round with ~4 lanes busy: 9% of the instructions).
+  int mover_pending = 0, mover_head = 0;
+  auto mover_round = [&]() {
+    const int taken = min(mover_pending, 32);
+    if (lane < taken) {
+      const uint2 q = queue[(mover_head + lane) & (kHardRing - 1)];
+      const std::int64_t i = q.x;
+      T v[MAXD];
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
+      add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
+    }
+    __syncwarp();  // the ring's slots are read before they are written again
+    mover_head = (mover_head + taken) & (kHardRing - 1);
+    mover_pending -= taken;
   };
   // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
@@ -676,8 +694,9 @@ __global__ void __launch_bounds__(kDeltaThreads)
       const unsigned movers = __ballot_sync(0xffffffffu, moved);
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
-        queue[at] = make_uint2(static_cast<unsigned>(i - (BOUNDS ? 0 : base)),
-                               static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        queue[CELLS ? (mover_head + mover_pending + at) & (kHardRing - 1) : at] =
+            make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
+                       static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
         if (!kQueue) {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
@@ -708,7 +727,11 @@ __global__ void __launch_bounds__(kDeltaThreads)
         }
       }
     }
-    if (kQueue) {
+    if constexpr (CELLS) {
+      __syncwarp();
+      mover_pending += queued;
+      while (mover_pending >= 32) mover_round();
+    } else if (kQueue) {
       __syncwarp();
       for (int e = lane; e < queued; e += 32) {
         const uint2 q = queue[e];
@@ -728,8 +751,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
     if (!more) break;
   }
-  if constexpr (CELLS)
+  if constexpr (CELLS) {
     while (hard_pending > 0) hard_round();
+    while (mover_pending > 0) mover_round();
+  }
   __syncthreads();
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);

@@ -37,6 +37,13 @@ constexpr unsigned char kCellMixed = 255;  // a cell seq does not give to one ce
 constexpr double kCellGrow = 0x1p-8;      // each cell checked grown by this much of a cell per side
 constexpr int kCellMaxSide = 256;  // 64 KB of shared memory per block
 
+// The side fused's one-pass kernel takes by default (0: no table), measured on an H100 (256 MB,
+// d = 2, same call; plots/cells_ab_h100.txt): below K = 8 (16 in double) the K scores cost
+// less than the lookup and the table's occupancy; 64 x 64 up to K = 32, 128 x 128 above.
+constexpr int cell_side_for(std::size_t k, std::size_t elem) {
+  return k < (elem == 4 ? 8u : 16u) ? 0 : k <= 32 ? 64 : 128;
+}
+
 struct CellGrid {
   float lo[2] = {0, 0}, w[2] = {0, 0}, inv[2] = {0, 0};
   int side = 0;  // 0: no table

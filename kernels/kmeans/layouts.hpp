@@ -102,9 +102,11 @@ KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, st
                    : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(unroll) *
                          static_cast<std::size_t>(maxd) * elem;
 }
-KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false) {
+// With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
+KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
+                                                       bool cells = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
-             (ball && maxd <= 4 ? 28 : 8) +
+             (cells ? 32 : ball && maxd <= 4 ? 28 : 8) +
          delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem));
 }
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists

@@ -219,8 +219,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 256).
       const char* cells = std::getenv("KMEANS_DELTA_CELLS");
       cells_side_ = 0;
-      if (this->d_ == 2 && this->k_ <= 64 && data.n < (std::size_t{1} << 32)) {  // u32 indices in its ring
-        cells_side_ = kDefaultCellSide;
+      if (this->d_ == 2 && this->k_ <= 64 && data.n < (std::size_t{1} << 32)) {  // u32 indices in its rings
+        cells_side_ = kernels::cell_side_for(this->k_, sizeof(T));
         if (cells) {
           const long side = std::strtol(cells, nullptr, 10);
           cells_side_ = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
@@ -239,7 +239,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       }
       bytes_ = (bytes_ + 15) / 16 * 16 +
                kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T),
-                                          use_ball || cells_side_ > 0);
+                                          use_ball, cells_side_ > 0);
       if (cells_side_) {
         // A side the device's shared memory cannot hold is halved until it can.
         while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
@@ -447,7 +447,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0;
   // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
-  static constexpr int kDefaultCellSide = 128;
   int cells_side_ = 0;
   bool cells_live_ = false;
   kernels::CellGrid cell_grid_;
