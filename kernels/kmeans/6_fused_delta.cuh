@@ -469,6 +469,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
       nx[u] = 0;
 #pragma unroll
       for (int j = 0; j < MAXD; ++j) {
+        xf[u][j] = 0;
+        if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
         xf[u][j] = static_cast<float>(xr[u][j] - mur[j]);
         // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
         // both on the slow FP64 pipe in double) inside the loop over the centroids.

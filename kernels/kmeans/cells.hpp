@@ -24,6 +24,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 
 #if defined(__CUDACC__)
 #define KM_CELLS_HD __host__ __device__
@@ -39,9 +40,10 @@ constexpr int kCellMaxSide = 256;  // 64 KB of shared memory per block
 
 // The side fused's one-pass kernel takes by default (0: no table), measured on an H100 (256 MB,
 // d = 2, same call; plots/cells_ab_h100.txt): below K = 8 (16 in double) the K scores cost
-// less than the lookup and the table's occupancy; 64 x 64 up to K = 32, 128 x 128 above.
+// less than the lookup and the table's shared memory; 64 x 64 up to K = 32 (16 in float),
+// 128 x 128 above (the larger table costs occupancy, the smaller more objects scored).
 constexpr int cell_side_for(std::size_t k, std::size_t elem) {
-  return k < (elem == 4 ? 8u : 16u) ? 0 : k <= 32 ? 64 : 128;
+  return k < (elem == 4 ? 8u : 16u) ? 0 : k <= (elem == 4 ? 16u : 32u) ? 64 : 128;
 }
 
 struct CellGrid {
