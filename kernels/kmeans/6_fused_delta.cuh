@@ -36,6 +36,14 @@
 //    sums of q = |x - z|^2 (kept like the sums), the sums and counts, with an error bound the
 //    host falls back on. Measured (plots/delta_bounds_ab_h200.txt): 100 iterations at d = 2,
 //    K = 16 take 30% less time, the last ten 2x faster; ten iterations are unchanged.
+// 6. (CELLS; d = 2, K <= 64, by default from K = 8 in float, 16 in double: cells.hpp) A cell table
+//    first: each iteration delta_cells labels each cell of a grid over the data's range with the
+//    centroid seq provably gives every point of it (or kCellMixed); an object in a labelled cell
+//    takes that label from one shared-memory byte instead of K scores. The objects of mixed cells
+//    and beyond the grid wait in a per-warp ring and are scored 32 at a time, one per lane; the
+//    movers wait in a second ring and are summed 32 at a time. Measured (H100, 256 MB, d = 2;
+//    plots/cells_ab_h100.txt): 0.73x the time without it at K = 16 in float, 0.89x in double,
+//    0.56-0.60x at K = 64; slower below K = 8 (float) / 16 (double), so off there.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
