@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
-  // CELLS: the cell table (cells.hpp), after the two rings.
+  // CELLS: the cell table (cells.hpp), after the lists (their 28 bytes per entry, as BALL's).
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
   unsigned char* cells_s = after + warps_in_block * 64 * U * 16;
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
@@ -398,207 +398,172 @@ __global__ void __launch_bounds__(kDeltaThreads)
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;; base += step) {
     const bool more = base < n;  // the same in the whole block
     if (!BOUNDS && !more) break;
-    if constexpr (CELLS) {
-      // The cell table's pass, on its own (the general pass below, with its per-object flags
-      // and branches, issued ~630 warp instructions per 128 objects here, ncu): U objects a
-      // thread, loaded first; a labelled cell's object gets its distance in T (as the scored
-      // path computes it: the same inertia addend) and, if it moved, its label; the objects of
-      // mixed cells and the movers go to the warp's rings.
-      T x0[U], x1[U];
-      int was[U];
-      std::int64_t at[U];
-      bool in[U];
+    if constexpr (BOUNDS) {
+      // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
+      // read): u' + C^[a] < l' - M^ (rounded up and down) proves seq's label is still a.
+      if (more) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        at[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-        in[u] = at[u] < n;
-        x0[u] = in[u] ? x[at[u]] : T(0);
-        x1[u] = in[u] ? x[n + at[u]] : T(0);
-        was[u] = in[u] ? labels[at[u]] : 0;
-      }
-      const unsigned below = (1u << lane) - 1;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int cell = cell_side ? cell_of(x0[u], x1[u], p.grid) : -1;
-        const int label = cell >= 0 ? cells_s[cell] : kCellMixed;
-        const bool hard = in[u] && label == kCellMixed;
-        const bool moved = in[u] && !hard && label != was[u];
-        if (in[u] && !hard) {
-          ++lookups;
-          T dist = fused_square_add(x0[u] - s[label], T(0));
-          dist = fused_square_add(x1[u] - s[k + label], dist);
-          if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
-          if (moved) labels[at[u]] = label;
+        for (int u = 0; u < U; ++u) {
+          const int a = next_label[u];
+          const bool keep = !p.rebuild && a >= 0 && hamerly_keep(next_bounds[u].x, next_bounds[u].y, drift_s[a], mhat);
+          skips += keep ? 1u : 0u;
+          const bool need = a >= -1 && !keep;
+          const unsigned list = __ballot_sync(0xffffffffu, need);
+          if (need)
+            listq[(head + pending + __popc(list & ((1u << lane) - 1))) & (kRing - 1)] = make_uint2(
+                static_cast<unsigned>(base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x),
+                static_cast<unsigned>(a));
+          pending += __popc(list);
         }
-        const unsigned hards = __ballot_sync(0xffffffffu, hard), movers = __ballot_sync(0xffffffffu, moved);
-        if (hard)
-          hard_ring[(hard_head + hard_pending + __popc(hards & below)) & (kHardRing - 1)] =
-              make_uint2(static_cast<unsigned>(at[u]), static_cast<unsigned>(was[u]));
-        if (moved)
-          queue[(mover_head + mover_pending + __popc(movers & below)) & (kHardRing - 1)] =
-              make_uint2(static_cast<unsigned>(at[u]),
-                         static_cast<unsigned>(was[u] + 1) << 16 | static_cast<unsigned>(label));
-        hard_pending += __popc(hards);
-        mover_pending += __popc(movers);
-        moves += lane == 0 ? static_cast<unsigned>(__popc(movers)) : 0u;
+        fetch(base + step);
       }
       __syncwarp();
-      while (hard_pending >= 32) hard_round();
-      while (mover_pending >= 32) mover_round();
-    } else {
-      if constexpr (BOUNDS) {
-        // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
-        // read): u' + C^[a] < l' - M^ (rounded up and down) proves seq's label is still a.
-        if (more) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const int a = next_label[u];
-            const bool keep = !p.rebuild && a >= 0 && hamerly_keep(next_bounds[u].x, next_bounds[u].y, drift_s[a], mhat);
-            skips += keep ? 1u : 0u;
-            const bool need = a >= -1 && !keep;
-            const unsigned list = __ballot_sync(0xffffffffu, need);
-            if (need)
-              listq[(head + pending + __popc(list & ((1u << lane) - 1))) & (kRing - 1)] = make_uint2(
-                  static_cast<unsigned>(base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x),
-                  static_cast<unsigned>(a));
-            pending += __popc(list);
-          }
-          fetch(base + step);
-        }
-        __syncwarp();
-      }
-      // The rounds: without BOUNDS one, the pass; with, each full one, and at the end the rest.
-      for (;;) {
-      int taken = 32 * U;
-      if constexpr (BOUNDS) {
-        if (pending < 32 * U && (more || pending == 0)) break;
-        taken = min(pending, 32 * U);
-      }
-      T xr[U][MAXD];
-      int old[U];
-      std::int64_t idx[U];
-      bool has[U];
-      if constexpr (BOUNDS) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int e = u * 32 + lane;
-          has[u] = e < taken;
-          const uint2 v = has[u] ? listq[(head + e) & (kRing - 1)] : make_uint2(0u, 0u);
-          idx[u] = v.x;
-          old[u] = static_cast<int>(v.y);
-          const T* xo = x + idx[u];
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
-        }
-      } else {
-        // A whole pass (every pass but the last) loads without a bounds test per object.
-        const T* xb = x + base + threadIdx.x;
-        const std::int32_t* lb = labels + base + threadIdx.x;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-          has[u] = idx[u] < n;
-        }
-        if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            // Coordinate j + 1 a step of n past j: one 64-bit add per load, not a product.
-            const T* xo = xb + u * blockDim.x;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = j < d ? *xo : T(0);
-            old[u] = lb[u * blockDim.x];
-          }
-        } else {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const T* xo = xb + u * blockDim.x;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
-            old[u] = has[u] ? lb[u * blockDim.x] : 0;
-          }
-        }
-      }
-      float xf[U][MAXD], nx[U], best[U], second[U];
-      int bi[U];
+    }
+    // The rounds: without BOUNDS one, the pass; with, each full one, and at the end the rest.
+    for (;;) {
+    int taken = 32 * U;
+    if constexpr (BOUNDS) {
+      if (pending < 32 * U && (more || pending == 0)) break;
+      taken = min(pending, 32 * U);
+    }
+    T xr[U][MAXD];
+    int old[U];
+    std::int64_t idx[U];
+    bool has[U];
+    if constexpr (BOUNDS) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        nx[u] = 0;
+        const int e = u * 32 + lane;
+        has[u] = e < taken;
+        const uint2 v = has[u] ? listq[(head + e) & (kRing - 1)] : make_uint2(0u, 0u);
+        idx[u] = v.x;
+        old[u] = static_cast<int>(v.y);
+        const T* xo = x + idx[u];
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) {
-          xf[u][j] = static_cast<float>(xr[u][j] - mur[j]);
-          // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
-          // both on the slow FP64 pipe in double) inside the loop over the centroids.
-          asm volatile("" : "+f"(xf[u][j]));
-          nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
-        }
-        best[u] = second[u] = INFINITY;
-        bi[u] = 0;
+        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
       }
-      // Each object's label candidate, whether it must be redone in seq's arithmetic, and (BALL)
-      // whether its distance to its old centroid, already summed, is the one to keep.
-      int cand[U];
-      bool close[U], known[U];
-      T dold[U];
-      if (!BALL) {
-        // The first NU slots against every centroid (each table row read once for all of them).
-        auto score = [&](auto slots) {
-          constexpr int NU = decltype(slots)::value;
-          for (int c = 0; c < k; ++c) {
-            float a[ROW];
+    } else {
+      // A whole pass (every pass but the last) loads without a bounds test per object.
+      const T* xb = x + base + threadIdx.x;
+      const std::int32_t* lb = labels + base + threadIdx.x;
 #pragma unroll
-            for (int q = 0; q < ROW / 4; ++q) {
-              const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
-              a[4 * q] = v.x;
-              a[4 * q + 1] = v.y;
-              a[4 * q + 2] = v.z;
-              a[4 * q + 3] = v.w;
-            }
-#pragma unroll
-            for (int u = 0; u < NU; ++u) {
-              // kChains independent FMA chains (coordinates j = r mod kChains in chain r), then
-              // their sum: more in flight for the FMA pipe's latency. filter_bound's error term
-              // holds for any order of the d + 1 terms' additions.
-              float part[kChains];
-#pragma unroll
-              for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? a[0] : 0.0f;
-#pragma unroll
-              for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(a[AOFF + j], xf[u][j], part[j % kChains]);
-#pragma unroll
-              for (int w = 1; w < kChains; w *= 2)
-#pragma unroll
-                for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
-              float f = part[0];
-              if (PACK) {
-                f = __int_as_float((__float_as_int(f) & ~mask) | c);
-              } else if (f < best[u]) {
-                bi[u] = c;
-              }
-              second[u] = fminf(second[u], fmaxf(best[u], f));
-              best[u] = fminf(best[u], f);
-            }
-          }
-        };
-        // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
-        if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
-        else score(std::integral_constant<int, U>{});
+      for (int u = 0; u < U; ++u) {
+        idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+        has[u] = idx[u] < n;
+      }
+      if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
-          close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
-          known[u] = false;
-          dold[u] = 0;
+          // Coordinate j + 1 a step of n past j: one 64-bit add per load, not a product.
+          const T* xo = xb + u * blockDim.x;
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = j < d ? *xo : T(0);
+          old[u] = lb[u * blockDim.x];
         }
       } else {
-        // Objects inside their old centroid's ball keep it without a score; the others go to the
-        // warp's list and are scored one per lane, every lane busy.
-        int listed = 0;
-        bool sent[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          const bool valid = has[u];
-          dold[u] = 0;
-          known[u] = false;
-          bool settled = false;
+          const T* xo = xb + u * blockDim.x;
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
+          old[u] = has[u] ? lb[u * blockDim.x] : 0;
+        }
+      }
+    }
+    float xf[U][MAXD], nx[U], best[U], second[U];
+    int bi[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      nx[u] = 0;
+#pragma unroll
+      for (int j = 0; j < MAXD; ++j) {
+        xf[u][j] = 0;
+        if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
+        xf[u][j] = static_cast<float>(xr[u][j] - mur[j]);
+        // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
+        // both on the slow FP64 pipe in double) inside the loop over the centroids.
+        asm volatile("" : "+f"(xf[u][j]));
+        nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
+      }
+      best[u] = second[u] = INFINITY;
+      bi[u] = 0;
+    }
+    // Each object's label candidate, whether it must be redone in seq's arithmetic, and (BALL)
+    // whether its distance to its old centroid, already summed, is the one to keep.
+    int cand[U];
+    bool close[U], known[U];
+    T dold[U];
+    if (!BALL && !CELLS) {
+      // The first NU slots against every centroid (each table row read once for all of them).
+      auto score = [&](auto slots) {
+        constexpr int NU = decltype(slots)::value;
+        for (int c = 0; c < k; ++c) {
+          float a[ROW];
+#pragma unroll
+          for (int q = 0; q < ROW / 4; ++q) {
+            const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
+            a[4 * q] = v.x;
+            a[4 * q + 1] = v.y;
+            a[4 * q + 2] = v.z;
+            a[4 * q + 3] = v.w;
+          }
+#pragma unroll
+          for (int u = 0; u < NU; ++u) {
+            // kChains independent FMA chains (coordinates j = r mod kChains in chain r), then
+            // their sum: more in flight for the FMA pipe's latency. filter_bound's error term
+            // holds for any order of the d + 1 terms' additions.
+            float part[kChains];
+#pragma unroll
+            for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? a[0] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(a[AOFF + j], xf[u][j], part[j % kChains]);
+#pragma unroll
+            for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+              for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
+            float f = part[0];
+            if (PACK) {
+              f = __int_as_float((__float_as_int(f) & ~mask) | c);
+            } else if (f < best[u]) {
+              bi[u] = c;
+            }
+            second[u] = fminf(second[u], fmaxf(best[u], f));
+            best[u] = fminf(best[u], f);
+          }
+        }
+      };
+      // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
+      if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
+      else score(std::integral_constant<int, U>{});
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
+        close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
+        known[u] = false;
+        dold[u] = 0;
+      }
+    } else {
+      // Objects inside their old centroid's ball (BALL) or in a labelled cell (CELLS) take
+      // that label without a score; the others go to the warp's list and are scored one per
+      // lane, every lane busy.
+      int listed = 0;
+      bool sent[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const bool valid = has[u];
+        dold[u] = 0;
+        known[u] = false;
+        bool settled = false;
+        if constexpr (CELLS) {
+          cand[u] = 0;
+          if (valid && cell_side) {
+            const int cell = cell_of(xr[u][0], xr[u][MAXD - 1], p.grid);
+            const int label = cell >= 0 ? cells_s[cell] : kCellMixed;
+            settled = label != kCellMixed;
+            cand[u] = settled ? label : 0;
+            lookups += settled ? 1u : 0u;
+          }
+        } else {
           if (valid && old[u] >= 0) {
 #pragma unroll
             for (int j = 0; j < MAXD; ++j) dold[u] = fused_square_add(xr[u][j] - s[j * k + old[u]], dold[u]);
@@ -606,178 +571,195 @@ __global__ void __launch_bounds__(kDeltaThreads)
           }
           settled = known[u];
           cand[u] = old[u];
-          close[u] = false;
-          const bool need = valid && !settled;
-          sent[u] = need;
-          const unsigned list = __ballot_sync(0xffffffffu, need);
+        }
+        close[u] = false;
+        const bool need = valid && !settled;
+        sent[u] = need;
+        const unsigned list = __ballot_sync(0xffffffffu, need);
+        if constexpr (CELLS) {
+          // Deferred to the warp's ring (index, old label), scored 32 at a time below.
           if (need)
-            to_score[listed + __popc(list & ((1u << lane) - 1))] =
-                make_float4(xf[u][0], MAXD > 1 ? xf[u][MAXD > 1 ? 1 : 0] : 0.0f, nx[u], __int_as_float(u * 32 + lane));
-          listed += __popc(list);
+            hard_ring[(hard_head + hard_pending + __popc(list & ((1u << lane) - 1))) & (kHardRing - 1)] =
+                make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u]));
+          hard_pending += __popc(list);
+          has[u] = has[u] && !need;
+          sent[u] = false;
+          continue;
         }
-        __syncwarp();
-        for (int e = lane; e - lane < listed; e += 32) {
-          if (e < listed) {
-            const float4 q = to_score[e];
-            float b, sc;
-            score_one(q.x, q.y, b, sc);
-            const bool clear = sc - b > p.factor * (q.z + r2) + p.tiny;
-            scored[__float_as_int(q.w)] = clear ? (__float_as_int(b) & mask) : -1;
-          }
-        }
-        __syncwarp();
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (sent[u]) {
-            const int r = scored[u * 32 + lane];
-            cand[u] = r < 0 ? 0 : r;
-            close[u] = r < 0;
-            known[u] = r == old[u];  // the same centroid: its distance is dold
-          }
+        if (need)
+          to_score[listed + __popc(list & ((1u << lane) - 1))] =
+              make_float4(xf[u][0], MAXD > 1 ? xf[u][MAXD > 1 ? 1 : 0] : 0.0f, nx[u], __int_as_float(u * 32 + lane));
+        listed += __popc(list);
+      }
+      __syncwarp();
+      for (int e = lane; !CELLS && e - lane < listed; e += 32) {
+        if (e < listed) {
+          const float4 q = to_score[e];
+          float b, sc;
+          score_one(q.x, q.y, b, sc);
+          const bool clear = sc - b > p.factor * (q.z + r2) + p.tiny;
+          scored[__float_as_int(q.w)] = clear ? (__float_as_int(b) & mask) : -1;
         }
       }
-      if constexpr (kReload) {
-        // Double at 8 < d <= 16: the coordinates read again (from L1/L2, just loaded) for the
-        // distance, the re-check and the stage, so that their doubles are not live through the
-        // scores (H100, 256 MB, double: d = 16, K = 16 0.155 -> 0.145 ms, d = 12, K = 32 0.259 ->
-        // 0.236; at d = 8 3% and at d = 32 10% slower, so not there; plots/one_pass_movers_ab_h100.txt).
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const T* xo = x + idx[u];
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
-        }
-      }
-      // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
-      // a time, their coordinates passed through the (not yet used) stage: seq's arithmetic over
-      // every centroid, a few centroids per lane (nearest.cuh: nearest_warp). One lane's serial
-      // re-check, 31 lanes waiting, cost the d = 32, K = 64 kernel a quarter of its time in
-      // waiting at the closing barrier for the warps that drew them (ncu, H100).
-      int redone[U];
-      T redone_dist[U];
-      if constexpr (!kQueue) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          redone[u] = 0;
-          redone_dist[u] = 0;
-          for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
-            const int from = __ffs(static_cast<int>(todo)) - 1;
-            if (lane == from) {
-#pragma unroll
-              for (int j = 0; j < MAXD; ++j)
-                if (j < d) stage[j] = xr[u][j];
-            }
-            __syncwarp();
-            T dist;
-            const int label = nearest_warp<T>(stage, s, d, k, dist);
-            if (lane == from) {
-              redone[u] = label;
-              redone_dist[u] = dist;
-            }
-            __syncwarp();  // the stage is read before the next object (or a mover) is written there
-          }
-        }
-      }
-      int queued = 0;  // the warp's movers this pass (the same in every lane)
+      __syncwarp();
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const std::int64_t i = idx[u];
-        bool moved = false;
-        int label = 0;
-        if (has[u]) {
-          label = cand[u];
-          T dist = 0;
-          if (close[u]) {
-            // Too close to call in float: seq's arithmetic over every centroid.
-            ++rechecks;
-            if constexpr (kQueue) {
-              label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
-            } else {
-              label = redone[u];
-              dist = redone_dist[u];
-            }
-          } else if (known[u]) {
-            dist = dold[u];
-          } else {
-            const T* sc = s + label;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j, sc += k)
-              if (j < d) dist = fused_square_add(xr[u][j] - *sc, dist);
-          }
-          if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
-          moved = old[u] != label;
-          if (moved) {
-            labels[i] = label;
-            if (!kQueue) add_q(xr[u], label, old[u]);  // BOUNDS above d = 4: its q from the registers, here
-          }
-          if constexpr (BOUNDS) {
-            // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
-            // gets the pair that never keeps.
-            HamerlyBounds nb;
-            if (!close[u])
-              nb = hamerly_store(best[u], second[u], nx[u], p.factor * (nx[u] + r2) + p.tiny, p.kap_up, p.kap_dn,
-                                 drift_s[label], mhat);
-            p.bounds[i] = make_float2(nb.upper, nb.lower);
-            if (p.rebuild) shared_add_u64(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
-          }
+        if (sent[u]) {
+          const int r = scored[u * 32 + lane];
+          cand[u] = r < 0 ? 0 : r;
+          close[u] = r < 0;
+          known[u] = !CELLS && r == old[u];  // the same centroid: its distance is dold
         }
-        // Movers go to the warp's queue, to be summed below with every lane busy (summed here, one
-        // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
-        // coordinates are read again (L1/L2), cheaper than a divergent pass per object; above,
-        // the mover stages its coordinates in shared memory for the warp to sum one per lane.
-        const unsigned movers = __ballot_sync(0xffffffffu, moved);
-        if (moved) {
-          const int at = queued + __popc(movers & ((1u << lane) - 1));
-          queue[at] = make_uint2(static_cast<unsigned>(i - (BOUNDS ? 0 : base)),
-                                 static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
-          if (!kQueue) {
+      }
+    }
+    if constexpr (kReload) {
+      // Double at 8 < d <= 16: the coordinates read again (from L1/L2, just loaded) for the
+      // distance, the re-check and the stage, so that their doubles are not live through the
+      // scores (H100, 256 MB, double: d = 16, K = 16 0.155 -> 0.145 ms, d = 12, K = 32 0.259 ->
+      // 0.236; at d = 8 3% and at d = 32 10% slower, so not there; plots/one_pass_movers_ab_h100.txt).
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const T* xo = x + idx[u];
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
+      }
+    }
+    // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
+    // a time, their coordinates passed through the (not yet used) stage: seq's arithmetic over
+    // every centroid, a few centroids per lane (nearest.cuh: nearest_warp). One lane's serial
+    // re-check, 31 lanes waiting, cost the d = 32, K = 64 kernel a quarter of its time in
+    // waiting at the closing barrier for the warps that drew them (ncu, H100).
+    int redone[U];
+    T redone_dist[U];
+    if constexpr (!kQueue) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        redone[u] = 0;
+        redone_dist[u] = 0;
+        for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
+          const int from = __ffs(static_cast<int>(todo)) - 1;
+          if (lane == from) {
 #pragma unroll
             for (int j = 0; j < MAXD; ++j)
-              if (j < d) stage[at * MAXD + j] = xr[u][j];
+              if (j < d) stage[j] = xr[u][j];
           }
-        }
-        queued += __popc(movers);
-      }
-      moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
-      if (!kQueue) {
-        // 32 / MAXD movers per round, a lane per coordinate: each add to a different word (no
-        // retries within the warp), every lane busy, instead of d divergent adds per mover lane
-        // (ncu, d = 16, K = 16, double: 24% of the kernel's instructions before).
-        __syncwarp();
-        constexpr int kPer = 32 / MAXD;
-        const int slot = lane / MAXD, j = lane % MAXD;
-        for (int m = slot; m - slot < queued; m += kPer) {
-          if (m < queued && j < d) {
-            const uint2 q = queue[m];
-            const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
-            const unsigned long long addend = to_fixed(static_cast<double>(stage[m * MAXD + j]), p.scale);
-            shared_add_u64(&dsums[label * d + j], addend);
-            if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-            if (j == 0) {
-              atomicAdd(&dcounts[label], 1);
-              if (was >= 0) atomicAdd(&dcounts[was], -1);
-            }
+          __syncwarp();
+          T dist;
+          const int label = nearest_warp<T>(stage, s, d, k, dist);
+          if (lane == from) {
+            redone[u] = label;
+            redone_dist[u] = dist;
           }
+          __syncwarp();  // the stage is read before the next object (or a mover) is written there
         }
       }
-      if (kQueue) {
-        __syncwarp();
-        for (int e = lane; e < queued; e += 32) {
-          const uint2 q = queue[e];
-          const std::int64_t i = (BOUNDS ? 0 : base) + q.x;
-          T v[MAXD];
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
-          add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
-        }
-      }
-      __syncwarp();  // the queue's and the ring's slots are read before they are written again
-      if (!BOUNDS) break;
-      head = (head + taken) & (kRing - 1);
-      pending -= taken;
-      }
-      if (!more) break;
     }
+    int queued = 0;  // the warp's movers this pass (the same in every lane)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t i = idx[u];
+      bool moved = false;
+      int label = 0;
+      if (has[u]) {
+        label = cand[u];
+        T dist = 0;
+        if (close[u]) {
+          // Too close to call in float: seq's arithmetic over every centroid.
+          ++rechecks;
+          if constexpr (kQueue) {
+            label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
+          } else {
+            label = redone[u];
+            dist = redone_dist[u];
+          }
+        } else if (known[u]) {
+          dist = dold[u];
+        } else {
+          const T* sc = s + label;
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j, sc += k)
+            if (j < d) dist = fused_square_add(xr[u][j] - *sc, dist);
+        }
+        if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
+        moved = old[u] != label;
+        if (moved) {
+          labels[i] = label;
+          if (!kQueue) add_q(xr[u], label, old[u]);  // BOUNDS above d = 4: its q from the registers, here
+        }
+        if constexpr (BOUNDS) {
+          // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
+          // gets the pair that never keeps.
+          HamerlyBounds nb;
+          if (!close[u])
+            nb = hamerly_store(best[u], second[u], nx[u], p.factor * (nx[u] + r2) + p.tiny, p.kap_up, p.kap_dn,
+                               drift_s[label], mhat);
+          p.bounds[i] = make_float2(nb.upper, nb.lower);
+          if (p.rebuild) shared_add_u64(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
+        }
+      }
+      // Movers go to the warp's queue, to be summed below with every lane busy (summed here, one
+      // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
+      // coordinates are read again (L1/L2), cheaper than a divergent pass per object; above,
+      // the mover stages its coordinates in shared memory for the warp to sum one per lane.
+      const unsigned movers = __ballot_sync(0xffffffffu, moved);
+      if (moved) {
+        const int at = queued + __popc(movers & ((1u << lane) - 1));
+        queue[CELLS ? (mover_head + mover_pending + at) & (kHardRing - 1) : at] =
+            make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
+                       static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        if (!kQueue) {
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j)
+            if (j < d) stage[at * MAXD + j] = xr[u][j];
+        }
+      }
+      queued += __popc(movers);
+    }
+    moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
+    if (!kQueue) {
+      // 32 / MAXD movers per round, a lane per coordinate: each add to a different word (no
+      // retries within the warp), every lane busy, instead of d divergent adds per mover lane
+      // (ncu, d = 16, K = 16, double: 24% of the kernel's instructions before).
+      __syncwarp();
+      constexpr int kPer = 32 / MAXD;
+      const int slot = lane / MAXD, j = lane % MAXD;
+      for (int m = slot; m - slot < queued; m += kPer) {
+        if (m < queued && j < d) {
+          const uint2 q = queue[m];
+          const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
+          const unsigned long long addend = to_fixed(static_cast<double>(stage[m * MAXD + j]), p.scale);
+          shared_add_u64(&dsums[label * d + j], addend);
+          if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+          if (j == 0) {
+            atomicAdd(&dcounts[label], 1);
+            if (was >= 0) atomicAdd(&dcounts[was], -1);
+          }
+        }
+      }
+    }
+    if constexpr (CELLS) {
+      __syncwarp();
+      mover_pending += queued;
+      while (mover_pending >= 32) mover_round();
+    } else if (kQueue) {
+      __syncwarp();
+      for (int e = lane; e < queued; e += 32) {
+        const uint2 q = queue[e];
+        const std::int64_t i = (BOUNDS ? 0 : base) + q.x;
+        T v[MAXD];
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
+        add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
+      }
+    }
+    __syncwarp();  // the queue's and the ring's slots are read before they are written again
+    if constexpr (CELLS)
+      while (hard_pending >= 32) hard_round();
+    if (!BOUNDS) break;
+    head = (head + taken) & (kRing - 1);
+    pending -= taken;
+    }
+    if (!more) break;
   }
   if constexpr (CELLS) {
     while (hard_pending > 0) hard_round();
