@@ -391,22 +391,6 @@ __global__ void __launch_bounds__(kDeltaThreads)
     mover_head = (mover_head + taken) & (kHardRing - 1);
     mover_pending -= taken;
   };
-  // CELLS: the next pass's coordinates and labels, loaded one pass ahead (at d = 2 the kernel
-  // waited on global data for 38% of its cycles between issues in double, ncu). The labels read
-  // ahead are of objects no lane has processed yet.
-  T ahead[CELLS ? U : 1][MAXD];
-  int ahead_old[CELLS ? U : 1];
-  auto load_ahead = [&](std::int64_t from) {
-#pragma unroll
-    for (int u = 0; u < (CELLS ? U : 1); ++u) {
-      const std::int64_t i = from + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-      const bool in = i < n;
-#pragma unroll
-      for (int j = 0; j < MAXD; ++j) ahead[u][j] = in && j < d ? x[j * n + i] : T(0);
-      ahead_old[u] = in ? labels[i] : 0;
-    }
-  };
-  if (CELLS) load_ahead(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
   // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
   constexpr int kRing = 64 * U;
@@ -458,17 +442,6 @@ __global__ void __launch_bounds__(kDeltaThreads)
 #pragma unroll
         for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
       }
-    } else if constexpr (CELLS) {
-      // This pass's objects, loaded during the last one; the next pass's requested now.
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-        has[u] = idx[u] < n;
-#pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = ahead[u][j];
-        old[u] = ahead_old[u];
-      }
-      load_ahead(base + step);
     } else {
       // A whole pass (every pass but the last) loads without a bounds test per object.
       const T* xb = x + base + threadIdx.x;
