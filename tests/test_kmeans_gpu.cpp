@@ -922,6 +922,31 @@ void check_cells() {
 TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
 TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
 
+// Where the grid cannot be proved (a coordinate without extent; a range too narrow for its
+// magnitude) the engine runs the kernel without the table (looked_up absent), with omp's labels.
+TEST(GpuFusedDelta, CellsRefusedFallBack) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  for (int kind = 0; kind < 2; ++kind) {
+    SCOPED_TRACE(kind == 0 ? "flat second coordinate" : "narrow range far from the origin");
+    auto data = kmtest::make_data<double>(false, 20011, 2, 16, 31);
+    for (std::size_t i = 0; i < data.n; ++i) {
+      if (kind == 0) data.row(i)[1] = 0.25;
+      else data.row(i)[0] = 0x1p40 + data.row(i)[0] * 0x1p-12;
+    }
+    km::Params p;
+    p.k = 16;
+    p.loops = 10;
+    const auto got = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(got.path, "one-pass");
+    EXPECT_EQ(got.labels, omp.labels);
+    EXPECT_EQ(got.centroids, omp.centroids);
+    for (const auto& it : got.per_iteration) EXPECT_EQ(it.looked_up, -1) << "the table ran on an unproved grid";
+  }
+}
+
 namespace {
 
 // Hamerly's bounds in the delta kernel (KMEANS_DELTA_BOUNDS=1) against the same kernel without
