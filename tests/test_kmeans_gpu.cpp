@@ -923,29 +923,39 @@ TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
 TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
 
 // Where the grid cannot be proved (a coordinate without extent; a range too narrow for its
-// magnitude) the engine runs the kernel without the table (looked_up absent), with omp's labels.
-TEST(GpuFusedDelta, CellsRefusedFallBack) {
+// magnitude) the engine runs the kernel without the table (looked_up absent), with omp's labels;
+// also where the table's launch needed more than 48 KB of shared memory (128 x 128 cells, K = 64,
+// 256 threads: the fallback must be opted in too).
+template <class T>
+void check_cells_refused() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
   const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  for (int kind = 0; kind < 2; ++kind) {
-    SCOPED_TRACE(kind == 0 ? "flat second coordinate" : "narrow range far from the origin");
-    auto data = kmtest::make_data<double>(false, 20011, 2, 16, 31);
-    for (std::size_t i = 0; i < data.n; ++i) {
-      if (kind == 0) data.row(i)[1] = 0.25;
-      else data.row(i)[0] = 0x1p40 + data.row(i)[0] * 0x1p-12;
-    }
-    km::Params p;
-    p.k = 16;
-    p.loops = 10;
-    const auto got = km::run(fused, data, p);
-    const auto omp = km::run(km::find_implementation("omp"), data, p);
-    EXPECT_EQ(got.path, "one-pass");
-    EXPECT_EQ(got.labels, omp.labels);
-    EXPECT_EQ(got.centroids, omp.centroids);
-    for (const auto& it : got.per_iteration) EXPECT_EQ(it.looked_up, -1) << "the table ran on an unproved grid";
-  }
+  for (int kind = 0; kind < 2; ++kind)
+    for (const int k : {16, 64})
+      for (const int block : {128, 256}) {
+        SCOPED_TRACE(std::string(kind == 0 ? "flat second coordinate" : "narrow range far from the origin") +
+                     " k=" + std::to_string(k) + " block=" + std::to_string(block));
+        auto data = kmtest::make_data<T>(false, 20011, 2, static_cast<std::size_t>(k), 31);
+        for (std::size_t i = 0; i < data.n; ++i) {
+          if (kind == 0) data.row(i)[1] = T(0.25);
+          else data.row(i)[0] = static_cast<T>(0x1p40 + static_cast<double>(data.row(i)[0]) * 0x1p-12);
+        }
+        km::Params p;
+        p.k = k;
+        p.loops = 10;
+        p.block = block;
+        const auto got = km::run(fused, data, p);
+        const auto omp = km::run(km::find_implementation("omp"), data, p);
+        EXPECT_EQ(got.path, "one-pass");
+        EXPECT_EQ(got.labels, omp.labels);
+        EXPECT_EQ(got.centroids, omp.centroids);
+        for (const auto& it : got.per_iteration) EXPECT_EQ(it.looked_up, -1) << "the table ran on an unproved grid";
+      }
 }
+
+TEST(GpuFusedDelta, DoubleCellsRefusedFallBack) { check_cells_refused<double>(); }
+TEST(GpuFusedDelta, FloatCellsRefusedFallBack) { check_cells_refused<float>(); }
 
 namespace {
 

@@ -248,6 +248,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+      // The fallback runs with the same launch (its grid-stride loop takes any grid), so it may
+      // need the same opt-in: above 48 KB at 128 x 128 cells and 256 threads.
+      if (cells_side_) cuda::opt_in_shared(cells_fallback_, bytes_, "--impl=fused");
       // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
       // most 1% of the objects moved: before, they cost more than they save. Not by default
       // in float above d = 8, where they never paid (H200, 100 iterations: d = 16, K = 16
