@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
-  // CELLS: the cell table (cells.hpp), after the lists (their 28 bytes per entry, as BALL's).
+  // CELLS: the cell table (cells.hpp), after the two rings (64 U entries of 8 bytes each a warp).
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
   unsigned char* cells_s = after + warps_in_block * 64 * U * 16;
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
@@ -330,9 +330,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
   };
   // CELLS: the objects of mixed cells (and beyond the grid) wait in the warp's ring (index, old
-  // label; in the area BALL scores from) until 32 are there, then a round scores one per lane,
-  // every lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round
-  // with ~6 lanes busy before (ncu: 17% of the kernel's instructions).
+  // label; after the movers' ring) until 32 are there, then a round scores one per lane, every
+  // lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round with ~6
+  // lanes busy before (ncu: 17% of the kernel's instructions). Fewer than 32 wait between passes
+  // and a pass adds at most 32 U, so the ring's 64 U entries never overflow (the movers' alike).
   constexpr int kHardRing = 64 * U;
   uint2* hard_ring = reinterpret_cast<uint2*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
