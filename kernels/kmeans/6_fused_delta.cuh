@@ -142,10 +142,10 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
   }
 }
 
-// The kernel's body, for the two entry points below (their launch bounds differ).
-template <class T, int MAXD, bool PACK, int U, bool BALL, bool BOUNDS, bool CELLS>
-__device__ __forceinline__ void fused_delta_body(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg,
-                                                 int k, std::int32_t* __restrict__ labels, const DeltaPass& p) {
+template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false>
+__global__ void __launch_bounds__(kDeltaThreads)
+    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
+                std::int32_t* __restrict__ labels, DeltaPass p) {
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2):
   // the coordinate loops then test nothing.
   const int d = MAXD <= 2 ? MAXD : d_arg;
@@ -882,22 +882,6 @@ __device__ __forceinline__ void fused_delta_body(const T* __restrict__ x, T* cen
     }
   }
   if (threadIdx.x == 0) *p.done = 0;
-}
-
-template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false>
-__global__ void __launch_bounds__(kDeltaThreads)
-    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
-                std::int32_t* __restrict__ labels, DeltaPass p) {
-  fused_delta_body<T, MAXD, PACK, U, BALL, BOUNDS, false>(x, centroids, n, d_arg, k, labels, p);
-}
-
-// With the cell table (d = 2, K <= 64): MINB blocks of the most threads an SM at least, so that
-// ptxas keeps the registers to 65536 / (256 MINB).
-template <class T, int U, int MINB>
-__global__ void __launch_bounds__(kDeltaThreads, MINB)
-    fused_delta_cells(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
-                      std::int32_t* __restrict__ labels, DeltaPass p) {
-  fused_delta_body<T, 2, true, U, false, false, true>(x, centroids, n, d_arg, k, labels, p);
 }
 
 }  // namespace km::kernels

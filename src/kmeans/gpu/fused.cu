@@ -235,12 +235,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         cells_fallback_ = !no_ball && (forced_ball || this->k_ > 32)
                               ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>
                               : delta_kernel_;
-        // KMEANS_DELTA_CELLS_MINB=B (A/B runs): at least B blocks of 256 threads an SM (2: none).
-        const char* minb = std::getenv("KMEANS_DELTA_CELLS_MINB");
-        const int b = minb ? std::atoi(minb) : 2;
-        delta_kernel_ = b >= 5   ? kernels::fused_delta_cells<T, kernels::delta_unroll(2), 5>
-                        : b == 4 ? kernels::fused_delta_cells<T, kernels::delta_unroll(2), 4>
-                                 : kernels::fused_delta_cells<T, kernels::delta_unroll(2), 2>;
+        delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
       }
       bytes_ = (bytes_ + 15) / 16 * 16 +
                kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T),
