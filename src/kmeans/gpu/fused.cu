@@ -226,15 +226,14 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
           cells_side_ = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
         }
       }
-      const bool use_ball = cells_side_ == 0 && maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
+      const bool ball_wanted = maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
+      const bool use_ball = cells_side_ == 0 && ball_wanted;
       if (use_ball)
         delta_kernel_ = maxd == 1 ? kernels::fused_delta<T, 1, true, kernels::delta_unroll(1), true>
                                   : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
       if (cells_side_) {
         // Without a grid after all (start_cells), the kernel that would have run without one.
-        cells_fallback_ = !no_ball && (forced_ball || this->k_ > 32)
-                              ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>
-                              : delta_kernel_;
+        cells_fallback_ = ball_wanted ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true> : delta_kernel_;
         delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
       }
       bytes_ = (bytes_ + 15) / 16 * 16 +
