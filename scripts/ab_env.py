@@ -59,6 +59,7 @@ def main():
                   f"{' '.join(f'{x[0]:.3f}' for x in xs)}  final inertia {xs[0][1]!r}")
             print(f"      per-iteration ms {[round(1e3 * i[a.phase], 3) for i in its]}\n"
                   f"      summed {[i.get('summed') for i in its]}\n      changed {[i['changed'] for i in its]}\n"
+                  f"      rechecked {[i.get('rechecked') for i in its]} rescored {[i.get('rescored') for i in its]}\n"
                   f"      inertia {[i['inertia'] for i in its]}")
     return status
 

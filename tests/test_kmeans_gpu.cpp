@@ -922,6 +922,65 @@ void check_cells() {
 TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
 TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
 
+namespace {
+
+// The delta kernel's scores on the tensor cores (6_fused_delta.cuh, MMA: TF32 mma, the filter's
+// margin widened for it, the objects it cannot call scored again with FMAs) against the same
+// kernel with FMA scores (KMEANS_DELTA_MMA=0): labels, centroids, change counts and shifts bit for
+// bit over 20 iterations (bounds off), the inertia within 1e-11 (1e-6 in float: an object re-checked
+// in seq's arithmetic adds its unfused distance), omp's labels; K = 1 (every column but one past
+// K), 5 and 33 (n-tiles partly past K), 16, 64; d = 12, 16 (float's unroll of 2: four m-tiles),
+// 20, 32. The FMA re-score is the FMA kernel's arithmetic, so the same objects reach seq's
+// (rechecked equal each iteration), all of them among the re-scored; on uniform data the wider
+// margin must re-score more objects than that (else the tensor cores called nothing), yet not most.
+template <class T>
+void check_mma() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  kmtest::ScopedEnv mma("KMEANS_DELTA_MMA", "0");
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{10007, 32, 64}, {10007, 16, 5}}
+              : std::vector<SplitShape>{{20011, 32, 64}, {20011, 32, 1}, {20011, 24, 33}, {20011, 16, 16},
+                                        {20011, 12, 5},  {20011, 20, 64}, {20011, 32, 16}};
+  int call = 0;  // each_one_pass_case's data kinds in turn: uniform, blobs, quantised
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    const bool uniform = call++ % 3 == 0;
+    mma.set("0");
+    const auto off = km::run(fused, data, p);
+    mma.set("1");
+    const auto on = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(on.path, "one-pass");
+    EXPECT_EQ(on.labels, off.labels);
+    EXPECT_EQ(on.labels, omp.labels);
+    EXPECT_EQ(on.centroids, off.centroids);
+    ASSERT_EQ(on.iterations, off.iterations);
+    std::int64_t rescored = 0, rechecked = 0;
+    for (int it = 0; it < on.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+      EXPECT_EQ(a.changed, b.changed);
+      EXPECT_EQ(a.shift, b.shift);
+      EXPECT_NEAR(a.inertia, b.inertia, (sizeof(T) == 4 ? 1e-6 : 1e-11) * b.inertia);
+      EXPECT_EQ(a.rechecked, b.rechecked);
+      EXPECT_EQ(b.rescored, -1);
+      ASSERT_GE(a.rescored, a.rechecked) << "the re-scored are reported, the re-checked among them";
+      rescored += a.rescored;
+      rechecked += a.rechecked;
+    }
+    if (uniform && s.k > 1) {
+      EXPECT_GT(rescored, rechecked) << "the TF32 margin sent no more objects on than the FMA filter's";
+      EXPECT_LT(rescored, static_cast<std::int64_t>(s.n) * on.iterations / 2) << "most objects re-scored";
+    }
+  });
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, DoubleMmaAsFma) { check_mma<double>(); }
+TEST(GpuFusedDelta, FloatMmaAsFma) { check_mma<float>(); }
+
 // Where the grid cannot be proved (a coordinate without extent; a range too narrow for its
 // magnitude) the engine runs the kernel without the table (looked_up absent), with omp's labels;
 // also where the table's launch needed more than 48 KB of shared memory (128 x 128 cells, K = 64,

@@ -51,6 +51,7 @@
 // object and centroid of the scores), not by DRAM.
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 #include <type_traits>
 
@@ -116,6 +117,11 @@ struct DeltaPass {
   CellGrid grid;
   unsigned long long* looked_up = nullptr;      // objects labelled from the table
   unsigned long long* looked_up_out = nullptr;
+  // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
+  // with FMAs and this factor (filter_bound without mma) before seq's arithmetic decides.
+  float fma_factor = 0;
+  unsigned long long* rescored = nullptr;  // objects scored again with FMAs
+  unsigned long long* rescored_out = nullptr;
 };
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a thread per cell (cells.hpp).
@@ -142,7 +148,15 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
   }
 }
 
-template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false>
+// A float rounded to TF32 (to nearest, ties away: cvt.rna), as the tensor cores' operand.
+__device__ __forceinline__ float tf32_rounded(float v) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return __uint_as_float(r);
+}
+
+template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
+          bool MMA = false>
 __global__ void __launch_bounds__(kDeltaThreads)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
@@ -178,10 +192,13 @@ __global__ void __launch_bounds__(kDeltaThreads)
   float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
   unsigned long long* dq =
       reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
-  // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest.
-  T* stage = reinterpret_cast<T*>(BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
-                                         : after + warps_in_block * 32 * U * 8) +
-             warp * 32 * U * MAXD;
+  // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest
+  // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
+  static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
+                "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test, bounds or cells");
+  T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
+                                          : after + warps_in_block * 32 * U * 8) +
+                                  warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
   __shared__ double zs[MAXD];
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
@@ -263,6 +280,113 @@ __global__ void __launch_bounds__(kDeltaThreads)
   // Independent FMA chains per score: 2 at d = 32 (H100, 2^20 objects, K = 32 and 64: 2-5%
   // faster; level at d = 16, and 4 chains slower at both).
   constexpr int kChains = MAXD == 32 ? 2 : 1;
+  // MMA: the warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32
+  // operands, FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row
+  // of MAXD + 4 floats (fragment reads without bank conflicts; rounded to TF32 as they are read,
+  // so that the rows stay x'' for the FMA re-score below), the table's rows give -2 c'' (rounded
+  // likewise) and |c''|^2; each lane keeps the top two of its
+  // 2 x (K / 8) scores per row of an m-tile, its quad merges them, and the results reach the
+  // objects' lanes through the movers' queue (not yet in use). The filter's margin is widened for
+  // the TF32 operands and the tensor cores' accumulation (margin.hpp: filter_bound).
+  constexpr int RS = MAXD + 4, MT = 2 * U, KS = MAXD >= 8 ? MAXD / 8 : 1;
+  auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
+    float* xs = reinterpret_cast<float*>(stage);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int q = 0; q < MAXD / 4; ++q)
+        reinterpret_cast<float4*>(xs + (u * 32 + lane) * RS)[q] =
+            make_float4(xv[u][4 * q], xv[u][4 * q + 1], xv[u][4 * q + 2], xv[u][4 * q + 3]);
+    __syncwarp();
+    const int g = lane >> 2, t = lane & 3;
+    // The A fragments of every m-tile and k-step, held through the loop over the centroids.
+    unsigned a[MT][KS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const float* r0 = xs + (16 * mt + g) * RS + 8 * ks + t;
+        a[mt][ks][0] = __float_as_uint(tf32_rounded(r0[0]));
+        a[mt][ks][1] = __float_as_uint(tf32_rounded(r0[8 * RS]));
+        a[mt][ks][2] = __float_as_uint(tf32_rounded(r0[4]));
+        a[mt][ks][3] = __float_as_uint(tf32_rounded(r0[8 * RS + 4]));
+      }
+    // Each lane's running top two per row it holds (row g and g + 8 of each m-tile).
+    float top[MT][2], run[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) top[mt][0] = top[mt][1] = run[mt][0] = run[mt][1] = INFINITY;
+    // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight.
+#pragma unroll 1
+    for (int n0 = 0; n0 < k; n0 += 16) {
+      float acc[2][MT][4];
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        const int c0 = n0 + 8 * p + 2 * t;
+        const float cc0 = c0 < k ? table[c0 * ROW] : FLT_MAX, cc1 = c0 + 1 < k ? table[(c0 + 1) * ROW] : FLT_MAX;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          acc[p][mt][0] = acc[p][mt][2] = cc0;
+          acc[p][mt][1] = acc[p][mt][3] = cc1;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          const int cg = n0 + 8 * p + g;
+          const float* row = table + cg * ROW + AOFF + 8 * ks + t;
+          const unsigned b0 = cg < k ? __float_as_uint(tf32_rounded(row[0])) : 0u,
+                         b1 = cg < k ? __float_as_uint(tf32_rounded(row[4])) : 0u;
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            float* c = acc[p][mt];
+            asm volatile(
+                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                "{%0,%1,%2,%3};"
+                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1));
+          }
+        }
+      }
+      // Columns past K hold FLT_MAX (B = 0 there): never a winner; the runner-up only at K = 1.
+#pragma unroll
+      for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float f =
+                  __int_as_float((__float_as_int(acc[p][mt][2 * h + e]) & ~mask) | (n0 + 8 * p + 2 * t + e));
+              run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
+              top[mt][h] = fminf(top[mt][h], f);
+            }
+    }
+    float2* res = reinterpret_cast<float2*>(queue);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float b = top[mt][h], sc = run[mt][h];
+#pragma unroll
+        for (int off = 1; off < 4; off *= 2) {
+          const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
+          sc = fminf(fmaxf(b, ob), fminf(sc, os));
+          b = fminf(b, ob);
+        }
+        if (t == 0) res[16 * mt + 8 * h + g] = make_float2(b, sc);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float2 mine = res[u * 32 + lane];
+      out_best[u] = mine.x;
+      out_second[u] = mine.y;
+    }
+    __syncwarp();  // the results read before the queue takes the movers, the stage read before it is reused
+  };
   // An object's q = |x - z|^2 in fixed point (BOUNDS), the same bits wherever it is summed.
   auto q_fixed = [&](const T* v) {
     double q = 0;
@@ -298,7 +422,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
     if (was >= 0) atomicAdd(&dcounts[was], -1);
     add_q(v, label, was);
   };
-  unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0;
+  unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
   const bool count_inertia = !BOUNDS && p.inertia != nullptr;
   const float mhat = BOUNDS ? drift_s[k] : 0.0f;
@@ -534,7 +658,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
         }
       };
       // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
-      if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
+      if constexpr (MMA) mma_scores(xf, best, second);
+      else if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
       else score(std::integral_constant<int, U>{});
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -632,6 +757,57 @@ __global__ void __launch_bounds__(kDeltaThreads)
     // waiting at the closing barrier for the warps that drew them (ncu, H100).
     int redone[U];
     T redone_dist[U];
+    if constexpr (MMA) {
+      // The objects the tensor-core scores could not call, scored again with FMAs by the whole
+      // warp (a centroid or two per lane, the FMA filter's arithmetic and margin) on their x''
+      // still in the stage: most are called there (at d = 32, K = 64 about 40 times fewer
+      // objects are too close for the FMA scores than for the TF32 ones).
+      const float* xs = reinterpret_cast<const float*>(stage);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
+          const int from = __ffs(static_cast<int>(todo)) - 1;
+          if (lane == from) ++rescores;
+          float xo[MAXD];
+#pragma unroll
+          for (int q = 0; q < MAXD / 4; ++q) {
+            const float4 v = reinterpret_cast<const float4*>(xs + (u * 32 + from) * RS)[q];
+            xo[4 * q] = v.x;
+            xo[4 * q + 1] = v.y;
+            xo[4 * q + 2] = v.z;
+            xo[4 * q + 3] = v.w;
+          }
+          float b = INFINITY, sc = INFINITY;
+          for (int c = lane; c < k; c += 32) {
+            const float* row = table + c * ROW;
+            float part[kChains];
+#pragma unroll
+            for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? row[0] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(row[AOFF + j], xo[j], part[j % kChains]);
+#pragma unroll
+            for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+              for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
+            const float f = __int_as_float((__float_as_int(part[0]) & ~mask) | c);
+            sc = fminf(sc, fmaxf(b, f));
+            b = fminf(b, f);
+          }
+#pragma unroll
+          for (int off = 16; off > 0; off /= 2) {
+            const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
+            sc = fminf(fmaxf(b, ob), fminf(sc, os));
+            b = fminf(b, ob);
+          }
+          const float nxo = __shfl_sync(0xffffffffu, nx[u], from);
+          if (lane == from && sc - b > p.fma_factor * (nxo + r2) + p.tiny) {
+            close[u] = false;
+            cand[u] = __float_as_int(b) & mask;
+          }
+        }
+      }
+      __syncwarp();  // the stage's rows read before the re-check below writes there
+    }
     if constexpr (!kQueue) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -775,6 +951,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   flush_block_count(p.rechecked, rechecks);
   flush_block_fixed(p.inertia, my_inertia);
   if (CELLS) flush_block_count(p.looked_up, lookups);
+  if (MMA && p.rescored) flush_block_count(p.rescored, rescores);
   if (BOUNDS) {
     for (int c = threadIdx.x; c < k; c += blockDim.x)
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
@@ -877,6 +1054,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
       if (CELLS && p.looked_up) {
         *p.looked_up_out = __ldcg(p.looked_up);
         *p.looked_up = 0;
+      }
+      if (MMA && p.rescored) {
+        *p.rescored_out = __ldcg(p.rescored);
+        *p.rescored = 0;
       }
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
     }

@@ -97,17 +97,26 @@ KM_HOST_DEVICE constexpr int delta_unroll(int maxd, std::size_t elem = 8) {
 // (d <= 2, K <= 64), also the objects to score (16 bytes) and their results (4). Above d = 4,
 // also the movers' coordinates (maxd values of elem bytes each; delta_stage_bytes), staged so
 // that a warp sums them a coordinate per lane.
-KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, std::size_t elem, int unroll) {
-  return maxd <= 4 ? 0
-                   : static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(unroll) *
-                         static_cast<std::size_t>(maxd) * elem;
+// With the scores on the tensor cores (delta_mma), a warp's stage holds at least its 32 U objects
+// as rows of maxd + 4 floats (the fragments' reads conflict-free).
+KM_HOST_DEVICE constexpr std::size_t delta_stage_warp_bytes(int maxd, std::size_t elem, int unroll, bool mma = false) {
+  const std::size_t plain = static_cast<std::size_t>(32 * unroll * maxd) * elem;
+  const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
+  return maxd <= 4 ? 0 : mma && rows > plain ? rows : plain;
 }
+KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, std::size_t elem, int unroll,
+                                                       bool mma = false) {
+  return static_cast<std::size_t>((threads + 31) / 32) * delta_stage_warp_bytes(maxd, elem, unroll, mma);
+}
+// The delta kernel's scores on the tensor cores (6_fused_delta.cuh, MMA): register widths 16 and
+// 32, the index in the scores' bits (K <= 64), neither Elkan's test nor the bounds nor the cells.
+KM_HOST_DEVICE constexpr bool delta_mma_possible(int maxd, bool pack) { return (maxd == 16 || maxd == 32) && pack; }
 // With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
-                                                       bool cells = false) {
+                                                       bool cells = false, bool mma = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
              (cells ? 32 : ball && maxd <= 4 ? 28 : 8) +
-         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem));
+         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem), mma);
 }
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.

@@ -142,12 +142,25 @@ KM_MARGIN_HD inline CandidateBound tf32_candidates_bound(std::size_t d) {
 // with 2% for the roundings of the test itself; tiny covers products that underflow
 // ((d + 4) 2^-120 is far above their absolute errors, d 2^-149 in float). The engine takes
 // this filter only while max|x| <= 2^48, so that no score can overflow.
+//
+// With `mma` (the delta kernel's MMA scores) f_c is the tensor cores' sum cc + sum_p ã_p x̃_p, x̃
+// and ã = -2 c̃ the TF32 roundings (cvt.rna, relative error <= 2^-11 in the normal range) of
+// x'' and -2 c'': each exact TF32 product is within (2^-10 + 2^-22) |x''_p a_p| of x''_p a_p, at
+// most 1.0003 2^-10 sum |x''_p a_p| <= 1.0003 2^-10 2 |x''| |c''| <= 1.0004 2^-11 S^2 over all
+// (2 |x''| |c''| <= (|x''| + |c''|)^2 / 2): 8196 u_f S^2. The accumulation, d + 1 terms of total
+// magnitude at most S^2 in FP32 that may be aligned and truncated rather than rounded, is
+// charged both 2 (d + 1) 1.01 u_f S^2 (each addition 2 u_f, as the tensor path's bound) and
+// 16 u_f S^2 per mma (8 units in the last place of S^2; ceil(d / 8) of them); the centring and
+// cc's rounding 10 u_f S^2. Operands below float's normal range (flushed, at worst) move f by at
+// most 2 d 2^-126 S (d <= 32): at most 2^-9 of the TF32 term where S >= 2^-100 (inside the
+// factor's 2% below), far below `tiny` where not.
 struct FilterBound {
   double factor = 0, tiny = 0;
 };
-KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, double u_t) {
+KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, double u_t, bool mma = false) {
   const double dd = static_cast<double>(d), uf = 0x1p-24;
-  const double e = (dd + 4) * uf;
+  const double e =
+      mma ? (8196 + 2.02 * (dd + 1) + 16 * static_cast<double>((d + 7) / 8) + 10) * uf : (dd + 4) * uf;
   const double g = rounding_gamma(dd + 2, u_t);
   const double pack = index_bits > 0 ? 1.01 * std::ldexp(1.0, index_bits - 23) : 0.0;
   FilterBound r;

@@ -146,6 +146,7 @@ void write_json(std::ostream& out, const RunReport& r) {
     if (s.rechecked_all >= 0) it["rechecked_all"] = s.rechecked_all;
     if (s.skipped >= 0) it["skipped"] = s.skipped;
     if (s.looked_up >= 0) it["looked_up"] = s.looked_up;
+    if (s.rescored >= 0) it["rescored"] = s.rescored;
     if (s.summed >= 0) it["summed"] = s.summed;
     per.push_back(std::move(it));
   }

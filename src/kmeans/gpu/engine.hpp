@@ -109,6 +109,7 @@ class GpuEngine : public Engine<T> {
     unsigned long long inertia;  // the iteration's inertia, 64-bit fixed point
     unsigned long long queued[2];  // fused's tensor path: objects queued for re-checks (some, all)
     unsigned long long looked_up;  // fused's one pass at d = 2: objects labelled from the cell table
+    unsigned long long rescored;   // fused's one pass, tensor-core scores: objects scored again with FMAs
   };
   template <class U>
   struct Slot {  // one counter's device address, used like a DeviceBuffer's get()

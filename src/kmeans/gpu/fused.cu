@@ -68,6 +68,13 @@ DeltaKernel<T> delta_kernel_for(int maxd) {
   }
 }
 
+// The same with the scores on the tensor cores (MMA; register widths 16 and 32, K <= 64).
+template <class T>
+DeltaKernel<T> delta_mma_kernel_for(int maxd) {
+  if (maxd == 16) return kernels::fused_delta<T, 16, true, kernels::delta_unroll(16, sizeof(T)), false, false, false, true>;
+  return kernels::fused_delta<T, 32, true, kernels::delta_unroll(32, sizeof(T)), false, false, false, true>;
+}
+
 // The same with Hamerly's bounds (BOUNDS; no Elkan test).
 template <class T, bool PACK>
 DeltaKernel<T> bounds_kernel_for(int maxd) {
@@ -113,6 +120,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.looked_up = tallies_.get() + 4;
       p.looked_up_out = &out->looked_up;
     }
+    if (mma_) {
+      p.rescored = tallies_.get() + 5;
+      p.rescored_out = &out->rescored;
+    }
     // Hamerly's bounds start once few objects move (bounds_after_ of them in the last
     // iteration): that iteration scores every object and rebuilds the q sums from them.
     const bool start = bounds_ && !bounds_live_ &&
@@ -140,6 +151,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
     // Counted when the table was built (the bounds' kernel has none).
     if (cells_live_ && !bounds_live_) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
+    if (mma_ && !bounds_live_) stats.rescored = static_cast<std::int64_t>(counters.rescored);
     last_changed_ = static_cast<std::size_t>(stats.changed);
     if (!bounds_live_) return;
     stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
@@ -236,9 +248,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         cells_fallback_ = ball_wanted ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true> : delta_kernel_;
         delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
       }
+      // The scores on the tensor cores (6_fused_delta.cuh, MMA) at register widths 16 and 32,
+      // K <= 64. KMEANS_DELTA_MMA=0|1 forces them off or on.
+      const char* mma = std::getenv("KMEANS_DELTA_MMA");
+      const int queue_threads = std::min(this->params_.block, kernels::kDeltaThreads);
+      mma_ = !use_ball && cells_side_ == 0 && kernels::delta_mma_possible(maxd, bits_ > 0) &&
+             (mma ? std::string(mma) == "1" : false) &&
+             (bytes_ + 15) / 16 * 16 + kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, true) <=
+                 gpu.shared_optin;
+      if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd);
       bytes_ = (bytes_ + 15) / 16 * 16 +
-               kernels::delta_queue_bytes(maxd, std::min(this->params_.block, kernels::kDeltaThreads), sizeof(T),
-                                          use_ball, cells_side_ > 0);
+               kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), use_ball, cells_side_ > 0, mma_);
       if (cells_side_) {
         // A side the device's shared memory cannot hold is halved until it can.
         while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
@@ -283,6 +303,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
       factor_ = static_cast<float>(b.factor);
       tiny_ = static_cast<float>(b.tiny);
+      // (the bounds kernel scores with FMAs: the narrower factor above)
+      mma_factor_ = static_cast<float>(
+          kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, true).factor);
       return (this->k_ * this->d_ + this->k_ + 3) * sizeof(unsigned long long) + sizeof(unsigned);
     }
     bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
@@ -312,11 +335,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The held sums start at zero with every label at -1: the first iteration adds everyone.
     held_sums_ = this->template device_buffer<unsigned long long>(this->k_ * this->d_);
     held_counts_ = this->template device_buffer<unsigned long long>(this->k_);
-    tallies_ = this->template device_buffer<unsigned long long>(5);
+    tallies_ = this->template device_buffer<unsigned long long>(6);
     done_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(held_sums_.get(), 0, held_sums_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
-    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 5 * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
     // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
     // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
@@ -394,6 +417,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       return;
     }
     kernels::DeltaPass q = p;
+    if (mma_) {
+      q.factor = mma_factor_;
+      q.fma_factor = factor_;
+    }
     if (cells_live_ && !this->streamed()) {
       // This iteration's table from the centroids the last iteration left.
       const int cells = cells_side_ * cells_side_;
@@ -447,7 +474,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned long long> held_q_;
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
-  float factor_ = 0, tiny_ = 0;
+  float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
+  bool mma_ = false;  // the delta kernel's scores on the tensor cores
   // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
   int cells_side_ = 0;
   bool cells_live_ = false;
