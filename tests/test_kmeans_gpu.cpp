@@ -948,9 +948,9 @@ void check_mma() {
     const bool uniform = call++ % 3 == 0;
     mma.set("0");
     const auto off = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
     mma.set("1");
     const auto on = km::run(fused, data, p);
-    const auto omp = km::run(km::find_implementation("omp"), data, p);
     EXPECT_EQ(on.path, "one-pass");
     EXPECT_EQ(on.labels, off.labels);
     EXPECT_EQ(on.labels, omp.labels);

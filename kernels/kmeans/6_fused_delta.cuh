@@ -199,6 +199,11 @@ __global__ void __launch_bounds__(kDeltaThreads)
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
                                           : after + warps_in_block * 32 * U * 8) +
                                   warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
+  // MMA: the B operands and |c''|^2 in fragment order (layouts.hpp: delta_mma_table_bytes).
+  constexpr int KS = MAXD >= 8 ? MAXD / 8 : 1;
+  float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 +
+                                           warps_in_block * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
+  float2* ctab = btab + (k + 15) / 16 * 2 * KS * 32;
   __shared__ double zs[MAXD];
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
@@ -269,6 +274,21 @@ __global__ void __launch_bounds__(kDeltaThreads)
     }
   }
   __syncthreads();
+  if constexpr (MMA) {
+    // Lane g, t of n-tile nt, k-step ks: B = -2 c'' of centroid 8 nt + g at coordinates 8 ks + t
+    // and + 4, rounded to TF32 (0 past K); |c''|^2 of centroids 8 nt + 2 t and + 1 (FLT_MAX past K).
+    const int tiles = (k + 15) / 16 * 2;
+    for (int e = threadIdx.x; e < tiles * KS * 32; e += blockDim.x) {
+      const int l = e & 31, ks = (e >> 5) % KS, c = 8 * (e / (32 * KS)) + (l >> 2);
+      const float* row = table + c * ROW + AOFF + 8 * ks + (l & 3);
+      btab[e] = c < k ? make_float2(tf32_rounded(row[0]), tf32_rounded(row[4])) : make_float2(0.0f, 0.0f);
+    }
+    for (int e = threadIdx.x; e < tiles * 32; e += blockDim.x) {
+      const int c = 8 * (e >> 5) + 2 * (e & 3);
+      ctab[e] = make_float2(c < k ? table[c * ROW] : FLT_MAX, c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX);
+    }
+    __syncthreads();
+  }
   const float r2 = r2_shared;
   T mur[MAXD];
 #pragma unroll
@@ -288,7 +308,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
   // 2 x (K / 8) scores per row of an m-tile, its quad merges them, and the results reach the
   // objects' lanes through the movers' queue (not yet in use). The filter's margin is widened for
   // the TF32 operands and the tensor cores' accumulation (margin.hpp: filter_bound).
-  constexpr int RS = MAXD + 4, MT = 2 * U, KS = MAXD >= 8 ? MAXD / 8 : 1;
+  constexpr int RS = MAXD + 4, MT = 2 * U;
   auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
     float* xs = reinterpret_cast<float*>(stage);
 #pragma unroll
@@ -315,36 +335,35 @@ __global__ void __launch_bounds__(kDeltaThreads)
     float top[MT][2], run[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) top[mt][0] = top[mt][1] = run[mt][0] = run[mt][1] = INFINITY;
-    // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight.
+    // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight, the first
+    // k-step's started from |c''|^2.
 #pragma unroll 1
     for (int n0 = 0; n0 < k; n0 += 16) {
       float acc[2][MT][4];
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const int c0 = n0 + 8 * p + 2 * t;
-        const float cc0 = c0 < k ? table[c0 * ROW] : FLT_MAX, cc1 = c0 + 1 < k ? table[(c0 + 1) * ROW] : FLT_MAX;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          acc[p][mt][0] = acc[p][mt][2] = cc0;
-          acc[p][mt][1] = acc[p][mt][3] = cc1;
-        }
-      }
+      const float2* bt = btab + (n0 / 8) * KS * 32 + lane;
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll
         for (int p = 0; p < 2; ++p) {
-          const int cg = n0 + 8 * p + g;
-          const float* row = table + cg * ROW + AOFF + 8 * ks + t;
-          const unsigned b0 = cg < k ? __float_as_uint(tf32_rounded(row[0])) : 0u,
-                         b1 = cg < k ? __float_as_uint(tf32_rounded(row[4])) : 0u;
+          const float2 bv = bt[(p * KS + ks) * 32];
+          const unsigned b0 = __float_as_uint(bv.x), b1 = __float_as_uint(bv.y);
+          const float2 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float2(0.0f, 0.0f);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             float* c = acc[p][mt];
-            asm volatile(
-                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                "{%0,%1,%2,%3};"
-                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1));
+            if (ks == 0)
+              asm volatile(
+                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                  "{%10,%11,%10,%11};"
+                  : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                  : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1),
+                    "f"(cc.x), "f"(cc.y));
+            else
+              asm volatile(
+                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                  "{%0,%1,%2,%3};"
+                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                  : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1));
           }
         }
       }

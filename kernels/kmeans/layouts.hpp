@@ -111,6 +111,11 @@ KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, st
 // The delta kernel's scores on the tensor cores (6_fused_delta.cuh, MMA): register widths 16 and
 // 32, the index in the scores' bits (K <= 64), neither Elkan's test nor the bounds nor the cells.
 KM_HOST_DEVICE constexpr bool delta_mma_possible(int maxd, bool pack) { return (maxd == 16 || maxd == 32) && pack; }
+// Its operands in fragment order, after the stage: per pair of n-tiles (16 centroids) and
+// k-step, a float2 of TF32 B values per lane; then per n-tile a float2 of |c''|^2 per lane.
+KM_HOST_DEVICE constexpr std::size_t delta_mma_table_bytes(std::size_t k, int maxd) {
+  return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 1) * 32 * 8;
+}
 // With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
                                                        bool cells = false, bool mma = false) {

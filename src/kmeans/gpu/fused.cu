@@ -249,16 +249,23 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
       }
       // The scores on the tensor cores (6_fused_delta.cuh, MMA) at register widths 16 and 32,
-      // K <= 64. KMEANS_DELTA_MMA=0|1 forces them off or on.
+      // K <= 64, where they measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt):
+      // d = 17..32 above K = 16 (K = 64 0.63x the FMA scores' time in float, 0.71x in double;
+      // K = 32 0.81x / 0.88x; K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16
+      // 1.38x) and above K = 16 in double (d = 12, K = 32 0.93x; K = 16 1.09x).
+      // KMEANS_DELTA_MMA=0|1 forces them off or on.
       const char* mma = std::getenv("KMEANS_DELTA_MMA");
+      const bool mma_by_default = maxd == 32 ? this->k_ > 16 : this->k_ > (sizeof(T) == 8 ? 16u : 32u);
       const int queue_threads = std::min(this->params_.block, kernels::kDeltaThreads);
+      const std::size_t mma_bytes = (bytes_ + 15) / 16 * 16 +
+                                    kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, true) +
+                                    kernels::delta_mma_table_bytes(this->k_, maxd);
       mma_ = !use_ball && cells_side_ == 0 && kernels::delta_mma_possible(maxd, bits_ > 0) &&
-             (mma ? std::string(mma) == "1" : false) &&
-             (bytes_ + 15) / 16 * 16 + kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, true) <=
-                 gpu.shared_optin;
+             (mma ? std::string(mma) == "1" : mma_by_default) && mma_bytes <= gpu.shared_optin;
       if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd);
-      bytes_ = (bytes_ + 15) / 16 * 16 +
-               kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), use_ball, cells_side_ > 0, mma_);
+      bytes_ = mma_ ? mma_bytes
+                    : (bytes_ + 15) / 16 * 16 +
+                          kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), use_ball, cells_side_ > 0);
       if (cells_side_) {
         // A side the device's shared memory cannot hold is halved until it can.
         while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
