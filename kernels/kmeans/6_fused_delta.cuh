@@ -44,6 +44,15 @@
 //    movers wait in a second ring and are summed 32 at a time. Measured (H100, 256 MB, d = 2;
 //    plots/cells_ab_h100.txt): 0.73x the time without it at K = 16 in float, 0.89x in double,
 //    0.56-0.60x at K = 64; slower below K = 8 (float) / 16 (double), so off there.
+// 7. (MMA; d 9-32, K <= 64, by default where measured faster: fused.cu) The scores on the tensor
+//    cores: the warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
+//    fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2,
+//    each lane's top two merged over its quad. TF32's rounding widens the margin ~45x at d = 32,
+//    K = 64 (margin.hpp: filter_bound with mma), so ~4% of the objects (uniform data there)
+//    are scored again with FMAs by the whole warp (the FMA filter's arithmetic and margin; JSON
+//    rescored) and only the FMA filter's close calls reach seq's arithmetic, as without MMA.
+//    Measured (H100, 256 MB; plots/final_s11_h100.txt): d = 32, K = 64 0.64x the FMA scores'
+//    time in float, 0.71x in double; level at K = 16, where it is off.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
