@@ -276,11 +276,17 @@ TEST(TensorMargin, DoubleOnTf32DecisionGivesSeqLabels) { check_decision<double, 
 // The kernel's scores of one object against centroids cs ([k][d]) with `factor` divided by
 // `shrink`: the winner's and the runner-up's (index bits included), nx, the margin h, and the
 // candidate label.
+// With `mma` the scores are the tensor-core kernel's (MMA) at their worst: x'' and -2 c'' rounded
+// to TF32 (cvt.rna), the products exact, every accumulation from cc truncated toward zero; and the
+// factor filter_bound's for them unless `fma_factor` (then the FMA scores', which the test below
+// shows too narrow for them).
 template <class T>
 struct DeltaScorer {
-  DeltaScorer(const std::vector<T>& cs, std::size_t d_, std::size_t k_, double shrink)
-      : d(d_), k(k_), bits(km::kernels::delta_index_bits(k_)), mu(d_), a(k_ * d_), cc(k_) {
-    const auto b = km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+  DeltaScorer(const std::vector<T>& cs, std::size_t d_, std::size_t k_, double shrink, bool mma_ = false,
+              bool fma_factor = false)
+      : d(d_), k(k_), bits(km::kernels::delta_index_bits(k_)), mu(d_), a(k_ * d_), cc(k_), mma(mma_) {
+    const auto b =
+        km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, mma && !fma_factor);
     factor = static_cast<float>(b.factor / shrink);
     tiny = static_cast<float>(b.tiny);
     for (std::size_t j = 0; j < d; ++j) {
@@ -315,7 +321,10 @@ struct DeltaScorer {
     int bi = 0;
     for (std::size_t c = 0; c < k; ++c) {
       float f = cc[c];
-      for (std::size_t j = 0; j < d; ++j) f = std::fma(a[c * d + j], xf[j], f);
+      for (std::size_t j = 0; j < d; ++j)
+        f = mma ? truncate_to_float(static_cast<double>(f) +
+                                    static_cast<double>(tf32_rna(a[c * d + j])) * tf32_rna(xf[j]))
+                : std::fma(a[c * d + j], xf[j], f);
       if (bits) {
         f = from_bits((bits_of(f) & ~mask) | static_cast<std::uint32_t>(c));
       } else if (f < r.best) {
@@ -335,6 +344,7 @@ struct DeltaScorer {
   std::vector<float> a, cc;
   float r2 = 0, factor = 0, tiny = 0;
   std::uint32_t mask = 0;
+  bool mma = false;
 };
 
 // The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),
@@ -345,9 +355,10 @@ struct DeltaScorer {
 // test below shows a margin too small gives wrong labels, so this check can fail).
 template <class T>
 std::vector<int> delta_filter_labels(const std::vector<T>& xs, const std::vector<T>& cs, std::size_t d,
-                                     std::size_t k, double shrink, std::size_t& rechecked) {
+                                     std::size_t k, double shrink, std::size_t& rechecked, bool mma = false,
+                                     bool fma_factor = false) {
   const std::size_t n = xs.size() / d;
-  const DeltaScorer<T> scorer(cs, d, k, shrink);
+  const DeltaScorer<T> scorer(cs, d, k, shrink, mma, fma_factor);
   std::vector<int> labels(n);
   rechecked = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -379,11 +390,11 @@ std::vector<T> near_tie_objects(const std::vector<T>& cs, std::size_t d, std::si
 }
 
 template <class T>
-void check_delta_filter() {
+void check_delta_filter(bool mma = false) {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> u(0, 1);
   std::size_t near_rechecked = 0;
-  for (std::size_t d : {1, 2, 3, 8, 16, 32}) {
+  for (std::size_t d : mma ? std::vector<std::size_t>{9, 16, 24, 32} : std::vector<std::size_t>{1, 2, 3, 8, 16, 32}) {
     for (std::size_t k : {2, 16, 64, 100}) {
       std::vector<T> cs(k * d);
       for (auto& v : cs) v = static_cast<T>(10 + u(rng));
@@ -399,7 +410,7 @@ void check_delta_filter() {
         const auto& xs = set == 0 ? uniform : set == 1 ? quantised : near;
         const auto& cen = set == 1 ? qcs : cs;
         std::size_t rechecked = 0;
-        const auto labels = delta_filter_labels(xs, cen, d, k, 1.0, rechecked);
+        const auto labels = delta_filter_labels(xs, cen, d, k, 1.0, rechecked, mma);
         for (std::size_t i = 0; i < n; ++i) {
           ASSERT_EQ(labels[i], km::nearest_centroid(&xs[i * d], cen.data(), k, d))
               << "d=" << d << " k=" << k << " set " << set << " object " << i;
@@ -416,6 +427,37 @@ void check_delta_filter() {
 
 TEST(DeltaFilter, FloatGivesSeqLabels) { check_delta_filter<float>(); }
 TEST(DeltaFilter, DoubleGivesSeqLabels) { check_delta_filter<double>(); }
+// The tensor-core scores (MMA, d 9-32) with their widened margin (the kernel re-scores their close
+// calls with FMAs first; here seq's formula takes them directly).
+TEST(DeltaFilter, MmaFloatGivesSeqLabels) { check_delta_filter<float>(true); }
+TEST(DeltaFilter, MmaDoubleGivesSeqLabels) { check_delta_filter<double>(true); }
+
+// TF32 scores need the widened margin: with the FMA scores' factor, objects off a bisector by
+// far more than float's resolution (1e-5 relative) but within TF32's get labels that are not seq's.
+TEST(DeltaFilter, MmaWithFmaMarginGivesWrongLabels) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1), v(-1, 1);
+  const std::size_t d = 32, k = 64, n = 4000;
+  std::vector<float> cs(k * d);
+  for (auto& c : cs) c = static_cast<float>(u(rng));
+  std::vector<float> xs(n * d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c1 = rng() % k, c2 = (c1 + 1 + rng() % (k - 1)) % k;
+    const double t = 0.5 + 1e-5 * v(rng);
+    for (std::size_t j = 0; j < d; ++j)
+      xs[i * d + j] = static_cast<float>(t * cs[c1 * d + j] + (1 - t) * cs[c2 * d + j]);
+  }
+  std::size_t rechecked = 0, wrong = 0, wrong_widened = 0;
+  const auto labels = delta_filter_labels(xs, cs, d, k, 1.0, rechecked, true, true);
+  const auto widened = delta_filter_labels(xs, cs, d, k, 1.0, rechecked, true, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int seq = km::nearest_centroid(&xs[i * d], cs.data(), k, d);
+    wrong += labels[i] != seq;
+    wrong_widened += widened[i] != seq;
+  }
+  EXPECT_GT(wrong, 0u);
+  EXPECT_EQ(wrong_widened, 0u);
+}
 
 // The margin matters: divided by 10^4, near-ties are let through with labels that are not seq's.
 TEST(DeltaFilter, TooSmallMarginGivesWrongLabels) {
