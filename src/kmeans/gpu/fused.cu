@@ -427,6 +427,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     if (mma_) {
       q.factor = mma_factor_;
       q.fma_factor = factor_;
+      // The next pass's lines into L1 before the scores at d 17-32 (measured; level at d <= 16,
+      // plots/delta_mma_ab_h100.txt). KMEANS_DELTA_PREFETCH=0|1|2: none, into L1, into L2.
+      const char* pf = std::getenv("KMEANS_DELTA_PREFETCH");
+      q.prefetch = pf ? std::atoi(pf) : kernels::fused_register_width(this->d_) == 32 ? 1 : 0;
     }
     if (cells_live_ && !this->streamed()) {
       // This iteration's table from the centroids the last iteration left.
