@@ -374,15 +374,16 @@ std::vector<int> delta_filter_labels(const std::vector<T>& xs, const std::vector
 }
 
 // Near-ties on purpose: each object sits almost on the bisector of two centroids (off it by
-// a relative 1e-8, below float's resolution), plus tie-heavy quantised data and uniform data.
+// a relative `spread`, by default 1e-8, below float's resolution), plus tie-heavy quantised data
+// and uniform data.
 template <class T>
 std::vector<T> near_tie_objects(const std::vector<T>& cs, std::size_t d, std::size_t k, std::size_t n,
-                                std::mt19937_64& rng) {
+                                std::mt19937_64& rng, double spread = 1e-8) {
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<T> xs(n * d);
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t c1 = rng() % k, c2 = (c1 + 1 + rng() % (k - 1)) % k;
-    const double t = 0.5 + 1e-8 * u(rng);
+    const double t = 0.5 + spread * u(rng);
     for (std::size_t j = 0; j < d; ++j)
       xs[i * d + j] = static_cast<T>(t * cs[c1 * d + j] + (1 - t) * cs[c2 * d + j]);
   }
@@ -436,17 +437,11 @@ TEST(DeltaFilter, MmaDoubleGivesSeqLabels) { check_delta_filter<double>(true); }
 // far more than float's resolution (1e-5 relative) but within TF32's get labels that are not seq's.
 TEST(DeltaFilter, MmaWithFmaMarginGivesWrongLabels) {
   std::mt19937_64 rng(11);
-  std::uniform_real_distribution<double> u(0, 1), v(-1, 1);
+  std::uniform_real_distribution<double> u(0, 1);
   const std::size_t d = 32, k = 64, n = 4000;
   std::vector<float> cs(k * d);
   for (auto& c : cs) c = static_cast<float>(u(rng));
-  std::vector<float> xs(n * d);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t c1 = rng() % k, c2 = (c1 + 1 + rng() % (k - 1)) % k;
-    const double t = 0.5 + 1e-5 * v(rng);
-    for (std::size_t j = 0; j < d; ++j)
-      xs[i * d + j] = static_cast<float>(t * cs[c1 * d + j] + (1 - t) * cs[c2 * d + j]);
-  }
+  const std::vector<float> xs = near_tie_objects(cs, d, k, n, rng, 1e-5);
   std::size_t rechecked = 0, wrong = 0, wrong_widened = 0;
   const auto labels = delta_filter_labels(xs, cs, d, k, 1.0, rechecked, true, true);
   const auto widened = delta_filter_labels(xs, cs, d, k, 1.0, rechecked, true, false);

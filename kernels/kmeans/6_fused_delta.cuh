@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/gemm/6_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
@@ -158,12 +159,8 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
   }
 }
 
-// A float rounded to TF32 (to nearest, ties away: cvt.rna), as the tensor cores' operand.
-__device__ __forceinline__ float tf32_rounded(float v) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return __uint_as_float(r);
-}
+// MMA's operands and products: the GEMM ladder's TF32 m16n8k8 (cvt.rna operands).
+using Tf32Mma = gemm::MmaTf32m16n8k8;
 
 // (MMA in float at d <= 16, two objects a thread: at most 128 registers, 12 bytes spilled; H100,
 // 2^21 x 16, K = 64: 0.88x the time with 170 registers. At d = 32 the same cap cost 7%. Elsewhere
@@ -294,7 +291,8 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
     for (int e = threadIdx.x; e < tiles * KS * 32; e += blockDim.x) {
       const int l = e & 31, ks = (e >> 5) % KS, c = 8 * (e / (32 * KS)) + (l >> 2);
       const float* row = table + c * ROW + AOFF + 8 * ks + (l & 3);
-      btab[e] = c < k ? make_float2(tf32_rounded(row[0]), tf32_rounded(row[4])) : make_float2(0.0f, 0.0f);
+      btab[e] = c < k ? make_float2(__uint_as_float(Tf32Mma::convert(row[0])), __uint_as_float(Tf32Mma::convert(row[4])))
+                      : make_float2(0.0f, 0.0f);
     }
     for (int e = threadIdx.x; e < tiles * 32; e += blockDim.x) {
       const int c = 8 * (e >> 5) + 2 * (e & 3);
@@ -339,10 +337,10 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         const float* r0 = xs + (16 * mt + g) * RS + 8 * ks + t;
-        a[mt][ks][0] = __float_as_uint(tf32_rounded(r0[0]));
-        a[mt][ks][1] = __float_as_uint(tf32_rounded(r0[8 * RS]));
-        a[mt][ks][2] = __float_as_uint(tf32_rounded(r0[4]));
-        a[mt][ks][3] = __float_as_uint(tf32_rounded(r0[8 * RS + 4]));
+        a[mt][ks][0] = Tf32Mma::convert(r0[0]);
+        a[mt][ks][1] = Tf32Mma::convert(r0[8 * RS]);
+        a[mt][ks][2] = Tf32Mma::convert(r0[4]);
+        a[mt][ks][3] = Tf32Mma::convert(r0[8 * RS + 4]);
       }
     // Each lane's running top two per row it holds (row g and g + 8 of each m-tile).
     float top[MT][2], run[MT][2];
@@ -359,24 +357,12 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
 #pragma unroll
         for (int p = 0; p < 2; ++p) {
           const float2 bv = bt[(p * KS + ks) * 32];
-          const unsigned b0 = __float_as_uint(bv.x), b1 = __float_as_uint(bv.y);
+          const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
           const float2 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float2(0.0f, 0.0f);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            float* c = acc[p][mt];
-            if (ks == 0)
-              asm volatile(
-                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                  "{%10,%11,%10,%11};"
-                  : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-                  : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1),
-                    "f"(cc.x), "f"(cc.y));
-            else
-              asm volatile(
-                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                  "{%0,%1,%2,%3};"
-                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                  : "r"(a[mt][ks][0]), "r"(a[mt][ks][1]), "r"(a[mt][ks][2]), "r"(a[mt][ks][3]), "r"(b0), "r"(b1));
+            if (ks == 0) Tf32Mma::mma_bias(acc[p][mt], a[mt][ks], b, cc.x, cc.y);
+            else Tf32Mma::mma(acc[p][mt], a[mt][ks], b);
           }
         }
       }
