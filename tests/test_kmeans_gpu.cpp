@@ -507,8 +507,9 @@ void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes) {
     }
 }
 const std::vector<LabelShape> kPlusPlusShapes = {{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}};
+// (d = 64: the rounds on the wgmma kernel with closest as the ceiling, on sm_90.)
 const std::vector<LabelShape> kParallelShapes = {
-    {50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000}, {5000, 1000, 50}};
+    {50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000}, {5000, 1000, 50}, {30000, 64, 400}};
 TEST(GpuKmeansPlusPlus, Double) { check_gpu_init<double>(km::Init::kmeanspp, kPlusPlusShapes); }
 TEST(GpuKmeansPlusPlus, Float) { check_gpu_init<float>(km::Init::kmeanspp, kPlusPlusShapes); }
 // k-means||'s reduction runs on the GPU here (KMEANS_PARALLEL_REDUCE=gpu: never left to the host).
@@ -620,7 +621,8 @@ void check_tensor_nearest() {
       nearest->rechecked(listed, everyone);
       listed_all += listed;
       everyone_all += everyone;
-      std::vector<std::int32_t> got(n);
+      std::vector<std::int32_t> got(n), nearest_t(n);
+      std::vector<double> nearest_d(n);
       ASSERT_EQ(cudaMemcpy(got.data(), labels.get(), n * sizeof(std::int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
       std::size_t wrong = 0, first_wrong = n;
       for (std::size_t i = 0; i < n; ++i) {
@@ -634,8 +636,42 @@ void check_tensor_nearest() {
           }
         }
         if (got[i] != want && wrong++ == 0) first_wrong = i;
+        nearest_d[i] = best;
+        nearest_t[i] = want;
       }
       EXPECT_EQ(wrong, 0u) << "labels differ from the CPU's, the first at object " << first_wrong;
+      // With a ceiling (k-means||'s closest): the first nearest row wherever its distance is
+      // below ceiling[i], and -1 or a row no nearer than the ceiling elsewhere. The ceilings:
+      // each object's own nearest distance (nothing beats it: ties with it included), one step
+      // above it (only the nearest rows do), another row's distance, zero and +inf.
+      std::vector<double> ceiling(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double other = km::squared_distance_double(data.row(i), rows.data() + (i * 13 % m) * d, d);
+        const double choices[5] = {nearest_d[i], std::nextafter(nearest_d[i], INFINITY), other, 0.0, INFINITY};
+        ceiling[i] = choices[i % 5];
+      }
+      km::cuda::DeviceBuffer<double> ceil_d(n);
+      ASSERT_EQ(cudaMemcpy(ceil_d.get(), ceiling.data(), n * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+      nearest->nearest(r.get(), static_cast<int>(m), labels.get(), ceil_d.get());
+      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);  // (its stream does not wait for cudaMemcpy's)
+      ASSERT_EQ(cudaMemcpy(got.data(), labels.get(), n * sizeof(std::int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+      std::size_t wrong_below = 0, wrong_above = 0, none = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (nearest_d[i] < ceiling[i]) {
+          wrong_below += got[i] != nearest_t[i];
+        } else if (got[i] == -1) {
+          ++none;
+        } else {
+          wrong_above += got[i] < 0 || got[i] >= static_cast<std::int32_t>(m) ||
+                         km::squared_distance_double(data.row(i), rows.data() + got[i] * d, d) < ceiling[i];
+        }
+      }
+      EXPECT_EQ(wrong_below, 0u) << "with a ceiling: a row that beats it, but not the first nearest";
+      EXPECT_EQ(wrong_above, 0u) << "with a ceiling: a label nearer than the ceiling where none is";
+      // The wgmma kernel (sm_90, 32 < d <= 128, d a multiple of 4) leaves such objects at -1.
+      if (km::gpu_info().compute_capability == 90 && d > 32 && d <= 128 && d % 4 == 0) {
+        EXPECT_GT(none, n / 10) << "with a ceiling: the objects no row beats should be -1";
+      }
     }
   EXPECT_GT(listed_all, 0u) << "no object was re-checked against its listed candidates";
   EXPECT_GT(everyone_all, 0u) << "no object was re-checked against every row";

@@ -266,6 +266,72 @@ TEST(TensorMargin, FloatDecisionGivesSeqLabels) { check_decision<float>(); }
 TEST(TensorMargin, DoubleDecisionGivesSeqLabels) { check_decision<double>(); }
 TEST(TensorMargin, DoubleOnTf32DecisionGivesSeqLabels) { check_decision<double, true>(); }
 
+// k-means||'s ceiling (margin.hpp: "A ceiling"), for the keys its rounds use (float's tensor
+// path, and double data on TF32 candidates): every row whose distance by the CPU's k-means||
+// formula (squared_distance_double) is below h has a key below T_h rounded up to float, so
+// leaving out the keys at or above it never loses a row that beats h. The ceilings h sit on
+// the rows' own distances, one step either side of them, and between: quantised data with
+// exact ties among the rows. Returns how many rows that beat h had a key at or above the
+// threshold built with `e_factor` E's in place of 3 (0 for the bound itself; the test below
+// shows that without the E terms some are lost, so this check can fail).
+template <class T>
+std::size_t ceiling_losses(double e_factor) {
+  std::mt19937_64 rng(23);
+  std::size_t lost = 0, beaten = 0;
+  for (std::size_t d : {3, 16, 64, 128}) {
+    const auto b = sizeof(T) == 8 ? km::kernels::tf32_candidates_bound(d) : bound_for<float>(d);
+    for (int kind : {0, 3}) {
+      const std::size_t n = 200, m = 30;
+      std::vector<std::vector<T>> xs(n), rows(m);
+      for (auto& x : xs) x = draw<T>(rng, d, kind);
+      for (std::size_t t = 0; t < m; ++t) rows[t] = xs[(t / 2 * 2) * 7 % n];  // equal rows in pairs: ties
+      std::vector<T> mu(d);
+      for (std::size_t p = 0; p < d; ++p) {
+        double s = 0;
+        for (const auto& x : xs) s += static_cast<double>(x[p]);
+        mu[p] = static_cast<T>(s / static_cast<double>(n));
+      }
+      std::vector<std::vector<T>> cc(m);
+      double cmax2 = 0;
+      for (std::size_t t = 0; t < m; ++t) {
+        cc[t] = minus(rows[t], mu);
+        cmax2 = std::max(cmax2, norm2(cc[t]));
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto xo = minus(xs[i], mu);
+        const double xc2 = norm2(xo);
+        std::vector<double> dist(m);
+        std::vector<float> key(m);
+        for (std::size_t t = 0; t < m; ++t) {
+          dist[t] = km::squared_distance_double(xs[i].data(), rows[t].data(), d);
+          if constexpr (sizeof(T) == 8)
+            key[t] = tf32_candidate_key(xo, cc[t]);
+          else
+            key[t] = emulated_key(xo, cc[t], keyed_term(cc[t], mu));
+        }
+        const double on = dist[rng() % m], between = (dist[rng() % m] + dist[rng() % m]) / 2;
+        for (double h : {on, std::nextafter(on, INFINITY), std::nextafter(on, 0.0), between, 0.0}) {
+          const double e = km::kernels::candidate_error(b, xc2, 0.0, cmax2);
+          const double full = km::kernels::ceiling_threshold(b, xc2, 0.0, cmax2, h);
+          const float threshold = static_cast<float>(std::nextafter(full + (e_factor - 3) * e, INFINITY));
+          for (std::size_t t = 0; t < m; ++t)
+            if (dist[t] < h) {
+              ++beaten;
+              if (!(key[t] < threshold)) ++lost;
+            }
+        }
+      }
+    }
+  }
+  EXPECT_GT(beaten, 1000u) << "the ceilings must let many rows beat them";
+  return lost;
+}
+TEST(TensorMargin, FloatCeilingKeepsEveryRowThatBeatsIt) { EXPECT_EQ(ceiling_losses<float>(3), 0u); }
+TEST(TensorMargin, DoubleOnTf32CeilingKeepsEveryRowThatBeatsIt) { EXPECT_EQ(ceiling_losses<double>(3), 0u); }
+TEST(TensorMargin, CeilingWithoutErrorTermsLosesRows) {
+  EXPECT_GT(ceiling_losses<float>(0) + ceiling_losses<double>(0), 0u);
+}
+
 
 // The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),
 // emulated on the CPU with the kernel's own operations (IEEE float fma, min and max are the

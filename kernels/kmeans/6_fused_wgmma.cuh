@@ -171,14 +171,18 @@ __global__ void wgmma_image_kernel(const float* __restrict__ centred, int k, int
 // the same centroids row-major (the thresholds' reads); prev: the labels of the previous
 // iteration (any value outside [0, k): no threshold); the other arguments as
 // fused_tensor_assign's. Launch: WgmmaAssignShape::threads threads, smem bytes.
-template <class S>
+// CEILING (k-means||'s rounds): prev is not read; each row's lists start at T_h from
+// ceiling[i] (margin.hpp: "A ceiling"), and a row none of whose keys falls below it gets label
+// -1 (settle_object): labels[i] is then the first nearest centroid by the re-check's formula
+// wherever that centroid's distance is below ceiling[i], and -1 or some centroid elsewhere.
+template <class S, bool CEILING = false>
 __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ image, const float* __restrict__ centred,
                        const float* __restrict__ keyed, const double* __restrict__ cmax2,
                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                        CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued,
-                       const std::int32_t* __restrict__ prev) {
+                       const std::int32_t* __restrict__ prev, const double* __restrict__ ceiling) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BM = S::BM, BN = S::BN, BK = S::BK, STAGES = S::STAGES, NT = S::threads, L = S::L;
   extern __shared__ __align__(16) unsigned char wgmma_raw[];
@@ -262,7 +266,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // threshold, with no reads (10-33% slower: far more keys let in); these reads issued before
   // the objects land (ncu had put 10% of the stall samples on them here; -0.5% to +2.4%).
   const int row = wg * 64 + wq * 16 + (lane & 15);
-  const int prev_label = ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
+  const int prev_label = !CEILING && ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
   // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
   // the accumulators (2 tq and 2 tq + 1 of every 8), met in increasing order; the four lanes of a
   // row merge theirs at the end. (Through a 16 x 16 float chunk of shared memory per warp to a
@@ -304,6 +308,10 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
                        3.0 * candidate_error(bound, x2, mu_norm, c2);
       threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+    }
+    if (CEILING && row < rows_here) {
+      const std::int64_t i = row0 + row;
+      threshold = __double2float_ru(ceiling_threshold(bound, xc2[i], mu_norm, *cmax2, ceiling[i]));
     }
     const float t0 = __shfl_sync(0xffffffffu, threshold, gq), t1 = __shfl_sync(0xffffffffu, threshold, gq + 8);
 #pragma unroll
@@ -372,6 +380,9 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
         const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(lh);
         threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
       }
+      if (CEILING && r < rows_here)  // the lower of the two: a key at or above either is not needed
+        threshold = fminf(threshold,
+                          __double2float_ru(ceiling_threshold(bound, xc2[row0 + r], mu_norm, *cmax2, ceiling[row0 + r])));
       const float t0 = __shfl_sync(0xffffffffu, threshold, lane & ~3), t1 = __shfl_sync(0xffffffffu, threshold, lane | 1);
 #pragma unroll
       for (int e = 0; e < L; ++e) {
@@ -418,10 +429,11 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   top_merge(mine, top_shfl_xor(mine, 2));
   const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
   if (tq < 2 && settled < rows_here)
-    settle_object(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone, queued);
+    settle_object<float, L, CEILING>(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone,
+                                     queued);
 #else
   (void)x, (void)image, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
-  (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev;
+  (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev, (void)ceiling;
   __trap();  // built for sm_90a only (src/kmeans/gpu/fused_wgmma.cu); never launched elsewhere
 #endif
 }

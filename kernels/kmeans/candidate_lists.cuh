@@ -142,25 +142,33 @@ __device__ __forceinline__ void push_row8(TopL<float, L>& own, float4 lo, float4
 // Object i's complete list m: its label is the least key's centroid; if the runner-up lies
 // within the margin, it is queued -- with the candidates within the margin when the list's
 // last is beyond it (others cannot be), else against every centroid.
-template <class T, int L>
+// CEILING (margin.hpp: "A ceiling"): the lists were started at each object's T_h, so an entry
+// with no centroid (index INT_MAX) stands for keys of rows that cannot beat the ceiling, which
+// need no re-check wherever it sits against the margin; a list with no centroid at all gets
+// label -1 (no row beats the ceiling), not a re-check against every centroid.
+template <class T, int L, bool CEILING = false>
 __device__ __forceinline__ void settle_object(const TopL<T, L>& m, std::int64_t i, const CandidateBound& bound,
                                               const double* __restrict__ xc2, double mu_norm, double cmax2,
                                               std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                                               std::int64_t* __restrict__ everyone,
                                               unsigned long long* __restrict__ queued) {
-  if (m.i[0] == INT_MAX) {  // no key listed (a threshold that never failed): seq's formula decides
-    everyone[atomicAdd(queued + 1, 1ull)] = i;
+  if (m.i[0] == INT_MAX) {
+    if (CEILING)
+      labels[i] = -1;
+    else  // no key listed (a threshold that never failed): seq's formula decides
+      everyone[atomicAdd(queued + 1, 1ull)] = i;
     return;
   }
   const double best = static_cast<double>(m.v[0]);
   const double margin = candidate_margin(bound, xc2[i], mu_norm, cmax2, best);
+  auto beyond = [&](int c) { return (CEILING && m.i[c] == INT_MAX) || static_cast<double>(m.v[c]) - best > margin; };
   labels[i] = m.i[0];
-  if (static_cast<double>(m.v[1]) - best > margin) return;
+  if (beyond(1)) return;
   Recheck q{i, 0, {0, 0, 0}};
-  if (static_cast<double>(m.v[L - 1]) - best > margin) {
+  if (beyond(L - 1)) {
 #pragma unroll
     for (int c = 0; c < L - 1 && c < kMaxCandidates; ++c)
-      if (!(static_cast<double>(m.v[c]) - best > margin)) q.c[q.count++] = m.i[c];
+      if (!beyond(c)) q.c[q.count++] = m.i[c];
   }
   if (q.count == 0)
     everyone[atomicAdd(queued + 1, 1ull)] = i;

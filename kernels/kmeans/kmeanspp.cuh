@@ -350,7 +350,11 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
   __shared__ int label[kPlusPlusRows];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
-  label[threadIdx.x] = i < n ? labels[i] : 0;
+  // -1: no row of the round beats closest (TensorNearest's ceiling); such an object's row is
+  // not read, and a block of them returns at once.
+  const int own = i < n ? labels[i] : -1;
+  label[threadIdx.x] = own;
+  if (!__syncthreads_or(own >= 0)) return;
   const int c = threadIdx.x % kPlusPlusCols, r0 = threadIdx.x / kPlusPlusCols;
   constexpr int per = kPlusPlusCols, row_step = kPlusPlusRows / kPlusPlusCols;
   double a = 0;
@@ -362,7 +366,7 @@ __global__ void __launch_bounds__(kPlusPlusRows)
 #pragma unroll
     for (int q = 0; q < per; ++q, at += step) {
       const int r = r0 + q * row_step;
-      const bool in = row0 + r < n && p0 + c < d;
+      const bool in = row0 + r < n && p0 + c < d && label[r] >= 0;
       xv[q] = in ? *at : T(0);
       cv[q] = in ? rows[static_cast<std::int64_t>(label[r]) * d + p0 + c] : T(0);
     }
@@ -373,9 +377,9 @@ __global__ void __launch_bounds__(kPlusPlusRows)
     const int cols = d - p0 < kPlusPlusCols ? d - p0 : kPlusPlusCols;
     for (int q = 0; q < cols; ++q) a = __dadd_rn(a, __dmul_rn(tile[threadIdx.x][q], tile[threadIdx.x][q]));
   }
-  if (i < n && a < closest[i]) {
+  if (own >= 0 && a < closest[i]) {
     closest[i] = a;
-    nearest[i] = first + label[threadIdx.x];
+    nearest[i] = first + own;
   }
 }
 

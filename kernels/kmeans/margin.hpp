@@ -120,6 +120,24 @@ KM_MARGIN_HD inline CandidateBound tf32_candidates_bound(std::size_t d) {
   return candidate_bound(d, 0x1p-11 + 0x1p-23, 0x1p-11 + 0x1p-23, 0x1p-24, 0x1p-24, 0x1p-126);
 }
 
+// A ceiling (k-means||'s rounds, tensor_nearest.hpp): the caller needs the nearest row only
+// where its distance by the re-check's formula, D_j, is strictly below a given h >= 0 (the
+// object's distance to the candidates of the rounds before); elsewhere any answer will do, as
+// the caller compares D again. From the bound above, T_j >= X + Â_j - E and D_j >= (1 - g) T_j,
+// so D_j < h gives Â_j < h / (1 - g) - X + E <= h (1 + g2) - X + E (g2 = 2g / (1 - g) >= g / (1 - g)).
+// X is |x - mu|^2, and the kernels hold xc2, the centred copy's |x'|^2: within the centring term
+// of E of X (2.02 u (|x'| + C)^2 >= 2.02 u |x'|^2; its double sum's own rounding, d 2^-53, far
+// inside the 1% inflation). So every row that can beat h has a key below
+//   T_h = h (1 + g2) - xc2 + 3E + tiny
+// (the third E covers the double arithmetic of T_h itself, a few roundings of 2^-53 (h + X)),
+// and keys at or above T_h may be left out of the lists; a list left with no key below T_h
+// means that no row beats h. The margin test among the keys listed is unchanged: the least key
+// listed is the least of all (every key left out is above it).
+KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2, double mu_norm, double cmax2,
+                                            double h) {
+  return h * (1 + k.g2) - xc2 + 3 * candidate_error(k, xc2, mu_norm, cmax2) + k.tiny;
+}
+
 
 // The one-pass delta kernel's float filter (kernels/kmeans/6_fused_delta.cuh). Each object is
 // scored against every centroid in float, f_c = fl(cc + sum_p a_p x''_p), a = -2 c'', cc =

@@ -539,6 +539,7 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     if (!(env && std::string(env) == "0"))
       if (const WgmmaAssign w = wgmma_assign(d); w.kernel) {
         r.wgmma_kernel = w.kernel;
+        r.wgmma_ceiling = w.ceiling_kernel;
         r.pre_smem = w.smem;
         r.pre_threads = w.threads;
         r.pre_rows = w.rows;
@@ -810,7 +811,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       if (f.wgmma)
         f.wgmma_kernel<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
             operand32_.get(), image_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, k,
-            tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
+            tf32_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get(), nullptr);
       else
         f.assign_pre<<<tf32_blocks, f.pre_threads, f.pre_smem, s>>>(
             operand32_.get(), mu32_.get(), centred32_.get(), keyed32_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d,
@@ -821,7 +822,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       if (copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
         kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, s>>>(
             operand_.get(), image_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
-            bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get());
+            bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get(), nullptr);
         launched = true;
       }
     if (!launched)

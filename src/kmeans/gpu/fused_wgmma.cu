@@ -24,11 +24,12 @@ WgmmaAssign wgmma_assign(std::size_t d) {
     return r;
   }
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, kernels::fused_wgmma_assign<S>) != cudaSuccess) {  // no sm_90a image
+  if (cudaFuncGetAttributes(&attributes, kernels::fused_wgmma_assign<S, false>) != cudaSuccess) {  // no sm_90a image
     cudaGetLastError();
     return r;
   }
-  r.kernel = kernels::fused_wgmma_assign<S>;
+  r.kernel = kernels::fused_wgmma_assign<S, false>;
+  r.ceiling_kernel = kernels::fused_wgmma_assign<S, true>;
   r.smem = S::smem;
   r.threads = S::threads;
   r.rows = S::BM;

@@ -18,10 +18,11 @@ namespace km::gpu {
 struct WgmmaAssign {
   using Kernel = void (*)(const float*, const float*, const float*, const float*, const double*, const double*, double,
                           std::int64_t, int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*,
-                          std::int64_t*, unsigned long long*, const std::int32_t*);
+                          std::int64_t*, unsigned long long*, const std::int32_t*, const double*);
   // Its second argument is the centroids' tile image (wgmma_image), its third the same centroids
-  // row-major.
+  // row-major; the last, each object's ceiling (ceiling_kernel's; null for kernel's).
   Kernel kernel = nullptr;  // null: not for this d, or this build or GPU has no sm_90a code
+  Kernel ceiling_kernel = nullptr;  // k-means||'s rounds: rows that cannot beat the ceiling left out
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
 };

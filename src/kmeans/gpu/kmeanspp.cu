@@ -501,7 +501,8 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK_LAUNCH();
     lap("candidates gathered");
     if (verbose_) nearest_time_.start(stream_);
-    tensor_->nearest(cand_t_.get(), static_cast<int>(m), round_labels_.get());
+    // closest as the ceiling: only rows that beat it matter (parallel_take skips the -1s).
+    tensor_->nearest(cand_t_.get(), static_cast<int>(m), round_labels_.get(), closest_.get());
     kernels::parallel_take<T><<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
         x_, static_cast<std::int64_t>(n_), static_cast<int>(d), round_labels_.get(), cand_t_.get(),
         static_cast<int>(first), closest_.get(), nearest_.get());

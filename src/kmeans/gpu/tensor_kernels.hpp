@@ -29,6 +29,7 @@ struct TensorKernels {
   bool centre_objects = false;
   bool wgmma = false;  // the copy is read by wgmma_kernel (sm_90a), not assign_pre
   WgmmaAssign::Kernel wgmma_kernel = nullptr;
+  WgmmaAssign::Kernel wgmma_ceiling = nullptr;  // wgmma_kernel with a ceiling (k-means||'s rounds)
 };
 
 // The table for d coordinates on this GPU (fused.cu; float and double).

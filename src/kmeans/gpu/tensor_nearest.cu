@@ -64,7 +64,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
     lap("the centred copy");
   }
 
-  void nearest(const T* rows, int m, std::int32_t* labels) override {
+  void nearest(const T* rows, int m, std::int32_t* labels, const double* ceiling) override {
     const std::size_t pad = kernels::kKeyPad, padded = (static_cast<std::size_t>(m) + pad - 1) / pad * pad;
     if (keyed_.size() < padded) {
       keyed_ = DeviceBuffer<float>(padded, stream_);
@@ -85,9 +85,10 @@ class TensorNearestImpl final : public TensorNearest<T> {
     const auto n = static_cast<std::int64_t>(n_);
     const auto blocks = static_cast<unsigned>((n_ + kernels_.pre_rows - 1) / kernels_.pre_rows);
     if (kernels_.wgmma)
-      kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
+      (ceiling && kernels_.wgmma_ceiling ? kernels_.wgmma_ceiling : kernels_.wgmma_kernel)<<<
+          blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
           operand_.get(), image_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
-          bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get());
+          bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get(), ceiling);
     else
       kernels_.assign_pre<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
           operand_.get(), mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
@@ -146,8 +147,10 @@ std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, co
   if (device_budget(0) < need) return nullptr;
   const TensorKernels<float> kernels = tensor_kernels<float>(data.d);
   const char* what = "--init=kmeans|| on the tensor cores";
-  if (kernels.wgmma)
+  if (kernels.wgmma) {
     cuda::opt_in_shared(kernels.wgmma_kernel, kernels.pre_smem, what);
+    if (kernels.wgmma_ceiling) cuda::opt_in_shared(kernels.wgmma_ceiling, kernels.pre_smem, what);
+  }
   else
     cuda::opt_in_shared(kernels.assign_pre, kernels.pre_smem, what);
   return std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);

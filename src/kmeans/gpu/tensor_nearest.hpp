@@ -21,8 +21,10 @@ class TensorNearest {
  public:
   virtual ~TensorNearest() = default;
   // labels[i] = the nearest of `rows` ([m][d], row-major in T, on the device) to object i, on
-  // the stream given at make.
-  virtual void nearest(const T* rows, int m, std::int32_t* labels) = 0;
+  // the stream given at make. With `ceiling` (n distances on the device), only where that row's
+  // distance is below ceiling[i]: elsewhere labels[i] is -1 or any row (the wgmma kernel leaves
+  // out the rows that cannot beat it, margin.hpp: "A ceiling"; the others ignore it).
+  virtual void nearest(const T* rows, int m, std::int32_t* labels, const double* ceiling = nullptr) = 0;
   // The objects re-checked by the last call, in two counts: against their listed candidates,
   // and against every row (waits for the stream).
   virtual void rechecked(unsigned long long& listed, unsigned long long& all) = 0;
