@@ -12,6 +12,7 @@
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
+#include "io/hash.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
@@ -436,9 +437,79 @@ TEST(Init, ParallelOptionsAndQuality) {
   EXPECT_LT(parallel, 1.5 * plusplus) << "k-means|| far worse than k-means++";
 }
 
+// The reduction's definition (init.hpp: reduce_weighted), written here as plainly as it reads:
+// each step, one tree over all m weighted distances padded with zeros to max(4096, 2^ceil(log2 m))
+// leaves, rebuilt whole; a draw descends it from the root; each trial's potential is its root.
+// The library builds it from 64-leaf chunk subtrees and a tree of chunk sums above them (the
+// GPU's layout): the same sums only if the chunks sit exactly on the subtrees.
+template <class T>
+std::vector<T> reference_tree_reduction(const km::Dataset<T>& pool, const std::vector<double>& w, std::size_t k,
+                                        std::uint64_t seed, std::vector<double>& potentials) {
+  const std::size_t m = pool.n, d = pool.d, trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
+  std::size_t pow2 = 64 * 64, counter = 0;
+  while (pow2 < m) pow2 *= 2;
+  auto uniform = [&] { return km::unit_double(km::hash64(seed, 24, counter++)); };  // init.cpp's kParallelReduce
+  auto below = [&](std::size_t n) { return std::min(n - 1, static_cast<std::size_t>(uniform() * n)); };
+  auto dist = [&](std::size_t a, std::size_t b) { return km::squared_distance_double(pool.row(a), pool.row(b), d); };
+  auto heap_of = [&](const std::vector<double>& v) {
+    std::vector<double> h(2 * pow2, 0.0);
+    for (std::size_t i = 0; i < m; ++i) h[pow2 + i] = v[i];
+    for (std::size_t j = pow2 - 1; j >= 1; --j) h[j] = h[2 * j] + h[2 * j + 1];
+    return h;
+  };
+  std::vector<std::size_t> picks{below(m)};
+  std::vector<double> closest(m);
+  for (std::size_t i = 0; i < m; ++i) closest[i] = w[i] * dist(picks[0], i);
+  std::vector<double> heap = heap_of(closest);
+  potentials.assign(1, heap[1]);
+  for (std::size_t c = 1; c < k; ++c) {
+    std::vector<std::size_t> cands(trials);
+    for (auto& cand : cands) {
+      if (heap[1] <= 0) {
+        cand = below(m);
+        continue;
+      }
+      double r = uniform() * heap[1];
+      std::size_t node = 1;
+      while (node < pow2) {
+        if (r < heap[2 * node]) {
+          node = 2 * node;
+        } else {
+          r -= heap[2 * node];
+          node = 2 * node + 1;
+        }
+      }
+      cand = std::min(node - pow2, m - 1);
+      while (closest[cand] == 0) cand = (cand + 1) % m;
+    }
+    std::size_t best = 0;  // the first least potential (trial 0 if none is below +inf)
+    double best_p = INFINITY;
+    std::vector<double> best_mins;
+    for (std::size_t t = 0; t < trials; ++t) {
+      std::vector<double> mins(m);
+      for (std::size_t i = 0; i < m; ++i) mins[i] = std::min(closest[i], w[i] * dist(cands[t], i));
+      const double p = heap_of(mins)[1];
+      if (t == 0) best_mins = mins;
+      if (p < best_p) {
+        best_p = p;
+        best = t;
+        best_mins = mins;
+      }
+    }
+    picks.push_back(cands[best]);
+    closest = best_mins;
+    heap = heap_of(closest);
+    potentials.insert(potentials.end(), {best_p, heap[1]});
+  }
+  std::vector<T> out;
+  for (std::size_t c : picks) out.insert(out.end(), pool.row(c), pool.row(c) + d);
+  return out;
+}
+
 // k-means||'s reduction through the distance table gives the direct steps' centres and every
-// step's potential bit for bit: uniform, blobs and quantised rows (exact ties), both precisions,
-// more candidates than one 64-row chunk, weights with zeros, on 1 and on all threads.
+// step's potential bit for bit, and both are the plain definition's (above): uniform, blobs
+// and quantised rows (exact ties), both precisions, more candidates than one 64-row chunk and
+// a count that is not a power of two, weights with zeros, on 1 and on all threads.
 template <class T>
 void check_reduction_table() {
   struct Case {
@@ -468,6 +539,9 @@ void check_reduction_table() {
       EXPECT_GT(direct_p.front(), direct_p.back()) << "the potential must fall as centres are added";
       EXPECT_EQ(table, direct);
       EXPECT_EQ(table_p, direct_p) << "the potentials, bit for bit";
+      std::vector<double> reference_p;
+      EXPECT_EQ(reference_tree_reduction(c.pool, w, k, 3, reference_p), table) << "not the tree order's picks";
+      EXPECT_EQ(reference_p, table_p) << "not the tree order's potentials";
       const int threads = omp_get_max_threads();
       omp_set_num_threads(1);
       EXPECT_EQ(km::reduce_weighted(c.pool, w, k, 3, true, &one_p), table);

@@ -429,125 +429,124 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
   }
 }
 
-// The greedy k-means++ steps over the m weighted candidates (init.cpp: pick_kmeanspp with
-// TablePlusPlus), each value the CPU's bits:
+// The greedy k-means++ steps over the m weighted candidates (init.cpp: greedy_tree), each
+// value the CPU's bits, every sum in its tree order (one perfect binary tree over the
+// candidates padded with zeros: 64-leaf chunk subtrees, a tree of the chunk sums above them):
 //   - the draws: the counter-based uniform of (seed, stream, counter), counters 0 (the first
-//     centre) and then `trials` a step; the chunk walk on the chunk sums and walk_chunk's on
-//     closest, with the CPU's subtractions in order;
-//   - each trial's chunk sums of min(closest_i, w_i table[cand][i]) in candidate order, and its
-//     potential as their sum in chunk order; the least potential wins (the first on ties);
-//   - the chosen centre's mins become closest, its chunk sums the chunk sums and its potential
-//     the potential (the CPU recomputes them: the same operations in the same order).
-// Spread over a grid of co-resident blocks (a cooperative launch), one grid barrier a step:
-// block b owns chunks [b * per, (b + 1) * per) -- their closest and w in shared memory -- and
-// writes its chunks' trial sums to tsums[parity][chunk][trial] and every trial's mins to
-// mins_out[parity][trial][candidate]; after the barrier every block reads the sums and makes the
-// same choice (the same operations on the same values), so each knows the chunk sums, the
-// potential and the pick without a second barrier, and the chosen trial's row of mins is the
-// new closest, which the next step's walks read in whatever chunk they land. (One block of 1024
-// threads doing every step alone spent 13.8 us a step at 2,591 candidates: chains of 64
-// dependent table loads.)
+//     centre) and then `trials` a step; each descends the tree of the potential, through the
+//     chunk sums' tree to a chunk, then through that chunk's own tree to a candidate;
+//   - each trial's chunk sums of min(closest_i, w_i table[cand][i]), and its potential as the
+//     root of the tree of its chunk sums; the least potential wins (the first on ties);
+//   - the chosen trial's mins become closest, its tree the next step's tree to walk.
+// A grid of co-resident blocks (cooperative launch), each owning `per` chunks of 64 candidates:
+// every step, warp t walks trial t (its draw's chunk of the step before's chosen mins read from
+// mins_out, where any block may have written it), every block takes all the trials' mins over its
+// own chunks (from the table) and sums each (trial, chunk) across a warp, the sums go to
+// tsums[parity][chunk][trial]; after the barrier every block reads all of them, builds each
+// trial's tree of chunk sums (warp t) and makes the same choice, so each knows the tree, the
+// potential and the pick without a second barrier. (In the sequential order of the version
+// before, chains of up to 64 dependent adds a phase: 7.3 us a step at 2,591 candidates.)
 // picks[c] = the candidate chosen c-th (block 0 writes them).
-constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64;
-constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows: a trial's chain reads its own bank
-constexpr int kReducePhases = 13;                 // the steps' phases that KMEANS_PARALLEL_VERBOSE times
+constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64, kReduceMaxTop = 256;
+constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows, each chunk's a row apart
+constexpr int kReducePhases = 9;                  // the steps' phases that KMEANS_PARALLEL_VERBOSE times
+// The leaves of the tree of `chunks` chunk sums (init.cpp: greedy_tree): the least power of two
+// at least chunks and 64 (so that a warp holds at least two a lane).
+__host__ __device__ inline int reduce_top(int chunks) {
+  int p = kReduceChunkMax;
+  while (p < chunks) p *= 2;
+  return p;
+}
 // Dynamic shared memory, in doubles, for `per` chunks a block and `chunks` in all.
 __host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t per, std::size_t chunks, std::size_t trials) {
-  return 2 * per * kReduceChunkMax          // closest and w of the block's chunks
-         + trials * per * kReducePad        // mins[trial][chunk of the block][i]
-         + chunks * trials + chunks         // every chunk's trial sums; the chunk sums
-         + trials * 2 * kReduceChunkMax     // a walk's chunk of closest and its remainders, per trial
-         + trials * chunks;                 // a walk's remainders over the chunks, per trial
+  return 2 * per * kReduceChunkMax                                      // closest and w of the block's chunks
+         + trials * per * kReducePad                                    // mins[trial][chunk of the block][i]
+         + trials * 2 * static_cast<std::size_t>(reduce_top(static_cast<int>(chunks)))  // each trial's tree
+         + trials * 2 * kReduceChunkMax;                                // a walk's chunk tree, per trial
 }
 
-// The sum 0 + v[0] + v[stride] + ... (n values) in that order, v in shared memory: 16 values
-// loaded ahead of each stretch of the chain of adds, whole stretches without a test a value.
-__device__ __forceinline__ double chain_sum(const double* v, int n, int stride = 1) {
-  double s = 0;
-  int q0 = 0;
-  for (; q0 + 16 <= n; q0 += 16) {
-    double a[16];
+// The tree of `count` leaves (`stride` apart; zero past count) padded to pow2 = 64, 128 or 256
+// leaves, across the warp (init.cpp: chunk_tree_sum and tree_heap's order): lane l sums its
+// pow2 / 32 consecutive leaves pairwise in registers, then the lanes pairwise by shuffles (lane
+// pairs, pairs of pairs, ...); the root in lane 0. With `heap` (2 pow2 doubles), every node
+// written as a heap: leaves at pow2 + j, node j's children 2j and 2j + 1, the root at 1.
+__device__ __forceinline__ double warp_tree(const double* leaves, int count, int stride, int pow2, double* heap,
+                                            int lane) {
+  const int q = pow2 / 32;  // leaves a lane: 2, 4 or 8
+  double a[8];
 #pragma unroll
-    for (int q = 0; q < 16; ++q) a[q] = v[(q0 + q) * stride];
-#pragma unroll
-    for (int q = 0; q < 16; ++q) s = __dadd_rn(s, a[q]);
+  for (int e = 0; e < 8; ++e) {
+    const int j = lane * q + e;
+    a[e] = e < q && j < count ? leaves[j * stride] : 0.0;
+    if (heap && e < q) heap[pow2 + j] = a[e];
   }
-  if (q0 < n) {  // the last stretch, loaded ahead too
-    double a[16];
 #pragma unroll
-    for (int q = 0; q < 16; ++q) a[q] = q0 + q < n ? v[(q0 + q) * stride] : 0.0;
+  for (int c = 8; c >= 2; c /= 2)  // c values a lane -> c / 2: the level of 16 c nodes
+    if (c <= q) {
 #pragma unroll
-    for (int q = 0; q < 16; ++q)
-      if (q0 + q < n) s = __dadd_rn(s, a[q]);
+      for (int e = 0; e < c / 2; ++e) {
+        a[e] = __dadd_rn(a[2 * e], a[2 * e + 1]);
+        if (heap) heap[16 * c + lane * (c / 2) + e] = a[e];
+      }
+    }
+  double s = a[0];  // node 32 + lane
+  int width = 16;
+  for (int off = 1; off < 32; off *= 2, width /= 2) {
+    s = __dadd_rn(s, __shfl_down_sync(0xffffffffu, s, off));
+    if (heap && (lane & (2 * off - 1)) == 0) heap[width + lane / (2 * off)] = s;
   }
   return s;
 }
 
-// A walk's remainders: before[q] = r less v[0], ..., v[q - 1], each subtraction rounded in turn
-// (the host's chain, with no compare in it); returns r less all n.
-__device__ __forceinline__ double chain_remainders(double r, const double* v, int n, double* before) {
-  int q0 = 0;
-  for (; q0 + 16 <= n; q0 += 16) {
-    double a[16];
-#pragma unroll
-    for (int q = 0; q < 16; ++q) a[q] = v[q0 + q];
-#pragma unroll
-    for (int q = 0; q < 16; ++q) {
-      before[q0 + q] = r;
-      r = __dsub_rn(r, a[q]);
+// A draw's descent (init.cpp: descend): left while r is below the left child's sum, else right
+// with r less it; the leaf's index (maybe one of the padding). One thread. (Tried and not kept:
+// the warp following every leaf's path at once and keeping the one that holds throughout, as
+// slow again in its address arithmetic as the chain of loads it saved: 2,424 against 914 cycles
+// a step at 64 leaves.)
+__device__ __forceinline__ int descend(const double* heap, int pow2, double& r) {
+  int node = 1;
+  while (node < pow2) {
+    const double left = heap[2 * node];
+    if (r < left) {
+      node = 2 * node;
+    } else {
+      r = __dsub_rn(r, left);
+      node = 2 * node + 1;
     }
   }
-  if (q0 < n) {
-    double a[16];
-#pragma unroll
-    for (int q = 0; q < 16; ++q) a[q] = q0 + q < n ? v[q0 + q] : 0.0;
-#pragma unroll
-    for (int q = 0; q < 16; ++q)
-      if (q0 + q < n) {
-        before[q0 + q] = r;
-        r = __dsub_rn(r, a[q]);
-      }
-  }
-  return r;
+  return node - pow2;
 }
 
-// A walk, across the warp (every lane calls it): lane 0 runs the remainders' chain from r over v
-// 16 values at a time (chain_remainders into before), and after each stretch the warp looks for
-// the first q where stop(q) holds; the chain goes no further than that stretch. Returns that q,
-// else n (before then holds every remainder).
-template <class Stop>
-__device__ __forceinline__ int walk_first(double r, const double* v, int n, double* before, int lane, Stop stop) {
-  for (int q0 = 0; q0 < n; q0 += 16) {
-    const int len = n - q0 < 16 ? n - q0 : 16;
-    if (lane == 0) r = chain_remainders(r, v + q0, len, before + q0);
-    __syncwarp();
-    const unsigned hits = __ballot_sync(0xffffffffu, lane < len && stop(q0 + lane));
-    if (hits) return q0 + __ffs(hits) - 1;
-  }
-  return n;
+// uniforms[(c - 1) * trials + t] = step c's t-th uniform (Uniform's counter 1 + (c - 1) trials + t).
+static __global__ void reduce_uniforms(std::uint64_t seed, std::uint64_t stream, int k, int trials,
+                                       double* __restrict__ uniforms) {
+  const int count = (k - 1) * trials;
+  for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < count; q += gridDim.x * blockDim.x)
+    uniforms[q] = unit_double(hash64(seed, stream, 1 + static_cast<std::uint64_t>(q)));
 }
 
 static __global__ void __launch_bounds__(kReduceThreads)
     parallel_reduce(const double* __restrict__ table, int m, const double* __restrict__ weights, int k, int trials,
-                    int per, std::uint64_t seed, std::uint64_t stream, double* __restrict__ mins_out,
+                    int per, std::uint64_t seed, std::uint64_t stream, const double* __restrict__ uniforms,
+                    double* __restrict__ mins_out,
                     double* __restrict__ tsums, std::int32_t* __restrict__ picks, unsigned* __restrict__ arrived,
                     unsigned long long* __restrict__ phases) {
   constexpr int chunk = kReduceChunkMax;
   extern __shared__ double reduce_shared[];
-  const int chunks = (m + chunk - 1) / chunk;
+  const int chunks = (m + chunk - 1) / chunk, top = reduce_top(chunks);
   const int own0 = blockIdx.x * per, own_end = min(chunks, own0 + per);
   const int lo = own0 * chunk, hi = min(m, own_end * chunk);  // the block's candidates
   double* closest = reduce_shared;                  // [per * chunk], the block's candidates from lo
   double* w = closest + per * chunk;                // [per * chunk]
   double* mins = w + per * chunk;                   // [trials][per * kReducePad]
-  double* tsum = mins + trials * per * kReducePad;  // [chunks][trials]
-  double* csum = tsum + chunks * trials;            // [chunks]
-  double* walked = csum + chunks;                   // [trials][2 * chunk]: closest, then the remainders
-  double* rests = walked + trials * 2 * chunk;      // [trials][chunks]
-  __shared__ int cands[kReduceMaxTrials];
+  double* heaps = mins + trials * per * kReducePad;  // [trials][2 * top]: each trial's tree of chunk sums
+  double* walked = heaps + trials * 2 * top;        // [trials][2 * chunk]: a walk's chunk tree
+  __shared__ int cands[2][kReduceMaxTrials];  // by step parity: block 0's thread 0 reads a step's after the next began
   __shared__ double pots[kReduceMaxTrials], uniform[kReduceMaxTrials];
-  __shared__ double potential;
-  __shared__ int best_t;
+  __shared__ double first_potential;
+  // The potential and the chosen trial, the same in every thread (each works them out).
+  double potential = 0;
+  int best_t = 0;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   // The grid's barrier (as CUTLASS's): every block adds one to `arrived` (zero at the launch),
   // releasing its writes (ordered before by the block's barrier), and waits, acquiring, for the
@@ -582,122 +581,134 @@ static __global__ void __launch_bounds__(kReduceThreads)
     const auto v = static_cast<std::uint64_t>(__dmul_rn(u, static_cast<double>(m)));
     return static_cast<int>(v < static_cast<std::uint64_t>(m - 1) ? v : m - 1);
   };
-  auto draw_uniforms = [&](int c) {  // step c's, ahead of it (the hash is a chain of 64-bit products)
-    if (tid < trials && c < k)
-      uniform[tid] = unit_double(hash64(seed, stream, 1 + static_cast<std::uint64_t>(c - 1) * trials + tid));
+  // Step c's uniforms, drawn before the launch (reduce_uniforms: the hash is a chain of 64-bit
+  // products), loaded a step ahead.
+  auto uniforms_of = [&](int c) { return tid < trials && c < k ? uniforms[(c - 1) * trials + tid] : 0.0; };
+  // Each (trial, chunk of this block)'s sum to tsums[parity][chunk][trial], a warp each.
+  auto chunk_sums = [&](const double* rows, int row_stride, int ntrials, double* out) {
+    for (int item = warp; item < ntrials * (own_end - own0); item += warps) {
+      const int t = item % ntrials, ch = own0 + item / ntrials;
+      const double s = warp_tree(rows + t * row_stride + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk,
+                                 1, chunk, nullptr, lane);
+      if (lane == 0) out[ch * trials + t] = s;
+    }
   };
   // The first centre: closest = w table[first], in the first row of parity 0's mins (the first
-  // step's walks read it as the row of the step before's best).
+  // step's walks read it as the row of the step before's best), its chunk sums as trial 0's.
   const int first = below(0);
   if (blockIdx.x == 0 && tid == 0) picks[0] = first;
   const double* row = table + static_cast<std::int64_t>(first) * m;
   for (int i = lo + tid; i < hi; i += blockDim.x) {
     w[i - lo] = weights[i];
-    closest[i - lo] = __dmul_rn(weights[i], row[i]);
-    mins_out[i] = closest[i - lo];
+    const double v = __dmul_rn(weights[i], row[i]);
+    closest[i - lo] = v;
+    mins[(i - lo) / chunk * kReducePad + (i - lo) % chunk] = v;
+    mins_out[i] = v;
   }
-  draw_uniforms(1);
+  if (tid < trials) uniform[tid] = uniforms_of(1);
   __syncthreads();
-  for (int ch = own0 + tid; ch < own_end; ch += blockDim.x)
-    tsums[ch] = chain_sum(closest + (ch - own0) * chunk, min(m, (ch + 1) * chunk) - ch * chunk);
+  chunk_sums(mins, 0, 1, tsums);
   grid_sync();
-  for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsums[ch];
-  __syncthreads();
-  if (tid == 0) {
-    double p = 0;
-    for (int ch = 0; ch < chunks; ++ch) p = __dadd_rn(p, csum[ch]);
-    potential = p;
-    best_t = 0;
+  if (warp == 0) {
+    const double root = warp_tree(tsums, chunks, trials, top, heaps, lane);
+    if (lane == 0) first_potential = root;
   }
   __syncthreads();
+  potential = first_potential;
   for (int c = 1; c < k; ++c) {
-    // closest before this step, anywhere: the step before's chosen row of mins.
+    // closest before this step, anywhere: the step before's chosen row of mins; its tree of
+    // chunk sums: the chosen trial's heap.
     const double* prior = mins_out + (static_cast<std::int64_t>((c - 1) % 2) * trials + best_t) * m;
-    // The draws: warp t walks trial t, as the host: the chunk where the remainder first falls
-    // below the chunk's sum (else the last), then the candidate where it first falls below its
-    // closest (else the chunk's last), then on past candidates at a centre. Lane 0 runs each
-    // chain of subtractions alone, keeping every remainder; the lanes then find the first stop.
+    const double* tree = heaps + best_t * 2 * top;
+    const double next_uniform = uniforms_of(c + 1);  // (its load in flight through the step)
+    // The draws: warp t walks trial t: lane 0 descends the tree of chunk sums, the warp loads
+    // that chunk of prior and builds its tree, lane 0 descends it to a candidate, then on past
+    // candidates at a centre.
     for (int t = warp; t < trials; t += warps) {
       if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
-        if (lane == 0) cands[t] = below(1 + static_cast<std::uint64_t>(c - 1) * trials + t);
+        if (lane == 0) cands[c % 2][t] = below(1 + static_cast<std::uint64_t>(c - 1) * trials + t);
         continue;
       }
-      double* rest = rests + t * chunks;
-      const int ch = walk_first(__dmul_rn(uniform[t], potential), csum, chunks - 1, rest, lane,
-                                [&](int j) { return !(rest[j] >= csum[j]); });
-      phase(0);
-      phase(1);
-      const int begin = ch * chunk, end = min(m, begin + chunk);
-      double* v = walked + t * 2 * chunk;
-      double* before = v + chunk;
-      for (int i = begin + lane; i < end; i += 32) v[i - begin] = prior[i];
-      __syncwarp();
-      phase(2);
-      // r after the chunks before ch (the chain reached ch - 1): rest[ch - 1] less csum[ch - 1]
       double r = __dmul_rn(uniform[t], potential);
-      if (ch > 0) r = __dsub_rn(rest[ch - 1], csum[ch - 1]);
-      const int q = walk_first(r, v, end - begin, before, lane, [&](int j) { return before[j] < v[j]; });
-      phase(3);
+      int ch = 0;
       if (lane == 0) {
-        int cand = q < end - begin ? begin + q : end - 1;
-        if (v[cand - begin] == 0)
+        ch = descend(tree, top, r);
+        ch = ch < chunks - 1 ? ch : chunks - 1;
+      }
+      ch = __shfl_sync(0xffffffffu, ch, 0);
+      phase(0);
+      const int begin = ch * chunk, count = min(m, begin + chunk) - begin;
+      double* heap = walked + t * 2 * chunk;
+      warp_tree(prior + begin, count, 1, chunk, heap, lane);
+      __syncwarp();
+      phase(1);
+      if (lane == 0) {
+        int leaf = descend(heap, chunk, r);
+        leaf = leaf < count - 1 ? leaf : count - 1;
+        int cand = begin + leaf;
+        if (heap[chunk + leaf] == 0)
           do cand = (cand + 1) % m;
           while (prior[cand] == 0);
-        cands[t] = cand;
+        cands[c % 2][t] = cand;
       }
       __syncwarp();
-      phase(4);
+      phase(2);
     }
     __syncthreads();
-    phase(5);
-    // The block's chunks: every trial's mins, then each (trial, chunk)'s sum in candidate order.
+    phase(3);
+    // The block's chunks: every trial's mins (the table's loads issued together, then the mins).
     const int span = hi - lo;
-    for (int item = tid; item < trials * span; item += blockDim.x) {
-      const int t = item / span, i = lo + item % span;
-      const double v = __dmul_rn(w[i - lo], table[static_cast<std::int64_t>(cands[t]) * m + i]), now = closest[i - lo];
-      const int at = (i - lo) / chunk * kReducePad + (i - lo) % chunk;
-      mins[t * per * kReducePad + at] = v < now ? v : now;
-      mins_out[(static_cast<std::int64_t>(c % 2) * trials + t) * m + i] = v < now ? v : now;
-    }
-    __syncthreads();
-    phase(6);
-    double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
-    for (int item = tid; item < trials * (own_end - own0); item += blockDim.x) {
-      const int t = item % trials, ch = own0 + item / trials;
-      out[ch * trials + t] =
-          chain_sum(mins + t * per * kReducePad + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk);
-    }
-    draw_uniforms(c + 1);  // read after the barrier
-    phase(7);
-    grid_sync();
-    phase(8);
-    // Every block: all the trials' sums, the potentials in chunk order, the least (the first on ties).
-    for (int f = tid; f < chunks * trials; f += blockDim.x) tsum[f] = out[f];
-    __syncthreads();
-    phase(9);
-    if (tid < trials) pots[tid] = chain_sum(tsum + tid, chunks, trials);
-    __syncthreads();
-    phase(10);
-    if (tid == 0) {
-      int bt = 0;
-      double bp = INFINITY;
-      for (int t = 0; t < trials; ++t)
-        if (pots[t] < bp) {
-          bp = pots[t];
-          bt = t;
+    for (int item0 = tid; item0 < trials * span; item0 += 4 * blockDim.x) {
+      double v[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int item = item0 + q * blockDim.x;
+        v[q] = item < trials * span
+                   ? table[static_cast<std::int64_t>(cands[c % 2][item / span]) * m + lo + item % span]
+                   : 0.0;
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int item = item0 + q * blockDim.x;
+        if (item < trials * span) {
+          const int t = item / span, i = lo + item % span;
+          const double x = __dmul_rn(w[i - lo], v[q]), now = closest[i - lo];
+          const double least = x < now ? x : now;
+          mins[t * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk] = least;
+          mins_out[(static_cast<std::int64_t>(c % 2) * trials + t) * m + i] = least;
         }
-      best_t = bt;
-      potential = pots[bt];
-      if (blockIdx.x == 0) picks[c] = cands[bt];
+      }
     }
     __syncthreads();
-    phase(11);
-    const int bt = best_t;
-    for (int ch = tid; ch < chunks; ch += blockDim.x) csum[ch] = tsum[ch * trials + bt];
-    for (int i = lo + tid; i < hi; i += blockDim.x)
-      closest[i - lo] = mins[bt * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk];
+    phase(4);
+    double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
+    chunk_sums(mins, per * kReducePad, trials, out);
+    if (tid < trials) uniform[tid] = next_uniform;  // read after the barrier
+    phase(5);
+    grid_sync();
+    phase(6);
+    // Every block: each trial's tree of all its chunk sums (warp t, read from memory), the least
+    // root (the first on ties).
+    for (int t = warp; t < trials; t += warps) {
+      const double root = warp_tree(out + t, chunks, trials, top, heaps + t * 2 * top, lane);
+      if (lane == 0) pots[t] = root;
+    }
     __syncthreads();
-    phase(12);
+    phase(7);
+    // Every thread the same choice; the copy into closest needs no barrier of its own: the next
+    // step's walks do not read it, and a barrier follows them.
+    double bp = INFINITY;
+    best_t = 0;
+    for (int t = 0; t < trials; ++t)
+      if (pots[t] < bp) {
+        bp = pots[t];
+        best_t = t;
+      }
+    potential = pots[best_t];
+    if (blockIdx.x == 0 && tid == 0) picks[c] = cands[c % 2][best_t];
+    for (int i = lo + tid; i < hi; i += blockDim.x)
+      closest[i - lo] = mins[best_t * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk];
+    phase(8);
   }
   if (timed)
     for (int p = 0; p < kReducePhases; ++p) phases[p] = spent[p];

@@ -113,16 +113,15 @@ template <class T>
 
 // The candidates' chunk sums over objects [begin, end): s[t] += min(closest[i], distance from
 // object i to candidate t), the distances (in double, summed over j in order) taken from cc
-// ([d][padded]) as vector lanes, each times w[i] when weights w are given. Built for AVX-512,
-// AVX2 and baseline x86-64, chosen at run time.
+// ([d][padded]) as vector lanes. Built for AVX-512, AVX2 and baseline x86-64, chosen at run time.
 template <class T>
 [[gnu::always_inline]] inline void candidate_sums_impl(const Dataset<T>& data, std::size_t begin, std::size_t end,
-                                                       const double* closest, const double* w, const double* cc,
+                                                       const double* closest, const double* cc,
                                                        std::size_t padded, std::size_t trials, double* s) {
   const std::size_t d = data.d;
   auto add = [&](std::size_t i, std::size_t g, const Lanes& acc) {
     for (std::size_t l = 0; l < kLanes && g + l < trials; ++l)
-      s[g + l] += std::min(closest[i], w ? w[i] * acc[l] : acc[l]);
+      s[g + l] += std::min(closest[i], acc[l]);
   };
   std::size_t i = begin;
   // Four objects at a time; each candidate's sum still takes the objects in order.
@@ -142,7 +141,7 @@ template <class T>
 
 template <class T>
 using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, const double*, const double*,
-                               const double*, std::size_t, std::size_t, double*);
+                               std::size_t, std::size_t, double*);
 // The vector-width variants' function attributes (GCC on x86-64 only; elsewhere all three
 // variants are the baseline).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -154,22 +153,21 @@ using CandidateSums = void (*)(const Dataset<T>&, std::size_t, std::size_t, cons
 #endif
 #define KM_CANDIDATE_VARIANT(NAME, ATTR)                                                                             \
   template <class T>                                                                                                  \
-  ATTR void NAME(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* closest, const double* w, \
+  ATTR void NAME(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* closest,                  \
                  const double* cc, std::size_t padded, std::size_t trials, double* s) {                               \
-    candidate_sums_impl<T>(data, begin, end, closest, w, cc, padded, trials, s);                                      \
+    candidate_sums_impl<T>(data, begin, end, closest, cc, padded, trials, s);                                         \
   }
 KM_CANDIDATE_VARIANT(candidate_sums_baseline, )
 KM_CANDIDATE_VARIANT(candidate_sums_avx2, KM_TARGET_AVX2)
 KM_CANDIDATE_VARIANT(candidate_sums_avx512, KM_TARGET_AVX512)
 #undef KM_CANDIDATE_VARIANT
 
-// closest[i] = min(closest[i], distance from object i to centre, times w[i] when weights w are
-// given) for i in [begin, end); returns their sum in object order. Four objects at a time keep
+// closest[i] = min(closest[i], distance from object i to centre) for i in [begin, end); returns
+// their sum in object order. Four objects at a time keep
 // four independent add chains in flight; each distance is still summed over j in order.
 template <class T>
 double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end, const double* centre,
-                      const double* w, double* closest) {
-  auto weighed = [w](std::size_t i, double a) { return w ? w[i] * a : a; };
+                      double* closest) {
   const std::size_t d = data.d;
   double s = 0;
   std::size_t i = begin;
@@ -185,10 +183,10 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       a2 += e2 * e2;
       a3 += e3 * e3;
     }
-    s += closest[i] = std::min(closest[i], weighed(i, a0));
-    s += closest[i + 1] = std::min(closest[i + 1], weighed(i + 1, a1));
-    s += closest[i + 2] = std::min(closest[i + 2], weighed(i + 2, a2));
-    s += closest[i + 3] = std::min(closest[i + 3], weighed(i + 3, a3));
+    s += closest[i] = std::min(closest[i], a0);
+    s += closest[i + 1] = std::min(closest[i + 1], a1);
+    s += closest[i + 2] = std::min(closest[i + 2], a2);
+    s += closest[i + 3] = std::min(closest[i + 3], a3);
   }
   for (; i < end; ++i) {
     double a = 0;
@@ -196,7 +194,7 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       const double e = static_cast<double>(data.row(i)[j]) - centre[j];
       a += e * e;
     }
-    s += closest[i] = std::min(closest[i], weighed(i, a));
+    s += closest[i] = std::min(closest[i], a);
   }
   return s;
 }
@@ -235,14 +233,12 @@ namespace {
 // The CPU's steps: OpenMP over chunks, vector lanes for the candidates. Over a team, each
 // rank holds its rows' closest distances and sums its own chunks (whole chunks: split_rows);
 // the chunk sums are gathered in rank order, which is chunk order, so every rank sees the
-// single process's sums and makes the same choices. With weights (k-means||'s reduction, on
-// one process), closest[i] is w[i] times the distance, and the chunks may be shorter.
+// single process's sums and makes the same choices.
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
  public:
-  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team, const double* weights = nullptr,
-              std::size_t chunk = kSumChunk)
-      : data_(local), split_(split), team_(team), closest_(local.n), w_(weights), chunk_(chunk) {}
+  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team)
+      : data_(local), split_(split), team_(team), closest_(local.n) {}
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
@@ -250,16 +246,14 @@ class CpuPlusPlus final : public PlusPlusSteps {
     chunked_sum(
         data_.n, mine,
         [&](std::size_t i) {
-          const double a = squared_distance_double(data_.row(i), centre.data(), data_.d);
-          return closest_[i] = w_ ? w_[i] * a : a;
-        },
-        chunk_);
+          return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
+        });
     chunk_sums = gather_all(team_, mine);
   }
 
   void walk(std::vector<Draw>& draws) override {
     if (team_.size() == 1) {
-      for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r, chunk_);
+      for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), data_.n, w.chunk, w.r);
       return;
     }
     // The rank holding each draw's chunk walks it (walk_chunk's first loop); then, as there,
@@ -314,11 +308,11 @@ class CpuPlusPlus final : public PlusPlusSteps {
     coords_.assign(d * padded, 0.0);
     for (std::size_t t = 0; t < trials; ++t)
       for (std::size_t j = 0; j < d; ++j) coords_[j * padded + t] = static_cast<double>(rows[t * d + j]);
-    const std::size_t chunks = (n + chunk_ - 1) / chunk_;
+    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
     std::vector<double> mine(chunks * trials, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      sums_(data_, ch * chunk_, std::min(n, (ch + 1) * chunk_), closest_.data(), w_, coords_.data(), padded, trials,
+      sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded, trials,
             &mine[ch * trials]);
     out = gather_all(team_, mine);
   }
@@ -328,11 +322,11 @@ class CpuPlusPlus final : public PlusPlusSteps {
     const std::vector<T> row = fetch_rows(data_, split_, team_, {centre_index});
     std::vector<double> centre(d);
     for (std::size_t j = 0; j < d; ++j) centre[j] = static_cast<double>(row[j]);
-    const std::size_t chunks = (n + chunk_ - 1) / chunk_;
+    const std::size_t chunks = (n + kSumChunk - 1) / kSumChunk;
     std::vector<double> mine(chunks, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      mine[ch] = update_closest(data_, ch * chunk_, std::min(n, (ch + 1) * chunk_), centre.data(), w_,
+      mine[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
                                 closest_.data());
     chunk_sums = gather_all(team_, mine);
   }
@@ -342,8 +336,6 @@ class CpuPlusPlus final : public PlusPlusSteps {
   const RowSplit split_;
   Team& team_;
   std::vector<double> closest_, coords_;
-  const double* w_;
-  const std::size_t chunk_;
   const CandidateSums<T> sums_ = pick_candidate_sums<T>();
 };
 
@@ -425,65 +417,116 @@ HostDoubles distance_table(const Dataset<T>& pool) {
   return table;
 }
 
-// Greedy k-means++ over weighted candidates from their distance table: the steps of
-// CpuPlusPlus (weights w, chunks of `chunk`) with each distance read from the table instead of
-// recomputed over d coordinates, each sum taken in the same order: the same centres, bit for bit.
-class TablePlusPlus final : public PlusPlusSteps {
- public:
-  TablePlusPlus(HostDoubles table, std::size_t m, const double* w, std::size_t chunk)
-      : table_(std::move(table)), m_(m), w_(w), chunk_(chunk), closest_(m) {}
+// k-means||'s reduction in tree order (init.hpp: reduce_weighted). Every sum over the m
+// candidates is the pairwise sum of one perfect binary tree over them, padded with zeros to
+// P = max(64 * 64, 2^ceil(log2 m)) leaves: a chunk's sum is its 64-leaf subtree (as
+// chunk_tree_sum pairs them), the potential the tree of the chunk sums above (top_heap), and
+// a draw descends the same tree (descend), so the GPU's kernel can take every sum and walk in
+// log2 steps of a warp where a sequential order made chains of thousands of dependent adds.
+// (Adding the zero padding is exact: the values are not negative.)
+std::size_t pow2_at_least(std::size_t n) {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
 
-  void start(std::size_t first, std::vector<double>& chunk_sums) override {
-    const double* row = table_.get() + first * m_;
-    sums(chunk_sums, [&](std::size_t i) { return closest_[i] = w_[i] * row[i]; });
+// The sum of v[0..count) (count <= kReduceChunk) as the chunk's subtree: leaves padded with
+// zeros to kReduceChunk, then node j of each level above = its children 2j + 2j + 1.
+double chunk_tree_sum(const double* v, std::size_t count) {
+  double a[kReduceChunk];
+  for (std::size_t j = 0; j < kReduceChunk; ++j) a[j] = j < count ? v[j] : 0.0;
+  for (std::size_t width = kReduceChunk / 2; width >= 1; width /= 2)
+    for (std::size_t j = 0; j < width; ++j) a[j] = a[2 * j] + a[2 * j + 1];
+  return a[0];
+}
+
+// The heap of a tree over `count` leaves padded to P = pow2_at_least(count): heap[P + j] =
+// leaf j (zero past count), heap[j] = heap[2j] + heap[2j + 1]; heap[1] is the whole sum.
+void tree_heap(const double* leaves, std::size_t count, std::size_t pow2, std::vector<double>& heap) {
+  heap.assign(2 * pow2, 0.0);
+  std::copy_n(leaves, count, heap.begin() + static_cast<std::ptrdiff_t>(pow2));
+  for (std::size_t j = pow2 - 1; j >= 1; --j) heap[j] = heap[2 * j] + heap[2 * j + 1];
+}
+
+// A draw's descent from the root: left where r is below the left child's sum, else right with
+// r less it; returns the leaf (possibly one of the padding, which the caller clamps).
+std::size_t descend(const double* heap, std::size_t pow2, double& r) {
+  std::size_t node = 1;
+  while (node < pow2) {
+    const double left = heap[2 * node];
+    if (r < left) {
+      node = 2 * node;
+    } else {
+      r -= left;
+      node = 2 * node + 1;
+    }
   }
+  return node - pow2;
+}
 
-  void walk(std::vector<Draw>& draws) override {
-    for (Draw& w : draws) w.cand = walk_chunk(closest_.data(), m_, w.chunk, w.r, chunk_);
-  }
-
-  // Each candidate's chunk sums in object order; the candidates side by side, so their add
-  // chains run together (one chain runs at the adder's latency).
-  void candidate_sums(const std::vector<std::size_t>& cands, std::vector<double>& out) override {
-    const std::size_t trials = cands.size(), chunks = (m_ + chunk_ - 1) / chunk_;
-    if (trials > kMaxPadded) throw UsageError("k-means||: too many candidates per step");
-    out.resize(chunks * trials);
-    const double* rows[kMaxPadded];
-    for (std::size_t t = 0; t < trials; ++t) rows[t] = table_.get() + cands[t] * m_;
-#pragma omp parallel for schedule(static) if (m_ * trials >= (std::size_t{1} << 16))
-    for (std::size_t ch = 0; ch < chunks; ++ch) {
-      double s[kMaxPadded] = {};
-      for (std::size_t i = ch * chunk_, end = std::min(m_, i + chunk_); i < end; ++i) {
-        const double c = closest_[i], w = w_[i];
-        for (std::size_t t = 0; t < trials; ++t) s[t] += std::min(c, w * rows[t][i]);
+// Greedy k-means++ (2 + ln K trials a step, the one that lowers the potential most, the first
+// on ties) over m weighted candidates, in the tree order above. row(c, out) writes out[i] = the
+// CPU's distance between candidates c and i (squared_distance_double's bits, either way round).
+// Returns the picks; `potentials` as reduce_weighted's.
+template <class Row>
+std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t seed, const double* w, Row&& row,
+                                     std::vector<double>* potentials) {
+  Uniform u{seed, kParallelReduce};
+  const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
+  if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
+  const std::size_t chunk = kReduceChunk, chunks = (m + chunk - 1) / chunk;
+  const std::size_t top = std::max(kReduceChunk, pow2_at_least(chunks));  // the chunk sums' tree: 64 leaves at least
+  std::vector<std::size_t> picks{u.below(m)};
+  std::vector<double> closest(m), dist(m), mins(trials * m), sums(trials * chunks), heap, best_heap, leaves;
+  row(picks[0], dist.data());
+  for (std::size_t i = 0; i < m; ++i) closest[i] = w[i] * dist[i];
+  for (std::size_t ch = 0; ch < chunks; ++ch)
+    sums[ch] = chunk_tree_sum(&closest[ch * chunk], std::min(chunk, m - ch * chunk));
+  tree_heap(sums.data(), chunks, top, best_heap);
+  double potential = best_heap[1];
+  if (potentials) potentials->assign(1, potential);
+  std::vector<std::size_t> cands(trials);
+  std::vector<double> chunk_heap;
+  for (std::size_t c = 1; c < k; ++c) {
+    for (std::size_t t = 0; t < trials; ++t) {
+      if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
+        cands[t] = u.below(m);
+        continue;
       }
-      std::copy_n(s, trials, out.begin() + static_cast<std::ptrdiff_t>(ch * trials));
+      double r = u() * potential;
+      const std::size_t ch = std::min(descend(best_heap.data(), top, r), chunks - 1);
+      const std::size_t begin = ch * chunk, count = std::min(chunk, m - begin);
+      tree_heap(&closest[begin], count, chunk, chunk_heap);
+      std::size_t cand = begin + std::min(descend(chunk_heap.data(), chunk, r), count - 1);
+      // Rounding must not land on a candidate that already is a centre: on to the next one that is not.
+      while (closest[cand] == 0) cand = (cand + 1) % m;
+      cands[t] = cand;
     }
-  }
-
-  void choose(std::size_t centre, std::vector<double>& chunk_sums) override {
-    const double* row = table_.get() + centre * m_;
-    sums(chunk_sums, [&](std::size_t i) { return closest_[i] = std::min(closest_[i], w_[i] * row[i]); });
-  }
-
- private:
-  // chunked_sum's sums on one thread: a few thousand additions cost less than waking the team.
-  template <class F>
-  void sums(std::vector<double>& chunk_sums, F&& value) {
-    chunk_sums.assign((m_ + chunk_ - 1) / chunk_, 0.0);
-    for (std::size_t ch = 0; ch < chunk_sums.size(); ++ch) {
-      double s = 0;
-      for (std::size_t i = ch * chunk_, end = std::min(m_, i + chunk_); i < end; ++i) s += value(i);
-      chunk_sums[ch] = s;
+    for (std::size_t t = 0; t < trials; ++t) {
+      row(cands[t], dist.data());
+      double* mt = &mins[t * m];
+      for (std::size_t i = 0; i < m; ++i) mt[i] = std::min(closest[i], w[i] * dist[i]);
+      for (std::size_t ch = 0; ch < chunks; ++ch)
+        sums[t * chunks + ch] = chunk_tree_sum(mt + ch * chunk, std::min(chunk, m - ch * chunk));
     }
+    std::size_t best = 0;
+    double best_potential = INFINITY;
+    for (std::size_t t = 0; t < trials; ++t) {
+      tree_heap(&sums[t * chunks], chunks, top, heap);
+      if (heap[1] < best_potential) {
+        best_potential = heap[1];
+        best = t;
+        best_heap.swap(heap);
+      }
+    }
+    if (!(best_potential < INFINITY)) tree_heap(&sums[0], chunks, top, best_heap);  // (no potential below +inf)
+    picks.push_back(cands[best]);
+    std::copy_n(&mins[best * m], m, closest.begin());
+    potential = best_heap[1];
+    if (potentials) potentials->insert(potentials->end(), {best_potential, potential});
   }
-
-  HostDoubles table_;
-  std::size_t m_;
-  const double* w_;
-  std::size_t chunk_;
-  std::vector<double> closest_;
-};
+  return picks;
+}
 
 // k-means||'s steps on the CPU: OpenMP over objects. Over a team, each rank holds its rows'
 // closest and nearest; the draws and the chunk sums are gathered in rank order (index order),
@@ -549,9 +592,8 @@ class CpuParallel final : public ParallelSteps {
 // fetch(index, out): copies that object's row to out (on every rank, collectively).
 template <class T, class Fetch>
 void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
-                   std::vector<T>& out, Fetch&& fetch, std::uint64_t stream = kPlusPlus,
-                   std::vector<double>* potentials = nullptr) {
-  Uniform u{seed, stream};
+                   std::vector<T>& out, Fetch&& fetch) {
+  Uniform u{seed, kPlusPlus};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
 
@@ -565,7 +607,6 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     return p;
   };
   double potential = total(chunk_sums);
-  if (potentials) potentials->assign(1, potential);
 
   std::vector<std::size_t> candidates(trials);
   std::vector<PlusPlusSteps::Draw> draws;
@@ -604,7 +645,6 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     fetch(best, out.data() + c * d);
     steps.choose(best, chunk_sums);
     potential = total(chunk_sums);
-    if (potentials) potentials->insert(potentials->end(), {best_potential, potential});
   }
 }
 
@@ -686,19 +726,27 @@ std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>
                                std::uint64_t seed, bool table, std::vector<double>* potentials) {
   const bool verbose = parallel_verbose();
   const auto began = std::chrono::steady_clock::now();
-  std::unique_ptr<PlusPlusSteps> steps;
-  if (table)
-    steps = std::make_unique<TablePlusPlus>(distance_table(pool), pool.n, weights.data(), kReduceChunk);
-  else
-    steps = std::make_unique<CpuPlusPlus<T>>(pool, RowSplit{0, pool.n, pool.n}, solo_team(), weights.data(),
-                                             kReduceChunk);
-  if (verbose)
-    std::fprintf(stderr, "k-means||: reduction steps ready (%s), %.4f s\n", table ? "distance table" : "direct",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
-  std::vector<T> out(k * pool.d);
-  pick_kmeanspp(
-      pool.n, pool.d, k, seed, *steps, out,
-      [&](std::size_t row, T* to) { std::copy_n(pool.row(row), pool.d, to); }, kParallelReduce, potentials);
+  const std::size_t m = pool.n, d = pool.d;
+  std::vector<std::size_t> picks;
+  if (table) {
+    const HostDoubles t = distance_table(pool);
+    if (verbose)
+      std::fprintf(stderr, "k-means||: the reduction's distance table, %.4f s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    picks = greedy_tree(
+        m, k, seed, weights.data(), [&](std::size_t c, double* out) { std::copy_n(t.get() + c * m, m, out); },
+        potentials);
+  } else {
+    picks = greedy_tree(
+        m, k, seed, weights.data(),
+        [&](std::size_t c, double* out) {
+#pragma omp parallel for schedule(static) if (m * d >= (std::size_t{1} << 16))
+          for (std::size_t i = 0; i < m; ++i) out[i] = squared_distance_double(pool.row(i), pool.row(c), d);
+        },
+        potentials);
+  }
+  std::vector<T> out(k * d);
+  for (std::size_t c = 0; c < k; ++c) std::copy_n(pool.row(picks[c]), d, out.begin() + static_cast<std::ptrdiff_t>(c * d));
   return out;
 }
 

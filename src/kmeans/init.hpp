@@ -100,17 +100,21 @@ class ParallelSteps {
   }
 };
 
-// k-means||'s reduction sums its candidates in chunks of 64, so that a few thousand still spread
-// over the threads.
+// k-means||'s reduction: its sums' chunks of 64 candidates (the subtrees below).
 constexpr std::size_t kReduceChunk = 64;
 
-// k-means||'s reduction: greedy k-means++ (as pick's, stream kParallelReduce) over `pool`'s rows
-// weighted by `weights`, sums over chunks of 64. With `table`, every pairwise distance of the
-// pool is computed once (pool.n^2 doubles) and each step reads them; without, each step
-// recomputes its candidates' distances (CpuPlusPlus). Both give the same centres and the same
-// potentials, bit for bit (`potentials`, if given: after the first centre, then per step the
-// best candidate's summed potential and the potential after the chosen centre: 2K - 1 values).
-// k-means|| takes the table when it is at most 1 GiB.
+// k-means||'s reduction: greedy k-means++ (2 + ln K trials a step, the one that lowers the
+// potential most, the first on ties; random stream kParallelReduce) over `pool`'s rows weighted
+// by `weights`. Every sum over the m candidates is taken in one tree order: the pairwise sums of
+// a perfect binary tree over them padded with zeros to max(4096, 2^ceil(log2 m)) leaves, and a
+// draw descends that tree from its root (left while the remainder is below the left child's
+// sum, else right less it; past the last candidate: the last; then on past candidates already
+// at a centre). The GPU's kernel sums in log2 steps where a sequential order made chains of
+// dependent adds. With `table`, every pairwise distance of the pool is computed once (pool.n^2
+// doubles) and each step reads them; without, each step recomputes its candidates' distances.
+// Both give the same centres and the same potentials, bit for bit (`potentials`, if given: after
+// the first centre, then per step the best candidate's potential and the potential after the
+// chosen centre, the same value: 2K - 1 values). k-means|| takes the table when it is at most 1 GiB.
 template <class T>
 std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>& weights, std::size_t k,
                                std::uint64_t seed, bool table, std::vector<double>* potentials = nullptr);

@@ -405,6 +405,8 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     lap("the weights");
     // The fewest chunks a block that lets every block be resident at once.
     const std::size_t chunks = (m + kernels::kReduceChunkMax - 1) / kernels::kReduceChunkMax;
+    if (kernels::reduce_top(static_cast<int>(chunks)) > kernels::kReduceMaxTop)
+      return refuse("more chunks of candidates than the kernel's tree holds");
     std::size_t per = at_least ? std::max<std::size_t>(1, std::strtoull(at_least, nullptr, 10)) : 1, shared = 0,
                 blocks = 0;
     for (per = std::min(per, chunks);; ++per) {
@@ -418,7 +420,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       if (blocks <= static_cast<std::size_t>(resident) * multiprocessor_count()) break;
       if (per >= chunks) return refuse("no block fits");
     }
-    const std::size_t bytes = (m * m + m * d + m + 2 * trials * m + 2 * chunks * trials) * sizeof(double);
+    const std::size_t bytes = (m * m + m * d + m + 2 * trials * m + 2 * chunks * trials + k * trials) * sizeof(double);
     if (gpu::device_budget(0) < bytes) return refuse("no room for the distance table");
     static_assert(kReduceChunk == kernels::kReduceChunkMax, "the kernel's chunks are the host's");
     const auto began = std::chrono::steady_clock::now();
@@ -426,6 +428,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
         tsums(2 * chunks * trials, stream_);
     DeviceBuffer<std::int64_t> objects(m, stream_);
     DeviceBuffer<std::int32_t> picks(k, stream_);
+    DeviceBuffer<double> uniforms((k - 1) * trials, stream_);
     DeviceBuffer<unsigned> arrived(1, stream_);
     DeviceBuffer<unsigned long long> phases(kernels::kReducePhases, stream_);
     CUDA_CHECK(cudaMemsetAsync(arrived.get(), 0, sizeof(unsigned), stream_));
@@ -440,6 +443,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpyAsync(w.get(), weights.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
     const unsigned tiles = static_cast<unsigned>((m + kernels::kTableTile - 1) / kernels::kTableTile);
+    kernels::reduce_uniforms<<<static_cast<unsigned>(std::min<std::size_t>(((k - 1) * trials + 255) / 256, 1024)), 256, 0,
+                               stream_>>>(seed, stream, static_cast<int>(k), static_cast<int>(trials), uniforms.get());
+    CUDA_CHECK_LAUNCH();
     kernels::parallel_table<<<dim3(tiles, tiles), kernels::kTableTile * kernels::kTableTile /
                                                       kernels::kTableRowsPerThread,
                               0, stream_>>>(rows.get(), static_cast<int>(m), static_cast<int>(d), table.get());
@@ -449,13 +455,14 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     const double* w_p = w.get();
     int m_i = static_cast<int>(m), k_i = static_cast<int>(k), trials_i = static_cast<int>(trials),
         per_i = static_cast<int>(per);
+    const double* uniforms_p = uniforms.get();
     double* mins_p = mins.get();
     double* tsums_p = tsums.get();
     std::int32_t* picks_p = picks.get();
     unsigned* arrived_p = arrived.get();
     unsigned long long* phases_p = verbose_ ? phases.get() : nullptr;
-    void* args[] = {&table_p, &m_i,   &w_p,       &k_i,      &trials_i, &per_i,   &seed,
-                    &stream,  &mins_p, &tsums_p, &picks_p, &arrived_p, &phases_p};
+    void* args[] = {&table_p, &m_i,     &w_p,     &k_i,     &trials_i, &per_i,     &seed,
+                    &stream,  &uniforms_p, &mins_p, &tsums_p, &picks_p, &arrived_p, &phases_p};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernels::parallel_reduce),
                                            dim3(static_cast<unsigned>(blocks)), dim3(kernels::kReduceThreads), args,
                                            shared, stream_));
@@ -467,8 +474,8 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       unsigned long long ticks[kernels::kReducePhases] = {};
       CUDA_CHECK(cudaMemcpy(ticks, phases.get(), sizeof ticks, cudaMemcpyDeviceToHost));
       static const char* names[kernels::kReducePhases] = {
-          "walk: chunks' chain", "chunk found", "closest loaded", "candidates' chain", "candidate found",
-          "all walks", "mins", "sums", "barrier", "sums loaded", "potentials", "choice", "closest kept"};
+          "walk: chunk found", "chunk loaded, its tree", "candidate found", "all walks", "mins", "sums", "barrier",
+          "trials' trees (their sums loaded)", "choice and closest kept"};
       std::fprintf(stderr, "k-means||: the reduction's steps, block 0's thread 0's clocks a step:");
       for (int p = 0; p < kernels::kReducePhases; ++p)
         std::fprintf(stderr, " %s %.0f;", names[p], ticks[p] / static_cast<double>(k - 1));
