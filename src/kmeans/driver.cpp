@@ -1,6 +1,8 @@
 #include "kmeans/driver.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/errors.hpp"
 #include "kmeans/cpu_steps.hpp"
@@ -16,6 +18,12 @@ bool should_stop(const IterationStats& stats, std::size_t n, const Params& param
   return params.tol && stats.shift <= *params.tol;
 }
 
+// KMEANS_PRELOAD=0: no kernels loaded ahead (for measuring what it saves).
+static bool preload_wanted() {
+  const char* v = std::getenv("KMEANS_PRELOAD");
+  return !(v && std::string(v) == "0");
+}
+
 template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
   Result<T> result;
@@ -23,7 +31,11 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   // A GPU initialisation reads the engine's device copy of the data when it has one.
   const bool gpu_init =
       engine.on_gpu() && (params.init == Init::kmeanspp || params.init == Init::kmeans_parallel);
+  // k-means|| on the GPU: its kernels load while the data goes up (KernelPreload).
+  KernelPreload preload;
+  if (gpu_init && params.init == Init::kmeans_parallel && preload_wanted()) preload.start_parallel<T>(data.d);
   const T* staged = gpu_init ? engine.stage(data, static_cast<std::size_t>(params.k)) : nullptr;
+  preload.wait();
   const double staging = watch.seconds();
 
   watch.restart();

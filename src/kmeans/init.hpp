@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "dist/team.hpp"
@@ -124,5 +126,26 @@ bool parallel_verbose();
 
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr);
+
+// Loads the kernels of k-means|| on the GPU for d coordinates in T (kmeanspp.cu) on a thread of
+// its own, on the calling thread's device: under CUDA's lazy loading each would otherwise load at
+// its first launch, inside the init (H100, 1M x 128: 2-5 ms). The driver starts it before the
+// data's upload, which it overlaps; wait() joins it and rethrows its error.
+class KernelPreload {
+ public:
+  KernelPreload() = default;
+  KernelPreload(const KernelPreload&) = delete;
+  KernelPreload& operator=(const KernelPreload&) = delete;
+  ~KernelPreload() {
+    if (thread_.joinable()) thread_.join();
+  }
+  template <class T>
+  void start_parallel(std::size_t d);
+  void wait();
+
+ private:
+  std::thread thread_;
+  std::exception_ptr error_;
+};
 
 }  // namespace km

@@ -49,4 +49,9 @@ void wgmma_image(const float* centred, int k, int d, float* image, cudaStream_t 
   CUDA_CHECK_LAUNCH();
 }
 
+void wgmma_preload() {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, kernels::wgmma_image_kernel<kernels::WgmmaAssignShape>));
+}
+
 }  // namespace km::gpu

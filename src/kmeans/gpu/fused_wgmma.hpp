@@ -35,5 +35,7 @@ WgmmaAssign wgmma_assign(std::size_t d);
 // the centred TF32 centroids (row-major [k][d]) on `stream` (launch checked).
 std::size_t wgmma_image_floats(std::size_t k, std::size_t d);
 void wgmma_image(const float* centred, int k, int d, float* image, cudaStream_t stream);
+// Loads wgmma_image's kernel (CUDA's lazy loading would at its first launch).
+void wgmma_preload();
 
 }  // namespace km::gpu

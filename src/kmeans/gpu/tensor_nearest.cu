@@ -156,6 +156,34 @@ std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, co
   return std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);
 }
 
+template <class T>
+void preload_tensor_nearest(std::size_t d, cudaStream_t stream) {
+  if (compute_capability() < 80) return;
+  auto touch = [](const void* kernel) {
+    cudaFuncAttributes a{};
+    CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+  };
+  touch(reinterpret_cast<const void*>(kernels::centred_row_norms<T, float>));
+  touch(reinterpret_cast<const void*>(kernels::centre_centroids<T, float>));
+  touch(reinterpret_cast<const void*>(kernels::recheck_nearest<T, double>));
+  touch(reinterpret_cast<const void*>(kernels::recheck_all<T, false, double>));
+  touch(reinterpret_cast<const void*>(kernels::recheck_all<T, true, double>));
+  const TensorKernels<float> k = tensor_kernels<float>(d);
+  if (k.wgmma) {
+    touch(reinterpret_cast<const void*>(k.wgmma_kernel));
+    if (k.wgmma_ceiling) touch(reinterpret_cast<const void*>(k.wgmma_ceiling));
+    wgmma_preload();
+  } else if (k.assign_pre) {
+    touch(reinterpret_cast<const void*>(k.assign_pre));
+  }
+  DeviceBuffer<T> one(d, stream);  // the centre's kernels (sampled_mean.cu), on one row
+  CUDA_CHECK(cudaMemsetAsync(one.get(), 0, d * sizeof(T), stream));
+  (void)sampled_mean(one.get(), 1, d, stream);
+}
+
+template void preload_tensor_nearest<float>(std::size_t, cudaStream_t);
+template void preload_tensor_nearest<double>(std::size_t, cudaStream_t);
+
 template std::unique_ptr<TensorNearest<float>> make_tensor_nearest(const Dataset<float>&, const float*, double,
                                                                    cudaStream_t);
 template std::unique_ptr<TensorNearest<double>> make_tensor_nearest(const Dataset<double>&, const double*, double,

@@ -37,4 +37,9 @@ template <class T>
 std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
                                                       cudaStream_t stream);
 
+// Loads the kernels make_tensor_nearest's rounds launch for d coordinates (CUDA's lazy loading
+// would load each at its first launch), on `stream`.
+template <class T>
+void preload_tensor_nearest(std::size_t d, cudaStream_t stream);
+
 }  // namespace km::gpu
