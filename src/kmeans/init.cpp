@@ -541,9 +541,10 @@ class CpuParallel final : public ParallelSteps {
     const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
     std::fill(nearest_.begin(), nearest_.end(), 0);
     std::vector<double> mine;
-    chunked_sum(data_.n, mine, [&](std::size_t i) {
-      return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
-    });
+    chunked_sum(
+        data_.n, mine,
+        [&](std::size_t i) { return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d); },
+        kParallelChunk);
     chunk_sums = gather_all(team_, mine);
   }
 
@@ -568,7 +569,7 @@ class CpuParallel final : public ParallelSteps {
         }
       }
     std::vector<double> mine;
-    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i]; });
+    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i]; }, kParallelChunk);
     chunk_sums = gather_all(team_, mine);
   }
 

@@ -102,6 +102,12 @@ class ParallelSteps {
   }
 };
 
+// k-means||'s rounds sum closest over chunks of 1024 objects (each in object order, the chunks
+// in order): on the GPU a chain of 1024 dependent adds a warp, where kSumChunk's 16,384 took
+// 0.1 ms a round at 1M objects (the team's row split, in multiples of kSumChunk, keeps whole chunks).
+constexpr std::size_t kParallelChunk = 1024;
+static_assert(kSumChunk % kParallelChunk == 0, "a rank's rows are whole chunks");
+
 // k-means||'s reduction: its sums' chunks of 64 candidates (the subtrees below).
 constexpr std::size_t kReduceChunk = 64;
 

@@ -38,8 +38,10 @@ class GpuDistances {
  protected:
   // `bytes`: what the caller will add beyond the data, closest and the chunk sums of `rows` rows.
   // `device_rows`: the data already on the device (row-major; an engine's copy), else uploaded.
-  GpuDistances(const Dataset<T>& data, const T* device_rows, std::size_t rows, std::size_t bytes, const char* what)
-      : data_(data), n_(data.n), d_(data.d), chunks_((data.n + kSumChunk - 1) / kSumChunk) {
+  // The chunk sums over `chunk` objects each (kSumChunk: k-means++'s; kParallelChunk: k-means||'s).
+  GpuDistances(const Dataset<T>& data, const T* device_rows, std::size_t rows, std::size_t bytes, const char* what,
+               std::size_t chunk)
+      : data_(data), n_(data.n), d_(data.d), chunk_(chunk), chunks_((data.n + chunk - 1) / chunk) {
     lap("stream made");
     check_device_memory((device_rows ? 0 : n_ * d_ * sizeof(T)) + n_ * sizeof(double) + d_ * sizeof(double) +
                             chunks_ * rows * sizeof(double) + bytes,
@@ -115,7 +117,7 @@ class GpuDistances {
     const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
     const auto sum_blocks = static_cast<unsigned>((count + kernels::kSumWarps - 1) / kernels::kSumWarps);
     kernels::plusplus_chunk_sums<<<sum_blocks, kernels::kSumWarps * 32, 0, stream_>>>(
-        values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(kSumChunk),
+        values, static_cast<std::int64_t>(n_), rows, static_cast<std::int64_t>(chunk_),
         static_cast<std::int64_t>(chunks_), sums_.get());
     CUDA_CHECK_LAUNCH();
     out.resize(count);
@@ -126,7 +128,7 @@ class GpuDistances {
   const bool verbose_ = parallel_verbose();
   std::chrono::steady_clock::time_point lap_ = std::chrono::steady_clock::now();
   const Dataset<T>& data_;
-  std::size_t n_, d_, chunks_;
+  std::size_t n_, d_, chunk_, chunks_;
   cuda::Stream stream_;
   DeviceBuffer<T> own_;  // the data, when no device copy was given
   const T* x_ = nullptr;
@@ -142,7 +144,7 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
  public:
   GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials, const T* device_rows)
       : B(data, device_rows, max_trials, data.n * sizeof(double) * max_trials + max_trials * data.d * sizeof(double),
-          "--init=kmeans++ on the GPU") {
+          "--init=kmeans++ on the GPU", kSumChunk) {
     mins_ = DeviceBuffer<double>(n_ * max_trials);
     walk_chunks_ = DeviceBuffer<std::int64_t>(max_trials);
     walk_cands_ = DeviceBuffer<std::int64_t>(max_trials);
@@ -226,11 +228,10 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
  public:
   GpuParallel(const Dataset<T>& data, const T* device_rows)
       : B(data, device_rows, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
-          "--init=kmeans|| on the GPU") {
+          "--init=kmeans|| on the GPU", kParallelChunk) {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
     nearest_ = DeviceBuffer<std::int32_t>(n_, stream_);
-    xnorm_ = DeviceBuffer<double>(n_, stream_);
     flags_ = DeviceBuffer<unsigned char>(n_, stream_);
     drawn_ = DeviceBuffer<std::int64_t>(n_, stream_);
     drawn_count_ = DeviceBuffer<std::int64_t>(1, stream_);
@@ -239,28 +240,20 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, temp, thrust::counting_iterator<std::int64_t>(0), flags_.get(),
                                           drawn_.get(), drawn_count_.get(), static_cast<std::int64_t>(n_), stream_));
     select_temp_ = DeviceBuffer<unsigned char>(temp, stream_);
-    kernels::parallel_row_norms<T><<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
-        x_, static_cast<std::int64_t>(n_), static_cast<int>(d_), xnorm_.get());
-    CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
-    lap("buffers and row norms");
     const char* forced = std::getenv("KMEANS_PARALLEL_NEAREST");
     if (!(forced && std::string(forced) == "gemm")) {
-      // The largest |x_i|^2 bounds every coordinate (and every candidate's).
-      DeviceBuffer<double> largest(1);
-      std::size_t temp = 0;
-      CUDA_CHECK(cub::DeviceReduce::Max(nullptr, temp, xnorm_.get(), largest.get(), static_cast<std::int64_t>(n_),
-                                        stream_));
-      DeviceBuffer<unsigned char> scratch(temp);
-      CUDA_CHECK(cub::DeviceReduce::Max(scratch.get(), temp, xnorm_.get(), largest.get(),
-                                        static_cast<std::int64_t>(n_), stream_));
-      double max2 = 0;
-      CUDA_CHECK(cudaMemcpyAsync(&max2, largest.get(), sizeof max2, cudaMemcpyDeviceToHost, stream_));
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      lap("the largest |x|");
-      tensor_ = gpu::make_tensor_nearest(data, x_, std::sqrt(max2) * (1 + 0x1p-40), stream_.get());
+      // Every |x_ij| bounded from the tensor path's own centred copy (no pass of its own).
+      tensor_ = gpu::make_tensor_nearest(data, x_, -INFINITY, stream_.get());
       if (tensor_) round_labels_ = DeviceBuffer<std::int32_t>(n_, stream_);
-      lap(tensor_ ? "the tensor path's copy made" : "no tensor path: GEMMs");
+      lap(tensor_ ? "the tensor path's copy made" : "no tensor path");
+    }
+    if (!tensor_) {  // the GEMMs' scores need |x_i|^2
+      xnorm_ = DeviceBuffer<double>(n_, stream_);
+      kernels::parallel_row_norms<T><<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+          x_, static_cast<std::int64_t>(n_), static_cast<int>(d_), xnorm_.get());
+      CUDA_CHECK_LAUNCH();
+      lap("row norms for the GEMMs");
     }
   }
 
@@ -590,7 +583,6 @@ void touch(K kernel) {
 namespace {
 template <class T>
 void preload_parallel_kernels(std::size_t d) {
-  touch(kernels::parallel_row_norms<T>);
   touch(kernels::plusplus_distances<T, 1>);
   touch(kernels::plusplus_chunk_sums);
   touch(kernels::parallel_draw_flags);

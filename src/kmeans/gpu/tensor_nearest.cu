@@ -2,6 +2,7 @@
 // (tensor_kernels.hpp) with m candidates as the centroids, then the re-checks of
 // 6_fused_tensor.cuh in double.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -23,6 +24,18 @@ namespace km::gpu {
 namespace {
 
 using cuda::DeviceBuffer;
+
+// *largest = the largest of v[0..n) (not negative: their bits order as the values do; NaN's
+// bits sort above every finite value). (CUB's max with its scratch allocated and freed took
+// ~0.6 ms at 1M.)
+__global__ void largest_of(const double* __restrict__ v, std::int64_t n, unsigned long long* __restrict__ largest) {
+  unsigned long long m = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    m = max(m, static_cast<unsigned long long>(__double_as_longlong(v[i])));
+  for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (threadIdx.x % 32 == 0) atomicMax(largest, m);
+}
 
 template <class T>
 class TensorNearestImpl final : public TensorNearest<T> {
@@ -62,6 +75,22 @@ class TensorNearestImpl final : public TensorNearest<T> {
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the means go
     lap("the centred copy");
+    double mu2 = 0;
+    for (const T v : mean) mu2 += static_cast<double>(v) * static_cast<double>(v);
+    mu_norm_ = std::sqrt(mu2);
+  }
+
+  // A bound on every |x_ij|: |x| <= |x - mu| + |mu|, from the centred copy's norms (waits).
+  double largest_abs() {
+    CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), stream_));
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 4ull));
+    largest_of<<<blocks, 256, 0, stream_>>>(xnorm2_.get(), static_cast<std::int64_t>(n_),
+                                           reinterpret_cast<unsigned long long*>(cmax2_.get()));
+    CUDA_CHECK_LAUNCH();
+    double max2 = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&max2, cmax2_.get(), sizeof max2, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return (std::sqrt(max2) + mu_norm_) * (1 + 0x1p-40);
   }
 
   void nearest(const T* rows, int m, std::int32_t* labels, const double* ceiling) override {
@@ -121,6 +150,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
   TensorKernels<float> kernels_;
   cudaStream_t stream_;
   kernels::CandidateBound bound_;
+  double mu_norm_ = 0;
   DeviceBuffer<T> mu_;
   DeviceBuffer<float> mu32_, operand_, keyed_, centred_;
   DeviceBuffer<float> image_;  // the centroids' tile image the wgmma kernel copies its stages from
@@ -138,6 +168,7 @@ template <class T>
 std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
                                                       cudaStream_t stream) {
   if (compute_capability() < 80 || !(max_abs <= 0x1p48) || data.n == 0 || data.n > INT32_MAX) return nullptr;
+  const bool unknown = std::isinf(max_abs) && max_abs < 0;  // -inf: bound it from the copy's norms
   // The float copy and the per-object buffers (|x'|^2, the queues, the minima, the thresholds'
   // labels), beside a few candidates' rows.
   const std::size_t need = data.n * data.d * sizeof(float) +
@@ -153,7 +184,9 @@ std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, co
   }
   else
     cuda::opt_in_shared(kernels.assign_pre, kernels.pre_smem, what);
-  return std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);
+  auto made = std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);
+  if (unknown && !(made->largest_abs() <= 0x1p48)) return nullptr;
+  return made;
 }
 
 template <class T>
@@ -163,6 +196,7 @@ void preload_tensor_nearest(std::size_t d, cudaStream_t stream) {
     cudaFuncAttributes a{};
     CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
   };
+  touch(reinterpret_cast<const void*>(largest_of));
   touch(reinterpret_cast<const void*>(kernels::centred_row_norms<T, float>));
   touch(reinterpret_cast<const void*>(kernels::centre_centroids<T, float>));
   touch(reinterpret_cast<const void*>(kernels::recheck_nearest<T, double>));

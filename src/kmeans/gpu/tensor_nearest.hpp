@@ -30,9 +30,10 @@ class TensorNearest {
   virtual void rechecked(unsigned long long& listed, unsigned long long& all) = 0;
 };
 
-// For `data` on the device (x, row-major [n][d]) with every |x| at most max_abs; null where the
-// path does not apply: no TF32 tensor cores (before sm_80), max_abs above 2^48 (float's range
-// for the keys, as fused's double on TF32 candidates), or no room for the float copy.
+// For `data` on the device (x, row-major [n][d]) with every |x| at most max_abs (-inf: not known;
+// then bounded by |x - mu| + |mu| from the centred copy's norms, once made); null where the path
+// does not apply: no TF32 tensor cores (before sm_80), max_abs above 2^48 (float's range for the
+// keys, as fused's double on TF32 candidates), or no room for the float copy.
 template <class T>
 std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
                                                       cudaStream_t stream);
