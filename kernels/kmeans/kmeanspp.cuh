@@ -449,7 +449,7 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
 // picks[c] = the candidate chosen c-th (block 0 writes them).
 constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64, kReduceMaxTop = 256;
 constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows, each chunk's a row apart
-constexpr int kReducePhases = 9;                  // the steps' phases that KMEANS_PARALLEL_VERBOSE times
+constexpr int kReducePhases = 7;                  // the steps' phases that KMEANS_PARALLEL_VERBOSE times
 // The leaves of the tree of `chunks` chunk sums (init.cpp: greedy_tree): the least power of two
 // at least chunks and 64 (so that a warp holds at least two a lane).
 __host__ __device__ inline int reduce_top(int chunks) {
@@ -459,8 +459,8 @@ __host__ __device__ inline int reduce_top(int chunks) {
 }
 // Dynamic shared memory, in doubles, for `per` chunks a block and `chunks` in all.
 __host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t per, std::size_t chunks, std::size_t trials) {
-  return 2 * per * kReduceChunkMax                                      // closest and w of the block's chunks
-         + trials * per * kReducePad                                    // mins[trial][chunk of the block][i]
+  return per * kReduceChunkMax                                          // w of the block's chunks
+         + 2 * trials * per * kReducePad                                // mins[parity][trial][chunk of the block][i]
          + trials * 2 * static_cast<std::size_t>(reduce_top(static_cast<int>(chunks)))  // each trial's tree
          + trials * 2 * kReduceChunkMax;                                // a walk's chunk tree, per trial
 }
@@ -536,13 +536,13 @@ static __global__ void __launch_bounds__(kReduceThreads)
   const int chunks = (m + chunk - 1) / chunk, top = reduce_top(chunks);
   const int own0 = blockIdx.x * per, own_end = min(chunks, own0 + per);
   const int lo = own0 * chunk, hi = min(m, own_end * chunk);  // the block's candidates
-  double* closest = reduce_shared;                  // [per * chunk], the block's candidates from lo
-  double* w = closest + per * chunk;                // [per * chunk]
-  double* mins = w + per * chunk;                   // [trials][per * kReducePad]
-  double* heaps = mins + trials * per * kReducePad;  // [trials][2 * top]: each trial's tree of chunk sums
+  double* w = reduce_shared;                              // [per * chunk], the block's candidates from lo
+  double* mins = w + per * chunk;                         // [step parity][trials][per * kReducePad]
+  double* heaps = mins + 2 * trials * per * kReducePad;  // [trials][2 * top]: each trial's tree of chunk sums
   double* walked = heaps + trials * 2 * top;        // [trials][2 * chunk]: a walk's chunk tree
   __shared__ int cands[2][kReduceMaxTrials];  // by step parity: block 0's thread 0 reads a step's after the next began
-  __shared__ double pots[kReduceMaxTrials], uniform[kReduceMaxTrials];
+  // uniform by step parity: a warp done with its trial stores the next step's while others still read this one's
+  __shared__ double pots[kReduceMaxTrials], uniform[2][kReduceMaxTrials];
   __shared__ double first_potential;
   // The potential and the chosen trial, the same in every thread (each works them out).
   double potential = 0;
@@ -584,15 +584,6 @@ static __global__ void __launch_bounds__(kReduceThreads)
   // Step c's uniforms, drawn before the launch (reduce_uniforms: the hash is a chain of 64-bit
   // products), loaded a step ahead.
   auto uniforms_of = [&](int c) { return tid < trials && c < k ? uniforms[(c - 1) * trials + tid] : 0.0; };
-  // Each (trial, chunk of this block)'s sum to tsums[parity][chunk][trial], a warp each.
-  auto chunk_sums = [&](const double* rows, int row_stride, int ntrials, double* out) {
-    for (int item = warp; item < ntrials * (own_end - own0); item += warps) {
-      const int t = item % ntrials, ch = own0 + item / ntrials;
-      const double s = warp_tree(rows + t * row_stride + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk,
-                                 1, chunk, nullptr, lane);
-      if (lane == 0) out[ch * trials + t] = s;
-    }
-  };
   // The first centre: closest = w table[first], in the first row of parity 0's mins (the first
   // step's walks read it as the row of the step before's best), its chunk sums as trial 0's.
   const int first = below(0);
@@ -601,13 +592,16 @@ static __global__ void __launch_bounds__(kReduceThreads)
   for (int i = lo + tid; i < hi; i += blockDim.x) {
     w[i - lo] = weights[i];
     const double v = __dmul_rn(weights[i], row[i]);
-    closest[i - lo] = v;
     mins[(i - lo) / chunk * kReducePad + (i - lo) % chunk] = v;
     mins_out[i] = v;
   }
-  if (tid < trials) uniform[tid] = uniforms_of(1);
+  if (tid < trials) uniform[1][tid] = uniforms_of(1);
   __syncthreads();
-  chunk_sums(mins, 0, 1, tsums);
+  for (int ch = own0 + warp; ch < own_end; ch += warps) {  // trial 0's chunk sums (the first centre's)
+    const double sum =
+        warp_tree(mins + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk, 1, chunk, nullptr, lane);
+    if (lane == 0) tsums[ch * trials] = sum;
+  }
   grid_sync();
   if (warp == 0) {
     const double root = warp_tree(tsums, chunks, trials, top, heaps, lane);
@@ -616,87 +610,88 @@ static __global__ void __launch_bounds__(kReduceThreads)
   __syncthreads();
   potential = first_potential;
   for (int c = 1; c < k; ++c) {
-    // closest before this step, anywhere: the step before's chosen row of mins; its tree of
-    // chunk sums: the chosen trial's heap.
+    // closest before this step, anywhere: the step before's chosen row of mins; the block's own
+    // part of it in shared memory; its tree of chunk sums: the chosen trial's heap.
     const double* prior = mins_out + (static_cast<std::int64_t>((c - 1) % 2) * trials + best_t) * m;
+    const double* closest = mins + ((c - 1) % 2 * trials + best_t) * per * kReducePad;
+    double* now = mins + (c % 2) * trials * per * kReducePad;  // this step's rows
     const double* tree = heaps + best_t * 2 * top;
     const double next_uniform = uniforms_of(c + 1);  // (its load in flight through the step)
-    // The draws: warp t walks trial t: lane 0 descends the tree of chunk sums, the warp loads
-    // that chunk of prior and builds its tree, lane 0 descends it to a candidate, then on past
-    // candidates at a centre.
+    // Warp t takes trial t through the step: the draw (lane 0 descends the tree of chunk sums,
+    // the warp loads that chunk of prior and builds its tree, lane 0 descends it to a candidate,
+    // then on past candidates at a centre), the trial's mins over the block's candidates (the
+    // table's loads issued together), and its sums over the block's chunks. (With a block
+    // barrier between the three, each waited for the slowest warp: ~900 cycles a step more.)
     for (int t = warp; t < trials; t += warps) {
+      int cand = 0;
       if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
-        if (lane == 0) cands[c % 2][t] = below(1 + static_cast<std::uint64_t>(c - 1) * trials + t);
-        continue;
+        cand = below(1 + static_cast<std::uint64_t>(c - 1) * trials + t);
+      } else {
+        double r = __dmul_rn(uniform[c % 2][t], potential);
+        int ch = 0;
+        if (lane == 0) {
+          ch = descend(tree, top, r);
+          ch = ch < chunks - 1 ? ch : chunks - 1;
+        }
+        ch = __shfl_sync(0xffffffffu, ch, 0);
+        phase(0);
+        const int begin = ch * chunk, count = min(m, begin + chunk) - begin;
+        double* heap = walked + t * 2 * chunk;
+        warp_tree(prior + begin, count, 1, chunk, heap, lane);
+        __syncwarp();
+        phase(1);
+        if (lane == 0) {
+          int leaf = descend(heap, chunk, r);
+          leaf = leaf < count - 1 ? leaf : count - 1;
+          cand = begin + leaf;
+          if (heap[chunk + leaf] == 0)
+            do cand = (cand + 1) % m;
+            while (prior[cand] == 0);
+        }
+        cand = __shfl_sync(0xffffffffu, cand, 0);
+        phase(2);
       }
-      double r = __dmul_rn(uniform[t], potential);
-      int ch = 0;
-      if (lane == 0) {
-        ch = descend(tree, top, r);
-        ch = ch < chunks - 1 ? ch : chunks - 1;
-      }
-      ch = __shfl_sync(0xffffffffu, ch, 0);
-      phase(0);
-      const int begin = ch * chunk, count = min(m, begin + chunk) - begin;
-      double* heap = walked + t * 2 * chunk;
-      warp_tree(prior + begin, count, 1, chunk, heap, lane);
-      __syncwarp();
-      phase(1);
-      if (lane == 0) {
-        int leaf = descend(heap, chunk, r);
-        leaf = leaf < count - 1 ? leaf : count - 1;
-        int cand = begin + leaf;
-        if (heap[chunk + leaf] == 0)
-          do cand = (cand + 1) % m;
-          while (prior[cand] == 0);
-        cands[c % 2][t] = cand;
-      }
-      __syncwarp();
-      phase(2);
-    }
-    __syncthreads();
-    phase(3);
-    // The block's chunks: every trial's mins (the table's loads issued together, then the mins).
-    const int span = hi - lo;
-    for (int item0 = tid; item0 < trials * span; item0 += 4 * blockDim.x) {
-      double v[4];
+      if (lane == 0) cands[c % 2][t] = cand;
+      const double* trow = table + static_cast<std::int64_t>(cand) * m;
+      double* mine = now + t * per * kReducePad;
+      for (int i0 = lo + lane; i0 < hi; i0 += 4 * 32) {
+        double v[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int item = item0 + q * blockDim.x;
-        v[q] = item < trials * span
-                   ? table[static_cast<std::int64_t>(cands[c % 2][item / span]) * m + lo + item % span]
-                   : 0.0;
-      }
+        for (int q = 0; q < 4; ++q) v[q] = i0 + 32 * q < hi ? trow[i0 + 32 * q] : 0.0;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int item = item0 + q * blockDim.x;
-        if (item < trials * span) {
-          const int t = item / span, i = lo + item % span;
-          const double x = __dmul_rn(w[i - lo], v[q]), now = closest[i - lo];
-          const double least = x < now ? x : now;
-          mins[t * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk] = least;
-          mins_out[(static_cast<std::int64_t>(c % 2) * trials + t) * m + i] = least;
+        for (int q = 0; q < 4; ++q) {
+          const int i = i0 + 32 * q;
+          if (i < hi) {
+            const int at = (i - lo) / chunk * kReducePad + (i - lo) % chunk;
+            const double x = __dmul_rn(w[i - lo], v[q]), before = closest[at];
+            const double least = x < before ? x : before;
+            mine[at] = least;
+            mins_out[(static_cast<std::int64_t>(c % 2) * trials + t) * m + i] = least;
+          }
         }
       }
+      __syncwarp();
+      double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
+      for (int ch = own0; ch < own_end; ++ch) {
+        const double sum =
+            warp_tree(mine + (ch - own0) * kReducePad, min(m, (ch + 1) * chunk) - ch * chunk, 1, chunk, nullptr, lane);
+        if (lane == 0) out[ch * trials + t] = sum;
+      }
     }
-    __syncthreads();
-    phase(4);
-    double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
-    chunk_sums(mins, per * kReducePad, trials, out);
-    if (tid < trials) uniform[tid] = next_uniform;  // read after the barrier
-    phase(5);
+    if (tid < trials) uniform[(c + 1) % 2][tid] = next_uniform;  // read after the barrier
+    phase(3);
     grid_sync();
-    phase(6);
+    phase(4);
     // Every block: each trial's tree of all its chunk sums (warp t, read from memory), the least
     // root (the first on ties).
+    const double* out = tsums + static_cast<std::int64_t>(c % 2) * chunks * trials;
     for (int t = warp; t < trials; t += warps) {
       const double root = warp_tree(out + t, chunks, trials, top, heaps + t * 2 * top, lane);
       if (lane == 0) pots[t] = root;
     }
     __syncthreads();
-    phase(7);
-    // Every thread the same choice; the copy into closest needs no barrier of its own: the next
-    // step's walks do not read it, and a barrier follows them.
+    phase(5);
+    // Every thread the same choice.
     double bp = INFINITY;
     best_t = 0;
     for (int t = 0; t < trials; ++t)
@@ -706,9 +701,7 @@ static __global__ void __launch_bounds__(kReduceThreads)
       }
     potential = pots[best_t];
     if (blockIdx.x == 0 && tid == 0) picks[c] = cands[c % 2][best_t];
-    for (int i = lo + tid; i < hi; i += blockDim.x)
-      closest[i - lo] = mins[best_t * per * kReducePad + (i - lo) / chunk * kReducePad + (i - lo) % chunk];
-    phase(8);
+    phase(6);
   }
   if (timed)
     for (int p = 0; p < kReducePhases; ++p) phases[p] = spent[p];

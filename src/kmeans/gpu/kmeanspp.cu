@@ -468,8 +468,8 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       unsigned long long ticks[kernels::kReducePhases] = {};
       CUDA_CHECK(cudaMemcpy(ticks, phases.get(), sizeof ticks, cudaMemcpyDeviceToHost));
       static const char* names[kernels::kReducePhases] = {
-          "walk: chunk found", "chunk loaded, its tree", "candidate found", "all walks", "mins", "sums", "barrier",
-          "trials' trees (their sums loaded)", "choice and closest kept"};
+          "walk: chunk found", "chunk loaded, its tree", "candidate found", "its mins and chunk sums", "barrier",
+          "trials' trees (their sums loaded)", "choice"};
       std::fprintf(stderr, "k-means||: the reduction's steps, block 0's thread 0's clocks a step:");
       for (int p = 0; p < kernels::kReducePhases; ++p)
         std::fprintf(stderr, " %s %.0f;", names[p], ticks[p] / static_cast<double>(k - 1));
