@@ -439,13 +439,16 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
 //     root of the tree of its chunk sums; the least potential wins (the first on ties);
 //   - the chosen trial's mins become closest, its tree the next step's tree to walk.
 // A grid of co-resident blocks (cooperative launch), each owning `per` chunks of 64 candidates:
-// every step, warp t walks trial t (its draw's chunk of the step before's chosen mins read from
-// mins_out, where any block may have written it), every block takes all the trials' mins over its
-// own chunks (from the table) and sums each (trial, chunk) across a warp, the sums go to
-// tsums[parity][chunk][trial]; after the barrier every block reads all of them, builds each
-// trial's tree of chunk sums (warp t) and makes the same choice, so each knows the tree, the
-// potential and the pick without a second barrier. (In the sequential order of the version
-// before, chains of up to 64 dependent adds a phase: 7.3 us a step at 2,591 candidates.)
+// every step, in every block, warp t takes trial t from its draw (the draw's chunk of the step
+// before's chosen mins read from mins_out, where any block may have written it) through its mins
+// over the block's chunks (from the table) to their sums (a warp's shuffle tree each), which go
+// to tsums[parity][chunk][trial]; after the one grid barrier of the step every block reads all
+// of them, builds each trial's tree of chunk sums (warp t) and makes the same choice, so each
+// knows the tree, the potential and the pick without a second barrier. H100, 2,591 candidates,
+// K = 1024 (KMEANS_PARALLEL_VERBOSE prints each phase's cycles): the sums in the sequential
+// order of the version before, chains of up to 64 dependent adds a phase, took 7.3 us a step;
+// this tree order with a barrier of the block between draw, mins and sums 5.0 us; now ~4.5 us,
+// of which the grid barrier ~1,900 cycles, the table's and the sums' loads ~800 each.
 // picks[c] = the candidate chosen c-th (block 0 writes them).
 constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64, kReduceMaxTop = 256;
 constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows, each chunk's a row apart
@@ -691,14 +694,20 @@ static __global__ void __launch_bounds__(kReduceThreads)
     }
     __syncthreads();
     phase(5);
-    // Every thread the same choice.
+    // Every thread the same choice (eight potentials loaded at a time, then compared).
     double bp = INFINITY;
     best_t = 0;
-    for (int t = 0; t < trials; ++t)
-      if (pots[t] < bp) {
-        bp = pots[t];
-        best_t = t;
-      }
+    for (int t0 = 0; t0 < trials; t0 += 8) {
+      double p[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) p[q] = t0 + q < trials ? pots[t0 + q] : INFINITY;
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (p[q] < bp) {
+          bp = p[q];
+          best_t = t0 + q;
+        }
+    }
     potential = pots[best_t];
     if (blockIdx.x == 0 && tid == 0) picks[c] = cands[c % 2][best_t];
     phase(6);
