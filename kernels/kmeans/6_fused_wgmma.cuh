@@ -171,9 +171,9 @@ __global__ void wgmma_image_kernel(const float* __restrict__ centred, int k, int
 // the same centroids row-major (the thresholds' reads); prev: the labels of the previous
 // iteration (any value outside [0, k): no threshold); the other arguments as
 // fused_tensor_assign's. Launch: WgmmaAssignShape::threads threads, smem bytes.
-// CEILING (k-means||'s rounds): prev is not read; each row's lists start at T_h from
-// ceiling[i] (margin.hpp: "A ceiling"), and a row none of whose keys falls below it gets label
-// -1 (settle_object): labels[i] is then the first nearest centroid by the re-check's formula
+// CEILING (k-means||'s rounds): prev is not read; each row's lists start at the lower of T_h from
+// ceiling[i] (margin.hpp: "A ceiling") and the first tile's least key plus its margin, and a row
+// none of whose keys falls below T_h gets label -1 (settle_object): labels[i] is then the first nearest centroid by the re-check's formula
 // wherever that centroid's distance is below ceiling[i], and -1 or some centroid elsewhere.
 template <class S, bool CEILING = false>
 __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
@@ -309,10 +309,6 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
                        3.0 * candidate_error(bound, x2, mu_norm, c2);
       threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
     }
-    if (CEILING && row < rows_here) {
-      const std::int64_t i = row0 + row;
-      threshold = __double2float_ru(ceiling_threshold(bound, xc2[i], mu_norm, *cmax2, ceiling[i]));
-    }
     const float t0 = __shfl_sync(0xffffffffu, threshold, gq), t1 = __shfl_sync(0xffffffffu, threshold, gq + 8);
 #pragma unroll
     for (int e = 0; e < L; ++e) {  // index INT_MAX: top_clear's
@@ -340,7 +336,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       for (int kk = 0; kk < BK / 8; ++kk)
         wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
       wgmma_commit();
-      if (ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
+      if (!CEILING && ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
       wgmma_wait<1>();            // the previous slice's products done ...
       if (dt > 0) release(t - 1);  // ... its stage free
       if (++cs == STAGES) {
@@ -352,12 +348,15 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     fence_accumulators(acc);
     release(t - 1);  // the last slice's stage refilled during the fold
     const int tile0 = ct * BN;
-    if (ctiles == 1) {
+    if (ctiles == 1 || (CEILING && ct == 0)) {
       // One tile, no threshold from a previous label: the row's least key first (the four lanes'
       // least), and T = least + M(least) (margin.hpp), so that only the keys the margin test can
       // need enter the lists (a key at or above T is beyond the margin of the best; a list left
       // with T's entries makes settle_object re-check against every centroid, as with the
-      // previous label's threshold).
+      // previous label's threshold). With a ceiling (no previous labels either) the first tile's
+      // least does the same for all tiles (the best key is at most it), below T_h where lower:
+      // k-means||'s first round, whose ceilings (the distances to one random centre) let most
+      // keys in, went 1.9 -> 1.6 ms with its re-checks (H100, 1M x 128, 535 candidates, by events).
       float least[2] = {INFINITY, INFINITY};
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
