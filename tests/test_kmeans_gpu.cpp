@@ -921,6 +921,32 @@ bool expect_same_fit(const R& on, const R& off, const R& omp) {
   return true;
 }
 
+// A one-pass kernel variant switched by the environment variable `env` (each of `settings` in
+// turn) against the same kernel with env = "0" (the bounds kept off): for each shape and data kind
+// (each_one_pass_case's uniform, blobs, quantised), the fit without the variant and omp's, then
+// with each setting: expect_same_fit, then check(shape, on, off, uniform data?, setting).
+template <class T, class Check>
+void check_variant_against_off(const char* env, const std::vector<SplitShape>& shapes,
+                               const std::vector<std::string>& settings, Check&& check) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  kmtest::ScopedEnv variant(env, "0");
+  int call = 0;
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    const bool uniform = call++ % 3 == 0;
+    variant.set("0");
+    const auto off = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    for (const std::string& setting : settings) {
+      SCOPED_TRACE(std::string(env) + "=" + setting);
+      variant.set(setting.c_str());
+      const auto on = km::run(fused, data, p);
+      if (expect_same_fit<T>(on, off, omp)) check(s, on, off, uniform, setting);
+    }
+  });
+}
+
 // The cell table at d = 2 (6_fused_delta.cuh, CELLS; cells.hpp) against the same kernel without
 // it (KMEANS_DELTA_CELLS=0: the scores, or Elkan's test at K > 32): labels, centroids, change
 // counts and shifts bit for bit over 20 iterations (the bounds kept off), the inertia within
@@ -930,40 +956,27 @@ bool expect_same_fit(const R& on, const R& off, const R& omp) {
 // on uniform data once the centroids spread (so a table never consulted fails).
 template <class T>
 void check_cells() {
-  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv cells("KMEANS_DELTA_CELLS", "0");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30011, 2, 16}}
                                                  : std::vector<SplitShape>{{30011, 2, 1}, {30011, 2, 5},
                                                                            {30011, 2, 16}, {20011, 2, 64}};
-  int call = 0;  // each_one_pass_case's data kinds in turn: uniform, blobs, quantised
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
-    const bool uniform = call++ % 3 == 0;
-    cells.set("0");
-    const auto off = km::run(fused, data, p);
-    const auto omp = km::run(km::find_implementation("omp"), data, p);
-    for (const char* side : {"4", "128", "256"}) {
-      SCOPED_TRACE(std::string("cells ") + side);
-      cells.set(side);
-      const auto on = km::run(fused, data, p);
-      if (!expect_same_fit<T>(on, off, omp)) continue;
-      std::int64_t looked_up = 0;
-      for (int it = 0; it < on.iterations; ++it) {
-        SCOPED_TRACE("iteration " + std::to_string(it + 1));
-        EXPECT_EQ(off.per_iteration[it].looked_up, -1);
-        ASSERT_GE(on.per_iteration[it].looked_up, 0) << "the table's count is reported";
-        EXPECT_LE(on.per_iteration[it].looked_up, static_cast<std::int64_t>(s.n));
-        looked_up += on.per_iteration[it].looked_up;
-      }
-      if (std::string(side) != "4" || s.k <= 16) {  // 64 centroids over 16 cells: none need be one's
-        EXPECT_GT(looked_up, 0) << "no object took a cell's label";
-      }
-      if (std::string(side) == "128" && s.k <= 16 && uniform) {
-        EXPECT_GT(on.per_iteration.back().looked_up, static_cast<std::int64_t>(s.n / 2));
-      }
-    }
-  });
+  check_variant_against_off<T>(
+      "KMEANS_DELTA_CELLS", shapes, {"4", "128", "256"},
+      [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string& side) {
+        std::int64_t looked_up = 0;
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          EXPECT_EQ(off.per_iteration[it].looked_up, -1);
+          ASSERT_GE(on.per_iteration[it].looked_up, 0) << "the table's count is reported";
+          EXPECT_LE(on.per_iteration[it].looked_up, static_cast<std::int64_t>(s.n));
+          looked_up += on.per_iteration[it].looked_up;
+        }
+        if (side != "4" || s.k <= 16) {  // 64 centroids over 16 cells: none need be one's
+          EXPECT_GT(looked_up, 0) << "no object took a cell's label";
+        }
+        if (side == "128" && s.k <= 16 && uniform) {
+          EXPECT_GT(on.per_iteration.back().looked_up, static_cast<std::int64_t>(s.n / 2));
+        }
+      });
 }
 
 }  // namespace
@@ -984,38 +997,28 @@ namespace {
 // margin must re-score more objects than that (else the tensor cores called nothing), yet not most.
 template <class T>
 void check_mma() {
-  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv mma("KMEANS_DELTA_MMA", "0");
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{10007, 32, 64}, {10007, 16, 5}}
               : std::vector<SplitShape>{{20011, 32, 64}, {20011, 32, 1}, {20011, 24, 33}, {20011, 16, 16},
                                         {20011, 12, 5},  {20011, 20, 64}, {20011, 32, 16}};
-  int call = 0;  // each_one_pass_case's data kinds in turn: uniform, blobs, quantised
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
-    const bool uniform = call++ % 3 == 0;
-    mma.set("0");
-    const auto off = km::run(fused, data, p);
-    const auto omp = km::run(km::find_implementation("omp"), data, p);
-    mma.set("1");
-    const auto on = km::run(fused, data, p);
-    if (!expect_same_fit<T>(on, off, omp)) return;
-    std::int64_t rescored = 0, rechecked = 0;
-    for (int it = 0; it < on.iterations; ++it) {
-      SCOPED_TRACE("iteration " + std::to_string(it + 1));
-      const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
-      EXPECT_EQ(a.rechecked, b.rechecked);
-      EXPECT_EQ(b.rescored, -1);
-      ASSERT_GE(a.rescored, a.rechecked) << "the re-scored are reported, the re-checked among them";
-      rescored += a.rescored;
-      rechecked += a.rechecked;
-    }
-    if (uniform && s.k > 1) {
-      EXPECT_GT(rescored, rechecked) << "the TF32 margin sent no more objects on than the FMA filter's";
-      EXPECT_LT(rescored, static_cast<std::int64_t>(s.n) * on.iterations / 2) << "most objects re-scored";
-    }
-  });
+  check_variant_against_off<T>(
+      "KMEANS_DELTA_MMA", shapes, {"1"},
+      [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string&) {
+        std::int64_t rescored = 0, rechecked = 0;
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+          EXPECT_EQ(a.rechecked, b.rechecked);
+          EXPECT_EQ(b.rescored, -1);
+          ASSERT_GE(a.rescored, a.rechecked) << "the re-scored are reported, the re-checked among them";
+          rescored += a.rescored;
+          rechecked += a.rechecked;
+        }
+        if (uniform && s.k > 1) {
+          EXPECT_GT(rescored, rechecked) << "the TF32 margin sent no more objects on than the FMA filter's";
+          EXPECT_LT(rescored, static_cast<std::int64_t>(s.n) * on.iterations / 2) << "most objects re-scored";
+        }
+      });
 }
 
 }  // namespace
