@@ -420,7 +420,7 @@ HostDoubles distance_table(const Dataset<T>& pool) {
 // k-means||'s reduction in tree order (init.hpp: reduce_weighted). Every sum over the m
 // candidates is the pairwise sum of one perfect binary tree over them, padded with zeros to
 // P = max(64 * 64, 2^ceil(log2 m)) leaves: a chunk's sum is its 64-leaf subtree (as
-// chunk_tree_sum pairs them), the potential the tree of the chunk sums above (top_heap), and
+// chunk_tree_sum pairs them), the potential the tree of the chunk sums above (tree_heap), and
 // a draw descends the same tree (descend), so the GPU's kernel can take every sum and walk in
 // log2 steps of a warp where a sequential order made chains of thousands of dependent adds.
 // (Adding the zero padding is exact: the values are not negative.)
@@ -431,7 +431,7 @@ std::size_t pow2_at_least(std::size_t n) {
 }
 
 // The sum of v[0..count) (count <= kReduceChunk) as the chunk's subtree: leaves padded with
-// zeros to kReduceChunk, then node j of each level above = its children 2j + 2j + 1.
+// zeros to kReduceChunk, then node j of each level above = the sum of its children 2j and 2j + 1.
 double chunk_tree_sum(const double* v, std::size_t count) {
   double a[kReduceChunk];
   for (std::size_t j = 0; j < kReduceChunk; ++j) a[j] = j < count ? v[j] : 0.0;
@@ -440,8 +440,8 @@ double chunk_tree_sum(const double* v, std::size_t count) {
   return a[0];
 }
 
-// The heap of a tree over `count` leaves padded to P = pow2_at_least(count): heap[P + j] =
-// leaf j (zero past count), heap[j] = heap[2j] + heap[2j + 1]; heap[1] is the whole sum.
+// The heap of a tree over `count` leaves padded to pow2 (a power of two, at least count):
+// heap[pow2 + j] = leaf j (zero past count), heap[j] = heap[2j] + heap[2j + 1]; heap[1] is the sum.
 void tree_heap(const double* leaves, std::size_t count, std::size_t pow2, std::vector<double>& heap) {
   heap.assign(2 * pow2, 0.0);
   std::copy_n(leaves, count, heap.begin() + static_cast<std::ptrdiff_t>(pow2));
@@ -465,8 +465,9 @@ std::size_t descend(const double* heap, std::size_t pow2, double& r) {
 }
 
 // Greedy k-means++ (2 + ln K trials a step, the one that lowers the potential most, the first
-// on ties) over m weighted candidates, in the tree order above. row(c, out) writes out[i] = the
-// CPU's distance between candidates c and i (squared_distance_double's bits, either way round).
+// on ties) over m weighted candidates, in the tree order above. row(c, buffer) returns the m
+// distances from candidate c to each candidate i, the CPU's (squared_distance_double's bits,
+// either way round): a row of the table, or written into buffer (m doubles).
 // Returns the picks; `potentials` as reduce_weighted's.
 template <class Row>
 std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t seed, const double* w, Row&& row,
@@ -477,8 +478,8 @@ std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t
   const std::size_t chunk = kReduceChunk, chunks = (m + chunk - 1) / chunk;
   const std::size_t top = std::max(kReduceChunk, pow2_at_least(chunks));  // the chunk sums' tree: 64 leaves at least
   std::vector<std::size_t> picks{u.below(m)};
-  std::vector<double> closest(m), dist(m), mins(trials * m), sums(trials * chunks), heap, best_heap, leaves;
-  row(picks[0], dist.data());
+  std::vector<double> closest(m), buffer(m), mins(trials * m), sums(trials * chunks), heap, best_heap;
+  const double* dist = row(picks[0], buffer.data());
   for (std::size_t i = 0; i < m; ++i) closest[i] = w[i] * dist[i];
   for (std::size_t ch = 0; ch < chunks; ++ch)
     sums[ch] = chunk_tree_sum(&closest[ch * chunk], std::min(chunk, m - ch * chunk));
@@ -503,7 +504,7 @@ std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t
       cands[t] = cand;
     }
     for (std::size_t t = 0; t < trials; ++t) {
-      row(cands[t], dist.data());
+      dist = row(cands[t], buffer.data());
       double* mt = &mins[t * m];
       for (std::size_t i = 0; i < m; ++i) mt[i] = std::min(closest[i], w[i] * dist[i]);
       for (std::size_t ch = 0; ch < chunks; ++ch)
@@ -735,14 +736,15 @@ std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>
       std::fprintf(stderr, "k-means||: the reduction's distance table, %.4f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     picks = greedy_tree(
-        m, k, seed, weights.data(), [&](std::size_t c, double* out) { std::copy_n(t.get() + c * m, m, out); },
+        m, k, seed, weights.data(), [&](std::size_t c, double*) -> const double* { return t.get() + c * m; },
         potentials);
   } else {
     picks = greedy_tree(
         m, k, seed, weights.data(),
-        [&](std::size_t c, double* out) {
+        [&](std::size_t c, double* out) -> const double* {
 #pragma omp parallel for schedule(static) if (m * d >= (std::size_t{1} << 16))
           for (std::size_t i = 0; i < m; ++i) out[i] = squared_distance_double(pool.row(i), pool.row(c), d);
+          return out;
         },
         potentials);
   }

@@ -10,7 +10,6 @@
 #include <string>
 #include <type_traits>
 #include <utility>
-#include <cub/device/device_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -572,15 +571,15 @@ std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::s
 template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t, const float*);
 template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t, const double*);
 
+namespace {
 // cudaFuncGetAttributes loads a kernel (CUDA's lazy loading otherwise loads each at its first
-// launch, inside the init's timings); the library's kernels run once on a single element.
+// launch, inside the init's timings); CUB's select runs once on a single element.
 template <class K>
 void touch(K kernel) {
   cudaFuncAttributes a{};
   CUDA_CHECK(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(kernel)));
 }
 
-namespace {
 template <class T>
 void preload_parallel_kernels(std::size_t d) {
   touch(kernels::plusplus_distances<T, 1>);
@@ -594,20 +593,16 @@ void preload_parallel_kernels(std::size_t d) {
   touch(kernels::reduce_uniforms);
   touch(kernels::parallel_reduce);
   cuda::Stream stream;
-  {  // CUB's select and max, on one element
+  {  // CUB's select (the rounds' draws), on one element
     DeviceBuffer<unsigned char> flags(1, stream);
     DeviceBuffer<std::int64_t> out(1, stream), count(1, stream);
-    DeviceBuffer<double> values(1, stream), largest(1, stream);
     CUDA_CHECK(cudaMemsetAsync(flags.get(), 0, 1, stream));
-    CUDA_CHECK(cudaMemsetAsync(values.get(), 0, sizeof(double), stream));
-    std::size_t select = 0, max = 0;
+    std::size_t select = 0;
     CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, select, thrust::counting_iterator<std::int64_t>(0), flags.get(),
                                           out.get(), count.get(), std::int64_t{1}, stream));
-    CUDA_CHECK(cub::DeviceReduce::Max(nullptr, max, values.get(), largest.get(), std::int64_t{1}, stream));
-    DeviceBuffer<unsigned char> temp(std::max(select, max), stream);
+    DeviceBuffer<unsigned char> temp(select, stream);
     CUDA_CHECK(cub::DeviceSelect::Flagged(temp.get(), select, thrust::counting_iterator<std::int64_t>(0), flags.get(),
                                           out.get(), count.get(), std::int64_t{1}, stream));
-    CUDA_CHECK(cub::DeviceReduce::Max(temp.get(), max, values.get(), largest.get(), std::int64_t{1}, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   gpu::preload_tensor_nearest<T>(d, stream.get());
