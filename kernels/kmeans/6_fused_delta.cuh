@@ -163,16 +163,21 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
 using Tf32Mma = gemm::MmaTf32m16n8k8;
 
 // (MMA in float at d <= 16, two objects a thread: at most 128 registers, 12 bytes spilled; H100,
-// 2^21 x 16, K = 64: 0.88x the time with 170 registers. At d = 32 the same cap cost 7%. Elsewhere
-// 0, no minimum, as if none were given: an explicit 1 changes ptxas's register choices.)
+// 2^21 x 16, K = 64: 0.88x the time with 170 registers. At d = 32 the same cap cost 7%. EXACT at
+// d = 16 likewise: without the cap ptxas took 164-166 registers (3 blocks of 128 an SM, not 4),
+// where d at run time came to 128 on its own. Elsewhere 0, no minimum, as if none were given: an
+// explicit 1 changes ptxas's register choices.)
+// (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false>
-__global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD == 16 ? 2 : 0)
+          bool MMA = false, bool EXACT = false>
+__global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16) ? 2 : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
-  // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2):
-  // the coordinate loops then test nothing.
-  const int d = MAXD <= 2 ? MAXD : d_arg;
+  // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
+  // or where it fills the width (EXACT): the coordinate loops then test nothing (at d = 16, K = 16
+  // a test and a predicate per coordinate in the loads, the label's distance and the movers' stage
+  // were ~12% of the kernel's instructions, ncu).
+  const int d = MAXD <= 2 || EXACT ? MAXD : d_arg;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float r2_shared;
   __shared__ T mu[MAXD];
@@ -184,6 +189,12 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
   int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
   float* table = reinterpret_cast<float*>(smem + layout.table_offset);
   T* s = reinterpret_cast<T*>(smem + layout.centroids_offset);
+  // Above d = 2, the centroids again as rows [k][SROW] in T, zero past d (layouts.hpp:
+  // delta_centroid_row): the label's distance reads its centroid with 16-byte loads and no test
+  // against d, where [d][k] took a load, an address and a test per coordinate.
+  constexpr int SROW = delta_centroid_row(MAXD, sizeof(T));
+  const bool has_rows = delta_has_rows(MAXD, static_cast<std::size_t>(k));  // the same in the whole grid
+  T* srow = reinterpret_cast<T*>(smem + layout.rows_offset);
   // This warp's movers: (offset in the pass, (old label + 1) << 16 | new label); with BALL, its
   // objects to score (x'', |x''|^2, slot) and their results.
   const int warps_in_block = static_cast<int>((blockDim.x + 31) / 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -223,6 +234,13 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
   for (int t = threadIdx.x; t < k * d; t += blockDim.x) {
     dsums[t] = 0;
     s[t] = centroids[t];
+  }
+  if constexpr (SROW > 0) {
+    if (has_rows)
+      for (int t = threadIdx.x; t < k * SROW; t += blockDim.x) {
+        const int c = t / SROW, j = t % SROW;
+        srow[t] = j < d ? centroids[j * k + c] : T(0);
+      }
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
@@ -887,6 +905,19 @@ __global__ void __launch_bounds__(kDeltaThreads, MMA && sizeof(T) == 4 && MAXD =
           }
         } else if (known[u]) {
           dist = dold[u];
+        } else if (SROW > 0 && has_rows) {
+          // Its centroid's row, 16 bytes a load; past d both the coordinate and the row hold 0,
+          // and fma(0, 0, dist) is dist: the same bits as the sum to d.
+          alignas(16) T c[MAXD];
+          constexpr int V = 16 / static_cast<int>(sizeof(T));
+          const uint4* row = reinterpret_cast<const uint4*>(srow + label * SROW);
+#pragma unroll
+          for (int q = 0; q < MAXD / V; ++q) {
+            const uint4 v = row[q];
+            reinterpret_cast<uint4*>(c)[q] = v;
+          }
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) dist = fused_square_add(xr[u][j] - c[j], dist);
         } else {
           const T* sc = s + label;
 #pragma unroll

@@ -73,16 +73,32 @@ KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::
 // delta_row(maxd) floats (the centroid's |c''|^2 and -2 c''), then the centroids [d][k] in T.
 KM_HOST_DEVICE constexpr int delta_row(int maxd) { return maxd <= 2 ? 4 : maxd + 4; }
 KM_HOST_DEVICE constexpr int delta_row_offset(int maxd) { return maxd <= 2 ? 1 : 4; }
+// Above register width 2 and up to kDeltaRowsMaxK centroids, the centroids once more as rows of
+// this many T (the width and 16 bytes, so that 8 lanes' 16-byte reads of rows r and r + 1 fall in
+// different banks), zero past d; 0: none. (Not above: at d <= 8 one pass runs to K = 2048,
+// where the rows would push the block past the opt-in shared memory.)
+constexpr int kDeltaRowsMaxK = 128;
+KM_HOST_DEVICE constexpr int delta_centroid_row(int maxd, std::size_t elem) {
+  return maxd <= 2 ? 0 : maxd + 16 / static_cast<int>(elem);
+}
+KM_HOST_DEVICE constexpr bool delta_has_rows(int maxd, std::size_t k) {
+  return maxd > 2 && k <= static_cast<std::size_t>(kDeltaRowsMaxK);
+}
 template <class I>
 struct DeltaLayout {
-  I counts_offset, table_offset, centroids_offset, bytes;
+  I counts_offset, table_offset, centroids_offset, rows_offset, bytes;
 };
 template <class I>
 KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
+  const int maxd = fused_register_width(static_cast<std::size_t>(d));
   const I counts = k * d * 8;
   const I table = (counts + (k + 3) / 4 * 4 * static_cast<I>(sizeof(int)) + 15) / 16 * 16;  // float4 rows
-  const I centroids = table + k * static_cast<I>(delta_row(fused_register_width(static_cast<std::size_t>(d)))) * 4;
-  return {counts, table, centroids, centroids + k * d * elem};
+  const I centroids = table + k * static_cast<I>(delta_row(maxd)) * 4;
+  const I rows = (centroids + k * d * elem + 15) / 16 * 16;
+  const I row = delta_has_rows(maxd, static_cast<std::size_t>(k))
+                    ? static_cast<I>(delta_centroid_row(maxd, static_cast<std::size_t>(elem)))
+                    : I{0};
+  return {counts, table, centroids, rows, rows + k * row * elem};
 }
 // Objects per thread per pass of the delta kernel: half of the classic kernel's (measured on an
 // H200: 0.219 against 0.245 ms at d = 2 and 0.223 against 0.341 ms at d = 16, K = 16, double;

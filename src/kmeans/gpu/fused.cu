@@ -55,24 +55,42 @@ OnePassKernel<T> one_pass_kernel(int maxd, bool owner) {
 template <class T>
 using DeltaKernel = void (*)(const T*, T*, std::int64_t, int, int, std::int32_t*, kernels::DeltaPass);
 
-// The instantiation for a register width and index packing.
+// The instantiation for a register width and index packing; `exact`: d is the width itself
+// (4, 8, 16 or 32), whose kernel tests no coordinate against d.
 template <class T, bool PACK>
-DeltaKernel<T> delta_kernel_for(int maxd) {
+DeltaKernel<T> delta_kernel_for(int maxd, bool exact) {
+  using kernels::delta_unroll;
+  using kernels::fused_delta;
+  constexpr std::size_t E = sizeof(T);
   switch (maxd) {
-    case 1: return kernels::fused_delta<T, 1, PACK, kernels::delta_unroll(1, sizeof(T))>;
-    case 2: return kernels::fused_delta<T, 2, PACK, kernels::delta_unroll(2, sizeof(T))>;
-    case 4: return kernels::fused_delta<T, 4, PACK, kernels::delta_unroll(4, sizeof(T))>;
-    case 8: return kernels::fused_delta<T, 8, PACK, kernels::delta_unroll(8, sizeof(T))>;
-    case 16: return kernels::fused_delta<T, 16, PACK, kernels::delta_unroll(16, sizeof(T))>;
-    default: return kernels::fused_delta<T, 32, PACK, kernels::delta_unroll(32, sizeof(T))>;
+    case 1: return fused_delta<T, 1, PACK, delta_unroll(1, E)>;
+    case 2: return fused_delta<T, 2, PACK, delta_unroll(2, E)>;
+    case 4:
+      return exact ? fused_delta<T, 4, PACK, delta_unroll(4, E), false, false, false, false, true>
+                   : fused_delta<T, 4, PACK, delta_unroll(4, E)>;
+    case 8:
+      return exact ? fused_delta<T, 8, PACK, delta_unroll(8, E), false, false, false, false, true>
+                   : fused_delta<T, 8, PACK, delta_unroll(8, E)>;
+    case 16:
+      return exact ? fused_delta<T, 16, PACK, delta_unroll(16, E), false, false, false, false, true>
+                   : fused_delta<T, 16, PACK, delta_unroll(16, E)>;
+    default:
+      return exact ? fused_delta<T, 32, PACK, delta_unroll(32, E), false, false, false, false, true>
+                   : fused_delta<T, 32, PACK, delta_unroll(32, E)>;
   }
 }
 
 // The same with the scores on the tensor cores (MMA; register widths 16 and 32, K <= 64).
 template <class T>
-DeltaKernel<T> delta_mma_kernel_for(int maxd) {
-  if (maxd == 16) return kernels::fused_delta<T, 16, true, kernels::delta_unroll(16, sizeof(T)), false, false, false, true>;
-  return kernels::fused_delta<T, 32, true, kernels::delta_unroll(32, sizeof(T)), false, false, false, true>;
+DeltaKernel<T> delta_mma_kernel_for(int maxd, bool exact) {
+  using kernels::delta_unroll;
+  using kernels::fused_delta;
+  constexpr std::size_t E = sizeof(T);
+  if (maxd == 16)
+    return exact ? fused_delta<T, 16, true, delta_unroll(16, E), false, false, false, true, true>
+                 : fused_delta<T, 16, true, delta_unroll(16, E), false, false, false, true>;
+  return exact ? fused_delta<T, 32, true, delta_unroll(32, E), false, false, false, true, true>
+               : fused_delta<T, 32, true, delta_unroll(32, E), false, false, false, true>;
 }
 
 // The same with Hamerly's bounds (BOUNDS; no Elkan test).
@@ -187,6 +205,19 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     bounds_live_ = true;
   }
 
+  // The report's path after "one-pass": the delta kernel's variant where it is not the plain one
+  // ("d fixed", "mma", "cells"), after "streamed" where the data are.
+  std::string path() const override {
+    std::string p = DeviceUpdateEngine<T>::path();
+    auto add = [&p](const char* part) { p += p.empty() ? std::string(part) : std::string(", ") + part; };
+    if (delta_) {
+      if (exact_) add("d fixed");
+      if (mma_) add("mma");
+      if (cells_live_) add("cells");
+    }
+    return p;
+  }
+
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);
     if (delta_) stats.rechecked = static_cast<std::int64_t>(this->counters_host_.get()->queued[0]);
@@ -220,7 +251,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     if (delta_) {
       bytes_ = delta_bytes;
       bits_ = kernels::delta_index_bits(this->k_);
-      delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd) : delta_kernel_for<T, false>(maxd);
+      // d filling its register width (4, 8, 16, 32): the kernel with d a constant, unless
+      // KMEANS_DELTA_EXACT=0 (for A/B runs).
+      const char* exact_env = std::getenv("KMEANS_DELTA_EXACT");
+      exact_ = maxd >= 4 && static_cast<int>(this->d_) == maxd && !(exact_env && std::string(exact_env) == "0");
+      delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd, exact_) : delta_kernel_for<T, false>(maxd, exact_);
       // Elkan's test before the scores (6_fused_delta.cuh) where it measured faster: d <= 2 and
       // 32 < K <= 64 (H200, 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30%
       // slower; plots/delta_ball_ab_h200.txt). KMEANS_DELTA_BALL=0|1 forces it off or on (K <= 64).
@@ -262,7 +297,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                                     kernels::delta_mma_table_bytes(this->k_, maxd);
       mma_ = !use_ball && cells_side_ == 0 && kernels::delta_mma_possible(maxd, bits_ > 0) &&
              (mma ? std::string(mma) == "1" : mma_by_default) && mma_bytes <= gpu.shared_optin;
-      if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd);
+      if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd, exact_);
       bytes_ = mma_ ? mma_bytes
                     : (bytes_ + 15) / 16 * 16 +
                           kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), use_ball, cells_side_ > 0);
@@ -487,6 +522,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
   bool mma_ = false;  // the delta kernel's scores on the tensor cores
+  bool exact_ = false;  // the delta kernel with d a constant (d fills its register width)
   // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
   int cells_side_ = 0;
   bool cells_live_ = false;
