@@ -756,14 +756,14 @@ TEST(Layouts, SharedMemoryFootprints) {
       }
   // The delta kernel's centroid rows (above width 2, up to kDeltaRowsMaxK centroids): 16-byte
   // aligned rows of the width and 16 bytes, after the [d][k] centroids; none past them.
-  for (std::size_t k : {1, 5, 64, 128, 129, 1024})
+  for (std::size_t k : {1, 5, 64, 65, 128, 1024})
     for (std::size_t d : {2, 3, 4, 16, 32})
       for (std::size_t elem : {4, 8}) {
         const DeltaLayout<std::size_t> l = delta_layout<std::size_t>(k, d, elem);
         const int maxd = fused_register_width(d);
         EXPECT_EQ(l.rows_offset % 16, 0u);
         EXPECT_GE(l.rows_offset, l.centroids_offset + k * d * elem);
-        const std::size_t row = d > 2 && k <= 128 ? static_cast<std::size_t>(maxd) + 16 / elem : 0;
+        const std::size_t row = d > 2 && k <= 64 ? static_cast<std::size_t>(maxd) + 16 / elem : 0;
         EXPECT_EQ(l.bytes, l.rows_offset + k * row * elem) << k << " " << d << " " << elem;
         EXPECT_EQ(row * elem % 16, 0u) << "each row starts 16-byte aligned";
       }

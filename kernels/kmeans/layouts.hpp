@@ -75,9 +75,10 @@ KM_HOST_DEVICE constexpr int delta_row(int maxd) { return maxd <= 2 ? 4 : maxd +
 KM_HOST_DEVICE constexpr int delta_row_offset(int maxd) { return maxd <= 2 ? 1 : 4; }
 // Above register width 2 and up to kDeltaRowsMaxK centroids, the centroids once more as rows of
 // this many T (the width and 16 bytes, so that 8 lanes' 16-byte reads of rows r and r + 1 fall in
-// different banks), zero past d; 0: none. (Not above: at d <= 8 one pass runs to K = 2048,
-// where the rows would push the block past the opt-in shared memory.)
-constexpr int kDeltaRowsMaxK = 128;
+// different banks), zero past d; 0: none. (Not above: at K = 128 their shared memory cost d = 16
+// in double 12% (H100, 256 MB), and at d <= 8 one pass runs to K = 2048, where they would push
+// the block past the opt-in shared memory.)
+constexpr int kDeltaRowsMaxK = 64;
 KM_HOST_DEVICE constexpr int delta_centroid_row(int maxd, std::size_t elem) {
   return maxd <= 2 ? 0 : maxd + 16 / static_cast<int>(elem);
 }

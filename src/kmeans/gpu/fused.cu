@@ -252,9 +252,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       bytes_ = delta_bytes;
       bits_ = kernels::delta_index_bits(this->k_);
       // d filling its register width (4, 8, 16, 32): the kernel with d a constant, unless
-      // KMEANS_DELTA_EXACT=0 (for A/B runs).
+      // KMEANS_DELTA_EXACT=0 (for A/B runs); at d = 4 only up to K = 64, where it measured
+      // faster (H100, 256 MB: K = 16 0.95x in float, 0.97x in double; K = 1024 1.03x / 1.01x;
+      // plots/delta_exact_ab_h100.txt).
       const char* exact_env = std::getenv("KMEANS_DELTA_EXACT");
-      exact_ = maxd >= 4 && static_cast<int>(this->d_) == maxd && !(exact_env && std::string(exact_env) == "0");
+      exact_ = maxd >= 4 && static_cast<int>(this->d_) == maxd && (maxd > 4 || this->k_ <= 64) &&
+               !(exact_env && std::string(exact_env) == "0");
       delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd, exact_) : delta_kernel_for<T, false>(maxd, exact_);
       // Elkan's test before the scores (6_fused_delta.cuh) where it measured faster: d <= 2 and
       // 32 < K <= 64 (H200, 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30%
