@@ -70,7 +70,8 @@ KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::
 
 // fused's one-pass delta kernel (6_fused_delta.cuh), per block: k*d 64-bit fixed-point sums
 // of the block's moves, k int count changes (padded to 4), the float filter's table, k rows of
-// delta_row(maxd) floats (the centroid's |c''|^2 and -2 c''), then the centroids [d][k] in T.
+// delta_row(maxd) floats (the centroid's |c''|^2 and -2 c''), then the centroids [d][k] in T,
+// then (delta_has_rows) the centroids as rows [k][delta_centroid_row] in T.
 KM_HOST_DEVICE constexpr int delta_row(int maxd) { return maxd <= 2 ? 4 : maxd + 4; }
 KM_HOST_DEVICE constexpr int delta_row_offset(int maxd) { return maxd <= 2 ? 1 : 4; }
 // Above register width 2 and up to kDeltaRowsMaxK centroids, the centroids once more as rows of
