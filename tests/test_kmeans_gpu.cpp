@@ -1063,6 +1063,55 @@ void check_exact() {
 TEST(GpuFusedDelta, DoubleExactAsRuntimeD) { check_exact<double>(); }
 TEST(GpuFusedDelta, FloatExactAsRuntimeD) { check_exact<float>(); }
 
+namespace {
+
+// The staged loads (TILE: each warp's next pass by cp.async into shared memory, its objects 32 U
+// consecutive ones) against the loads into registers (KMEANS_DELTA_TILE=0): the same arithmetic
+// on the same objects, so labels, centroids, change counts, shifts, the objects re-checked and
+// re-scored and the inertia bit for bit, omp's labels; with the FMA and the tensor-core scores. n a multiple of 4 but not of a pass (the last pass's
+// chunks partly past n, zero-filled), the index packed (K <= 64) and not (K = 70), d = 16 and 32,
+// and d = 2 with the cell table (the buffers after it; the table's lookups read them);
+// the report's path must say "staged" there, and must not at n % 4 != 0 (20011), where the
+// chunks would cross n.
+template <class T>
+void check_tile(bool mma) {
+  // (mma: the tensor-core scores forced on, d = 16 and 32, K <= 64; they write their rows of x''
+  // into the pass's buffer once its data are in registers.)
+  const kmtest::ScopedEnv scores("KMEANS_DELTA_MMA", mma ? "1" : "0");
+  const std::vector<SplitShape> shapes =
+      quick() ? (mma ? std::vector<SplitShape>{{20012, 16, 16}} : std::vector<SplitShape>{{20012, 16, 16}, {30012, 2, 16}})
+      : mma   ? std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 64}, {4004, 32, 5}}
+              : std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 16}, {20012, 16, 70}, {4004, 32, 5},
+                                        {20011, 16, 16}, {30012, 2, 16}, {20012, 2, 64}};
+  check_variant_against_off<T>(
+      "KMEANS_DELTA_TILE", shapes, {"1"},
+      [mma](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
+        if (s.k <= 64) {
+          EXPECT_EQ(on.path.find("mma") != std::string::npos, mma) << on.path;
+        }
+        EXPECT_EQ(off.path.find("staged"), std::string::npos) << off.path;
+        if (s.n % 4) {
+          EXPECT_EQ(on.path.find("staged"), std::string::npos) << on.path;
+        } else {
+          EXPECT_NE(on.path.find("staged"), std::string::npos) << on.path;
+        }
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+          EXPECT_EQ(a.inertia, b.inertia);
+          EXPECT_EQ(a.rechecked, b.rechecked);
+          EXPECT_EQ(a.rescored, b.rescored);
+        }
+      });
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, DoubleStagedAsRegisterLoads) { check_tile<double>(false); }
+TEST(GpuFusedDelta, FloatStagedAsRegisterLoads) { check_tile<float>(false); }
+TEST(GpuFusedDelta, DoubleStagedMmaAsRegisterLoads) { check_tile<double>(true); }
+TEST(GpuFusedDelta, FloatStagedMmaAsRegisterLoads) { check_tile<float>(true); }
+
 // Where the grid cannot be proved (a coordinate without extent; a range too narrow for its
 // magnitude) the engine runs the kernel without the table (looked_up absent), with omp's labels;
 // also where the table's launch needed more than 48 KB of shared memory (128 x 128 cells, K = 64,

@@ -133,16 +133,20 @@ struct DeltaPass {
   int prefetch = 0;  // MMA: the warp's next pass prefetched before its scores (1: into L1, 2: into L2)
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
+  unsigned tile_offset = 0;  // TILE with CELLS: where the warps' buffers start in shared memory
 };
 
-// CELLS: the cell table for the centroids [2][k] (k <= 64), a thread per cell (cells.hpp).
+// CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
+// cell_label_warp, cell_label's byte).
 template <class T>
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out) {
   __shared__ T cs[2 * 64];
   for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
   __syncthreads();
-  const int cell = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (cell < g.side * g.side) out[cell] = cell_label(cs, k, cell % g.side, cell / g.side, g);
+  const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
+  if (cell >= g.side * g.side) return;  // (the whole warp)
+  const unsigned char label = cell_label_warp(cs, k, cell % g.side, cell / g.side, g, lane);
+  if (lane == 0) out[cell] = label;
 }
 
 // kInertiaUnsure (update.cuh): the algebraic inertia's error bound failed (the host sums it).
@@ -169,7 +173,7 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // explicit 1 changes ptxas's register choices.)
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false>
+          bool MMA = false, bool EXACT = false, bool TILE = false>
 __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16) ? 2 : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
@@ -217,13 +221,24 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
   static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
                 "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test, bounds or cells");
+  static_assert(!TILE || (!BOUNDS && !BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
+                "the staged loads: d a constant from 8 (or the cells at d = 2), no bounds or Elkan test");
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
                                           : after + warps_in_block * 32 * U * 8) +
                                   warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
+  // TILE: the warp's two buffers, each its 32 U objects' coordinates [MAXD][32 U] and old labels
+  // (a row of 32 U entries of T's size), where the stage would be (layouts.hpp:
+  // delta_tile_warp_bytes): cp.async brings the next pass into one while the warp scores the
+  // pass in the other, which then serves as this pass's stage (its data are in registers by then).
+  // (MMA: a buffer also holds the pass's rows of x'', written once its data are in registers.)
+  constexpr int TBE = static_cast<int>(delta_tile_warp_bytes(MAXD, sizeof(T), U, MMA) / 2 / sizeof(T));
+  // (CELLS: after the cell table, at p.tile_offset.)
+  T* const tiles = reinterpret_cast<T*>(CELLS ? smem + p.tile_offset : after + warps_in_block * 32 * U * 8) + warp * 2 * TBE;
   // MMA: the B operands and |c''|^2 in fragment order (layouts.hpp: delta_mma_table_bytes).
   constexpr int KS = MAXD >= 8 ? MAXD / 8 : 1;
-  float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 +
-                                           warps_in_block * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
+  constexpr std::size_t kStageWarp =
+      TILE ? delta_tile_warp_bytes(MAXD, sizeof(T), U, MMA) : delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA);
+  float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 + warps_in_block * kStageWarp);
   float2* ctab = btab + (k + 15) / 16 * 2 * KS * 32;
   __shared__ double zs[MAXD];
   __shared__ int largest_step;
@@ -556,6 +571,50 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
   constexpr int kRing = 64 * U;
   int pending = 0, head = 0;
+  // TILE: a pass's objects for the warp are 32 U consecutive ones (object u * 32 + lane of its
+  // share of the block's pass), copied 16 bytes at a time: per coordinate 32 U sizeof(T) / 16
+  // chunks, then the labels' 32 U * 4 / 16 = 8 U; past n, zeros (the host asks n % 4 == 0, so a
+  // chunk is wholly in or out, and rows 16-byte aligned).
+  auto tile_issue = [&](std::int64_t from, int which) {
+    // A row of 32 U values is RC chunks, so a step of the warp copies 32 / RC rows; lane l always
+    // takes chunk l % RC of row l / RC (+ 32 / RC each step): one base address a pass, then a
+    // constant stride (at d = 16 in float 9 chunks a lane, 124 instructions a pass before).
+    constexpr int RC = 32 * U * static_cast<int>(sizeof(T)) / 16, EC = 16 / static_cast<int>(sizeof(T));
+    constexpr int RPS = RC <= 32 ? 32 / RC : 1;
+    static_assert(!TILE || ((RC <= 32 ? 32 % RC == 0 && MAXD % RPS == 0 : RC % 32 == 0) && 8 * U <= 32),
+                  "the staged loads' chunks per step");
+    const std::int64_t wbase = from + warp * 32 * U;
+    if constexpr (RC <= 32) {
+      const int r0 = lane / RC, q = lane % RC;
+      const bool in = wbase + q * EC < n;  // (n % 4 == 0: a chunk is wholly in or out)
+      const T* src = x + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
+      T* dst = tiles + which * TBE + r0 * 32 * U + q * EC;
+      const std::int64_t stride = static_cast<std::int64_t>(RPS) * n;
+#pragma unroll
+      for (int r = 0; r < MAXD / RPS; ++r) gemm::cp_async<16>(dst + r * RPS * 32 * U, src + r * stride, in);
+    } else {  // (d = 2 in double: a row is RC / 32 steps)
+#pragma unroll
+      for (int sp = 0; sp < RC / 32; ++sp) {
+        const int q = sp * 32 + lane;
+        const bool in = wbase + q * EC < n;
+#pragma unroll
+        for (int r = 0; r < MAXD; ++r)
+          gemm::cp_async<16>(tiles + which * TBE + r * 32 * U + q * EC,
+                             x + static_cast<std::int64_t>(r) * n + (in ? wbase + q * EC : 0), in);
+      }
+    }
+    if (lane < 8 * U) {  // the old labels: 32 U of 4 bytes
+      const bool lin = wbase + lane * 4 < n;
+      gemm::cp_async<16>(reinterpret_cast<std::int32_t*>(tiles + which * TBE + MAXD * 32 * U) + lane * 4,
+                         labels + (lin ? wbase + lane * 4 : 0), lin);
+    }
+  };
+  int cur = 0;
+  if constexpr (TILE) {
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
+    if (first < n) tile_issue(first, 0);
+    gemm::cp_async_commit();
+  }
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;; base += step) {
     const bool more = base < n;  // the same in the whole block
     if (!BOUNDS && !more) break;
@@ -603,6 +662,24 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
 #pragma unroll
         for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
       }
+    } else if constexpr (TILE) {
+      // The next pass into the other buffer (the one this warp used two passes ago, its reads
+      // and the movers' stage done: the pass's closing __syncwarp), then this pass's from its own.
+      if (base + step < n) tile_issue(base + step, cur ^ 1);
+      gemm::cp_async_commit();
+      gemm::cp_async_wait<1>();
+      __syncwarp();  // every lane's copies landed and seen by the warp
+      stage = tiles + cur * TBE;
+      const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(stage + MAXD * 32 * U);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        idx[u] = base + warp * 32 * U + u * 32 + lane;
+        has[u] = idx[u] < n;
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) xr[u][j] = stage[j * 32 * U + u * 32 + lane];
+        old[u] = has[u] ? lt[u * 32 + lane] : 0;
+      }
+      __syncwarp();  // every lane's reads done before the buffer serves as the stage (racecheck)
     } else {
       // A whole pass (every pass but the last) loads without a bounds test per object.
       const T* xb = x + base + threadIdx.x;
@@ -695,7 +772,7 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
       };
       // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
       if constexpr (MMA) {
-        if (p.prefetch) {
+        if (!TILE && p.prefetch) {
           // The warp's next pass: U MAXD coordinates of 32 objects, sizeof(T) / 4 lines each, one
           // prefetch a lane, so that the next pass's loads find them while this one scores
           // (H100, d = 32, K = 32-64: 2-3% faster in double, 0.6-2.6% in float; level at d = 16).
@@ -799,9 +876,14 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
       // 0.236; at d = 8 3% and at d = 32 10% slower, so not there; plots/one_pass_movers_ab_h100.txt).
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const T* xo = x + idx[u];
+        if constexpr (TILE && !MMA) {  // (TILE: still in this pass's buffer, zero past n; MMA wrote rows there)
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
+          for (int j = 0; j < MAXD; ++j) xr[u][j] = stage[j * 32 * U + u * 32 + lane];
+        } else {
+          const T* xo = x + idx[u];
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
+        }
       }
     }
     // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
@@ -999,6 +1081,7 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
     __syncwarp();  // the queue's and the ring's slots are read before they are written again
     if constexpr (CELLS)
       while (hard_pending >= 32) hard_round();
+    if constexpr (TILE) cur ^= 1;
     if (!BOUNDS) break;
     head = (head + taken) & (kRing - 1);
     pending -= taken;
@@ -1009,6 +1092,7 @@ __global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD 
     while (hard_pending > 0) hard_round();
     while (mover_pending > 0) mover_round();
   }
+  if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
   __syncthreads();
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);

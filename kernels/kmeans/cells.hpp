@@ -123,4 +123,51 @@ KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, in
   return static_cast<unsigned char>(best);
 }
 
+#if defined(__CUDACC__)
+// The same label from a whole warp (k <= 64): lane l takes centroids l and l + 32. The same
+// distances in the same arithmetic; the nearest to the centre with the lowest index among equal
+// distances, as cell_label's scan in index order; mixed where any lane's centroid passes a corner
+// test. The same byte as cell_label for every cell (delta_cells: 7.5 us an iteration on an H100
+// with a thread per cell, its K dependent steps in double the whole time).
+template <class T>
+__device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i, int j, const CellGrid& g, int lane) {
+  const double x[2] = {static_cast<double>(g.lo[0]) + (i - kCellGrow) * static_cast<double>(g.w[0]),
+                       static_cast<double>(g.lo[0]) + (i + 1 + kCellGrow) * static_cast<double>(g.w[0])};
+  const double y[2] = {static_cast<double>(g.lo[1]) + (j - kCellGrow) * static_cast<double>(g.w[1]),
+                       static_cast<double>(g.lo[1]) + (j + 1 + kCellGrow) * static_cast<double>(g.w[1])};
+  auto dist = [&](int c, double px, double py) {
+    const double a = px - static_cast<double>(centroids[c]), b = py - static_cast<double>(centroids[k + c]);
+    return a * a + b * b;
+  };
+  const double cx = 0.5 * (x[0] + x[1]), cy = 0.5 * (y[0] + y[1]);
+  double bd = INFINITY;
+  int best = k;
+  for (int c = lane; c < k; c += 32) {
+    const double v = dist(c, cx, cy);
+    if (v < bd) {
+      bd = v;
+      best = c;
+    }
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const double ov = __shfl_xor_sync(0xffffffffu, bd, off);
+    const int oc = __shfl_xor_sync(0xffffffffu, best, off);
+    if (ov < bd || (ov == bd && oc < best)) {
+      bd = ov;
+      best = oc;
+    }
+  }
+  const double lo_f = 1 - 2 * g.e, hi_f = 1 + 2 * g.e, t2 = 2 * g.t;
+  double dc[4];
+  for (int q = 0; q < 4; ++q) dc[q] = dist(best, x[q & 1], y[q >> 1]);
+  bool mixed = false;
+  for (int o = lane; o < k; o += 32) {
+    if (o == best) continue;
+    for (int q = 0; q < 4; ++q)
+      if (!(lo_f * dist(o, x[q & 1], y[q >> 1]) - hi_f * dc[q] - t2 > 0)) mixed = true;
+  }
+  return __any_sync(0xffffffffu, mixed) ? kCellMixed : static_cast<unsigned char>(best);
+}
+#endif
+
 }  // namespace km::kernels

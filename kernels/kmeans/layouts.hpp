@@ -135,11 +135,20 @@ KM_HOST_DEVICE constexpr std::size_t delta_mma_table_bytes(std::size_t k, int ma
   return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 1) * 32 * 8;
 }
 // With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
+// With the staged loads (6_fused_delta.cuh, TILE), in the stage's place: per warp two buffers of
+// its 32 U objects' coordinates and old labels, (maxd + 1) rows of 32 U values of elem bytes
+// (with mma at least the stage's rows of x'').
+KM_HOST_DEVICE constexpr std::size_t delta_tile_warp_bytes(int maxd, std::size_t elem, int unroll, bool mma = false) {
+  const std::size_t data = static_cast<std::size_t>((maxd + 1) * 32 * unroll) * elem;
+  const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
+  return 2 * (mma && rows > data ? rows : data);
+}
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
-                                                       bool cells = false, bool mma = false) {
+                                                       bool cells = false, bool mma = false, bool tile = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
              (cells ? 32 : ball && maxd <= 4 ? 28 : 8) +
-         delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem), mma);
+         (tile ? static_cast<std::size_t>((threads + 31) / 32) * delta_tile_warp_bytes(maxd, elem, delta_unroll(maxd, elem), mma)
+               : delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem), mma));
 }
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.

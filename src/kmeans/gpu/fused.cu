@@ -10,6 +10,7 @@
 // FusedEngine picks the path at setup and forwards to it.
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -78,6 +79,21 @@ DeltaKernel<T> delta_kernel_for(int maxd, bool exact) {
       return exact ? fused_delta<T, 32, PACK, delta_unroll(32, E), false, false, false, false, true>
                    : fused_delta<T, 32, PACK, delta_unroll(32, E)>;
   }
+}
+
+// The same with the staged loads (TILE: cp.async, two buffers a warp) at register widths 16 and
+// 32 with d filling them (EXACT), the scores with FMAs or (MMA, index packed) on the tensor cores.
+template <class T, bool PACK>
+DeltaKernel<T> delta_tile_kernel_for(int maxd, bool mma) {
+  using kernels::delta_unroll;
+  using kernels::fused_delta;
+  constexpr std::size_t E = sizeof(T);
+  if constexpr (PACK)
+    if (mma)
+      return maxd == 16 ? fused_delta<T, 16, true, delta_unroll(16, E), false, false, false, true, true, true>
+                        : fused_delta<T, 32, true, delta_unroll(32, E), false, false, false, true, true, true>;
+  return maxd == 16 ? fused_delta<T, 16, PACK, delta_unroll(16, E), false, false, false, false, true, true>
+                    : fused_delta<T, 32, PACK, delta_unroll(32, E), false, false, false, false, true, true>;
 }
 
 // The same with the scores on the tensor cores (MMA; register widths 16 and 32, K <= 64).
@@ -212,6 +228,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     auto add = [&p](const char* part) { p += p.empty() ? std::string(part) : std::string(", ") + part; };
     if (delta_) {
       if (exact_) add("d fixed");
+      if (tile_used_) add("staged");
       if (mma_) add("mma");
       if (cells_live_) add("cells");
     }
@@ -309,6 +326,44 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
           cells_side_ /= 2;
         bytes_ += 16 + static_cast<std::size_t>(cells_side_) * cells_side_;
+      }
+      // The staged loads (6_fused_delta.cuh, TILE) where d fills its width 16 or 32: each
+      // warp's next pass comes by cp.async into shared memory while it scores this one. By
+      // default only at d = 32, 8 < K <= 16, where they measured faster (H100, 10 iterations:
+      // 2^20 objects, K = 16 0.92-0.94x the time in float, 0.96x in double); level at d = 16,
+      // K = 16 in float, slower in double (its 128 registers spill more), at d = 32, K = 8
+      // (1.02-1.08x) and K = 64 (the buffers halve the blocks an SM holds), and at d = 2 with the
+      // cell table (1.01-1.16x: 6 blocks an SM, not 8; plots/delta_tile_ab_h100.txt).
+      // KMEANS_DELTA_TILE=0|1 forces them off or on. Taken at launch only where n % 4 == 0 and
+      // the buffers are 16-byte aligned (launch_delta).
+      const char* tile_env = std::getenv("KMEANS_DELTA_TILE");
+      tile_kernel_ = nullptr;
+      const bool tile_by_default = maxd == 32 && this->k_ > 8 && this->k_ <= 16;
+      const bool tile_wanted = tile_env ? std::string(tile_env) == "1" : tile_by_default;
+      if (tile_wanted && cells_side_ > 0) {
+        // (with the cell table at d = 2: the buffers after it)
+        tile_offset_ = static_cast<unsigned>((bytes_ + 15) / 16 * 16);
+        tile_bytes_ = tile_offset_ + static_cast<std::size_t>((queue_threads + 31) / 32) *
+                                         kernels::delta_tile_warp_bytes(2, sizeof(T), kernels::delta_unroll(2));
+        if (tile_bytes_ <= gpu.shared_optin) {
+          tile_kernel_ =
+              kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true, false, false, true>;
+          occupancy_grid(tile_kernel_, tile_bytes_, kernels::kDeltaThreads,
+                         static_cast<std::size_t>(kernels::delta_unroll(2)));
+          tile_grid_ = grid_;
+          tile_block_ = block_;
+        }
+      } else if (exact_ && !use_ball && cells_side_ == 0 && (maxd == 16 || maxd == 32) && tile_wanted) {
+        tile_bytes_ = (delta_bytes + 15) / 16 * 16 +
+                      kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, mma_, true) +
+                      (mma_ ? kernels::delta_mma_table_bytes(this->k_, maxd) : 0);
+        if (tile_bytes_ <= gpu.shared_optin) {
+          tile_kernel_ = bits_ ? delta_tile_kernel_for<T, true>(maxd, mma_) : delta_tile_kernel_for<T, false>(maxd, false);
+          occupancy_grid(tile_kernel_, tile_bytes_, kernels::kDeltaThreads,
+                         static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+          tile_grid_ = grid_;
+          tile_block_ = block_;
+        }
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
@@ -468,21 +523,34 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // The next pass's lines into L1 before the scores at d 17-32 (measured; level at d <= 16,
       // plots/delta_mma_ab_h100.txt). KMEANS_DELTA_PREFETCH=0|1|2: none, into L1, into L2.
       const char* pf = std::getenv("KMEANS_DELTA_PREFETCH");
-      q.prefetch = pf ? std::atoi(pf) : kernels::fused_register_width(this->d_) == 32 ? 1 : 0;
+      q.prefetch = pf ? std::atoi(pf) : kernels::fused_register_width(this->d_) == 32 ? 1 : 0;  // (not staged)
     }
     if (cells_live_ && !this->streamed()) {
-      // This iteration's table from the centroids the last iteration left.
+      // This iteration's table from the centroids the last iteration left, a warp per cell (ncu,
+      // H100, 64 x 64 cells, K = 16: 5.0 us with its launch, a thread per cell 7.1-7.5 us, its K
+      // dependent steps in double, whether 16 blocks or 128 held them; the iteration's time level
+      // within 1%: plots/delta_tile_ab_h100.txt).
       const int cells = cells_side_ * cells_side_;
-      kernels::delta_cells<T><<<(cells + 255) / 256, 256, 0, this->stream_>>>(
+      kernels::delta_cells<T><<<(cells + 3) / 4, 128, 0, this->stream_>>>(
           this->centroids_.get(), static_cast<int>(this->k_), cell_grid_, cells_.get());
       CUDA_CHECK_LAUNCH();
       q.cells = cells_.get();
       q.grid = cell_grid_;
     }
-    delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
-                                                          static_cast<std::int64_t>(this->n_),
-                                                          static_cast<int>(this->d_), static_cast<int>(this->k_),
-                                                          this->labels_.get(), q);
+    // The staged loads copy 16-byte chunks: rows and labels aligned, no chunk across n.
+    const auto aligned = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
+    tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
+                 aligned(this->labels_.get());
+    q.tile_offset = tile_offset_;
+    if (tile_used_)
+      tile_kernel_<<<tile_grid_, tile_block_, tile_bytes_, this->stream_>>>(
+          this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
+          static_cast<int>(this->k_), this->labels_.get(), q);
+    else
+      delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
+                                                            static_cast<std::int64_t>(this->n_),
+                                                            static_cast<int>(this->d_), static_cast<int>(this->k_),
+                                                            this->labels_.get(), q);
     CUDA_CHECK_LAUNCH();
   }
 
@@ -510,6 +578,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   OnePassKernel<T> kernel_ = nullptr;
   DeltaKernel<T> delta_kernel_ = nullptr, bounds_kernel_ = nullptr;
+  DeltaKernel<T> tile_kernel_ = nullptr;  // the staged loads' kernel, where they apply (prepare)
+  std::size_t tile_bytes_ = 0;
+  unsigned tile_offset_ = 0;  // (with the cell table: the buffers' start)
+  int tile_grid_ = 1, tile_block_ = 128;
+  bool tile_used_ = false;  // the last launch took it (the report's path: "staged")
   // bounds_: the buffers are there and the bounds may start; bounds_live_: they have.
   bool delta_ = false, bounds_wanted_ = false, bounds_ = false, bounds_live_ = false;
   double bounds_after_ = 0.01;
