@@ -170,11 +170,15 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // 2^21 x 16, K = 64: 0.88x the time with 170 registers. At d = 32 the same cap cost 7%. EXACT at
 // d = 16 likewise: without the cap ptxas took 164-166 registers (3 blocks of 128 an SM, not 4),
 // where d at run time came to 128 on its own. Elsewhere 0, no minimum, as if none were given: an
-// explicit 1 changes ptxas's register choices.)
+// explicit 1 changes ptxas's register choices. Not for the staged loads in double at d = 16, FMA
+// scores: under the cap they spilled 100 bytes.)
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false>
-__global__ void __launch_bounds__(kDeltaThreads, (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16) ? 2 : 0)
+__global__ void __launch_bounds__(kDeltaThreads,
+                                  (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
+                                      ? 2
+                                      : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)

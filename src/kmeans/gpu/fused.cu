@@ -329,16 +329,18 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       }
       // The staged loads (6_fused_delta.cuh, TILE) where d fills its width 16 or 32: each
       // warp's next pass comes by cp.async into shared memory while it scores this one. By
-      // default only at d = 32, 8 < K <= 16, where they measured faster (H100, 10 iterations:
-      // 2^20 objects, K = 16 0.92-0.94x the time in float, 0.96x in double); level at d = 16,
-      // K = 16 in float, slower in double (its 128 registers spill more), at d = 32, K = 8
-      // (1.02-1.08x) and K = 64 (the buffers halve the blocks an SM holds), and at d = 2 with the
-      // cell table (1.01-1.16x: 6 blocks an SM, not 8; plots/delta_tile_ab_h100.txt).
-      // KMEANS_DELTA_TILE=0|1 forces them off or on. Taken at launch only where n % 4 == 0 and
-      // the buffers are 16-byte aligned (launch_delta).
+      // default only where they measured faster (H100, 10 iterations; plots/delta_tile_ab_h100.txt):
+      // 8 < K <= 16 at d = 32 (2^20 objects, K = 16: 0.92-0.94x the time in float, 0.96x in
+      // double) and at d = 16 in double (2^21, K = 16: 0.94x, without the cap of 128 registers,
+      // under which it spilled and took 1.07x). Level at d = 16, K = 16 in float and K = 8 in
+      // double; slower at d = 16, K = 8 in float (1.10x), d = 32, K = 8 (1.02-1.08x), K = 64 (the
+      // buffers halve the blocks an SM holds) and d = 2 with the cell table (1.01-1.16x: 6 blocks
+      // an SM, not 8). KMEANS_DELTA_TILE=0|1 forces them off or on. Taken at launch only where
+      // n % 4 == 0 and the buffers are 16-byte aligned (launch_delta).
       const char* tile_env = std::getenv("KMEANS_DELTA_TILE");
       tile_kernel_ = nullptr;
-      const bool tile_by_default = maxd == 32 && this->k_ > 8 && this->k_ <= 16;
+      const bool tile_by_default =
+          (maxd == 32 || (maxd == 16 && sizeof(T) == 8)) && this->k_ > 8 && this->k_ <= 16;
       const bool tile_wanted = tile_env ? std::string(tile_env) == "1" : tile_by_default;
       if (tile_wanted && cells_side_ > 0) {
         // (with the cell table at d = 2: the buffers after it)
