@@ -742,6 +742,58 @@ TEST(Registry, SupportsAnswersWithAReason) {
       }
 }
 
+// The delta kernel's staged loads (6_fused_delta.cuh, TILE) copy a warp's pass by the plan in
+// layouts.hpp: every 16-byte chunk of every coordinate row exactly once over the steps and 32 lanes,
+// where the kernel instantiates it (d = 2 with the cells, U = 4; d = 16 and 32, the delta kernel's
+// U) and where it does not (d = 8); where a row is at most 32 chunks, a lane's rows step by a
+// constant stride and its chunk stays (the kernel's addressing); the buffers hold the rows, the
+// labels' row and, with mma, the stage's rows of x''.
+TEST(Layouts, StagedCopyPlanCoversEveryChunkOnce) {
+  using namespace km::kernels;
+  for (int maxd : {2, 8, 16, 32})
+    for (std::size_t elem : {4, 8})
+      for (int unroll : {1, 2, 4}) {
+        SCOPED_TRACE("maxd " + std::to_string(maxd) + " elem " + std::to_string(elem) + " U " + std::to_string(unroll));
+        const int rc = tile_row_chunks(unroll, elem), steps = tile_copy_steps(maxd, unroll, elem);
+        EXPECT_EQ(rc * 16, 32 * unroll * static_cast<int>(elem));
+        if (maxd >= 16 && unroll == delta_unroll(maxd, elem)) {
+          EXPECT_GT(steps, 0) << "an instantiated width without a plan";
+        }
+        if (maxd == 2 && unroll == delta_unroll(2, elem)) {
+          EXPECT_GT(steps, 0);
+        }
+        if (steps == 0) continue;
+        std::vector<int> seen(static_cast<std::size_t>(maxd * rc), 0);
+        for (int step = 0; step < steps; ++step)
+          for (int lane = 0; lane < 32; ++lane) {
+            const TileChunk c = tile_chunk(maxd, unroll, elem, step, lane);
+            ASSERT_GE(c.row, 0);
+            ASSERT_LT(c.row, maxd);
+            ASSERT_GE(c.col, 0);
+            ASSERT_LT(c.col, rc);
+            ++seen[static_cast<std::size_t>(c.row * rc + c.col)];
+            if (rc <= 32) {
+              const TileChunk f = tile_chunk(maxd, unroll, elem, 0, lane);
+              EXPECT_EQ(c.row, f.row + step * (32 / rc));
+              EXPECT_EQ(c.col, f.col);
+            }
+          }
+        for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "chunk " << i;
+        EXPECT_LE(8 * unroll, 32) << "the labels' row, a chunk a lane";
+        for (bool mma : {false, true}) {
+          const std::size_t buffer = delta_tile_warp_bytes(maxd, elem, unroll, mma) / 2;
+          EXPECT_GE(buffer, static_cast<std::size_t>((maxd + 1) * 32 * unroll) * elem);
+          if (mma) {
+            EXPECT_GE(buffer, static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4);
+          }
+          EXPECT_EQ(buffer % 16, 0u) << "each buffer 16-byte aligned";
+        }
+      }
+  EXPECT_EQ(tile_copy_steps(16, 2, 4), 8) << "d = 16 in float: 16 chunks a row, two rows a step";
+  EXPECT_EQ(tile_copy_steps(2, 4, 8), 4) << "d = 2 in double: 64 chunks a row, two steps a row";
+  EXPECT_EQ(tile_copy_steps(8, 8, 4), 0) << "labels of 64 U bytes: more chunks than lanes";
+}
+
 TEST(Layouts, SharedMemoryFootprints) {
   using namespace km::kernels;
   EXPECT_EQ(centroids_bytes(16, 16, 8), 2048u);

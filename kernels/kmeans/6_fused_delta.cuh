@@ -583,28 +583,27 @@ __global__ void __launch_bounds__(kDeltaThreads,
     // A row of 32 U values is RC chunks, so a step of the warp copies 32 / RC rows; lane l always
     // takes chunk l % RC of row l / RC (+ 32 / RC each step): one base address a pass, then a
     // constant stride (at d = 16 in float 9 chunks a lane, 124 instructions a pass before).
-    constexpr int RC = 32 * U * static_cast<int>(sizeof(T)) / 16, EC = 16 / static_cast<int>(sizeof(T));
-    constexpr int RPS = RC <= 32 ? 32 / RC : 1;
-    static_assert(!TILE || ((RC <= 32 ? 32 % RC == 0 && MAXD % RPS == 0 : RC % 32 == 0) && 8 * U <= 32),
-                  "the staged loads' chunks per step");
+    // (layouts.hpp: tile_chunk, the plan a CPU test checks covers every chunk once)
+    constexpr int RC = tile_row_chunks(U, sizeof(T)), EC = 16 / static_cast<int>(sizeof(T));
+    constexpr int RPS = RC <= 32 ? 32 / RC : 1, STEPS = tile_copy_steps(MAXD, U, sizeof(T));
+    static_assert(!TILE || STEPS > 0, "the staged loads' copy plan");
     const std::int64_t wbase = from + warp * 32 * U;
     if constexpr (RC <= 32) {
-      const int r0 = lane / RC, q = lane % RC;
+      const TileChunk first = tile_chunk(MAXD, U, sizeof(T), 0, lane);
+      const int r0 = first.row, q = first.col;
       const bool in = wbase + q * EC < n;  // (n % 4 == 0: a chunk is wholly in or out)
       const T* src = x + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
       T* dst = tiles + which * TBE + r0 * 32 * U + q * EC;
       const std::int64_t stride = static_cast<std::int64_t>(RPS) * n;
 #pragma unroll
-      for (int r = 0; r < MAXD / RPS; ++r) gemm::cp_async<16>(dst + r * RPS * 32 * U, src + r * stride, in);
+      for (int r = 0; r < STEPS; ++r) gemm::cp_async<16>(dst + r * RPS * 32 * U, src + r * stride, in);
     } else {  // (d = 2 in double: a row is RC / 32 steps)
 #pragma unroll
-      for (int sp = 0; sp < RC / 32; ++sp) {
-        const int q = sp * 32 + lane;
-        const bool in = wbase + q * EC < n;
-#pragma unroll
-        for (int r = 0; r < MAXD; ++r)
-          gemm::cp_async<16>(tiles + which * TBE + r * 32 * U + q * EC,
-                             x + static_cast<std::int64_t>(r) * n + (in ? wbase + q * EC : 0), in);
+      for (int st = 0; st < STEPS; ++st) {
+        const TileChunk c = tile_chunk(MAXD, U, sizeof(T), st, lane);
+        const bool in = wbase + c.col * EC < n;
+        gemm::cp_async<16>(tiles + which * TBE + c.row * 32 * U + c.col * EC,
+                           x + static_cast<std::int64_t>(c.row) * n + (in ? wbase + c.col * EC : 0), in);
       }
     }
     if (lane < 8 * U) {  // the old labels: 32 U of 4 bytes

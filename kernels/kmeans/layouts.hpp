@@ -135,6 +135,30 @@ KM_HOST_DEVICE constexpr std::size_t delta_mma_table_bytes(std::size_t k, int ma
   return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 1) * 32 * 8;
 }
 // With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
+// The staged loads' copy plan (6_fused_delta.cuh, TILE) for a warp's pass of 32 U objects: each of
+// its maxd coordinate rows is tile_row_chunks 16-byte chunks, and copy step s of lane l takes chunk
+// tile_chunk(...).col of row tile_chunk(...).row. Where a row is at most 32 chunks (and 32 a
+// multiple of them), a step covers 32 / chunks rows, lane l the same chunk of row l / chunks + s
+// (32 / chunks) at every step (the kernel adds a constant stride); where a row is more, step s
+// takes row s % maxd, chunks (s / maxd) 32 + l (d = 2 in double). tile_copy_steps: 0 where the
+// plan does not apply (the kernel asserts it does).
+struct TileChunk {
+  int row, col;
+};
+KM_HOST_DEVICE constexpr int tile_row_chunks(int unroll, std::size_t elem) {
+  return static_cast<int>(static_cast<std::size_t>(32 * unroll) * elem / 16);
+}
+KM_HOST_DEVICE constexpr int tile_copy_steps(int maxd, int unroll, std::size_t elem) {
+  const int rc = tile_row_chunks(unroll, elem);
+  if (rc <= 0 || 8 * unroll > 32) return 0;
+  if (rc <= 32) return 32 % rc == 0 && maxd % (32 / rc) == 0 ? maxd / (32 / rc) : 0;
+  return rc % 32 == 0 ? maxd * (rc / 32) : 0;
+}
+KM_HOST_DEVICE constexpr TileChunk tile_chunk(int maxd, int unroll, std::size_t elem, int step, int lane) {
+  const int rc = tile_row_chunks(unroll, elem);
+  if (rc <= 32) return {step * (32 / rc) + lane / rc, lane % rc};
+  return {step % maxd, (step / maxd) * 32 + lane};
+}
 // With the staged loads (6_fused_delta.cuh, TILE), in the stage's place: per warp two buffers of
 // its 32 U objects' coordinates and old labels, (maxd + 1) rows of 32 U values of elem bytes
 // (with mma at least the stage's rows of x'').
