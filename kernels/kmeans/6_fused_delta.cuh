@@ -888,6 +888,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
           for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? __ldcg(xo) : T(0);
         }
       }
+      // (TILE: the buffer's reads done before a re-check below writes its object there)
+      if constexpr (TILE && !MMA) __syncwarp();
     }
     // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
     // a time, their coordinates passed through the (not yet used) stage: seq's arithmetic over
