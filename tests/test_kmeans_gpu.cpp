@@ -1030,6 +1030,19 @@ TEST(GpuFusedDelta, FloatMmaAsFma) { check_mma<float>(); }
 
 namespace {
 
+// Two runs of the same arithmetic: every iteration's inertia, re-checked and re-scored objects
+// the same (expect_same_fit has compared labels, centroids, change counts and shifts).
+template <class R>
+void expect_same_counts(const R& on, const R& off) {
+  for (int it = 0; it < on.iterations; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it + 1));
+    const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+    EXPECT_EQ(a.inertia, b.inertia);
+    EXPECT_EQ(a.rechecked, b.rechecked);
+    EXPECT_EQ(a.rescored, b.rescored);
+  }
+}
+
 // The delta kernel with d a constant where d fills its register width (EXACT: d = 4, 8, 16, 32;
 // the FMA scores, the index packed or not (K > 64), and the tensor-core scores at d = 16 and 32)
 // against the same kernel with d at run time (KMEANS_DELTA_EXACT=0): the same arithmetic, so
@@ -1048,13 +1061,7 @@ void check_exact() {
         EXPECT_EQ(off.path.find("d fixed"), std::string::npos) << off.path;
         if (s.d == 12) EXPECT_EQ(on.path.find("d fixed"), std::string::npos) << on.path;
         else EXPECT_NE(on.path.find("d fixed"), std::string::npos) << on.path;
-        for (int it = 0; it < on.iterations; ++it) {
-          SCOPED_TRACE("iteration " + std::to_string(it + 1));
-          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
-          EXPECT_EQ(a.inertia, b.inertia);
-          EXPECT_EQ(a.rechecked, b.rechecked);
-          EXPECT_EQ(a.rescored, b.rescored);
-        }
+        expect_same_counts(on, off);
       });
 }
 
@@ -1095,13 +1102,7 @@ void check_tile(bool mma) {
         } else {
           EXPECT_NE(on.path.find("staged"), std::string::npos) << on.path;
         }
-        for (int it = 0; it < on.iterations; ++it) {
-          SCOPED_TRACE("iteration " + std::to_string(it + 1));
-          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
-          EXPECT_EQ(a.inertia, b.inertia);
-          EXPECT_EQ(a.rechecked, b.rechecked);
-          EXPECT_EQ(a.rescored, b.rescored);
-        }
+        expect_same_counts(on, off);
       });
 }
 

@@ -89,61 +89,73 @@ KM_CELLS_HD inline int cell_of(T x0, T x1, const CellGrid& g) {
   return static_cast<int>(t1) * g.side + static_cast<int>(t0);
 }
 
+// Cell (i, j)'s box grown by kCellGrow of a cell on each side (corner q: x[q & 1], y[q >> 1]) and
+// its centre, in double as the proof above forms them.
+struct CellBox {
+  double x[2], y[2], cx, cy;
+};
+KM_CELLS_HD inline CellBox cell_box(int i, int j, const CellGrid& g) {
+  CellBox b{{static_cast<double>(g.lo[0]) + (i - kCellGrow) * static_cast<double>(g.w[0]),
+             static_cast<double>(g.lo[0]) + (i + 1 + kCellGrow) * static_cast<double>(g.w[0])},
+            {static_cast<double>(g.lo[1]) + (j - kCellGrow) * static_cast<double>(g.w[1]),
+             static_cast<double>(g.lo[1]) + (j + 1 + kCellGrow) * static_cast<double>(g.w[1])},
+            0,
+            0};
+  b.cx = 0.5 * (b.x[0] + b.x[1]);
+  b.cy = 0.5 * (b.y[0] + b.y[1]);
+  return b;
+}
+// Centroid c's squared distance from (px, py) in double; centroids [2][k] in T.
+template <class T>
+KM_CELLS_HD inline double cell_dist(const T* centroids, int k, int c, double px, double py) {
+  const double a = px - static_cast<double>(centroids[c]), b = py - static_cast<double>(centroids[k + c]);
+  return a * a + b * b;
+}
+// Whether the centroid with corner distances dc provably beats centroid o at every corner of b.
+template <class T>
+KM_CELLS_HD inline bool cell_beats(const T* centroids, int k, int o, const CellBox& b, const double (&dc)[4],
+                                   const CellGrid& g) {
+  const double lo_f = 1 - 2 * g.e, hi_f = 1 + 2 * g.e, t2 = 2 * g.t;
+  for (int q = 0; q < 4; ++q)
+    if (!(lo_f * cell_dist(centroids, k, o, b.x[q & 1], b.y[q >> 1]) - hi_f * dc[q] - t2 > 0)) return false;
+  return true;
+}
+
 // Cell (i, j)'s label (column i, row j): the centroid nearest the cell's centre where it provably
 // beats every other over the grown cell (see above), else kCellMixed. centroids [2][k] in T.
 template <class T>
 KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, int j, const CellGrid& g) {
   if (k > 254) return kCellMixed;
-  const double x[2] = {static_cast<double>(g.lo[0]) + (i - kCellGrow) * static_cast<double>(g.w[0]),
-                       static_cast<double>(g.lo[0]) + (i + 1 + kCellGrow) * static_cast<double>(g.w[0])};
-  const double y[2] = {static_cast<double>(g.lo[1]) + (j - kCellGrow) * static_cast<double>(g.w[1]),
-                       static_cast<double>(g.lo[1]) + (j + 1 + kCellGrow) * static_cast<double>(g.w[1])};
-  auto dist = [&](int c, double px, double py) {
-    const double a = px - static_cast<double>(centroids[c]), b = py - static_cast<double>(centroids[k + c]);
-    return a * a + b * b;
-  };
-  const double cx = 0.5 * (x[0] + x[1]), cy = 0.5 * (y[0] + y[1]);
+  const CellBox b = cell_box(i, j, g);
   int best = 0;
-  double bd = dist(0, cx, cy);
+  double bd = cell_dist(centroids, k, 0, b.cx, b.cy);
   for (int c = 1; c < k; ++c) {
-    const double v = dist(c, cx, cy);
+    const double v = cell_dist(centroids, k, c, b.cx, b.cy);
     if (v < bd) {
       bd = v;
       best = c;
     }
   }
-  const double lo_f = 1 - 2 * g.e, hi_f = 1 + 2 * g.e, t2 = 2 * g.t;
   double dc[4];
-  for (int q = 0; q < 4; ++q) dc[q] = dist(best, x[q & 1], y[q >> 1]);
-  for (int o = 0; o < k; ++o) {
-    if (o == best) continue;
-    for (int q = 0; q < 4; ++q)
-      if (!(lo_f * dist(o, x[q & 1], y[q >> 1]) - hi_f * dc[q] - t2 > 0)) return kCellMixed;
-  }
+  for (int q = 0; q < 4; ++q) dc[q] = cell_dist(centroids, k, best, b.x[q & 1], b.y[q >> 1]);
+  for (int o = 0; o < k; ++o)
+    if (o != best && !cell_beats(centroids, k, o, b, dc, g)) return kCellMixed;
   return static_cast<unsigned char>(best);
 }
 
 #if defined(__CUDACC__)
 // The same label from a whole warp (k <= 64): lane l takes centroids l and l + 32. The same
-// distances in the same arithmetic; the nearest to the centre with the lowest index among equal
-// distances, as cell_label's scan in index order; mixed where any lane's centroid passes a corner
-// test. The same byte as cell_label for every cell (delta_cells: 7.5 us an iteration on an H100
-// with a thread per cell, its K dependent steps in double the whole time).
+// distances in the same arithmetic (the helpers above); the nearest to the centre with the lowest
+// index among equal distances, as cell_label's scan in index order; mixed where any lane's centroid
+// fails a corner test. The same byte as cell_label for every cell (delta_cells: 7.5 us an iteration
+// on an H100 with a thread per cell, its K dependent steps in double the whole time).
 template <class T>
 __device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i, int j, const CellGrid& g, int lane) {
-  const double x[2] = {static_cast<double>(g.lo[0]) + (i - kCellGrow) * static_cast<double>(g.w[0]),
-                       static_cast<double>(g.lo[0]) + (i + 1 + kCellGrow) * static_cast<double>(g.w[0])};
-  const double y[2] = {static_cast<double>(g.lo[1]) + (j - kCellGrow) * static_cast<double>(g.w[1]),
-                       static_cast<double>(g.lo[1]) + (j + 1 + kCellGrow) * static_cast<double>(g.w[1])};
-  auto dist = [&](int c, double px, double py) {
-    const double a = px - static_cast<double>(centroids[c]), b = py - static_cast<double>(centroids[k + c]);
-    return a * a + b * b;
-  };
-  const double cx = 0.5 * (x[0] + x[1]), cy = 0.5 * (y[0] + y[1]);
+  const CellBox b = cell_box(i, j, g);
   double bd = INFINITY;
   int best = k;
   for (int c = lane; c < k; c += 32) {
-    const double v = dist(c, cx, cy);
+    const double v = cell_dist(centroids, k, c, b.cx, b.cy);
     if (v < bd) {
       bd = v;
       best = c;
@@ -157,15 +169,11 @@ __device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i
       best = oc;
     }
   }
-  const double lo_f = 1 - 2 * g.e, hi_f = 1 + 2 * g.e, t2 = 2 * g.t;
   double dc[4];
-  for (int q = 0; q < 4; ++q) dc[q] = dist(best, x[q & 1], y[q >> 1]);
+  for (int q = 0; q < 4; ++q) dc[q] = cell_dist(centroids, k, best, b.x[q & 1], b.y[q >> 1]);
   bool mixed = false;
-  for (int o = lane; o < k; o += 32) {
-    if (o == best) continue;
-    for (int q = 0; q < 4; ++q)
-      if (!(lo_f * dist(o, x[q & 1], y[q >> 1]) - hi_f * dc[q] - t2 > 0)) mixed = true;
-  }
+  for (int o = lane; o < k; o += 32)
+    if (o != best && !cell_beats(centroids, k, o, b, dc, g)) mixed = true;
   return __any_sync(0xffffffffu, mixed) ? kCellMixed : static_cast<unsigned char>(best);
 }
 #endif
