@@ -134,7 +134,6 @@ KM_HOST_DEVICE constexpr bool delta_mma_possible(int maxd, bool pack) { return (
 KM_HOST_DEVICE constexpr std::size_t delta_mma_table_bytes(std::size_t k, int maxd) {
   return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 1) * 32 * 8;
 }
-// With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
 // The staged loads' copy plan (6_fused_delta.cuh, TILE) for a warp's pass of 32 U objects: each of
 // its maxd coordinate rows is tile_row_chunks 16-byte chunks, and copy step s of lane l takes chunk
 // tile_chunk(...).col of row tile_chunk(...).row. Where a row is at most 32 chunks (and 32 a
@@ -167,6 +166,7 @@ KM_HOST_DEVICE constexpr std::size_t delta_tile_warp_bytes(int maxd, std::size_t
   const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
   return 2 * (mma && rows > data ? rows : data);
 }
+// With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
                                                        bool cells = false, bool mma = false, bool tile = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
