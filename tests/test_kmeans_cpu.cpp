@@ -16,6 +16,7 @@
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
+#include "kmeans/gpu/delta_plan.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
@@ -707,9 +708,126 @@ TEST(Registry, ListAnswersForAShape) {
       if (e["name"] == "fused") return e["path"].get<std::string>();
     return std::string("missing");
   };
-  EXPECT_EQ(fused(small), "one-pass");
+  // (16 x 16 in double: d fixed, and the staged loads, which the engine takes where n % 4 == 0)
+  EXPECT_EQ(fused(small), "one-pass, d fixed, staged");
   EXPECT_EQ(fused(large), "tensor");
   EXPECT_FALSE(nlohmann::json::parse(km::registry_json())[0].contains("runs")) << "no shape, no answer";
+}
+
+namespace {
+
+km::gpu::DeltaPlan plan_for(std::size_t d, std::size_t k, std::size_t elem, std::size_t optin = 227 * 1024,
+                            const km::gpu::DeltaOverrides& env = {}, std::size_t n = 1 << 20, double max_abs = 1.0) {
+  return km::gpu::plan_delta({n, d, k, elem, max_abs, 128, optin}, env);
+}
+
+// Every buffer the plan sizes fits the device it was planned for, and the staged kernel's
+// buffers start past the rest.
+void expect_fits(const km::gpu::DeltaPlan& p, std::size_t optin) {
+  if (!p.delta) return;
+  EXPECT_LE(p.bytes, optin);
+  if (p.tile) {
+    EXPECT_LE(p.tile_bytes, optin);
+    if (p.cells_side) {
+      EXPECT_GE(p.tile_offset, p.bytes) << "its buffers after the cell table";
+      EXPECT_GT(p.tile_bytes, p.tile_offset);
+    } else {
+      EXPECT_GT(p.tile_bytes, 0u);
+    }
+  }
+}
+
+}  // namespace
+
+// The delta kernel's variant per shape (delta_plan.cpp), where the engine and --list both take it:
+// the lab's rows as measured (plots/delta_*_ab_*), each KMEANS_* override, and the limits.
+TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
+  EXPECT_EQ(plan_for(2, 16, 4).describe(), "cells");
+  EXPECT_EQ(plan_for(2, 16, 8).describe(), "cells");
+  EXPECT_EQ(plan_for(2, 4, 4).describe(), "") << "below K = 8 in float: no table";
+  EXPECT_EQ(plan_for(2, 8, 8).describe(), "") << "below K = 16 in double: no table";
+  EXPECT_EQ(plan_for(16, 16, 8).describe(), "d fixed, staged");
+  EXPECT_EQ(plan_for(16, 16, 4).describe(), "d fixed");
+  EXPECT_EQ(plan_for(32, 16, 4).describe(), "d fixed, staged");
+  EXPECT_EQ(plan_for(32, 64, 4).describe(), "d fixed, mma");
+  EXPECT_EQ(plan_for(32, 64, 8).describe(), "d fixed, mma");
+  EXPECT_EQ(plan_for(16, 64, 4).describe(), "d fixed, mma");
+  EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed") << "float at d = 16: mma only above K = 32";
+  EXPECT_EQ(plan_for(12, 32, 8).describe(), "mma") << "d = 12 does not fill its width";
+  EXPECT_EQ(plan_for(4, 16, 4).describe(), "d fixed");
+  EXPECT_EQ(plan_for(4, 128, 4).describe(), "") << "d = 4 fixed only up to K = 64";
+  EXPECT_EQ(plan_for(3, 16, 8).describe(), "");
+  const auto ball = plan_for(1, 64, 8);
+  EXPECT_TRUE(ball.ball);
+  EXPECT_EQ(ball.cells_side, 0) << "the table is for d = 2";
+  const auto table = plan_for(2, 64, 8);
+  EXPECT_EQ(table.cells_side, 128);
+  EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
+  EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
+  EXPECT_EQ(plan_for(32, 70, 4).bits, 0) << "K > 64: the index is not packed";
+  EXPECT_FALSE(plan_for(32, 70, 4).mma);
+  for (std::size_t d : {1, 2, 3, 4, 8, 12, 16, 24, 32})
+    for (std::size_t k : {1, 2, 5, 16, 33, 64, 70, 256})
+      for (std::size_t elem : {4, 8}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " k " + std::to_string(k) + " elem " + std::to_string(elem));
+        expect_fits(plan_for(d, k, elem), 227 * 1024);
+      }
+}
+
+TEST(DeltaPlan, OverridesAndLimits) {
+  km::gpu::DeltaOverrides env;
+  env.classic = true;
+  EXPECT_FALSE(plan_for(16, 16, 8, 227 * 1024, env).delta);
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "");
+  env = {};
+  env.no_exact = true;
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "") << "the staged kernel needs d fixed";
+  env = {};
+  env.tile = false;
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed");
+  env.tile = true;
+  EXPECT_EQ(plan_for(16, 8, 4, 227 * 1024, env).describe(), "d fixed, staged");
+  EXPECT_EQ(plan_for(2, 16, 4, 227 * 1024, env).describe(), "staged, cells");
+  env = {};
+  env.mma = true;
+  EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, mma");
+  EXPECT_EQ(plan_for(8, 16, 4, 227 * 1024, env).describe(), "d fixed") << "no mma at width 8";
+  env.mma = false;
+  EXPECT_EQ(plan_for(32, 64, 4, 227 * 1024, env).describe(), "d fixed");
+  env = {};
+  env.cells = 0;
+  EXPECT_EQ(plan_for(2, 64, 8, 227 * 1024, env).cells_side, 0);
+  EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ball) << "without the table, Elkan's test at K > 32";
+  env.cells = 256;
+  EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).cells_side, 256);
+  env = {};
+  env.ball = false;
+  EXPECT_FALSE(plan_for(1, 64, 8, 227 * 1024, env).ball);
+  env.ball = true;
+  EXPECT_TRUE(plan_for(1, 16, 8, 227 * 1024, env).ball);
+  // The data: beyond 2^48 the float filter could overflow; u32 indices in the table's rings.
+  EXPECT_FALSE(plan_for(16, 16, 8, 227 * 1024, {}, 1 << 20, 0x1p49).delta);
+  EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, {}, std::size_t{1} << 32).cells_side, 0);
+  EXPECT_FALSE(plan_for(2, 65535, 8).delta);
+  // A smaller device: the table's side halves to fit, the tensor-core tables may not fit at all,
+  // and nothing the plan sizes passes the limit.
+  for (std::size_t optin : {48 * 1024, 64 * 1024, 100 * 1024, 164 * 1024, 227 * 1024})
+    for (std::size_t d : {2, 16, 32})
+      for (std::size_t k : {16, 64})
+        for (std::size_t elem : {4, 8}) {
+          SCOPED_TRACE("optin " + std::to_string(optin) + " d " + std::to_string(d) + " k " + std::to_string(k));
+          km::gpu::DeltaOverrides all;
+          all.tile = true;
+          all.mma = true;
+          all.cells = 256;
+          expect_fits(plan_for(d, k, elem, optin, all), optin);
+          expect_fits(plan_for(d, k, elem, optin), optin);
+        }
+  env = {};
+  env.cells = 256;
+  const auto small = plan_for(2, 64, 8, 48 * 1024, env);
+  EXPECT_GT(small.cells_side, 0);
+  EXPECT_LT(small.cells_side, 256) << "48 KB cannot hold 256 x 256 cells beside the rest";
 }
 
 TEST(Registry, SupportsAnswersWithAReason) {

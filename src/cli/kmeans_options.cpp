@@ -87,7 +87,9 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
   app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit; "
                                  "with --coords and --clusters (and --precision) also whether each runs that "
-                                 "shape here and the path it takes");
+                                 "shape here and the path it takes (fused: one-pass or tensor; on one pass the "
+                                 "delta kernel's variants, as the JSON report names them: d fixed, staged (taken "
+                                 "where n % 4 == 0), mma, cells (where the data's range gives a grid))");
   size->excludes(objects);
   input->excludes(size)->excludes(objects)->excludes(generator);
 }

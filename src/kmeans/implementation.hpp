@@ -24,8 +24,8 @@ struct Implementation {
   // The limits of this implementation for K clusters of d coordinates of `elem` bytes on the
   // device `gpu`; nullptr: it takes every shape.
   Support (*supports)(std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) = nullptr;
-  // The path this implementation takes for K, d and elem ("" when it has one), as Engine::path.
-  const char* (*path)(std::size_t k, std::size_t d, std::size_t elem) = nullptr;
+  // The path this implementation takes for K, d and elem, in Engine::path's words; nullptr: it has one.
+  std::string (*path)(std::size_t k, std::size_t d, std::size_t elem) = nullptr;
 
   bool needs_gpu() const { return where == Where::gpu; }
   template <class T>
@@ -39,7 +39,7 @@ struct Implementation {
 template <template <class> class E>
 constexpr Implementation describe(const char* name, const char* description, Where where,
                                   Support (*supports)(std::size_t, std::size_t, std::size_t, const GpuInfo&) = nullptr,
-                                  const char* (*path)(std::size_t, std::size_t, std::size_t) = nullptr) {
+                                  std::string (*path)(std::size_t, std::size_t, std::size_t) = nullptr) {
   return {name,
           description,
           where,

@@ -28,6 +28,7 @@
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/gpu/delta_plan.hpp"
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/fused_wgmma.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
@@ -244,13 +245,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
     const auto& gpu = gpu_info();
-    // The delta kernel (6_fused_delta.cuh) unless told otherwise (KMEANS_ONE_PASS=classic, for
-    // A/B runs), or unless its float filter could overflow (max|x| > 2^48: margin.hpp), or its
-    // shared memory does not fit.
-    const char* which = std::getenv("KMEANS_ONE_PASS");
+    // The delta kernel's variant and its shared memory (delta_plan.cpp: the measured defaults and
+    // the KMEANS_* overrides; `--list` answers from the same plan).
+    const DeltaPlan plan = plan_delta({data.n, this->d_, this->k_, sizeof(T), this->whole_.max_abs, this->params_.block,
+                                       gpu.shared_optin},
+                                      DeltaOverrides::from_environment());
     const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
-    delta_ = !(which && std::string(which) == "classic") && this->whole_.max_abs <= 0x1p48 && this->k_ < 65535 &&
-             kernels::delta_shared_bytes(this->k_, this->d_, sizeof(T)) <= gpu.shared_optin;
+    delta_ = plan.delta;
     auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
       cuda::opt_in_shared(kernel, bytes, "--impl=fused");
       cudaFuncAttributes attr{};
@@ -266,106 +267,37 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     };
     const std::size_t unroll = static_cast<std::size_t>(kernels::fused_unroll(maxd));
     if (delta_) {
-      bytes_ = delta_bytes;
-      bits_ = kernels::delta_index_bits(this->k_);
-      // d filling its register width (4, 8, 16, 32): the kernel with d a constant, unless
-      // KMEANS_DELTA_EXACT=0 (for A/B runs); at d = 4 only up to K = 64, where it measured
-      // faster (H100, 256 MB: K = 16 0.95x in float, 0.97x in double; K = 1024 1.03x / 1.01x;
-      // plots/delta_exact_ab_h100.txt).
-      const char* exact_env = std::getenv("KMEANS_DELTA_EXACT");
-      exact_ = maxd >= 4 && static_cast<int>(this->d_) == maxd && (maxd > 4 || this->k_ <= 64) &&
-               !(exact_env && std::string(exact_env) == "0");
+      bytes_ = plan.bytes;
+      bits_ = plan.bits;
+      exact_ = plan.exact;
+      cells_side_ = plan.cells_side;
+      mma_ = plan.mma;
+      const bool use_ball = plan.ball;
       delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd, exact_) : delta_kernel_for<T, false>(maxd, exact_);
-      // Elkan's test before the scores (6_fused_delta.cuh) where it measured faster: d <= 2 and
-      // 32 < K <= 64 (H200, 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30%
-      // slower; plots/delta_ball_ab_h200.txt). KMEANS_DELTA_BALL=0|1 forces it off or on (K <= 64).
-      const char* ball = std::getenv("KMEANS_DELTA_BALL");
-      const bool forced_ball = ball && std::string(ball) == "1", no_ball = ball && std::string(ball) == "0";
-      // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
-      // K scores for the objects of cells one centroid provably wins, Elkan's test not needed.
-      // KMEANS_DELTA_CELLS=S: S x S cells (0: none; S a multiple of 4 up to 256).
-      const char* cells = std::getenv("KMEANS_DELTA_CELLS");
-      cells_side_ = 0;
-      if (this->d_ == 2 && this->k_ <= 64 && data.n < (std::size_t{1} << 32)) {  // u32 indices in its rings
-        cells_side_ = kernels::cell_side_for(this->k_, sizeof(T));
-        if (cells) {
-          const long side = std::strtol(cells, nullptr, 10);
-          cells_side_ = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
-        }
-      }
-      const bool ball_wanted = maxd <= 2 && this->k_ <= 64 && !no_ball && (forced_ball || this->k_ > 32);
-      const bool use_ball = cells_side_ == 0 && ball_wanted;
       if (use_ball)
         delta_kernel_ = maxd == 1 ? kernels::fused_delta<T, 1, true, kernels::delta_unroll(1), true>
                                   : kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true>;
       if (cells_side_) {
         // Without a grid after all (start_cells), the kernel that would have run without one.
-        cells_fallback_ = ball_wanted ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true> : delta_kernel_;
+        cells_fallback_ =
+            plan.ball_wanted ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true> : delta_kernel_;
         delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
       }
-      // The scores on the tensor cores (6_fused_delta.cuh, MMA) at register widths 16 and 32,
-      // K <= 64, where they measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt):
-      // d = 17..32 above K = 16 (K = 64 0.63x the FMA scores' time in float, 0.71x in double;
-      // K = 32 0.81x / 0.88x; K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16
-      // 1.38x) and above K = 16 in double (d = 12, K = 32 0.93x; K = 16 1.09x).
-      // KMEANS_DELTA_MMA=0|1 forces them off or on.
-      const char* mma = std::getenv("KMEANS_DELTA_MMA");
-      const bool mma_by_default = maxd == 32 ? this->k_ > 16 : this->k_ > (sizeof(T) == 8 ? 16u : 32u);
-      const int queue_threads = std::min(this->params_.block, kernels::kDeltaThreads);
-      const std::size_t mma_bytes = (bytes_ + 15) / 16 * 16 +
-                                    kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, true) +
-                                    kernels::delta_mma_table_bytes(this->k_, maxd);
-      mma_ = !use_ball && cells_side_ == 0 && kernels::delta_mma_possible(maxd, bits_ > 0) &&
-             (mma ? std::string(mma) == "1" : mma_by_default) && mma_bytes <= gpu.shared_optin;
       if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd, exact_);
-      bytes_ = mma_ ? mma_bytes
-                    : (bytes_ + 15) / 16 * 16 +
-                          kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), use_ball, cells_side_ > 0);
-      if (cells_side_) {
-        // A side the device's shared memory cannot hold is halved until it can.
-        while (cells_side_ > 4 && bytes_ + 16 + static_cast<std::size_t>(cells_side_) * cells_side_ > gpu.shared_optin)
-          cells_side_ /= 2;
-        bytes_ += 16 + static_cast<std::size_t>(cells_side_) * cells_side_;
-      }
-      // The staged loads (6_fused_delta.cuh, TILE) where d fills its width 16 or 32: each
-      // warp's next pass comes by cp.async into shared memory while it scores this one. By
-      // default only where they measured faster (H100, 10 iterations; plots/delta_tile_ab_h100.txt):
-      // 8 < K <= 16 at d = 32 (2^20 objects, K = 16: 0.92-0.94x the time in float, 0.96x in
-      // double) and at d = 16 in double (2^21, K = 16: 0.94x, without the cap of 128 registers,
-      // under which it spilled and took 1.07x). Level at d = 16, K = 16 in float and K = 8 in
-      // double; slower at d = 16, K = 8 in float (1.10x), d = 32, K = 8 (1.02-1.08x), K = 64 (the
-      // buffers halve the blocks an SM holds) and d = 2 with the cell table (1.01-1.16x: 6 blocks
-      // an SM, not 8). KMEANS_DELTA_TILE=0|1 forces them off or on. Taken at launch only where
-      // n % 4 == 0 and the buffers are 16-byte aligned (launch_delta).
-      const char* tile_env = std::getenv("KMEANS_DELTA_TILE");
+      // The staged loads' kernel, where the plan has one (taken at launch: launch_delta).
       tile_kernel_ = nullptr;
-      const bool tile_by_default =
-          (maxd == 32 || (maxd == 16 && sizeof(T) == 8)) && this->k_ > 8 && this->k_ <= 16;
-      const bool tile_wanted = tile_env ? std::string(tile_env) == "1" : tile_by_default;
-      if (tile_wanted && cells_side_ > 0) {
-        // (with the cell table at d = 2: the buffers after it)
-        tile_offset_ = static_cast<unsigned>((bytes_ + 15) / 16 * 16);
-        tile_bytes_ = tile_offset_ + static_cast<std::size_t>((queue_threads + 31) / 32) *
-                                         kernels::delta_tile_warp_bytes(2, sizeof(T), kernels::delta_unroll(2));
-        if (tile_bytes_ <= gpu.shared_optin) {
+      tile_bytes_ = plan.tile_bytes;
+      tile_offset_ = plan.tile_offset;
+      if (plan.tile) {
+        if (cells_side_)
           tile_kernel_ =
               kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true, false, false, true>;
-          occupancy_grid(tile_kernel_, tile_bytes_, kernels::kDeltaThreads,
-                         static_cast<std::size_t>(kernels::delta_unroll(2)));
-          tile_grid_ = grid_;
-          tile_block_ = block_;
-        }
-      } else if (exact_ && !use_ball && cells_side_ == 0 && (maxd == 16 || maxd == 32) && tile_wanted) {
-        tile_bytes_ = (delta_bytes + 15) / 16 * 16 +
-                      kernels::delta_queue_bytes(maxd, queue_threads, sizeof(T), false, false, mma_, true) +
-                      (mma_ ? kernels::delta_mma_table_bytes(this->k_, maxd) : 0);
-        if (tile_bytes_ <= gpu.shared_optin) {
+        else
           tile_kernel_ = bits_ ? delta_tile_kernel_for<T, true>(maxd, mma_) : delta_tile_kernel_for<T, false>(maxd, false);
-          occupancy_grid(tile_kernel_, tile_bytes_, kernels::kDeltaThreads,
-                         static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
-          tile_grid_ = grid_;
-          tile_block_ = block_;
-        }
+        occupancy_grid(tile_kernel_, tile_bytes_, kernels::kDeltaThreads,
+                       static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+        tile_grid_ = grid_;
+        tile_block_ = block_;
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
@@ -1045,8 +977,17 @@ bool one_pass_for(std::size_t k, std::size_t d, std::size_t elem) {
   return d <= 8 || k * d <= 1024 || !gpu.present || kernels::delta_shared_bytes(k, d, elem) <= gpu.shared_optin;
 }
 
-const char* fused_path(std::size_t k, std::size_t d, std::size_t elem) {
-  return one_pass_for(k, d, elem) ? "one-pass" : "tensor";
+// The path for --list, as the report words it: on the one-pass path with the delta kernel its
+// variant from the same plan as the engine's (delta_plan.cpp), for data within 2^48 and the
+// default --block, on this GPU's shared memory (without one, an H100's); "staged" is taken
+// where n % 4 == 0, "cells" once the data's range gives a grid.
+std::string fused_path(std::size_t k, std::size_t d, std::size_t elem) {
+  if (!one_pass_for(k, d, elem)) return "tensor";
+  const auto& gpu = gpu_info();
+  const std::size_t optin = gpu.present ? gpu.shared_optin : std::size_t{232448};
+  const std::string variant =
+      plan_delta({0, d, k, elem, 0.0, Params{}.block, optin}, DeltaOverrides::from_environment()).describe();
+  return variant.empty() ? "one-pass" : "one-pass, " + variant;
 }
 
 template <class T>
@@ -1088,7 +1029,7 @@ class FusedEngine final : public Engine<T> {
 
  private:
   void make_path(std::size_t k, std::size_t d) {
-    path_name_ = fused_path(k, d, sizeof(T));
+    path_name_ = one_pass_for(k, d, sizeof(T)) ? "one-pass" : "tensor";
     if (one_pass_for(k, d, sizeof(T)))
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else

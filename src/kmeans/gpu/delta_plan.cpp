@@ -1,0 +1,125 @@
+#include "kmeans/gpu/delta_plan.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "kernels/kmeans/cells.hpp"
+#include "kernels/kmeans/layouts.hpp"
+
+namespace km::gpu {
+
+namespace {
+
+std::optional<bool> flag(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v) == "1";
+}
+
+}  // namespace
+
+DeltaOverrides DeltaOverrides::from_environment() {
+  DeltaOverrides o;
+  const char* which = std::getenv("KMEANS_ONE_PASS");
+  o.classic = which && std::string(which) == "classic";
+  const char* exact = std::getenv("KMEANS_DELTA_EXACT");
+  o.no_exact = exact && std::string(exact) == "0";
+  if (const char* ball = std::getenv("KMEANS_DELTA_BALL")) {
+    // (only 0 and 1 mean anything here: another value leaves the default)
+    if (std::string(ball) == "1") o.ball = true;
+    else if (std::string(ball) == "0") o.ball = false;
+  }
+  if (const char* cells = std::getenv("KMEANS_DELTA_CELLS")) {
+    const long side = std::strtol(cells, nullptr, 10);
+    o.cells = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
+  }
+  o.mma = flag("KMEANS_DELTA_MMA");
+  o.tile = flag("KMEANS_DELTA_TILE");
+  return o;
+}
+
+DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
+  using namespace km::kernels;
+  DeltaPlan p;
+  const std::size_t k = s.k, d = s.d, elem = s.elem;
+  const int maxd = fused_register_width(d);
+  p.maxd = maxd;
+  // The delta kernel unless told otherwise (for A/B runs), or unless its float filter could
+  // overflow (max|x| > 2^48: margin.hpp), or its shared memory does not fit.
+  p.delta = !env.classic && s.max_abs <= 0x1p48 && k < 65535 && delta_shared_bytes(k, d, elem) <= s.shared_optin;
+  if (!p.delta) return p;
+  const std::size_t delta_bytes = delta_layout<std::size_t>(k, d, elem).bytes;
+  p.bits = delta_index_bits(k);
+  // d filling its register width (4, 8, 16, 32): the kernel with d a constant; at d = 4 only up
+  // to K = 64, where it measured faster (H100, 256 MB: K = 16 0.95x in float, 0.97x in double;
+  // K = 1024 1.03x / 1.01x; plots/delta_exact_ab_h100.txt).
+  p.exact = maxd >= 4 && static_cast<int>(d) == maxd && (maxd > 4 || k <= 64) && !env.no_exact;
+  // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
+  // K scores for the objects of cells one centroid provably wins; u32 indices in its rings.
+  if (d == 2 && k <= 64 && s.n < (std::size_t{1} << 32)) p.cells_side = env.cells ? *env.cells : cell_side_for(k, elem);
+  // Elkan's test before the scores where it measured faster: d <= 2 and 32 < K <= 64 (H200,
+  // 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30% slower;
+  // plots/delta_ball_ab_h200.txt); not with the cell table.
+  p.ball_wanted = maxd <= 2 && k <= 64 && env.ball.value_or(k > 32);
+  p.ball = p.cells_side == 0 && p.ball_wanted;
+  // The scores on the tensor cores (MMA) at register widths 16 and 32, K <= 64, where they
+  // measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt): d = 17..32 above
+  // K = 16 (K = 64 0.63x the FMA scores' time in float, 0.71x in double; K = 32 0.81x / 0.88x;
+  // K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16 1.38x) and above K = 16
+  // in double (d = 12, K = 32 0.93x; K = 16 1.09x).
+  const bool mma_by_default = maxd == 32 ? k > 16 : k > (elem == 8 ? 16u : 32u);
+  p.queue_threads = std::min(s.block, kDeltaMaxThreads);
+  const std::size_t base = (delta_bytes + 15) / 16 * 16;
+  const std::size_t mma_bytes = base + delta_queue_bytes(maxd, p.queue_threads, elem, false, false, true) +
+                                delta_mma_table_bytes(k, maxd);
+  p.mma = !p.ball && p.cells_side == 0 && delta_mma_possible(maxd, p.bits > 0) && env.mma.value_or(mma_by_default) &&
+          mma_bytes <= s.shared_optin;
+  p.bytes = p.mma ? mma_bytes : base + delta_queue_bytes(maxd, p.queue_threads, elem, p.ball, p.cells_side > 0);
+  if (p.cells_side) {
+    // A side the device's shared memory cannot hold is halved until it can.
+    const auto side_bytes = [](int side) { return static_cast<std::size_t>(side) * static_cast<std::size_t>(side); };
+    while (p.cells_side > 4 && p.bytes + 16 + side_bytes(p.cells_side) > s.shared_optin) p.cells_side /= 2;
+    p.bytes += 16 + side_bytes(p.cells_side);
+  }
+  // The staged loads (TILE) where d fills its width 16 or 32: each warp's next pass comes by
+  // cp.async into shared memory while it scores this one. By default only where they measured
+  // faster (H100, 10 iterations; plots/delta_tile_ab_h100.txt): 8 < K <= 16 at d = 32 (2^20
+  // objects, K = 16: 0.92-0.94x the time in float, 0.96x in double) and at d = 16 in double (2^21,
+  // K = 16: 0.94x, without the cap of 128 registers, under which it spilled and took 1.07x). Level
+  // at d = 16, K = 16 in float and K = 8 in double; slower at d = 16, K = 8 in float (1.10x),
+  // d = 32, K = 8 (1.02-1.08x), K = 64 (the buffers halve the blocks an SM holds) and d = 2 with the
+  // cell table (1.01-1.16x: 6 blocks an SM, not 8). Three buffers instead of two: slower at every
+  // shape tried (plots/delta_ring_mu_ab_s15_h100.txt). The engine takes the staged kernel at launch
+  // only where n % 4 == 0 and the buffers are 16-byte aligned.
+  const bool tile_by_default = (maxd == 32 || (maxd == 16 && elem == 8)) && k > 8 && k <= 16;
+  const bool tile_wanted = env.tile.value_or(tile_by_default);
+  if (tile_wanted && p.cells_side > 0) {
+    // (with the cell table at d = 2: the buffers after it)
+    p.tile_offset = static_cast<unsigned>((p.bytes + 15) / 16 * 16);
+    p.tile_bytes = p.tile_offset + static_cast<std::size_t>((p.queue_threads + 31) / 32) *
+                                       delta_tile_warp_bytes(2, elem, delta_unroll(2));
+    p.tile = p.tile_bytes <= s.shared_optin;
+  } else if (p.exact && !p.ball && p.cells_side == 0 && (maxd == 16 || maxd == 32) && tile_wanted) {
+    p.tile_bytes = base + delta_queue_bytes(maxd, p.queue_threads, elem, false, false, p.mma, true) +
+                   (p.mma ? delta_mma_table_bytes(k, maxd) : 0);
+    p.tile = p.tile_bytes <= s.shared_optin;
+  }
+  if (!p.tile) {
+    p.tile_bytes = 0;
+    p.tile_offset = 0;
+  }
+  return p;
+}
+
+std::string DeltaPlan::describe() const {
+  std::string out;
+  auto add = [&out](const char* part) { out += out.empty() ? std::string(part) : std::string(", ") + part; };
+  if (!delta) return out;
+  if (exact) add("d fixed");
+  if (tile) add("staged");
+  if (mma) add("mma");
+  if (cells_side) add("cells");
+  return out;
+}
+
+}  // namespace km::gpu
