@@ -6,7 +6,8 @@ times, `summed` (fused's tensor path: objects through the sums), `changed` and i
 
 Usage: ab_env.py KMEANS_BIN 'off=KMEANS_TENSOR_MOVERS:0,on=' 1000000x128x128,262144x128x1024 float
        [--impl=fused] [--rounds=3] [--loops=10] [--phase=kernel]
-(a variant is name=VAR:VALUE;VAR:VALUE...; an empty list runs the defaults)"""
+(a variant is name=VAR:VALUE;VAR:VALUE...; an item starting with -- is a command-line option instead,
+e.g. 'b128=--block=128,b256=--block=256'; an empty list runs the defaults)"""
 import argparse
 import json
 import os
@@ -26,10 +27,12 @@ def main():
     ap.add_argument("--loops", type=int, default=10)
     ap.add_argument("--phase", default="kernel", help="the per-iteration time compared (kernel, total, ...)")
     a = ap.parse_args()
-    variants = {}
+    variants, options = {}, {}
     for v in a.variants.split(","):
-        name, _, envs = v.partition("=")
-        variants[name] = dict(e.split(":", 1) for e in envs.split(";") if e)
+        name, _, items = v.partition("=")
+        items = [e for e in items.split(";") if e]
+        variants[name] = dict(e.split(":", 1) for e in items if not e.startswith("--"))
+        options[name] = [e for e in items if e.startswith("--")]
     shapes = [tuple(map(int, s.split("x"))) for s in a.shapes.split(",")]
     res = {}
     for _ in range(a.rounds):
@@ -37,7 +40,8 @@ def main():
             for name, env in variants.items():
                 p = subprocess.run([a.binary, f"--impl={a.impl}", f"--precision={a.precision}", f"--objects={n}",
                                     f"--coords={d}", f"--clusters={k}", f"--loops={a.loops}", "--quiet",
-                                    "--report=json"], capture_output=True, text=True, env={**os.environ, **env})
+                                    "--report=json", *options[name]], capture_output=True, text=True,
+                                   env={**os.environ, **env})
                 if p.returncode:
                     print(name, n, d, k, p.stderr.strip(), file=sys.stderr)
                     continue

@@ -717,8 +717,9 @@ TEST(Registry, ListAnswersForAShape) {
 namespace {
 
 km::gpu::DeltaPlan plan_for(std::size_t d, std::size_t k, std::size_t elem, std::size_t optin = 227 * 1024,
-                            const km::gpu::DeltaOverrides& env = {}, std::size_t n = 1 << 20, double max_abs = 1.0) {
-  return km::gpu::plan_delta({n, d, k, elem, max_abs, 128, optin}, env);
+                            const km::gpu::DeltaOverrides& env = {}, std::size_t n = 1 << 20, double max_abs = 1.0,
+                            int block = 128, bool block_given = false) {
+  return km::gpu::plan_delta({n, d, k, elem, max_abs, block, block_given, optin}, env);
 }
 
 // Every buffer the plan sizes fits the device it was planned for, and the staged kernel's
@@ -772,6 +773,39 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
         SCOPED_TRACE("d " + std::to_string(d) + " k " + std::to_string(k) + " elem " + std::to_string(elem));
         expect_fits(plan_for(d, k, elem), 227 * 1024);
       }
+}
+
+// Without --block, the threads per block that measured faster (plots/delta_block_ab_s15_h100.txt);
+// with it, --block (the queues sized for at most 256 threads).
+TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
+  EXPECT_EQ(plan_for(32, 64, 8).block, 256);
+  EXPECT_EQ(plan_for(16, 64, 8).block, 256);
+  EXPECT_EQ(plan_for(2, 16, 8).block, 256);
+  EXPECT_EQ(plan_for(16, 16, 8).block, 128) << "the staged double d = 16 kernel";
+  km::gpu::DeltaOverrides unstaged;
+  unstaged.tile = false;
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, unstaged).block, 256);
+  EXPECT_EQ(plan_for(32, 64, 4).block, 128) << "float, d = 17-32 up to K = 64";
+  EXPECT_EQ(plan_for(24, 16, 4).block, 128);
+  EXPECT_EQ(plan_for(32, 128, 4).block, 256);
+  EXPECT_EQ(plan_for(4, 16, 4).block, 128);
+  EXPECT_EQ(plan_for(8, 64, 4).block, 256);
+  EXPECT_EQ(plan_for(2, 16, 4).block, 256);
+  EXPECT_EQ(plan_for(16, 64, 4).block, 256);
+  for (int given : {32, 128, 256, 1024}) {
+    SCOPED_TRACE(given);
+    const auto p = plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, given, true);
+    EXPECT_EQ(p.block, given);
+    EXPECT_EQ(p.queue_threads, std::min(given, 256));
+  }
+  // The shared memory is sized for the block chosen: 256 threads' queues are larger.
+  EXPECT_GT(plan_for(32, 64, 8).bytes, plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, 128, true).bytes);
+  const auto classic = [] {
+    km::gpu::DeltaOverrides o;
+    o.classic = true;
+    return o;
+  }();
+  EXPECT_EQ(plan_for(32, 64, 8, 227 * 1024, classic).block, 128) << "no delta kernel: --block's default";
 }
 
 TEST(DeltaPlan, OverridesAndLimits) {

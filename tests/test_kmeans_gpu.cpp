@@ -19,6 +19,7 @@
 #include "io/generate.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/gpu/delta_plan.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
 #include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
@@ -1174,6 +1175,21 @@ void check_list_path() {
       p.loops = 2;
       const auto got = km::run(fused, data, p);
       EXPECT_EQ(got.path, fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)));
+      // Without --block the plan's threads per block, reported; with it, --block; the same fit
+      // bit for bit either way (fixed-point sums: no order of addition shows).
+      const km::gpu::DeltaPlan plan =
+          km::gpu::plan_delta({data.n, s.d, static_cast<std::size_t>(s.k), sizeof(T), 1.0, p.block, false,
+                               km::gpu_info().shared_optin},
+                              km::gpu::DeltaOverrides::from_environment());
+      EXPECT_EQ(got.block, plan.block);
+      km::Params given = p;
+      given.block = 64;
+      given.block_given = true;
+      const auto at64 = km::run(fused, data, given);
+      EXPECT_EQ(at64.block, 64);
+      EXPECT_EQ(at64.labels, got.labels);
+      EXPECT_EQ(at64.centroids, got.centroids);
+      EXPECT_EQ(at64.inertia, got.inertia);
     }
   }
 }

@@ -108,8 +108,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         ``fused`` with a GPU, else ``omp``.
     precision : {"float", "double"} or None
         None: float32 data runs in float, anything else in double.
-    block : int, default 128
-        GPU threads per block.
+    block : int or None, default None
+        GPU threads per block (the CLI's ``--block``); None: 128, and for fused's one-pass
+        kernels their measured best per shape (128 or 256).
     n_threads : int or None
         CPU threads (None: all cores).
     n_gpus : int, default 1
@@ -127,7 +128,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
-                 random_state=None, impl=None, precision=None, block=128, n_threads=None, n_gpus=1,
+                 random_state=None, impl=None, precision=None, block=None, n_threads=None, n_gpus=1,
                  device_memory=None):
         self.n_clusters = n_clusters
         self.init = init
@@ -165,6 +166,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if value < minimum:
             raise ValueError(f"{name}={value}: must be at least {minimum}")
         return int(value)
+
+    def _block(self):
+        return 0 if self.block is None else self._int("block", self.block, 1)
 
     def _seed(self):
         if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool):
@@ -218,7 +222,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
             tol = None
         out = _core.fit(X, self._impl(), k, loops, float(self.threshold), tol, init, self._seed(),
-                        self._int("block", self.block, 1), self._threads(), n_init, centroids,
+                        self._block(), self._threads(), n_init, centroids,
                         self._int("n_gpus", self.n_gpus, 1), self._device_memory())
         self.cluster_centers_ = out["cluster_centers"]
         self.labels_ = out["labels"]
@@ -242,7 +246,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         global last_report
         check_is_fitted(self)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
-        out = _core.predict(X, self._impl(), self.cluster_centers_, self._int("block", self.block, 1),
+        out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
                             self._threads(), self._device_memory())
         last_report = json.loads(out["report"])
         return out

@@ -73,7 +73,10 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--predict", o.predict, "label the data with the centroids in this file (any input format), "
                                          "without iterating; writes labels and inertia");
   app.add_option("--precision", o.precision, "double or float");
-  app.add_option("--block", o.block, "GPU threads per block (multiple of 32 in 32..1024)")->transform(integer);
+  app.add_option("--block", o.block,
+                 "GPU threads per block (multiple of 32 in 32..1024; default 128, and for fused's one-pass kernels "
+                 "their measured best per shape, 128 or 256)")
+      ->transform(integer);
   app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")->transform(integer);
   app.add_option("--gpus", o.gpus,
                  "GPUs that share the rows (default 1; more need NCCL and --impl=fused, offload or offload-block); "
@@ -168,6 +171,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.init_rounds = to_int(o.init_rounds, "--init-rounds");
   params.seed = o.seed;
   params.block = to_int(o.block, "--block");
+  params.block_given = app.count("--block") > 0;
   params.threads = to_int(o.threads, "--threads");
   params.gpus = to_int(o.gpus, "--gpus");
   if (!o.device_memory.empty()) params.device_memory = parse_bytes(o.device_memory, "--device-memory");

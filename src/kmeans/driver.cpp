@@ -73,6 +73,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   result.device = engine.device();
   result.path = engine.path();
   result.threads = engine.threads();
+  result.block = engine.block();
   result.gpus = engine.gpus();
   return result;
 }
@@ -146,6 +147,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   result.device = engine.device();
   result.path = engine.path();
   result.threads = engine.threads();
+  result.block = engine.block();
   result.gpus = engine.gpus() * team.size();
   result.ranks = team.size();
   result.objects = split.total;

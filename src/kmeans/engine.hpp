@@ -78,6 +78,8 @@ class Engine {
   // Which of its paths the implementation took for this problem ("" when it has one).
   virtual std::string path() const { return ""; }
   virtual int threads() const { return 1; }
+  // GPU threads per block of its main kernel where it chose them itself (0: Params::block).
+  virtual int block() const { return 0; }
   // GPUs it runs on (0 on the CPU).
   virtual int gpus() const { return on_gpu() ? 1 : 0; }
 

@@ -29,6 +29,7 @@ struct Params {
   double oversampling = 0.5;
   int init_rounds = 5;
   int block = 128;             // GPU threads per block
+  bool block_given = false;    // --block was given: fused's one-pass kernels take it; else their measured best
   int threads = 0;             // CPU threads; 0 = all
   int n_init = 1;              // initialisations (random, kmeans++, kmeans||); the lowest final inertia is kept
   int gpus = 1;                // GPUs of this process that share the rows (--gpus; NCCL beyond one)
@@ -62,6 +63,7 @@ struct Result {
   std::string device = "cpu";
   std::string path;                   // the implementation's path, if it has several (fused)
   int threads = 1;                    // CPU threads the implementation used
+  int block = 0;                      // GPU threads per block its main kernel ran with (0: Params::block)
   int gpus = 0;                       // GPUs that ran it (over all ranks)
   int ranks = 1;                      // processes (MPI ranks)
   std::size_t objects = 0;            // objects of the whole problem (all ranks'); 0: the data's

@@ -71,7 +71,9 @@ km::Params params_of(const Options& o, std::size_t d) {
   p.threshold = o.threshold;
   p.tol = o.tol;
   p.seed = o.seed;
-  p.block = o.block;
+  // 0 (Python's block=None): the implementation's choice (Params's default; fused's measured best)
+  p.block = o.block > 0 ? o.block : km::Params{}.block;
+  p.block_given = o.block > 0;
   p.threads = o.threads;
   p.n_init = o.n_init;
   p.gpus = o.gpus;

@@ -22,7 +22,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.ranks = result.ranks;
   r.coords = data.d;
   r.clusters = static_cast<std::size_t>(params.k);
-  r.block = params.block;
+  r.block = result.block ? result.block : params.block;
   r.threads = result.threads;
   r.loops = params.loops;
   r.threshold = params.threshold;

@@ -25,7 +25,8 @@ struct DeltaOverrides {
 struct DeltaShape {
   std::size_t n = 0, d = 0, k = 0, elem = 8;
   double max_abs = 0;              // the data's largest |x| (above 2^48 the float filter could overflow)
-  int block = 256;                 // --block
+  int block = 128;                 // --block
+  bool block_given = false;        // ... given by the user (else the plan's measured choice)
   std::size_t shared_optin = 0;    // the device's opt-in shared memory per block
 };
 
@@ -33,6 +34,7 @@ struct DeltaPlan {
   bool delta = false;              // the delta kernel (else the classic one-pass kernel)
   int maxd = 0;                    // the register width
   int bits = 0;                    // index bits packed into the scores (0: tracked apart, K > 64)
+  int block = 0;                   // threads per block (--block where given, else the measured best)
   int queue_threads = 0;           // threads per block the queues are sized for
   bool exact = false;              // d a compile-time constant ("d fixed")
   bool ball = false;               // Elkan's test first

@@ -236,6 +236,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     return p;
   }
 
+  int block() const override { return block_; }  // the one-pass kernel's threads per block
+
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);
     if (delta_) stats.rechecked = static_cast<std::int64_t>(this->counters_host_.get()->queued[0]);
@@ -248,15 +250,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The delta kernel's variant and its shared memory (delta_plan.cpp: the measured defaults and
     // the KMEANS_* overrides; `--list` answers from the same plan).
     const DeltaPlan plan = plan_delta({data.n, this->d_, this->k_, sizeof(T), this->whole_.max_abs, this->params_.block,
-                                       gpu.shared_optin},
+                                       this->params_.block_given, gpu.shared_optin},
                                       DeltaOverrides::from_environment());
+    // (the delta kernel's threads per block: --block where given, else the plan's measured choice)
+    const int threads_wanted = plan.delta ? plan.block : this->params_.block;
     const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     delta_ = plan.delta;
     auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
       cuda::opt_in_shared(kernel, bytes, "--impl=fused");
       cudaFuncAttributes attr{};
       CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-      block_ = std::min({this->params_.block, attr.maxThreadsPerBlock / 32 * 32, cap});
+      block_ = std::min({threads_wanted, attr.maxThreadsPerBlock / 32 * 32, cap});
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_, bytes));
       const std::size_t objects = per_block_objects * static_cast<std::size_t>(block_);
@@ -314,7 +318,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const char* bounds = std::getenv("KMEANS_DELTA_BOUNDS");
       const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
       bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
-      const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
+      const int threads = std::min(threads_wanted, kernels::kDeltaThreads);
       bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_, sizeof(T));
       bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
                        data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
@@ -986,7 +990,7 @@ std::string fused_path(std::size_t k, std::size_t d, std::size_t elem) {
   const auto& gpu = gpu_info();
   const std::size_t optin = gpu.present ? gpu.shared_optin : std::size_t{232448};
   const std::string variant =
-      plan_delta({0, d, k, elem, 0.0, Params{}.block, optin}, DeltaOverrides::from_environment()).describe();
+      plan_delta({0, d, k, elem, 0.0, Params{}.block, false, optin}, DeltaOverrides::from_environment()).describe();
   return variant.empty() ? "one-pass" : "one-pass, " + variant;
 }
 
@@ -1022,6 +1026,7 @@ class FusedEngine final : public Engine<T> {
   bool checks_range() const override { return true; }  // both paths are DeviceUpdateEngines
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
+  int block() const override { return path_ ? path_->block() : 0; }
   std::string path() const override {
     const std::string more = path_ ? path_->path() : "";
     return more.empty() ? path_name_ : std::string(path_name_) + ", " + more;
