@@ -110,7 +110,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         None: float32 data runs in float, anything else in double.
     block : int or None, default None
         GPU threads per block (the CLI's ``--block``); None: 128, and for fused's one-pass
-        kernels their measured best per shape (128 or 256).
+        kernels their measured best per shape (128, 192 or 256).
     n_threads : int or None
         CPU threads (None: all cores).
     n_gpus : int, default 1

@@ -75,7 +75,7 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--precision", o.precision, "double or float");
   app.add_option("--block", o.block,
                  "GPU threads per block (multiple of 32 in 32..1024; default 128, and for fused's one-pass kernels "
-                 "their measured best per shape, 128 or 256)")
+                 "their measured best per shape, 128, 192 or 256)")
       ->transform(integer);
   app.add_option("--threads", o.threads, "CPU threads (default: all cores; at most 1024)")->transform(integer);
   app.add_option("--gpus", o.gpus,

@@ -119,23 +119,27 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
 DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   if (s.block_given) return plan_for_block(s, env);
   // Without --block, the threads per block that measured faster (H100, 256 MB-class data, 10
-  // iterations, 128 against 256 in one call; plots/delta_block_ab_s15_h100.txt): 256 in double
-  // (0.85-0.97x the time at K >= 32, level at K = 16) but for the staged d = 16 kernel (1.05x);
-  // in float 256 at d <= 2 (0.93-0.97x), at d 9-16 and at K > 64 (0.94-0.99x), 128 at d = 17-32
-  // up to K = 64 (256: 1.03-1.07x, the tensor-core and staged kernels) and at d 3-8 up to K = 16
-  // (1.00-1.04x). (Shared memory is sized for the block: plan it for 256 first, the most a
-  // smaller block needs, then for the block chosen.)
+  // iterations, 128, 192 and 256 in one call; plots/delta_block_ab_s15_h100.txt): 256 in double
+  // (0.85-0.97x the time of 128 at K >= 32, level at K = 16) but for the staged d = 16 kernel
+  // (1.05x); in float 256 at d <= 2 (0.93-0.97x), at d 9-16 and at K > 64 (0.94-0.99x), 192 at
+  // d = 17-32 up to K = 64 (0.96-0.98x; 256 1.03-1.07x: the tensor-core and staged kernels at 168
+  // registers hold 12 warps an SM in two blocks of 192, 8 in one of 256) and 128 at d 3-8 up to
+  // K = 16 (256 1.00-1.04x, 192 1.09x). Fewer, larger blocks pay where the warps an SM are the
+  // same: each block builds its tables and flushes its K d sums with global atomics. (Shared
+  // memory is sized for the block: plan it for 256 first, the most a smaller block needs, then
+  // for the block chosen.)
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
   const DeltaPlan at256 = plan_for_block(wide, env);
   if (!at256.delta) return plan_for_block(s, env);
   const int maxd = at256.maxd;
-  const bool narrow = s.elem == 8 ? at256.tile && maxd == 16
-                                  : (maxd == 32 && s.k <= 64) || (maxd >= 4 && maxd <= 8 && s.k <= 16);
-  if (!narrow) return at256;
-  DeltaShape at128 = s;
-  at128.block = 128;
-  return plan_for_block(at128, env);
+  int block = 256;
+  if (s.elem == 8 ? at256.tile && maxd == 16 : maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
+  if (s.elem == 4 && maxd == 32 && s.k <= 64) block = 192;
+  if (block == 256) return at256;
+  DeltaShape chosen = s;
+  chosen.block = block;
+  return plan_for_block(chosen, env);
 }
 
 std::string DeltaPlan::describe() const {

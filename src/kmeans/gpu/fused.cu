@@ -263,6 +263,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       block_ = std::min({threads_wanted, attr.maxThreadsPerBlock / 32 * 32, cap});
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_, bytes));
+      // KMEANS_DELTA_PER_SM=N: at most N blocks an SM (A/B runs; plots/delta_block_ab_s15_h100.txt)
+      if (const char* cap_env = std::getenv("KMEANS_DELTA_PER_SM"))
+        per_sm = std::min(per_sm, std::max(1, std::atoi(cap_env)));
       const std::size_t objects = per_block_objects * static_cast<std::size_t>(block_);
       const std::size_t blocks_needed = (data.n + objects - 1) / objects;
       grid_ = static_cast<int>(std::max<std::size_t>(
