@@ -785,8 +785,9 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   km::gpu::DeltaOverrides unstaged;
   unstaged.tile = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, unstaged).block, 256);
-  EXPECT_EQ(plan_for(32, 64, 4).block, 128) << "float, d = 17-32 up to K = 64";
-  EXPECT_EQ(plan_for(24, 16, 4).block, 128);
+  EXPECT_EQ(plan_for(32, 64, 4).block, 192) << "float, d = 17-32 up to K = 64";
+  EXPECT_EQ(plan_for(24, 16, 4).block, 192);
+  EXPECT_EQ(plan_for(32, 64, 4).queue_threads, 192);
   EXPECT_EQ(plan_for(32, 128, 4).block, 256);
   EXPECT_EQ(plan_for(4, 16, 4).block, 128);
   EXPECT_EQ(plan_for(8, 64, 4).block, 256);
