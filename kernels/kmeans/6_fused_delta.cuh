@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
   constexpr int ROW = delta_row(MAXD), AOFF = delta_row_offset(MAXD);
+  static_assert(ROW >= 4, "the update stages 2 k doubles in the score table's k ROW floats");
   const DeltaLayout<int> layout = delta_layout<int>(k, d, sizeof(T));
   unsigned long long* dsums = reinterpret_cast<unsigned long long*>(smem);
   int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
@@ -1128,23 +1129,33 @@ __global__ void __launch_bounds__(kDeltaThreads,
   if (p.update) {
     // update_centroids' arithmetic, the same bits: a warp per cluster, lane j its coordinate j
     // (d <= 32), the squared shift summed by the same shuffle tree into shift_parts[c]; then
-    // the total in total_shift's fixed order.
+    // the total in total_shift's fixed order. The held sums and counts come into shared memory
+    // first (the block's own sums' room, flushed above, and the score table's, no longer read),
+    // all in one round trip, and the shifts' total reads a shared copy: a warp's loop over its
+    // clusters waited on two L2 round trips a cluster (at K = 64 and 4 warps 16 in a row, the
+    // whole grid idle behind this block).
+    unsigned long long* held_s = dsums;
+    long long* counts_s = reinterpret_cast<long long*>(table);  // (k * ROW floats >= 2 k doubles)
+    double* parts_s = reinterpret_cast<double*>(table) + k;
+    for (int t = threadIdx.x; t < k * d; t += blockDim.x) held_s[t] = __ldcg(&p.held_sums[t]);
+    for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
+    __syncthreads();
     const int warps = static_cast<int>(blockDim.x / 32);
     for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
-      const long long count = static_cast<long long>(__ldcg(&p.held_counts[c]));
+      const long long count = counts_s[c];
       double local = 0;
       if (lane < d && count > 0) {
-        const double sum = static_cast<double>(static_cast<long long>(__ldcg(&p.held_sums[c * d + lane]))) * p.inv_scale;
+        const double sum = static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale;
         const T updated = static_cast<T>(sum / static_cast<double>(count));
         const double delta = static_cast<double>(updated) - static_cast<double>(s[lane * k + c]);
         local += delta * delta;
         centroids[lane * k + c] = updated;
       }
       for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
-      if (lane == 0) p.shift_parts[c] = 0.0 + local;
+      if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
     }
     __syncthreads();
-    const double total = fixed_order_total(p.shift_parts, k, warp_totals);
+    const double total = fixed_order_total(parts_s, k, warp_totals);
     unsigned long long inertia_fixed = 0;
     if constexpr (BOUNDS) {
       // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
