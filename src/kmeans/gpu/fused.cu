@@ -252,8 +252,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const DeltaPlan plan = plan_delta({data.n, this->d_, this->k_, sizeof(T), this->whole_.max_abs, this->params_.block,
                                        this->params_.block_given, gpu.shared_optin},
                                       DeltaOverrides::from_environment());
-    // (the delta kernel's threads per block: --block where given, else the plan's measured choice)
-    const int threads_wanted = plan.delta ? plan.block : this->params_.block;
+    // (the delta kernel's threads per block: --block where given, else the plan's measured choice;
+    // the bounds kernel keeps --block, 128 by default: the choice was not measured for it)
+    int threads_wanted = plan.delta ? plan.block : this->params_.block;
     const std::size_t delta_bytes = kernels::delta_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
     delta_ = plan.delta;
     auto occupancy_grid = [&](auto kernel, std::size_t bytes, int cap, std::size_t per_block_objects) {
@@ -321,7 +322,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const char* bounds = std::getenv("KMEANS_DELTA_BOUNDS");
       const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
       bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
-      const int threads = std::min(threads_wanted, kernels::kDeltaThreads);
+      const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
       bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_, sizeof(T));
       bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
                        data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
@@ -329,6 +330,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       if (bounds_wanted_) {
         const int main_block = block_, main_grid = grid_;
         bounds_kernel_ = bits_ ? bounds_kernel_for<T, true>(maxd) : bounds_kernel_for<T, false>(maxd);
+        threads_wanted = this->params_.block;
         occupancy_grid(bounds_kernel_, bounds_bytes_, kernels::kDeltaThreads,
                        static_cast<std::size_t>(kernels::delta_bounds_unroll(maxd)));
         bounds_block_ = block_;
