@@ -753,7 +753,9 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(32, 64, 4).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(32, 64, 8).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(16, 64, 4).describe(), "d fixed, mma");
-  EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed") << "float at d = 16: mma only above K = 32";
+  EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed, mma") << "float at d = 16 (fixed): mma above K = 24";
+  EXPECT_EQ(plan_for(16, 24, 4).describe(), "d fixed");
+  EXPECT_EQ(plan_for(12, 32, 4).describe(), "") << "float at d = 9-15: mma only above K = 32";
   EXPECT_EQ(plan_for(12, 32, 8).describe(), "mma") << "d = 12 does not fill its width";
   EXPECT_EQ(plan_for(4, 16, 4).describe(), "d fixed");
   EXPECT_EQ(plan_for(4, 128, 4).describe(), "") << "d = 4 fixed only up to K = 64";

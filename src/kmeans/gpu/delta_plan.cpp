@@ -69,8 +69,11 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt): d = 17..32 above
   // K = 16 (K = 64 0.63x the FMA scores' time in float, 0.71x in double; K = 32 0.81x / 0.88x;
   // K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16 1.38x) and above K = 16
-  // in double (d = 12, K = 32 0.93x; K = 16 1.09x).
-  const bool mma_by_default = maxd == 32 ? k > 16 : k > (elem == 8 ? 16u : 32u);
+  // in double (d = 12, K = 32 0.93x; K = 16 1.09x). In float also at d = 16 (d fixed) above K = 24
+  // (session 15, with its block of 256: K = 32 0.86x, K = 24 0.98x, K = 17 1.13x; d = 12, K = 32
+  // level, K = 20 1.29x; plots/delta_block_ab_s15_h100.txt).
+  const bool mma_by_default =
+      maxd == 32 ? k > 16 : elem == 8 ? k > 16 : k > 32 || (p.exact && maxd == 16 && k > 24);
   p.queue_threads = std::min(s.block, kDeltaMaxThreads);
   const std::size_t base = (delta_bytes + 15) / 16 * 16;
   const std::size_t mma_bytes = base + delta_queue_bytes(maxd, p.queue_threads, elem, false, false, true) +
