@@ -556,6 +556,67 @@ TEST(GpuKmeansParallel, DuplicatesPastZeroPotential) {
   EXPECT_EQ(gpu, cpu);
   unsetenv("KMEANS_PARALLEL_REDUCE");
 }
+// For --init=kmeans|| fused's tensor path makes its centred TF32 copy while it stages the data
+// (Engine::centred_rows), and the initialisation's rounds read that copy instead of making their
+// own: the centres are still the CPU's bit for bit, and the whole fit (whose loop adopts the copy
+// rather than writing it again) is the fit without the sharing (KMEANS_SHARE_COPY=0) bit for bit:
+// centroids, labels, inertia, and per iteration the change and re-check counts. Shapes: wgmma's
+// d, long d, the 16-deep kernel's, d not a multiple of 4.
+template <class T>
+void check_shared_copy() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  if (km::gpu_info().compute_capability < 80)
+    GTEST_SKIP() << "the centred TF32 copy needs compute capability 8.0; this GPU has "
+                 << km::gpu_info().compute_capability;
+  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
+  const km::Implementation& fused = km::find_implementation("fused");
+  const std::vector<LabelShape> shapes =
+      quick() ? std::vector<LabelShape>{{6000, 64, 100}}
+              : std::vector<LabelShape>{{20000, 64, 200}, {3000, 1000, 50}, {30000, 16, 600}, {8000, 3, 100}};
+  for (const LabelShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
+      const auto data = label_data<T>(kind, s);
+      km::Params p;
+      p.k = s.k;
+      p.init = km::Init::kmeans_parallel;
+      p.seed = 5;
+      p.loops = 4;
+      {
+        auto engine = fused.make<T>(p);
+        const T* x = engine->stage(data, s.k);
+        ASSERT_NE(x, nullptr) << "the data was not staged";
+        const km::CentredRows* centred = engine->centred_rows();
+        ASSERT_NE(centred, nullptr) << "no centred copy staged";
+        ASSERT_EQ(centred->mean.size(), s.d);
+        const auto gpu = km::initial_centroids(data, p, true, x, centred);
+        const auto cpu = km::initial_centroids(data, p, false);
+        ASSERT_EQ(gpu.size(), cpu.size());
+        EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0)
+            << "the centres from the engine's copy differ from the CPU's";
+      }
+      const auto with = km::run(fused, data, p);
+      setenv("KMEANS_SHARE_COPY", "0", 1);
+      const auto without = km::run(fused, data, p);
+      unsetenv("KMEANS_SHARE_COPY");
+      EXPECT_EQ(with.path.rfind("tensor", 0), 0u) << with.path;
+      EXPECT_EQ(with.path, without.path);
+      EXPECT_EQ(with.centroids, without.centroids);
+      EXPECT_EQ(with.labels, without.labels);
+      EXPECT_EQ(with.inertia, without.inertia);
+      ASSERT_EQ(with.iterations, without.iterations);
+      for (int it = 0; it < with.iterations; ++it) {
+        EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
+        EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
+      }
+    }
+  unsetenv("KMEANS_PARALLEL_REDUCE");
+  unsetenv("KMEANS_FUSED_PATH");
+}
+TEST(GpuKmeansParallel, DoubleSharedCopy) { check_shared_copy<double>(); }
+TEST(GpuKmeansParallel, FloatSharedCopy) { check_shared_copy<float>(); }
+
 // The same through cuBLAS GEMMs (KMEANS_PARALLEL_NEAREST=gemm), the path taken where the tensor
 // cores' cannot be (no TF32, |x| > 2^48, no room for the float copy).
 TEST(GpuKmeansParallel, DoubleGemm) {

@@ -1,5 +1,6 @@
 #include "kmeans/driver.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -39,8 +40,11 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   const double staging = watch.seconds();
 
   watch.restart();
-  const std::vector<T> initial = initial_centroids(data, params, engine.on_gpu(), staged);
+  const std::vector<T> initial =
+      initial_centroids(data, params, engine.on_gpu(), staged, staged ? engine.centred_rows() : nullptr);
   result.seconds.init = watch.seconds();
+  if (params.init == Init::kmeans_parallel && parallel_verbose())
+    std::fprintf(stderr, "k-means||: the init's call returned after %.4f s\n", result.seconds.init);
 
   watch.restart();
   engine.setup(data, initial);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "kmeans/centred_rows.hpp"
 #include "kmeans/params.hpp"
 #include "timing/timer.hpp"
 
@@ -48,6 +49,10 @@ class Engine {
   // that copy (n x d, row-major) for the initialisation to read, so the data goes up once;
   // otherwise nullptr (the initialisation uploads its own). Timed as setup.
   virtual const T* stage(const Dataset<T>& /*data*/, std::size_t /*k*/) { return nullptr; }
+  // After stage, for --init=kmeans||: the centred TF32 copy of the staged rows this engine made
+  // for its own loop (centred_rows.hpp), which the initialisation may read instead of making
+  // one; valid until setup. nullptr where there is none.
+  virtual const CentredRows* centred_rows() const { return nullptr; }
 
   // One Lloyd iteration: assign every object to its nearest centroid (lowest index wins
   // ties), count the objects whose cluster changed (all of them on the first iteration),

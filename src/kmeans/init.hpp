@@ -21,6 +21,7 @@
 
 #include "dist/team.hpp"
 #include "io/dataset.hpp"
+#include "kmeans/centred_rows.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/params.hpp"
 #include "kmeans/parallel_draw.hpp"
@@ -29,15 +30,17 @@ namespace km {
 
 // on_gpu: k-means++ and k-means|| evaluate their distances on the GPU (the same centres, bit for
 // bit), reading `device_rows` (the data, row-major, already on the device: Engine::stage) when
-// given, else uploading their own copy.
+// given, else uploading their own copy; k-means||'s tensor-core rounds read `centred` (the
+// engine's centred copy of those rows: Engine::centred_rows) when given, else make their own.
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu = false,
-                                 const T* device_rows = nullptr);
+                                 const T* device_rows = nullptr, const CentredRows* centred = nullptr);
 // The same centres when the rows are spread over a team (this rank holds `split`'s rows in
 // `local`): called by every rank, each gets the single process's result.
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
-                                 bool on_gpu = false, const T* device_rows = nullptr);
+                                 bool on_gpu = false, const T* device_rows = nullptr,
+                                 const CentredRows* centred = nullptr);
 
 // The data-sized steps of greedy k-means++, on the CPU or the GPU; the driver (sampling,
 // choice) is shared, so both give the same centres. All sums are over fixed chunks of
@@ -131,7 +134,8 @@ std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>
 bool parallel_verbose();
 
 template <class T>
-std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr);
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr,
+                                                  const CentredRows* centred = nullptr);
 
 // Loads the kernels of k-means|| on the GPU for d coordinates in T (kmeanspp.cu) on a thread of
 // its own, on the calling thread's device: under CUDA's lazy loading each would otherwise load at

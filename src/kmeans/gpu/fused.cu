@@ -666,6 +666,45 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
   }
 
+  // For --init=kmeans||: the data up (DeviceUpdateEngine::stage), then the centred TF32 copy
+  // this path reads in its loop (double on TF32 candidates, or float's copy), made now so that
+  // the initialisation's tensor-core rounds read it too (centred_rows.hpp) instead of making
+  // their own; after_setup adopts it. Where memory is short, under --device-memory, or with
+  // KMEANS_SHARE_COPY=0, none (the initialisation makes its own, as the loop's setup does).
+  const T* stage(const Dataset<T>& data, std::size_t k) override {
+    const T* x = DeviceUpdateEngine<T>::stage(data, k);
+    staged_rows_ = DeviceBuffer<float>();
+    staged_norms_ = DeviceBuffer<double>();
+    staged_mu_ = DeviceBuffer<T>();
+    shared_ = CentredRows{};
+    const char* env = std::getenv("KMEANS_SHARE_COPY");
+    if (!x || this->params_.init != Init::kmeans_parallel || (env && std::string(env) == "0") ||
+        this->params_.device_memory != 0 || compute_capability() < 80 || data.n > INT32_MAX)
+      return x;
+    const std::size_t n = data.n, d = data.d, copy = n * d * sizeof(float) + n * sizeof(double);
+    // Room for the copy twice over (the loop's own test, after_setup, counts it as free) and a
+    // generous 256 bytes an object for the initialisation's and the loop's other buffers.
+    if (device_budget(0) < 2 * copy + n * 256 + this->buffer_bytes(k, d) + (64ull << 20)) return x;
+    const std::vector<T> mean = sampled_mean(x, n, d, this->stream_);  // as after_setup's
+    staged_mu_ = this->template device_buffer<T>(d);
+    CUDA_CHECK(cudaMemcpyAsync(staged_mu_.get(), mean.data(), d * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
+    staged_rows_ = this->template device_buffer<float>(n * d);
+    staged_norms_ = this->template device_buffer<double>(n);
+    const int grid = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
+    kernels::centred_row_norms<T, float><<<grid, 256, 0, this->stream_>>>(
+        x, staged_mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(d), true, staged_norms_.get(),
+        staged_rows_.get());
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // the initialisation reads it on its own stream
+    staged_mean_ = mean;
+    shared_.rows = staged_rows_.get();
+    shared_.norms2 = staged_norms_.get();
+    shared_.mean.assign(mean.begin(), mean.end());
+    if (this->whole_.n == n) shared_.max_abs = this->whole_.max_abs;  // the host's range check, before the fit
+    return x;
+  }
+  const CentredRows* centred_rows() const override { return shared_.rows ? &shared_ : nullptr; }
+
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     initial_max_ = 0;  // TF32 candidates need the initial centroids inside float's range too
     for (T v : initial) initial_max_ = std::max(initial_max_, std::fabs(static_cast<double>(v)));
@@ -703,17 +742,27 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void after_setup() override {
     const std::size_t n = this->n_;
+    // The copy stage() made, for the same rows still here (not streamed), is adopted where this
+    // path reads one; its mean is the one computed below, bit for bit (the same rows).
+    const bool staged = staged_rows_.get() && !this->streamed() && this->uploaded_ == this->data_ &&
+                        staged_rows_.size() == n * this->d_;
+    const std::size_t staged_bytes = staged ? staged_rows_.bytes() + staged_norms_.bytes() : 0;
     // Out of core, the first chunk's, on the host.
-    const std::vector<T> mean = this->uploaded_ == this->data_ && this->layout_ == Layout::row_major
+    const std::vector<T> mean = staged ? staged_mean_
+                                : this->uploaded_ == this->data_ && this->layout_ == Layout::row_major
                                     ? sampled_mean(this->x_.get(), n, this->d_, this->stream_)
                                     : sampled_mean(*this->data_, n);
-    mu_ = this->template device_buffer<T>(this->d_);
-    CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
+    if (staged) {
+      mu_ = std::move(staged_mu_);
+    } else {
+      mu_ = this->template device_buffer<T>(this->d_);
+      CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), this->d_ * sizeof(T), cudaMemcpyHostToDevice, this->stream_));
+    }
     centred_ = this->template device_buffer<T>(this->k_ * this->d_);
     norms_ = padded_keys<T>();
     cmax2_ = this->template device_buffer<double>(1);
     next_ = this->template device_buffer<std::int32_t>(n);
-    xnorm2_ = this->template device_buffer<double>(n);
+    xnorm2_ = staged ? std::move(staged_norms_) : this->template device_buffer<double>(n);  // written again below
     queue_ = this->template device_buffer<kernels::Recheck>(n);
     everyone_ = this->template device_buffer<std::int64_t>(n);
     all_min_ = this->template device_buffer<unsigned long long>(n);
@@ -744,9 +793,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       const char* env = std::getenv("KMEANS_TENSOR_DOUBLE");
       const std::size_t copy = (n + this->k_) * this->d_ * sizeof(float) + (this->k_ + this->d_) * sizeof(float);
       tf32_ = !(env && std::string(env) == "dmma") && !this->streamed() && this->params_.device_memory == 0 &&
-              this->whole_.max_abs <= 0x1p48 && initial_max_ <= 0x1p48 && device_budget(0) >= copy;
+              this->whole_.max_abs <= 0x1p48 && initial_max_ <= 0x1p48 && device_budget(0) + staged_bytes >= copy;
       if (tf32_) {
-        operand32_ = this->template device_buffer<float>(n * this->d_);
+        operand32_ = staged ? std::move(staged_rows_) : this->template device_buffer<float>(n * this->d_);
         centred32_ = this->template device_buffer<float>(this->k_ * this->d_);
         keyed32_ = padded_keys<float>();
         mu32_ = this->template device_buffer<float>(this->d_);  // the kernels' mu argument (unused by both)
@@ -788,17 +837,33 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // the copy fits in what is free. Out of core, under --device-memory, or with
     // KMEANS_TENSOR_COPY=0 the assignment forms them itself (the same operands bit for bit).
     const char* copy_env = std::getenv("KMEANS_TENSOR_COPY");
+    // (Float: stage()'s copy is this one, float rows centred on the same mu and rounded alike;
+    // the rounding flag below changes only |x'|^2, which the launch writes afresh.)
+    bool adopted = tf32_ && staged;
     if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
-        !(copy_env && std::string(copy_env) == "0") && device_budget(0) >= n * this->d_ * sizeof(T))
-      operand_ = this->template device_buffer<T>(n * this->d_);
+        !(copy_env && std::string(copy_env) == "0") && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
+      if constexpr (std::is_same_v<T, float>) {
+        adopted = staged;
+        operand_ = staged ? std::move(staged_rows_) : this->template device_buffer<T>(n * this->d_);
+      } else {
+        operand_ = this->template device_buffer<T>(n * this->d_);
+      }
+    }
+    staged_rows_ = DeviceBuffer<float>();  // not adopted: freed (its norms and mu, too)
+    staged_norms_ = DeviceBuffer<double>();
+    staged_mu_ = DeviceBuffer<T>();
+    shared_ = CentredRows{};
+    // An adopted copy is not written again (the same values); |x'|^2 and the movers' q are.
     if (tf32_)
       kernels::centred_row_norms<T, float><<<rows_grid_, 256, 0, this->stream_>>>(
           this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), true, xnorm2_.get(),
-          operand32_.get(), z64_.get(), this->inertia_scale_, object_q_.get());
+          adopted ? static_cast<float*>(nullptr) : operand32_.get(), z64_.get(), this->inertia_scale_,
+          object_q_.get());
     else
       kernels::centred_row_norms<T><<<rows_grid_, 256, 0, this->stream_>>>(
           this->x_.get(), mu_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_), kernels_.centre_objects,
-          xnorm2_.get(), operand_.get(), z64_.get(), this->inertia_scale_, object_q_.get());
+          xnorm2_.get(), adopted ? static_cast<T*>(nullptr) : operand_.get(), z64_.get(), this->inertia_scale_,
+          object_q_.get());
     CUDA_CHECK_LAUNCH();
     if (wgmma_runs())  // the wgmma kernel's stages come from the centroids' tile image
       image_ = this->template device_buffer<float>(wgmma_image_floats(this->k_, this->d_));
@@ -957,6 +1022,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   // (x - mu rounded to TF32), the centroids' (c - mu, TF32) and their |c'|^2 in float.
   bool tf32_ = false;
   double initial_max_ = 0;
+  // stage()'s centred copy (for --init=kmeans||), until after_setup adopts or frees it.
+  DeviceBuffer<float> staged_rows_;
+  DeviceBuffer<double> staged_norms_;
+  DeviceBuffer<T> staged_mu_;
+  std::vector<T> staged_mean_;
+  CentredRows shared_;
   TensorKernels<float> tf32_kernels_;
   kernels::CandidateBound tf32_bound_;
   DeviceBuffer<float> operand32_, centred32_, keyed32_, mu32_;
@@ -1016,6 +1087,7 @@ class FusedEngine final : public Engine<T> {
     staged_k_ = k;
     return path_->stage(data, k);
   }
+  const CentredRows* centred_rows() const override { return path_ ? path_->centred_rows() : nullptr; }
   void iterate(IterationStats& stats) override { path_->iterate(stats); }
   bool partable() const override { return true; }
   void set_whole(const Whole& whole) override { whole_ = whole; }

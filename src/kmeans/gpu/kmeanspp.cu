@@ -99,7 +99,7 @@ class GpuDistances {
     staging_.resize(rows.size() * d_);
     for (std::size_t t = 0; t < rows.size(); ++t)
       for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(data_.row(rows[t])[j]);
-    if (centres_.size() < staging_.size()) centres_ = DeviceBuffer<double>(staging_.size());
+    if (centres_.size() < staging_.size()) centres_ = DeviceBuffer<double>(staging_.size(), stream_);
     CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
                                cudaMemcpyHostToDevice, stream_));
   }
@@ -225,7 +225,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
 
  public:
-  GpuParallel(const Dataset<T>& data, const T* device_rows)
+  GpuParallel(const Dataset<T>& data, const T* device_rows, const CentredRows* centred)
       : B(data, device_rows, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
           "--init=kmeans|| on the GPU", kParallelChunk) {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
@@ -242,10 +242,13 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
     const char* forced = std::getenv("KMEANS_PARALLEL_NEAREST");
     if (!(forced && std::string(forced) == "gemm")) {
-      // Every |x_ij| bounded from the tensor path's own centred copy (no pass of its own).
-      tensor_ = gpu::make_tensor_nearest(data, x_, -INFINITY, stream_.get());
+      // Every |x_ij| bounded from the tensor path's own centred copy (no pass of its own), or
+      // known from the host's range check.
+      // The engine's centred copy when it made one (only of the rows this reads).
+      const CentredRows* shared = centred && centred->rows && x_ == device_rows ? centred : nullptr;
+      tensor_ = gpu::make_tensor_nearest(data, x_, shared ? shared->max_abs : -INFINITY, stream_.get(), shared);
       if (tensor_) round_labels_ = DeviceBuffer<std::int32_t>(n_, stream_);
-      lap(tensor_ ? "the tensor path's copy made" : "no tensor path");
+      lap(!tensor_ ? "no tensor path" : shared ? "the tensor path on the engine's copy" : "the tensor path's copy made");
     }
     if (!tensor_) {  // the GEMMs' scores need |x_i|^2
       xnorm_ = DeviceBuffer<double>(n_, stream_);
@@ -521,7 +524,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   }
 
   std::vector<std::int64_t> weigh(std::size_t candidates) override {
-    DeviceBuffer<unsigned long long> counts(candidates);
+    DeviceBuffer<unsigned long long> counts(candidates, stream_);  // stream-ordered: no cudaFree's device-wide wait
     CUDA_CHECK(cudaMemsetAsync(counts.get(), 0, candidates * sizeof(unsigned long long), stream_));
     kernels::parallel_counts<<<grid(), 256, 0, stream_>>>(nearest_.get(), static_cast<std::int64_t>(n_),
                                                           counts.get());
@@ -632,11 +635,12 @@ template void KernelPreload::start_parallel<float>(std::size_t);
 template void KernelPreload::start_parallel<double>(std::size_t);
 
 template <class T>
-std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows) {
-  return std::make_unique<GpuParallel<T>>(data, device_rows);
+std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows,
+                                                  const CentredRows* centred) {
+  return std::make_unique<GpuParallel<T>>(data, device_rows, centred);
 }
 
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*);
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*, const CentredRows*);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*, const CentredRows*);
 
 }  // namespace km

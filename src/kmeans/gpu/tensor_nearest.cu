@@ -40,7 +40,8 @@ __global__ void largest_of(const double* __restrict__ v, std::int64_t n, unsigne
 template <class T>
 class TensorNearestImpl final : public TensorNearest<T> {
  public:
-  TensorNearestImpl(const Dataset<T>& data, const T* x, const TensorKernels<float>& kernels, cudaStream_t stream)
+  TensorNearestImpl(const Dataset<T>& data, const T* x, const TensorKernels<float>& kernels, cudaStream_t stream,
+                    const CentredRows* centred)
       : x_(x), n_(data.n), d_(data.d), kernels_(kernels), stream_(stream) {
     // The bound: float's, or double on TF32 candidates' (margin.hpp). Either covers a re-check
     // in double: the direct formula's error in double is below g = gamma_{d+2}(2^-24).
@@ -51,15 +52,20 @@ class TensorNearestImpl final : public TensorNearest<T> {
         std::fprintf(stderr, "k-means||: the tensor path: %s at %.4f s\n", what,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     };
-    const std::vector<T> mean = sampled_mean(x_, n_, d_, stream_);
-    lap("the mean");
+    const std::vector<T> mean =
+        centred ? std::vector<T>(centred->mean.begin(), centred->mean.end()) : sampled_mean(x_, n_, d_, stream_);
+    lap(centred ? "the engine's mean" : "the mean");
     mu_ = DeviceBuffer<T>(d_, stream_);
     mu32_ = DeviceBuffer<float>(d_, stream_);  // the kernels' mu argument (unused with the copy)
     const std::vector<float> mean32(mean.begin(), mean.end());
     CUDA_CHECK(cudaMemcpyAsync(mu_.get(), mean.data(), d_ * sizeof(T), cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(mu32_.get(), mean32.data(), d_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-    operand_ = DeviceBuffer<float>(n_ * d_, stream_);
-    xnorm2_ = DeviceBuffer<double>(n_, stream_);
+    if (!centred) {
+      owned_operand_ = DeviceBuffer<float>(n_ * d_, stream_);
+      owned_xnorm2_ = DeviceBuffer<double>(n_, stream_);
+    }
+    operand_ = centred ? centred->rows : owned_operand_.get();
+    xnorm2_ = centred ? centred->norms2 : owned_xnorm2_.get();
     cmax2_ = DeviceBuffer<double>(1, stream_);
     queue_ = DeviceBuffer<kernels::Recheck>(n_, stream_);
     everyone_ = DeviceBuffer<std::int64_t>(n_, stream_);
@@ -68,13 +74,15 @@ class TensorNearestImpl final : public TensorNearest<T> {
     prev_ = DeviceBuffer<std::int32_t>(n_, stream_);  // the wgmma kernel's thresholds: row 0's (any row will do)
     CUDA_CHECK(cudaMemsetAsync(prev_.get(), 0, n_ * sizeof(std::int32_t), stream_));
     lap("allocated");
-    const int grid = static_cast<int>(std::min<std::size_t>((n_ + 7) / 8, multiprocessor_count() * 8ull));
-    kernels::centred_row_norms<T, float><<<grid, 256, 0, stream_>>>(x_, mu_.get(), static_cast<std::int64_t>(n_),
-                                                                    static_cast<int>(d_), true, xnorm2_.get(),
-                                                                    operand_.get());
-    CUDA_CHECK_LAUNCH();
+    if (!centred) {  // as fused's engine makes its copy (fused.cu: FusedTensor::stage)
+      const int grid = static_cast<int>(std::min<std::size_t>((n_ + 7) / 8, multiprocessor_count() * 8ull));
+      kernels::centred_row_norms<T, float><<<grid, 256, 0, stream_>>>(
+          x_, mu_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), true, owned_xnorm2_.get(),
+          owned_operand_.get());
+      CUDA_CHECK_LAUNCH();
+    }
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the means go
-    lap("the centred copy");
+    lap(centred ? "the engine's centred copy" : "the centred copy");
     double mu2 = 0;
     for (const T v : mean) mu2 += static_cast<double>(v) * static_cast<double>(v);
     mu_norm_ = std::sqrt(mu2);
@@ -84,7 +92,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
   double largest_abs() {
     CUDA_CHECK(cudaMemsetAsync(cmax2_.get(), 0, sizeof(double), stream_));
     const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 4ull));
-    largest_of<<<blocks, 256, 0, stream_>>>(xnorm2_.get(), static_cast<std::int64_t>(n_),
+    largest_of<<<blocks, 256, 0, stream_>>>(xnorm2_, static_cast<std::int64_t>(n_),
                                            reinterpret_cast<unsigned long long*>(cmax2_.get()));
     CUDA_CHECK_LAUNCH();
     double max2 = 0;
@@ -116,11 +124,11 @@ class TensorNearestImpl final : public TensorNearest<T> {
     if (kernels_.wgmma)
       (ceiling && kernels_.wgmma_ceiling ? kernels_.wgmma_ceiling : kernels_.wgmma_kernel)<<<
           blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
-          operand_.get(), image_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
+          operand_, image_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_, 0.0, n, d, m,
           bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get(), ceiling);
     else
       kernels_.assign_pre<<<blocks, kernels_.pre_threads, kernels_.pre_smem, stream_>>>(
-          operand_.get(), mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_.get(), 0.0, n, d, m,
+          operand_, mu32_.get(), centred_.get(), keyed_.get(), cmax2_.get(), xnorm2_, 0.0, n, d, m,
           bound_, labels, queue_.get(), everyone_.get(), queued_.get(), prev_.get());
     CUDA_CHECK_LAUNCH();
     // The close calls in double, the CPU's arithmetic and order (A = double).
@@ -152,9 +160,13 @@ class TensorNearestImpl final : public TensorNearest<T> {
   kernels::CandidateBound bound_;
   double mu_norm_ = 0;
   DeviceBuffer<T> mu_;
-  DeviceBuffer<float> mu32_, operand_, keyed_, centred_;
+  DeviceBuffer<float> mu32_, keyed_, centred_;
+  DeviceBuffer<float> owned_operand_;  // the centred copy, when no engine lent one
+  DeviceBuffer<double> owned_xnorm2_;
+  const float* operand_ = nullptr;     // the copy read: the engine's or owned_operand_
+  const double* xnorm2_ = nullptr;     // |x'|^2: the engine's or owned_xnorm2_
   DeviceBuffer<float> image_;  // the centroids' tile image the wgmma kernel copies its stages from
-  DeviceBuffer<double> xnorm2_, cmax2_;
+  DeviceBuffer<double> cmax2_;
   DeviceBuffer<kernels::Recheck> queue_;
   DeviceBuffer<std::int64_t> everyone_;
   DeviceBuffer<unsigned long long> all_min_, queued_;
@@ -166,13 +178,13 @@ class TensorNearestImpl final : public TensorNearest<T> {
 
 template <class T>
 std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
-                                                      cudaStream_t stream) {
+                                                      cudaStream_t stream, const CentredRows* centred) {
   if (compute_capability() < 80 || !(max_abs <= 0x1p48) || data.n == 0 || data.n > INT32_MAX) return nullptr;
   const bool unknown = std::isinf(max_abs) && max_abs < 0;  // -inf: bound it from the copy's norms
   // The float copy and the per-object buffers (|x'|^2, the queues, the minima, the thresholds'
   // labels), beside a few candidates' rows.
-  const std::size_t need = data.n * data.d * sizeof(float) +
-                           data.n * (sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
+  const std::size_t need = (centred ? 0 : data.n * data.d * sizeof(float) + data.n * sizeof(double)) +
+                           data.n * (sizeof(kernels::Recheck) + sizeof(std::int64_t) +
                                      sizeof(unsigned long long) + sizeof(std::int32_t)) +
                            (64ull << 20);
   if (device_budget(0) < need) return nullptr;
@@ -184,7 +196,7 @@ std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, co
   }
   else
     cuda::opt_in_shared(kernels.assign_pre, kernels.pre_smem, what);
-  auto made = std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream);
+  auto made = std::make_unique<TensorNearestImpl<T>>(data, x, kernels, stream, centred);
   if (unknown && !(made->largest_abs() <= 0x1p48)) return nullptr;
   return made;
 }
@@ -219,8 +231,8 @@ template void preload_tensor_nearest<float>(std::size_t, cudaStream_t);
 template void preload_tensor_nearest<double>(std::size_t, cudaStream_t);
 
 template std::unique_ptr<TensorNearest<float>> make_tensor_nearest(const Dataset<float>&, const float*, double,
-                                                                   cudaStream_t);
+                                                                   cudaStream_t, const CentredRows*);
 template std::unique_ptr<TensorNearest<double>> make_tensor_nearest(const Dataset<double>&, const double*, double,
-                                                                    cudaStream_t);
+                                                                    cudaStream_t, const CentredRows*);
 
 }  // namespace km::gpu

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "io/dataset.hpp"
+#include "kmeans/centred_rows.hpp"
 
 namespace km::gpu {
 
@@ -33,10 +34,12 @@ class TensorNearest {
 // For `data` on the device (x, row-major [n][d]) with every |x| at most max_abs (-inf: not known;
 // then bounded by |x - mu| + |mu| from the centred copy's norms, once made); null where the path
 // does not apply: no TF32 tensor cores (before sm_80), max_abs above 2^48 (float's range for the
-// keys, as fused's double on TF32 candidates), or no room for the float copy.
+// keys, as fused's double on TF32 candidates), or no room for the float copy. With `centred`
+// (the engine's centred copy of these rows, centred_rows.hpp) it reads that copy, which must
+// outlive it, instead of making its own: the same operands, norms and mean, so the same labels.
 template <class T>
 std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, const T* x, double max_abs,
-                                                      cudaStream_t stream);
+                                                      cudaStream_t stream, const CentredRows* centred = nullptr);
 
 // Loads the kernels make_tensor_nearest's rounds launch for d coordinates (CUDA's lazy loading
 // would load each at its first launch), on `stream`.
