@@ -5,8 +5,10 @@ drift hits every variant alike, a fresh process each; prints and writes (--csv) 
 setup and loop seconds from the JSON report, then per (data, precision, variant) the medians of
 init and of init / loop, and the ratio of the init median to the first variant's.
 
-Usage: init_ab.py KMEANS_BIN 'before=KMEANS_SHARE_COPY:0;KMEANS_PARALLEL_REDUCE_CLUSTER:0,now='
-       [--shape=1000000x128x1024] [--rounds=3] [--loops=10] [--csv=FILE]"""
+Usage: init_ab.py KMEANS_BIN 'before=KMEANS_SHARE_COPY:0,now=' [--shape=1000000x128x1024] [--rounds=3]
+       [--loops=10] [--csv=FILE]
+(a variant is name=VAR:VALUE;VAR:VALUE...; BIN:PATH runs another binary for that variant, e.g.
+'base=BIN:/tmp/base/kmeans,now=')"""
 import argparse
 import csv
 import json
@@ -37,7 +39,9 @@ def main():
         for gen in a.data.split(","):
             for prec in a.precisions.split(","):
                 for name, env in variants.items():
-                    cmd = [a.binary, "--impl=fused", f"--objects={n}", f"--coords={d}", f"--clusters={k}",
+                    env = dict(env)
+                    binary = env.pop("BIN", a.binary)
+                    cmd = [binary, "--impl=fused", f"--objects={n}", f"--coords={d}", f"--clusters={k}",
                            f"--generator={gen}", "--init=kmeans||", f"--loops={a.loops}", f"--precision={prec}",
                            "--report=json", "--quiet"]
                     out = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)

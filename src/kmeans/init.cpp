@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <system_error>
 #include <unordered_set>
 
 #include "common/errors.hpp"
@@ -47,14 +49,15 @@ std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, std::uint64_t
 
 // Rows of the whole data by index, in the order asked, on every rank: each rank sends the
 // rows it holds (in that order), and every rank knows which rank holds which index.
+// Into `out` (resized: kept where it has the size already).
 template <class T>
-std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& team,
-                          const std::vector<std::size_t>& rows) {
+void fetch_rows_into(const Dataset<T>& local, const RowSplit& split, Team& team, const std::vector<std::size_t>& rows,
+                     std::vector<T>& out) {
   const std::size_t d = local.d;
-  std::vector<T> out(rows.size() * d);
+  out.resize(rows.size() * d);
   if (team.size() == 1) {
     for (std::size_t q = 0; q < rows.size(); ++q) std::copy_n(local.row(rows[q] - split.first), d, out.begin() + q * d);
-    return out;
+    return;
   }
   std::vector<T> mine;
   for (std::size_t row : rows)
@@ -69,7 +72,28 @@ std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& 
         at += d;
       }
   }
+}
+
+template <class T>
+std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& team,
+                          const std::vector<std::size_t>& rows) {
+  std::vector<T> out;
+  fetch_rows_into(local, split, team, rows, out);
   return out;
+}
+
+// `count` values of T, their pages touched on a thread of its own, for a result filled later: a
+// fresh page's first touch cost ~4 us on the H100 box, so the K centres' 1 MB (K = 1024, d = 128
+// in double) took ~1 ms of k-means||'s init where it is made at the end; made while the GPU
+// works, it costs nothing there. An invalid future where no thread could start (or below 256 KB).
+template <class T>
+std::future<std::vector<T>> touched_async(std::size_t count) {
+  if (count * sizeof(T) < (std::size_t{256} << 10)) return {};
+  try {
+    return std::async(std::launch::async, [count] { return std::vector<T>(count); });
+  } catch (const std::system_error&) {
+    return {};
+  }
 }
 
 constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
@@ -650,14 +674,19 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
   }
 }
 
-// k-means|| (init.hpp). fetch(rows) returns those objects' rows, in that order (on every rank,
-// collectively).
+// k-means|| (init.hpp). fetch(rows, into) puts those objects' rows into `into`, in that order (on
+// every rank, collectively).
 template <class T, class Fetch>
 void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Params& params, ParallelSteps& steps,
                           std::vector<T>& out, Fetch&& fetch) {
   const bool verbose = parallel_verbose();
   const auto began = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(); };
+  std::future<std::vector<T>> touched = touched_async<T>(k * d);  // the centres' room
+  auto fetch_out = [&](const std::vector<std::size_t>& rows) {
+    if (touched.valid()) out = touched.get();
+    fetch(rows, out);
+  };
   Uniform u{params.seed, kParallel};
   std::vector<std::size_t> cands{u.below(n)};
   std::vector<double> chunk_sums;
@@ -689,7 +718,7 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
     // Every candidate is a centre. Fewer than K only when every object sits on one (fewer distinct
     // objects than K: duplicates are unavoidable, as in k-means++) or the rounds ran out.
     while (cands.size() < k) cands.push_back(u.below(n));
-    out = fetch(cands);
+    fetch_out(cands);
     return;
   }
   // Weigh each candidate by the objects nearest it, then greedy k-means++ on the weighted
@@ -709,13 +738,14 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
     if (!picks.empty()) {
       std::vector<std::size_t> rows(k);
       for (std::size_t c = 0; c < k; ++c) rows[c] = cands[picks[c]];
-      out = fetch(rows);
+      fetch_out(rows);
       if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres on the GPU, %.4f s in all\n", k, since());
       return;
     }
   }
   Dataset<T> pool(m, d, "k-means|| candidates");
-  const std::vector<T> rows = fetch(cands);
+  std::vector<T> rows;
+  fetch(cands, rows);
   std::copy(rows.begin(), rows.end(), pool.values.data());
   out = reduce_weighted(pool, weights, k, params.seed, table);
   if (verbose) std::fprintf(stderr, "k-means||: reduced to %zu centres, %.4f s in all\n", k, since());
@@ -815,7 +845,9 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
         std::fprintf(stderr, "k-means||: steps ready in %.4f s\n",
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
       pick_kmeans_parallel(n, d, k, params, *steps, out,
-                           [&](const std::vector<std::size_t>& rows) { return fetch_rows(local, split, team, rows); });
+                           [&](const std::vector<std::size_t>& rows, std::vector<T>& into) {
+                             fetch_rows_into(local, split, team, rows, into);
+                           });
       steps.reset();
       if (parallel_verbose())
         std::fprintf(stderr, "k-means||: the steps' buffers freed, %.4f s since the steps began\n",
