@@ -7,7 +7,8 @@ times, `summed` (fused's tensor path: objects through the sums), `changed` and i
 Usage: ab_env.py KMEANS_BIN 'off=KMEANS_TENSOR_MOVERS:0,on=' 1000000x128x128,262144x128x1024 float
        [--impl=fused] [--rounds=3] [--loops=10] [--phase=kernel]
 (a variant is name=VAR:VALUE;VAR:VALUE...; an item starting with -- is a command-line option instead,
-e.g. 'b128=--block=128,b256=--block=256'; an empty list runs the defaults)"""
+e.g. 'b128=--block=128,b256=--block=256'; BIN:PATH runs another binary for that variant, e.g.
+'base=BIN:/tmp/base/kmeans,now='; an empty list runs the defaults)"""
 import argparse
 import json
 import os
@@ -38,7 +39,9 @@ def main():
     for _ in range(a.rounds):
         for n, d, k in shapes:
             for name, env in variants.items():
-                p = subprocess.run([a.binary, f"--impl={a.impl}", f"--precision={a.precision}", f"--objects={n}",
+                env = dict(env)
+                binary = env.pop("BIN", a.binary)
+                p = subprocess.run([binary, f"--impl={a.impl}", f"--precision={a.precision}", f"--objects={n}",
                                     f"--coords={d}", f"--clusters={k}", f"--loops={a.loops}", "--quiet",
                                     "--report=json", *options[name]], capture_output=True, text=True,
                                    env={**os.environ, **env})
