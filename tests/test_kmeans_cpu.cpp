@@ -400,6 +400,28 @@ TEST(Init, KmeansppAndParallelFindEveryBlob) {
     }
 }
 
+// k-means|| whose K x d result is at least 256 KB (600 x 64 doubles) and whose candidates are
+// the centres (5 distinct objects, fewer than K): the result's room comes from a thread of its
+// own (init.cpp: touched_async) and the rows are fetched into it. (The GPU's reduction takes the
+// same path at 1M x 128, K = 1024; the CPU's reduction builds its own.)
+TEST(Init, ParallelLargeResultIsObjects) {
+  const std::size_t d = 64;
+  km::Dataset<double> data(6000, d);
+  for (std::size_t i = 0; i < data.n; ++i)
+    for (std::size_t j = 0; j < d; ++j) data.values.data()[i * d + j] = 1.0 + static_cast<double>((i % 5) * (j + 1));
+  km::Params p;
+  p.k = 600;
+  p.init = km::Init::kmeans_parallel;
+  p.seed = 3;
+  const auto c = km::initial_centroids(data, p);
+  ASSERT_EQ(c.size(), 600 * d);
+  const auto distinct = rows_of(c, d);
+  EXPECT_EQ(distinct.size(), 5u) << "all five distinct objects, and duplicates";
+  for (const auto& row : distinct)
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), data.row(static_cast<std::size_t>(row[1] - row[0])))) << "centres are objects";
+  EXPECT_EQ(km::initial_centroids(data, p), c) << "same seed, same centres";
+}
+
 // k-means|| with fewer distinct objects than K: every distinct object becomes a centre (the
 // rounds stop once each sits on a candidate), the rest are duplicates, as in k-means++.
 TEST(Init, ParallelWithFewerDistinctObjectsThanK) {
