@@ -364,6 +364,21 @@ TEST(GpuTensorRecheck, Double) { check_recheck_exercised<double>(); }
 TEST(GpuTensorRecheck, DoubleDmma) { check_recheck_exercised<double>(true); }
 TEST(GpuTensorRecheck, Float) { check_recheck_exercised<float>(); }
 
+// Two fits agree bit for bit: centroids, labels, and per iteration the change counts and (with
+// `same_keys`) the re-check counts.
+template <class R>
+void expect_same_fit(const R& with, const R& without, bool same_keys = true) {
+  EXPECT_EQ(with.centroids, without.centroids);
+  EXPECT_EQ(with.labels, without.labels);
+  ASSERT_EQ(with.iterations, without.iterations);
+  for (int it = 0; it < with.iterations; ++it) {
+    EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
+    if (!same_keys) continue;
+    EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
+    EXPECT_EQ(with.per_iteration[it].rechecked_all, without.per_iteration[it].rechecked_all);
+  }
+}
+
 // Whole fits of fused (5 iterations; uniform, blobs, quantised data) with an environment switch
 // at its default and at `name`=`value` agree bit for bit: labels, centroids, and per iteration
 // the change counts and (with `same_keys`) the re-check counts. `paths` checks what the two
@@ -384,15 +399,7 @@ void check_same_fits_without(const char* name, const std::vector<LabelShape>& sh
       const auto without = km::run(fused, data, p);
       unsetenv(name);
       paths(with.path, without.path);
-      EXPECT_EQ(with.centroids, without.centroids);
-      EXPECT_EQ(with.labels, without.labels);
-      ASSERT_EQ(with.iterations, without.iterations);
-      for (int it = 0; it < with.iterations; ++it) {
-        EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
-        if (!same_keys) continue;
-        EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
-        EXPECT_EQ(with.per_iteration[it].rechecked_all, without.per_iteration[it].rechecked_all);
-      }
+      expect_same_fit(with, without, same_keys);
     }
 }
 
@@ -602,14 +609,8 @@ void check_shared_copy() {
       unsetenv("KMEANS_SHARE_COPY");
       EXPECT_EQ(with.path.rfind("tensor", 0), 0u) << with.path;
       EXPECT_EQ(with.path, without.path);
-      EXPECT_EQ(with.centroids, without.centroids);
-      EXPECT_EQ(with.labels, without.labels);
       EXPECT_EQ(with.inertia, without.inertia);
-      ASSERT_EQ(with.iterations, without.iterations);
-      for (int it = 0; it < with.iterations; ++it) {
-        EXPECT_EQ(with.per_iteration[it].changed, without.per_iteration[it].changed) << "iteration " << it + 1;
-        EXPECT_EQ(with.per_iteration[it].rechecked, without.per_iteration[it].rechecked) << "iteration " << it + 1;
-      }
+      expect_same_fit(with, without);
     }
   unsetenv("KMEANS_PARALLEL_REDUCE");
   unsetenv("KMEANS_FUSED_PATH");
