@@ -66,10 +66,13 @@ __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* 
 // below with 1,024 threads, and fused's one-pass delta kernel with its own block, so that a
 // run's shift does not depend on which of them updated (one GPU or several). Every thread of
 // the block must call it; thread 0 returns the total. `warp_totals` is 32 doubles of shared memory.
+// The virtual warps past k, whose sums are +0.0 and leave the total's bits as they are, are
+// skipped (at K = 16 the other 31 cost the delta kernel's last block their loads and shuffles).
 __device__ inline double fixed_order_total(const double* parts, int k, double* warp_totals) {
   constexpr int kVirtual = 1024;
   const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x / 32);
-  for (int w = static_cast<int>(threadIdx.x / 32); w < kVirtual / 32; w += warps) {
+  const int used = min(kVirtual / 32, (k + 31) / 32);
+  for (int w = static_cast<int>(threadIdx.x / 32); w < used; w += warps) {
     double v = 0;
     for (int c = w * 32 + lane; c < k; c += kVirtual) v += parts[c];
     for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
@@ -78,7 +81,7 @@ __device__ inline double fixed_order_total(const double* parts, int k, double* w
   __syncthreads();
   double total = 0;
   if (threadIdx.x == 0)
-    for (int w = 0; w < kVirtual / 32; ++w) total += warp_totals[w];
+    for (int w = 0; w < used; ++w) total += warp_totals[w];
   return total;
 }
 
