@@ -1174,6 +1174,26 @@ void check_tile(bool mma) {
 
 }  // namespace
 
+// The next pass's lines prefetched before the scores (KMEANS_DELTA_PREFETCH: by default into L1
+// in float at d 9-16 with the FMA scores and with the tensor-core scores at d 17-32) against none
+// and against L2: whole fits bit for bit (labels, centroids, change and re-check counts); the
+// prefetch's addresses past n (the last pass) are skipped, never read.
+TEST(GpuFusedDelta, PrefetchAsWithout) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const kmtest::ScopedEnv one_pass("KMEANS_FUSED_PATH", "one-pass");
+  const auto same_path = [](const std::string& a, const std::string& b) { EXPECT_EQ(a, b); };
+  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
+                                                 : std::vector<LabelShape>{{20011, 16, 16}, {20011, 12, 8},
+                                                                           {10007, 32, 64}, {30011, 2, 16}};
+  for (const char* value : {"0", "2"}) {
+    SCOPED_TRACE(std::string("KMEANS_DELTA_PREFETCH=") + value);
+    check_same_fits_without<float>("KMEANS_DELTA_PREFETCH", shapes, same_path, value);
+  }
+  // (double: off by default; the staged loads, which have no prefetch, off)
+  const kmtest::ScopedEnv registers("KMEANS_DELTA_TILE", "0");
+  check_same_fits_without<double>("KMEANS_DELTA_PREFETCH", shapes, same_path, "1");
+}
+
 TEST(GpuFusedDelta, DoubleStagedAsRegisterLoads) { check_tile<double>(false); }
 TEST(GpuFusedDelta, FloatStagedAsRegisterLoads) { check_tile<float>(false); }
 TEST(GpuFusedDelta, DoubleStagedMmaAsRegisterLoads) { check_tile<double>(true); }

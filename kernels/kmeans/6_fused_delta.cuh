@@ -711,6 +711,23 @@ __global__ void __launch_bounds__(kDeltaThreads,
           old[u] = has[u] ? lb[u * blockDim.x] : 0;
         }
       }
+      if (p.prefetch) {
+        // The warp's next pass: U MAXD coordinates of 32 objects, sizeof(T) / 4 lines each, one
+        // prefetch a lane, so that the next pass's loads find them while this one scores (with
+        // the tensor-core scores, H100, d = 32, K = 32-64: 2-3% faster in double, 0.6-2.6% in
+        // float; level at d = 16).
+        constexpr int LPC = static_cast<int>(sizeof(T)) / 4;
+        const std::int64_t next = base + step + warp * 32;
+        for (int l = lane; l < U * MAXD * LPC; l += 32) {
+          const int u = l / (MAXD * LPC), j = (l / LPC) % MAXD, h = l % LPC;
+          const std::int64_t i = next + u * static_cast<std::int64_t>(blockDim.x) + h * (32 / LPC);
+          if (j < d && i < n) {
+            const T* a = x + j * n + i;
+            if (p.prefetch == 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+            else asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+          }
+        }
+      }
     }
     float xf[U][MAXD], nx[U], best[U], second[U];
     int bi[U];
@@ -775,25 +792,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
         }
       };
       // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
-      if constexpr (MMA) {
-        if (!TILE && p.prefetch) {
-          // The warp's next pass: U MAXD coordinates of 32 objects, sizeof(T) / 4 lines each, one
-          // prefetch a lane, so that the next pass's loads find them while this one scores
-          // (H100, d = 32, K = 32-64: 2-3% faster in double, 0.6-2.6% in float; level at d = 16).
-          constexpr int LPC = static_cast<int>(sizeof(T)) / 4;
-          const std::int64_t next = base + step + warp * 32;
-          for (int l = lane; l < U * MAXD * LPC; l += 32) {
-            const int u = l / (MAXD * LPC), j = (l / LPC) % MAXD, h = l % LPC;
-            const std::int64_t i = next + u * static_cast<std::int64_t>(blockDim.x) + h * (32 / LPC);
-            if (j < d && i < n) {
-              const T* a = x + j * n + i;
-              if (p.prefetch == 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-              else asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-            }
-          }
-        }
-        mma_scores(xf, best, second);
-      }
+      if constexpr (MMA) mma_scores(xf, best, second);
       else if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
       else score(std::integral_constant<int, U>{});
 #pragma unroll

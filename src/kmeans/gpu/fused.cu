@@ -463,11 +463,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     if (mma_) {
       q.factor = mma_factor_;
       q.fma_factor = factor_;
-      // The next pass's lines into L1 before the scores at d 17-32 (measured; level at d <= 16,
-      // plots/delta_mma_ab_h100.txt). KMEANS_DELTA_PREFETCH=0|1|2: none, into L1, into L2.
-      const char* pf = std::getenv("KMEANS_DELTA_PREFETCH");
-      q.prefetch = pf ? std::atoi(pf) : kernels::fused_register_width(this->d_) == 32 ? 1 : 0;  // (not staged)
     }
+    // The next pass's lines into L1 before the scores where they measured faster: with the
+    // tensor-core scores at d 17-32 (level at d <= 16, plots/delta_mma_ab_h100.txt) and with the
+    // FMA scores in float at d 9-16 (H100, 2^21 x 16, K = 16: 0.97x the time; level or slower
+    // with the tensor-core scores at K = 64, at d = 2 (1.02-1.11x, the cell table's kernel) and
+    // in double; plots/delta_prefetch_ab_s17_h100.txt). KMEANS_DELTA_PREFETCH=0|1|2: none, into
+    // L1, into L2, for any delta kernel but the staged and the bounds ones.
+    const int width = kernels::fused_register_width(this->d_);
+    const char* pf = std::getenv("KMEANS_DELTA_PREFETCH");
+    q.prefetch = pf ? std::atoi(pf) : (mma_ && width == 32) || (!mma_ && width == 16 && sizeof(T) == 4) ? 1 : 0;
     if (cells_live_ && !this->streamed()) {
       // This iteration's table from the centroids the last iteration left, a warp per cell (ncu,
       // H100, 64 x 64 cells, K = 16: 5.0 us with its launch, a thread per cell 7.1-7.5 us, its K
