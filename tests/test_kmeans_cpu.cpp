@@ -809,9 +809,15 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   km::gpu::DeltaOverrides unstaged;
   unstaged.tile = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, unstaged).block, 256);
-  EXPECT_EQ(plan_for(32, 64, 4).block, 192) << "float, d = 17-32 up to K = 64";
-  EXPECT_EQ(plan_for(24, 16, 4).block, 192);
-  EXPECT_EQ(plan_for(32, 64, 4).queue_threads, 192);
+  EXPECT_TRUE(plan_for(32, 16, 4).tile);
+  EXPECT_EQ(plan_for(32, 16, 4).block, 192) << "float, d = 17-32 up to K = 64 where the staged kernel is planned";
+  EXPECT_EQ(plan_for(32, 16, 4).queue_threads, 192);
+  EXPECT_FALSE(plan_for(32, 8, 4).tile);
+  EXPECT_EQ(plan_for(32, 8, 4).block, 256);
+  EXPECT_FALSE(plan_for(24, 16, 4).tile) << "d below its width: no staged kernel";
+  EXPECT_EQ(plan_for(24, 16, 4).block, 256);
+  EXPECT_TRUE(plan_for(32, 64, 4).mma);
+  EXPECT_EQ(plan_for(32, 64, 4).block, 256) << "the tensor-core scores at width 32 in float: 256";
   EXPECT_EQ(plan_for(32, 128, 4).block, 256);
   EXPECT_EQ(plan_for(4, 16, 4).block, 128);
   EXPECT_EQ(plan_for(8, 64, 4).block, 256);

@@ -339,9 +339,26 @@ __global__ void __launch_bounds__(kDeltaThreads,
     __syncthreads();
   }
   const float r2 = r2_shared;
-  T mur[MAXD];
+  // The centre, read from shared memory where an object is centred rather than held in
+  // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
+  // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double but for the staged
+  // kernel at d = 16 (there 166 -> 128 registers, 4 blocks of 128 an SM, not 3, and 1.01-1.03x the
+  // time), d = 16, K = 32-64 0.96-0.97x, d = 4 0.95x, level elsewhere; in float from width 4 but
+  // for the tensor-core scores at width 16 (1.05x) and the staged kernels (d = 32, K = 16 1.04x):
+  // width 32 with the tensor-core scores 166 -> 126 registers, and in blocks of 256
+  // (delta_plan.cpp) 0.89-0.93x; d = 4 0.97x, d = 16, K = 16 0.98x. At width 2 (the cell table's
+  // kernel) level.
+  constexpr bool kMuShared =
+      sizeof(T) == 8 ? !(TILE && MAXD == 16 && !MMA) : MAXD >= 4 && !(MMA && MAXD == 16) && !TILE;
+  T mur[kMuShared ? 1 : MAXD];
+  if constexpr (!kMuShared) {
 #pragma unroll
-  for (int j = 0; j < MAXD; ++j) mur[j] = mu[j];
+    for (int j = 0; j < MAXD; ++j) mur[j] = mu[j];
+  }
+  auto centre = [&](int j) -> T {
+    if constexpr (kMuShared) return mu[j];
+    else return mur[j];
+  };
   const int mask = PACK ? (1 << p.index_bits) - 1 : 0;
 
   constexpr bool kQueue = MAXD <= 4;
@@ -528,7 +545,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
 #pragma unroll
     for (int j = 0; j < MAXD; ++j) {
       v[j] = mine && j < d ? x[j * n + i] : T(0);
-      vf[j] = static_cast<float>(v[j] - mur[j]);
+      vf[j] = static_cast<float>(v[j] - centre(j));
       nv = fmaf(vf[j], vf[j], nv);
     }
     float b, sc;
@@ -738,7 +755,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       for (int j = 0; j < MAXD; ++j) {
         xf[u][j] = 0;
         if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
-        xf[u][j] = static_cast<float>(xr[u][j] - mur[j]);
+        xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
         // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
         // both on the slow FP64 pipe in double) inside the loop over the centroids.
         asm volatile("" : "+f"(xf[u][j]));

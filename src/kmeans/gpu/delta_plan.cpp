@@ -127,7 +127,11 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // (1.05x); in float 256 at d <= 2 (0.93-0.97x), at d 9-16 and at K > 64 (0.94-0.99x), 192 at
   // d = 17-32 up to K = 64 (0.96-0.98x; 256 1.03-1.07x: the tensor-core and staged kernels at 168
   // registers hold 12 warps an SM in two blocks of 192, 8 in one of 256) and 128 at d 3-8 up to
-  // K = 16 (256 1.00-1.04x, 192 1.09x). Fewer, larger blocks pay where the warps an SM are the
+  // K = 16 (256 1.00-1.04x, 192 1.09x). Since session 17 the kernels at width 32 in float but the
+  // staged one keep the centre in shared memory (6_fused_delta.cuh: kMuShared; with the
+  // tensor-core scores 126 registers, not 166), two blocks of 256 an SM: 256 there again (0.89-0.93x
+  // the time of 192 at d = 24-32, K = 32-64, 0.95x at d = 32, K = 8;
+  // plots/delta_mu_shared_ab_s17_h100.txt); 192 stays where the staged kernel is planned. Fewer, larger blocks pay where the warps an SM are the
   // same: each block builds its tables and flushes its K d sums with global atomics. (Shared
   // memory is sized for the block: plan it for 256 first, the most a smaller block needs, then
   // for the block chosen.)
@@ -138,7 +142,7 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   const int maxd = at256.maxd;
   int block = 256;
   if (s.elem == 8 ? at256.tile && maxd == 16 : maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
-  if (s.elem == 4 && maxd == 32 && s.k <= 64) block = 192;
+  if (s.elem == 4 && maxd == 32 && s.k <= 64 && at256.tile) block = 192;
   if (block == 256) return at256;
   DeltaShape chosen = s;
   chosen.block = block;
