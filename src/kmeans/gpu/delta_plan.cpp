@@ -129,12 +129,12 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // registers hold 12 warps an SM in two blocks of 192, 8 in one of 256) and 128 at d 3-8 up to
   // K = 16 (256 1.00-1.04x, 192 1.09x). Since session 17 the kernels at width 32 in float but the
   // staged one keep the centre in shared memory (6_fused_delta.cuh: kMuShared; with the
-  // tensor-core scores 126 registers, not 166), two blocks of 256 an SM: 256 there again (0.89-0.93x
-  // the time of 192 at d = 24-32, K = 32-64, 0.95x at d = 32, K = 8;
-  // plots/delta_mu_shared_ab_s17_h100.txt); 192 stays where the staged kernel is planned. Fewer, larger blocks pay where the warps an SM are the
-  // same: each block builds its tables and flushes its K d sums with global atomics. (Shared
-  // memory is sized for the block: plan it for 256 first, the most a smaller block needs, then
-  // for the block chosen.)
+  // tensor-core scores 126 registers, not 166), two blocks of 256 an SM: 256 there again
+  // (0.89-0.93x the time of 192 at d = 24-32, K = 32-64, 0.95x at d = 32, K = 8;
+  // plots/delta_mu_shared_ab_s17_h100.txt); 192 stays where the staged kernel is planned. Fewer,
+  // larger blocks pay where the warps an SM are the same: each block builds its tables and
+  // flushes its K d sums with global atomics. (Shared memory is sized for the block: plan it for
+  // 256 first, the most a smaller block needs, then for the block chosen.)
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
   const DeltaPlan at256 = plan_for_block(wide, env);
