@@ -287,6 +287,17 @@ km::Dataset<T> label_data(int kind, const LabelShape& s) {
   return data;
 }
 
+// body(shape, data) for each shape with uniform, blobs and quantised data (label_data's kinds).
+template <class T, class F>
+void each_label_case(const std::vector<LabelShape>& shapes, F&& body) {
+  for (const LabelShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " +
+                   (kind == 0 ? "uniform" : kind == 1 ? "blobs" : "quantised"));
+      body(s, label_data<T>(kind, s));
+    }
+}
+
 template <class T>
 void check_exact_labels(const km::Implementation& impl) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -387,20 +398,17 @@ template <class T = float, class Paths>
 void check_same_fits_without(const char* name, const std::vector<LabelShape>& shapes, Paths paths,
                              const char* value = "0", bool same_keys = true) {
   const km::Implementation& fused = km::find_implementation("fused");
-  for (const LabelShape& s : shapes)
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
-      const auto data = label_data<T>(kind, s);
-      km::Params p;
-      p.k = s.k;
-      p.loops = 5;
-      const auto with = km::run(fused, data, p);
-      setenv(name, value, 1);
-      const auto without = km::run(fused, data, p);
-      unsetenv(name);
-      paths(with.path, without.path);
-      expect_same_fit(with, without, same_keys);
-    }
+  each_label_case<T>(shapes, [&](const LabelShape& s, const km::Dataset<T>& data) {
+    km::Params p;
+    p.k = s.k;
+    p.loops = 5;
+    const auto with = km::run(fused, data, p);
+    setenv(name, value, 1);
+    const auto without = km::run(fused, data, p);
+    unsetenv(name);
+    paths(with.path, without.path);
+    expect_same_fit(with, without, same_keys);
+  });
 }
 
 // Float's tensor path reads its objects from a centred, TF32-rounded copy when it fits, and
@@ -581,37 +589,34 @@ void check_shared_copy() {
   const std::vector<LabelShape> shapes =
       quick() ? std::vector<LabelShape>{{6000, 64, 100}}
               : std::vector<LabelShape>{{20000, 64, 200}, {3000, 1000, 50}, {30000, 16, 600}, {8000, 3, 100}};
-  for (const LabelShape& s : shapes)
-    for (int kind = 0; kind < 3; ++kind) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data kind " + std::to_string(kind));
-      const auto data = label_data<T>(kind, s);
-      km::Params p;
-      p.k = s.k;
-      p.init = km::Init::kmeans_parallel;
-      p.seed = 5;
-      p.loops = 4;
-      {
-        auto engine = fused.make<T>(p);
-        const T* x = engine->stage(data, s.k);
-        ASSERT_NE(x, nullptr) << "the data was not staged";
-        const km::CentredRows* centred = engine->centred_rows();
-        ASSERT_NE(centred, nullptr) << "no centred copy staged";
-        ASSERT_EQ(centred->mean.size(), s.d);
-        const auto gpu = km::initial_centroids(data, p, true, x, centred);
-        const auto cpu = km::initial_centroids(data, p, false);
-        ASSERT_EQ(gpu.size(), cpu.size());
-        EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0)
-            << "the centres from the engine's copy differ from the CPU's";
-      }
-      const auto with = km::run(fused, data, p);
-      setenv("KMEANS_SHARE_COPY", "0", 1);
-      const auto without = km::run(fused, data, p);
-      unsetenv("KMEANS_SHARE_COPY");
-      EXPECT_EQ(with.path.rfind("tensor", 0), 0u) << with.path;
-      EXPECT_EQ(with.path, without.path);
-      EXPECT_EQ(with.inertia, without.inertia);
-      expect_same_fit(with, without);
+  each_label_case<T>(shapes, [&](const LabelShape& s, const km::Dataset<T>& data) {
+    km::Params p;
+    p.k = s.k;
+    p.init = km::Init::kmeans_parallel;
+    p.seed = 5;
+    p.loops = 4;
+    {
+      auto engine = fused.make<T>(p);
+      const T* x = engine->stage(data, s.k);
+      ASSERT_NE(x, nullptr) << "the data was not staged";
+      const km::CentredRows* centred = engine->centred_rows();
+      ASSERT_NE(centred, nullptr) << "no centred copy staged";
+      ASSERT_EQ(centred->mean.size(), s.d);
+      const auto gpu = km::initial_centroids(data, p, true, x, centred);
+      const auto cpu = km::initial_centroids(data, p, false);
+      ASSERT_EQ(gpu.size(), cpu.size());
+      EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0)
+          << "the centres from the engine's copy differ from the CPU's";
     }
+    const auto with = km::run(fused, data, p);
+    setenv("KMEANS_SHARE_COPY", "0", 1);
+    const auto without = km::run(fused, data, p);
+    unsetenv("KMEANS_SHARE_COPY");
+    EXPECT_EQ(with.path.rfind("tensor", 0), 0u) << with.path;
+    EXPECT_EQ(with.path, without.path);
+    EXPECT_EQ(with.inertia, without.inertia);
+    expect_same_fit(with, without);
+  });
   unsetenv("KMEANS_PARALLEL_REDUCE");
   unsetenv("KMEANS_FUSED_PATH");
 }
