@@ -149,6 +149,28 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
   if (lane == 0) out[cell] = label;
 }
 
+// count elements over the block: store(t, load(t)), B loads in flight a thread before their
+// stores. (As plain loops, a load and its store an iteration, the prologue's copies waited one
+// L2 round trip an element: at d = 32, K = 64, 8 centroid values and 9 row values a thread were
+// most of the kernel's first 8.4 us (H100, globaltimer), and the last block's 8 held sums a
+// thread most of its 6 us update.)
+template <int B, class L, class S>
+__device__ __forceinline__ void block_batched(int count, L load, S store) {
+  for (int t0 = static_cast<int>(threadIdx.x); t0 < count; t0 += B * static_cast<int>(blockDim.x)) {
+    decltype(load(0)) v[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int t = t0 + b * static_cast<int>(blockDim.x);
+      if (t < count) v[b] = load(t);
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int t = t0 + b * static_cast<int>(blockDim.x);
+      if (t < count) store(t, v[b]);
+    }
+  }
+}
+
 // kInertiaUnsure (update.cuh): the algebraic inertia's error bound failed (the host sums it).
 
 // f(std::integral_constant<int, m>) with m = min(slots, U), at least 1: the round's filled slots
@@ -251,23 +273,16 @@ __global__ void __launch_bounds__(kDeltaThreads,
   const int lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) r2_shared = 0;
-  for (int t = threadIdx.x; t < k * d; t += blockDim.x) {
+  block_batched<8>(k * d, [&](int t) { return centroids[t]; }, [&](int t, T v) {
     dsums[t] = 0;
-    s[t] = centroids[t];
-  }
-  if constexpr (SROW > 0) {
-    if (has_rows)
-      for (int t = threadIdx.x; t < k * SROW; t += blockDim.x) {
-        const int c = t / SROW, j = t % SROW;
-        srow[t] = j < d ? centroids[j * k + c] : T(0);
-      }
-  }
+    s[t] = v;
+  });
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
   if (CELLS) {
     const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
-    for (int t = threadIdx.x; t < words; t += blockDim.x)
-      reinterpret_cast<uint4*>(cells_s)[t] = reinterpret_cast<const uint4*>(p.cells)[t];
+    block_batched<8>(words, [&](int t) { return reinterpret_cast<const uint4*>(p.cells)[t]; },
+                     [&](int t, uint4 v) { reinterpret_cast<uint4*>(cells_s)[t] = v; });
   }
   if (BOUNDS) {
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
@@ -275,12 +290,26 @@ __global__ void __launch_bounds__(kDeltaThreads,
     for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
   }
   __syncthreads();
+  if constexpr (SROW > 0) {
+    // The rows from the shared copy, read in its order (t = j k + c: no bank conflicts; read in the
+    // rows' order, a stride of k, 32 lanes hit one bank at K = 64), and zero past d.
+    if (has_rows) {
+      for (int t = threadIdx.x; t < k * d; t += blockDim.x) srow[(t % k) * SROW + t / k] = s[t];
+      for (int t = threadIdx.x; t < k * (SROW - d); t += blockDim.x) srow[(t / (SROW - d)) * SROW + d + t % (SROW - d)] = T(0);
+      __syncthreads();
+    }
+  }
   // The centre: the centroids' mean, summed in index order (any point would be exact; the
-  // mean keeps |x''| and |c''|, and with them the filter's margin, small).
+  // mean keeps |x''| and |c''|, and with them the filter's margin, small). (From the rows where
+  // there are rows: thread j reading s[j k + c] put all 32 lanes on one bank at K = 64, 64 loads
+  // of 32 wavefronts each.)
   for (int j = threadIdx.x; j < MAXD; j += blockDim.x) {
     T m = 0;
     if (j < d) {
-      for (int c = 0; c < k; ++c) m += s[j * k + c];
+      if (SROW > 0 && has_rows)
+        for (int c = 0; c < k; ++c) m += srow[c * SROW + j];
+      else
+        for (int c = 0; c < k; ++c) m += s[j * k + c];
       m /= static_cast<T>(k);
     }
     mu[j] = m;
@@ -1153,10 +1182,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
     unsigned long long* held_s = dsums;
     long long* counts_s = reinterpret_cast<long long*>(table);  // (k * ROW floats >= 2 k doubles)
     double* parts_s = reinterpret_cast<double*>(table) + k;
-    for (int t = threadIdx.x; t < k * d; t += blockDim.x) held_s[t] = __ldcg(&p.held_sums[t]);
+    block_batched<8>(k * d, [&](int t) { return __ldcg(&p.held_sums[t]); },
+                     [&](int t, unsigned long long v) { held_s[t] = v; });
     for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
     __syncthreads();
     const int warps = static_cast<int>(blockDim.x / 32);
+#pragma unroll 4
     for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
       const long long count = counts_s[c];
       double local = 0;
@@ -1223,23 +1254,29 @@ __global__ void __launch_bounds__(kDeltaThreads,
           p.previous[(t % k) * d + t / k] = static_cast<double>(s[t]);
     }
     if (threadIdx.x == 0) {
+      // Every tally read before any is written (the compiler cannot tell the *_out pointers from
+      // them, so written in turn each read waited for the write before it: an L2 round trip each).
+      const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS ? inertia_fixed : __ldcg(p.inertia),
+                               rechecked = __ldcg(p.rechecked), skipped = BOUNDS ? __ldcg(p.skipped) : 0ull,
+                               looked_up = CELLS && p.looked_up ? __ldcg(p.looked_up) : 0ull,
+                               rescored = MMA && p.rescored ? __ldcg(p.rescored) : 0ull;
       *p.shift_out = total;
-      *p.changed_out = __ldcg(p.changed);
-      *p.inertia_out = BOUNDS ? inertia_fixed : __ldcg(p.inertia);
-      *p.rechecked_out = __ldcg(p.rechecked);
+      *p.changed_out = changed;
+      *p.inertia_out = inertia;
+      *p.rechecked_out = rechecked;
       *p.changed = 0;
       *p.inertia = 0;
       *p.rechecked = 0;
       if (BOUNDS) {
-        *p.skipped_out = __ldcg(p.skipped);
+        *p.skipped_out = skipped;
         *p.skipped = 0;
       }
       if (CELLS && p.looked_up) {
-        *p.looked_up_out = __ldcg(p.looked_up);
+        *p.looked_up_out = looked_up;
         *p.looked_up = 0;
       }
       if (MMA && p.rescored) {
-        *p.rescored_out = __ldcg(p.rescored);
+        *p.rescored_out = rescored;
         *p.rescored = 0;
       }
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
