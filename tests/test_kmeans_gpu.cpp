@@ -1199,6 +1199,68 @@ TEST(GpuFusedDelta, PrefetchAsWithout) {
   check_same_fits_without<double>("KMEANS_DELTA_PREFETCH", shapes, same_path, "1");
 }
 
+// Each iteration's kernel queued behind the last one before the last one's counters are read,
+// gated by the stop rule its last block evaluates (fused.cu: iterate), against one launch at a
+// time (KMEANS_LAUNCH_AHEAD=0): the same fits bit for bit (labels, centroids, the iteration
+// count, each iteration's changes, shift, inertia and re-checks) where the fit stops on the lab
+// rule (changed <= 1%), on scikit-learn's (a shift no larger than one seen mid-fit, while objects
+// still move: a kernel run past the stop would move the centroids again), at --loops (3: a
+// fourth kernel would do the same) and, with Hamerly's bounds allowed, where they start (no
+// kernel is launched ahead while they run or start); d = 16, the cell table (d = 2) and the
+// tensor-core scores (d = 32, K = 64).
+template <class T>
+void check_launch_ahead() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv one_pass("KMEANS_FUSED_PATH", "one-pass");
+  kmtest::ScopedEnv ahead("KMEANS_LAUNCH_AHEAD", "0");
+  const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
+                                                 : std::vector<LabelShape>{{20011, 16, 16}, {30011, 2, 16},
+                                                                           {10007, 32, 64}};
+  each_label_case<T>(shapes, [&](const LabelShape& s, const km::Dataset<T>& data) {
+    km::Params base;
+    base.k = s.k;
+    base.loops = 30;
+    ahead.set("0");
+    const auto probe = km::run(fused, data, base);
+    std::vector<km::Params> rules(4, base);
+    rules[0].threshold = 0.01;
+    if (probe.iterations > 6) rules[1].tol = probe.per_iteration[4].shift;
+    rules[2].loops = 3;
+    rules[3].threshold = 0.001;  // (the bounds, by default in double and at d <= 8, may start)
+    for (std::size_t r = 0; r < rules.size(); ++r) {
+      SCOPED_TRACE("rule " + std::to_string(r));
+      ahead.set("0");
+      const auto off = km::run(fused, data, rules[r]);
+      ahead.set("1");
+      const auto on = km::run(fused, data, rules[r]);
+      EXPECT_EQ(on.labels, off.labels);
+      EXPECT_EQ(on.centroids, off.centroids);
+      EXPECT_EQ(on.inertia, off.inertia);
+      ASSERT_EQ(on.iterations, off.iterations);
+      for (int it = 0; it < on.iterations; ++it) {
+        SCOPED_TRACE("iteration " + std::to_string(it + 1));
+        const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+        EXPECT_EQ(a.changed, b.changed);
+        EXPECT_EQ(a.shift, b.shift);
+        EXPECT_EQ(a.inertia, b.inertia);
+        EXPECT_EQ(a.rechecked, b.rechecked);
+        EXPECT_EQ(a.skipped, b.skipped);
+      }
+      if (r == 1 && rules[1].tol) {
+        EXPECT_LT(on.iterations, base.loops) << "the tol rule stopped the fit";
+        EXPECT_GT(on.per_iteration.back().changed, 0) << "objects still moving when it stopped";
+      }
+      if (r == 2) {
+        EXPECT_EQ(on.iterations, 3);
+      }
+    }
+  });
+}
+
+TEST(GpuFusedDelta, FloatLaunchAheadAsOneAtATime) { check_launch_ahead<float>(); }
+TEST(GpuFusedDelta, DoubleLaunchAheadAsOneAtATime) { check_launch_ahead<double>(); }
+
 TEST(GpuFusedDelta, DoubleStagedAsRegisterLoads) { check_tile<double>(false); }
 TEST(GpuFusedDelta, FloatStagedAsRegisterLoads) { check_tile<float>(false); }
 TEST(GpuFusedDelta, DoubleStagedMmaAsRegisterLoads) { check_tile<double>(true); }
@@ -1294,8 +1356,8 @@ namespace {
 // (1e-6 in float, whose per-object sum adds float distances), and the bounds must keep some
 // objects unread once the centroids settle (so a test that never exercised them fails). With KMEANS_DELTA_GUARD=0 every inertia bound
 // "fails": the host sums the first iteration's inertia from the objects and the bounds go off.
-// With KMEANS_DELTA_BOUNDS=0.05 they start mid-fit (the default's path, at 1%): the iteration
-// after the first with at most 5% moved scores every object and rebuilds the q sums.
+// With KMEANS_DELTA_BOUNDS=0.05 they start mid-fit (the default's path, at 1%): the second
+// iteration after the first with at most 5% moved scores every object and rebuilds the q sums.
 template <class T>
 void check_bounds() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -1312,7 +1374,7 @@ void check_bounds() {
     setenv("KMEANS_DELTA_GUARD", "0", 1);
     const auto fallback = km::run(fused, data, p);
     unsetenv("KMEANS_DELTA_GUARD");
-    setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the iteration after one with <= 5% moved
+    setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the second iteration after one with <= 5% moved
     const auto later = km::run(fused, data, p);
     setenv("KMEANS_DELTA_BOUNDS", "0", 1);
     const auto off = km::run(fused, data, p);
@@ -1329,7 +1391,10 @@ void check_bounds() {
     ASSERT_EQ(fallback.iterations, off.iterations);
     ASSERT_EQ(later.iterations, off.iterations);
     std::int64_t skipped = 0;
-    bool live = false;  // whether `later` has started its bounds (and rebuilt its q sums)
+    // Whether `later` has started its bounds (and rebuilt its q sums): from the iteration after
+    // the next once an iteration moved at most 5% (decided from the iteration before last, so
+    // that the next kernel can be launched ahead: fused.cu, bounds_start).
+    bool live = false, live_next = false;
     for (int it = 0; it < on.iterations; ++it) {
       SCOPED_TRACE("iteration " + std::to_string(it + 1));
       EXPECT_EQ(on.per_iteration[it].changed, off.per_iteration[it].changed);
@@ -1341,7 +1406,8 @@ void check_bounds() {
         EXPECT_NEAR(later.per_iteration[it].inertia, off.per_iteration[it].inertia,
                     (sizeof(T) == 4 ? 1e-6 : 1e-11) * off.per_iteration[it].inertia);
       }
-      live = live || off.per_iteration[it].changed <= static_cast<std::int64_t>(0.05 * static_cast<double>(s.n));
+      live = live || live_next;
+      live_next = live_next || off.per_iteration[it].changed <= static_cast<std::int64_t>(0.05 * static_cast<double>(s.n));
       // The algebraic inertia and the host's sum, both in double, against the per-object sum
       // of distances in T (see GpuSplit).
       const double tol = sizeof(T) == 4 ? 1e-6 : 1e-11;

@@ -134,6 +134,14 @@ struct DeltaPass {
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
   unsigned tile_offset = 0;  // TILE with CELLS: where the warps' buffers start in shared memory
+  // Launched ahead (fused.cu: iterate): where *gate is nonzero the kernel returns after its
+  // prologue, having written nothing. The last block leaves its verdict on the driver's stop rule
+  // (changed <= stop_changed, or shift <= stop_shift where that is >= 0) in *gate_out, for the
+  // kernel queued behind it, and in *stopped_out.
+  const unsigned* gate = nullptr;
+  unsigned* gate_out = nullptr;
+  double stop_changed = -1, stop_shift = -1;
+  unsigned long long* stopped_out = nullptr;
 };
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
@@ -271,6 +279,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
+  const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
   if (threadIdx.x == 0) r2_shared = 0;
   block_batched<8>(k * d, [&](int t) { return centroids[t]; }, [&](int t, T v) {
@@ -368,6 +377,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
     __syncthreads();
   }
   const float r2 = r2_shared;
+  if (gated) return;  // (the whole grid: the last iteration met the stop rule)
   // The centre, read from shared memory where an object is centred rather than held in
   // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
   // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double but for the staged
@@ -1262,6 +1272,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
                                rescored = MMA && p.rescored ? __ldcg(p.rescored) : 0ull;
       *p.shift_out = total;
       *p.changed_out = changed;
+      if (p.gate_out) {
+        const bool stop =
+            static_cast<double>(changed) <= p.stop_changed || (p.stop_shift >= 0 && total <= p.stop_shift);
+        *p.gate_out = stop ? 1u : 0u;
+        *p.stopped_out = stop ? 1ull : 0ull;
+      }
       *p.inertia_out = inertia;
       *p.rechecked_out = rechecked;
       *p.changed = 0;

@@ -110,6 +110,7 @@ class GpuEngine : public Engine<T> {
     unsigned long long queued[2];  // fused's tensor path: objects queued for re-checks (some, all)
     unsigned long long looked_up;  // fused's one pass at d = 2: objects labelled from the cell table
     unsigned long long rescored;   // fused's one pass, tensor-core scores: objects scored again with FMAs
+    unsigned long long stopped;    // fused's one pass: its last block's verdict on the stop rule (1: stop)
   };
   template <class U>
   struct Slot {  // one counter's device address, used like a DeviceBuffer's get()

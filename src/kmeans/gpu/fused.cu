@@ -130,12 +130,82 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   // The whole problem here and in device memory: one launch per iteration, the update in its
   // last block (6_fused_delta.cuh); otherwise the shared steps (partials for NCCL/MPI, chunks).
+  //
+  // Launched ahead: before this iteration's counters are read, the next iteration's kernel is
+  // queued behind it, gated by the stop rule, which this iteration's last block evaluates as the
+  // driver will (driver.cpp: should_stop) and leaves in gate_: where it says stop, the next kernel
+  // returns at once, touching nothing. So the device never waits for the host between iterations
+  // (the host's wake-up, its launch and the launch's latency: 4-8 us an iteration on an H100,
+  // where the lab's iterations take 90-180 us). Not while Hamerly's bounds run or would start
+  // with the next kernel (their start is decided from the iteration before last, so that the
+  // decision is the same either way), nor where the counters are not mapped.
+  // KMEANS_LAUNCH_AHEAD=0: never.
   void iterate(IterationStats& stats) override {
     if (!delta_ || this->streamed() || this->whole_.n != this->n_) {
       DeviceUpdateEngine<T>::iterate(stats);
       return;
     }
-    this->timer_.begin(Phase::kernel, this->stream_);
+    const int it = ++iteration_;
+    if (!ahead_) launch_iteration(it, false);
+    ahead_ = false;
+    if (ahead_allowed(it)) {
+      launch_iteration(it + 1, true);
+      ahead_ = true;
+    }
+    IterationSlot& slot = slots_[it & 1];
+    stats.kernel += slot.kernel.seconds();  // (waits for this iteration's kernel alone)
+    if (!mapped_) {
+      this->queue_read_back(true);
+      this->wait_read_back(stats, nullptr);
+    }
+    const auto& counters = *slot.host;
+    stats.changed = static_cast<std::int64_t>(counters.changed);
+    stats.shift = counters.shift;
+    stats.inertia = static_cast<double>(static_cast<long long>(counters.inertia)) * this->inertia_inv_scale_;
+    stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
+    // Counted when the table was built (the bounds' kernel has none).
+    if (cells_live_ && !slot.bounds) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
+    if (mma_ && !slot.bounds) stats.rescored = static_cast<std::int64_t>(counters.rescored);
+    changed_log_.push_back(static_cast<std::size_t>(stats.changed));
+    if (ahead_) {
+      // The device's stop rule against the driver's (they cannot differ: the same arithmetic).
+      const bool host_stop = static_cast<double>(stats.changed) <= stop_changed_ ||
+                             (this->params_.tol && stats.shift <= *this->params_.tol);
+      if (host_stop != (counters.stopped != 0))
+        throw DeviceError("--impl=fused: the kernel's stop rule disagrees with the driver's");
+    }
+    if (!slot.bounds) return;
+    stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
+    if (counters.inertia == kernels::kInertiaUnsure) {
+      // The algebraic inertia's bound failed (clusters far tighter than their distance from z):
+      // this iteration's from the objects, and no bounds from here on.
+      std::vector<double> wide(this->k_ * this->d_);
+      CUDA_CHECK(cudaMemcpy(wide.data(), previous_.get(), wide.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      const std::vector<T> previous(wide.begin(), wide.end());
+      if (!this->device_inertia(previous, stats.inertia))
+        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+      bounds_ = bounds_live_ = false;
+    }
+  }
+
+  // Whether iteration `it` + 1 can be queued before iteration `it`'s counters are read.
+  bool ahead_allowed(int it) const {
+    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1);
+  }
+
+  // Hamerly's bounds start with iteration `it` once few objects moved (bounds_after_ of them) in
+  // the iteration before last (so that the decision is known when `it` is launched ahead); that
+  // iteration scores every object and rebuilds the q sums from them.
+  bool bounds_start(int it) const {
+    const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
+    return bounds_ && !bounds_live_ && static_cast<double>(before_last) <= bounds_after_ * static_cast<double>(this->n_);
+  }
+
+  // Queues iteration `it`'s kernel (gated: it returns at once where the last one said stop) and
+  // the events around it, its counters going to slot it % 2.
+  void launch_iteration(int it, bool gated) {
+    IterationSlot& slot = slots_[it & 1];
+    slot.kernel.start(this->stream_);
     kernels::DeltaPass p = delta_pass();
     p.changed = tallies_.get();
     p.inertia = tallies_.get() + 1;
@@ -144,13 +214,18 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     p.update = true;
     p.inv_scale = this->inv_scale_;
     p.shift_parts = this->shift_parts_.get();
+    p.gate = gated ? gate_.get() : nullptr;
+    p.gate_out = gate_.get();
+    p.stop_changed = stop_changed_;
+    p.stop_shift = this->params_.tol ? *this->params_.tol : -1.0;
     // The counters go straight to the pinned host copy when the device can write it (mapped,
     // as pinned memory is under unified addressing): no copy to queue and wait for.
-    auto* out = mapped_ ? mapped_ : this->counters_.get();
+    auto* out = mapped_ ? slot.mapped : this->counters_.get();
     p.shift_out = &out->shift;
     p.changed_out = &out->changed;
     p.inertia_out = &out->inertia;
     p.rechecked_out = &out->queued[0];
+    p.stopped_out = &out->stopped;
     if (cells_live_) {
       p.looked_up = tallies_.get() + 4;
       p.looked_up_out = &out->looked_up;
@@ -159,11 +234,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.rescored = tallies_.get() + 5;
       p.rescored_out = &out->rescored;
     }
-    // Hamerly's bounds start once few objects move (bounds_after_ of them in the last
-    // iteration): that iteration scores every object and rebuilds the q sums from them.
-    const bool start = bounds_ && !bounds_live_ &&
-                       static_cast<double>(last_changed_) <= bounds_after_ * static_cast<double>(this->n_);
+    const bool start = bounds_start(it);
     if (start) start_bounds();
+    slot.bounds = bounds_live_;
     if (bounds_live_) {
       p.rebuild = start;
       p.bounds = bounds_buf_.get();
@@ -179,27 +252,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.q_guard = q_guard_;
     }
     launch_delta(p);
-    this->timer_.end(this->stream_);
-    if (!mapped_) this->queue_read_back(true);
-    stats.changed = this->wait_read_back(stats, &stats.shift);
-    const auto& counters = *this->counters_host_.get();
-    stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
-    // Counted when the table was built (the bounds' kernel has none).
-    if (cells_live_ && !bounds_live_) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
-    if (mma_ && !bounds_live_) stats.rescored = static_cast<std::int64_t>(counters.rescored);
-    last_changed_ = static_cast<std::size_t>(stats.changed);
-    if (!bounds_live_) return;
-    stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
-    if (counters.inertia == kernels::kInertiaUnsure) {
-      // The algebraic inertia's bound failed (clusters far tighter than their distance from z):
-      // this iteration's from the objects, and no bounds from here on.
-      std::vector<double> wide(this->k_ * this->d_);
-      CUDA_CHECK(cudaMemcpy(wide.data(), previous_.get(), wide.size() * sizeof(double), cudaMemcpyDeviceToHost));
-      const std::vector<T> previous(wide.begin(), wide.end());
-      if (!this->device_inertia(previous, stats.inertia))
-        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
-      bounds_ = bounds_live_ = false;
-    }
+    slot.kernel.stop(this->stream_);
   }
 
   // The q sums and drift tables from zero, z = the current centroids' mean (a point among the
@@ -312,8 +365,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // The fallback runs with the same launch (its grid-stride loop takes any grid), so it may
       // need the same opt-in: above 48 KB at 128 x 128 cells and 256 threads.
       if (cells_side_) cuda::opt_in_shared(cells_fallback_, bytes_, "--impl=fused");
-      // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the iteration after one where at
-      // most 1% of the objects moved: before, they cost more than they save. Not by default
+      // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the second iteration after one where
+      // at most 1% of the objects moved (bounds_start): before, they cost more than they save. Not by default
       // in float above d = 8, where they never paid (H200, 100 iterations: d = 16, K = 16
       // 2% slower in all; plots/delta_bounds_ab_h200.txt). KMEANS_DELTA_BOUNDS=0 never, =1
       // from the first iteration, =F after at most F of the objects moved. Only for the whole
@@ -400,14 +453,28 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       CUDA_CHECK(cudaMemsetAsync(bounds_buf_.get(), 0, n * sizeof(float2), this->stream_));
     }
     bounds_live_ = false;
-    last_changed_ = n;
+    changed_log_.assign(1, n);  // (iteration 0: none yet)
+    iteration_ = 0;
+    ahead_ = false;
+    const char* ahead_env = std::getenv("KMEANS_LAUNCH_AHEAD");
+    ahead_wanted_ = !(ahead_env && std::string(ahead_env) == "0");
+    stop_changed_ = this->params_.threshold * static_cast<double>(n);
+    gate_ = this->template device_buffer<unsigned>(1);
+    CUDA_CHECK(cudaMemsetAsync(gate_.get(), 0, sizeof(unsigned), this->stream_));
     cells_live_ = false;
     if (cells_side_) start_cells();
     void* device_view = nullptr;
-    if (cudaHostGetDevicePointer(&device_view, this->counters_host_.get(), 0) == cudaSuccess)
+    void* ahead_view = nullptr;
+    mapped_ = nullptr;
+    if (cudaHostGetDevicePointer(&device_view, this->counters_host_.get(), 0) == cudaSuccess &&
+        cudaHostGetDevicePointer(&ahead_view, ahead_counters_.get(), 0) == cudaSuccess)
       mapped_ = static_cast<typename GpuEngine<T>::Counters*>(device_view);
     else
       (void)cudaGetLastError();  // not mapped: the iteration copies the counters back instead
+    slots_[0].host = this->counters_host_.get();
+    slots_[0].mapped = mapped_;
+    slots_[1].host = mapped_ ? ahead_counters_.get() : this->counters_host_.get();
+    slots_[1].mapped = mapped_ ? static_cast<typename GpuEngine<T>::Counters*>(ahead_view) : nullptr;
   }
 
   // The cell grid over the data's range, when the whole problem is on this device; where its
@@ -534,7 +601,22 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // bounds_: the buffers are there and the bounds may start; bounds_live_: they have.
   bool delta_ = false, bounds_wanted_ = false, bounds_ = false, bounds_live_ = false;
   double bounds_after_ = 0.01;
-  std::size_t last_changed_ = 0;
+  std::vector<std::size_t> changed_log_;  // objects moved in iteration i (0: n)
+  // Launching ahead (iterate): each iteration's events and counters in slot it % 2 (the second's
+  // pinned copy is ahead_counters_), the stop rule's verdict for the next kernel in gate_.
+  struct IterationSlot {
+    cuda::EventPair kernel;
+    typename GpuEngine<T>::Counters* host = nullptr;    // where the host reads them
+    typename GpuEngine<T>::Counters* mapped = nullptr;  // the device's view (null: not mapped)
+    bool bounds = false;  // the kernel ran with Hamerly's bounds
+  };
+  IterationSlot slots_[2];
+  cuda::PinnedSlot<typename GpuEngine<T>::Counters> ahead_counters_;
+  DeviceBuffer<unsigned> gate_;
+  int iteration_ = 0;
+  bool ahead_ = false;  // the next iteration's kernel is queued
+  bool ahead_wanted_ = true;
+  double stop_changed_ = 0;  // the driver's stop rule: changed <= threshold n
   std::size_t bounds_bytes_ = 0;
   int bounds_grid_ = 1, bounds_block_ = 128;
   float kap_up_ = 1, kap_dn_ = 1;
