@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
 #include "io/hash.hpp"
 #include "kernels/kmeans/layouts.hpp"
+#include "kernels/kmeans/stop_rule.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
 #include "kmeans/gpu/delta_plan.hpp"
@@ -283,6 +285,41 @@ TEST(StopRules, ShouldStop) {
   EXPECT_FALSE(km::should_stop(s, 100, p));
   s.shift = 0.5;
   EXPECT_TRUE(km::should_stop(s, 100, p));
+}
+
+// The limits the driver hands fused's delta kernel (launched ahead, its last block decides whether
+// the kernel queued behind it runs) and the function both ask: its verdict equals should_stop's
+// over the lab rule's and the tol rule's edges (at, below and above each limit; no tol; a tol of
+// 0, -0.0 and below 0, which never stops a fit with shift >= 0).
+TEST(StopRules, KernelRuleAsShouldStop) {
+  const std::size_t n = 1000;
+  for (const double threshold : {0.0, 0.001, 0.01, 0.5}) {
+    for (const std::optional<double> tol : {std::optional<double>{}, std::optional<double>{0.0},
+                                            std::optional<double>{-0.0}, std::optional<double>{-1.0},
+                                            std::optional<double>{0.25}}) {
+      km::Params p;
+      p.threshold = threshold;
+      p.tol = tol;
+      const km::StopLimits limits = km::stop_limits(n, p);
+      EXPECT_EQ(limits.changed, threshold * static_cast<double>(n));
+      EXPECT_EQ(limits.shift < 0, !tol || *tol < 0);
+      for (const std::int64_t changed : {std::int64_t{0}, std::int64_t{1}, std::int64_t{9}, std::int64_t{10},
+                                         std::int64_t{11}, std::int64_t{500}, std::int64_t{501}}) {
+        for (const double shift : {0.0, 0.1, 0.25, 0.2500001, 3.0}) {
+          km::IterationStats s;
+          s.changed = changed;
+          s.shift = shift;
+          SCOPED_TRACE("threshold " + std::to_string(threshold) + " tol " + (tol ? std::to_string(*tol) : "none") +
+                       " changed " + std::to_string(changed) + " shift " + std::to_string(shift));
+          const bool rule = km::kernels::meets_stop_rule(static_cast<double>(changed), shift, limits.changed, limits.shift);
+          EXPECT_EQ(rule, km::should_stop(s, n, p));
+          const bool expected = static_cast<double>(changed) <= threshold * static_cast<double>(n) ||
+                                (tol.has_value() && shift <= *tol);
+          EXPECT_EQ(rule, expected);
+        }
+      }
+    }
+  }
 }
 
 TEST(StopRules, LoopsThresholdAndTolInTheDriver) {

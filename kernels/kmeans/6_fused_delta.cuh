@@ -26,7 +26,7 @@
 // 4. (d <= 2, 32 < K <= 64, where it measured faster) Elkan's test first: an object nearer its old
 //    centroid than half the distance from that centroid to the next is not scored at all; the
 //    others are listed per warp and scored one per lane.
-// 5. (BOUNDS; by the engine from the iteration after one where at most 1% of the objects moved)
+// 5. (BOUNDS; by the engine from the second iteration after one where at most 1% moved)
 //    Hamerly's test first: per object an upper bound u on its distance to its centroid a and a
 //    lower bound l on its distance to any other, kept relative to the centroids' cumulative
 //    steps (drift tables C^[k], M^), so an unread object needs no write: while
@@ -71,6 +71,7 @@
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/nearest.cuh"
+#include "kernels/kmeans/stop_rule.hpp"
 #include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
@@ -1273,8 +1274,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       *p.shift_out = total;
       *p.changed_out = changed;
       if (p.gate_out) {
-        const bool stop =
-            static_cast<double>(changed) <= p.stop_changed || (p.stop_shift >= 0 && total <= p.stop_shift);
+        const bool stop = meets_stop_rule(static_cast<double>(changed), total, p.stop_changed, p.stop_shift);
         *p.gate_out = stop ? 1u : 0u;
         *p.stopped_out = stop ? 1ull : 0ull;
       }

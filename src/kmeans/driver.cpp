@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "kernels/kmeans/stop_rule.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
 
@@ -13,10 +14,15 @@ namespace km {
 
 bool should_stop(const IterationStats& stats, std::size_t n, const Params& params) {
   // The lab rule: the fraction of objects that changed cluster is at most the threshold
-  // (with threshold 0: nothing changed, so the centroids can no longer move).
-  if (static_cast<double>(stats.changed) <= params.threshold * static_cast<double>(n)) return true;
-  // The scikit-learn rule, on the raw (unscaled) summed squared centroid shift.
-  return params.tol && stats.shift <= *params.tol;
+  // (with threshold 0: nothing changed, so the centroids can no longer move); the scikit-learn
+  // rule, on the raw (unscaled) summed squared centroid shift. (fused's delta kernel asks the same
+  // function with the same limits: stop_limits.)
+  const StopLimits limits = stop_limits(n, params);
+  return kernels::meets_stop_rule(static_cast<double>(stats.changed), stats.shift, limits.changed, limits.shift);
+}
+
+StopLimits stop_limits(std::size_t n, const Params& params) {
+  return {params.threshold * static_cast<double>(n), params.tol ? *params.tol : -1.0};
 }
 
 // KMEANS_PRELOAD=0: no kernels loaded ahead (for measuring what it saves).

@@ -40,5 +40,11 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
 
 // True when a stop rule fires after an iteration with these stats.
 bool should_stop(const IterationStats& stats, std::size_t n, const Params& params);
+// The stop rules' limits for n objects (kernels/kmeans/stop_rule.hpp: meets_stop_rule): changed
+// <= threshold n; shift <= tol, negative where there is no tol.
+struct StopLimits {
+  double changed, shift;
+};
+StopLimits stop_limits(std::size_t n, const Params& params);
 
 }  // namespace km

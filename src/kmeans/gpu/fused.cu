@@ -28,6 +28,7 @@
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
+#include "kmeans/driver.hpp"
 #include "kmeans/gpu/delta_plan.hpp"
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/fused_wgmma.hpp"
@@ -169,9 +170,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     changed_log_.push_back(static_cast<std::size_t>(stats.changed));
     if (ahead_) {
       // The device's stop rule against the driver's (they cannot differ: the same arithmetic).
-      const bool host_stop = static_cast<double>(stats.changed) <= stop_changed_ ||
-                             (this->params_.tol && stats.shift <= *this->params_.tol);
-      if (host_stop != (counters.stopped != 0))
+      if (should_stop(stats, this->n_, this->params_) != (counters.stopped != 0))
         throw DeviceError("--impl=fused: the kernel's stop rule disagrees with the driver's");
     }
     if (!slot.bounds) return;
@@ -217,7 +216,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     p.gate = gated ? gate_.get() : nullptr;
     p.gate_out = gate_.get();
     p.stop_changed = stop_changed_;
-    p.stop_shift = this->params_.tol ? *this->params_.tol : -1.0;
+    p.stop_shift = stop_shift_;
     // The counters go straight to the pinned host copy when the device can write it (mapped,
     // as pinned memory is under unified addressing): no copy to queue and wait for.
     auto* out = mapped_ ? slot.mapped : this->counters_.get();
@@ -458,7 +457,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     ahead_ = false;
     const char* ahead_env = std::getenv("KMEANS_LAUNCH_AHEAD");
     ahead_wanted_ = !(ahead_env && std::string(ahead_env) == "0");
-    stop_changed_ = this->params_.threshold * static_cast<double>(n);
+    const StopLimits limits = stop_limits(n, this->params_);
+    stop_changed_ = limits.changed;
+    stop_shift_ = limits.shift;
     gate_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(gate_.get(), 0, sizeof(unsigned), this->stream_));
     cells_live_ = false;
@@ -616,7 +617,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   int iteration_ = 0;
   bool ahead_ = false;  // the next iteration's kernel is queued
   bool ahead_wanted_ = true;
-  double stop_changed_ = 0;  // the driver's stop rule: changed <= threshold n
+  double stop_changed_ = 0, stop_shift_ = -1;  // the driver's stop rule's limits (stop_limits)
   std::size_t bounds_bytes_ = 0;
   int bounds_grid_ = 1, bounds_block_ = 128;
   float kap_up_ = 1, kap_dn_ = 1;
