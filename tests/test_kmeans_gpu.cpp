@@ -1234,18 +1234,14 @@ void check_launch_ahead() {
       const auto off = km::run(fused, data, rules[r]);
       ahead.set("1");
       const auto on = km::run(fused, data, rules[r]);
-      EXPECT_EQ(on.labels, off.labels);
-      EXPECT_EQ(on.centroids, off.centroids);
-      EXPECT_EQ(on.inertia, off.inertia);
       ASSERT_EQ(on.iterations, off.iterations);
+      EXPECT_EQ(on.inertia, off.inertia);
+      expect_same_fit(on, off);     // labels, centroids, each iteration's changes and re-checks
+      expect_same_counts(on, off);  // each iteration's inertia, re-checks and re-scores
       for (int it = 0; it < on.iterations; ++it) {
         SCOPED_TRACE("iteration " + std::to_string(it + 1));
-        const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
-        EXPECT_EQ(a.changed, b.changed);
-        EXPECT_EQ(a.shift, b.shift);
-        EXPECT_EQ(a.inertia, b.inertia);
-        EXPECT_EQ(a.rechecked, b.rechecked);
-        EXPECT_EQ(a.skipped, b.skipped);
+        EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
+        EXPECT_EQ(on.per_iteration[it].skipped, off.per_iteration[it].skipped);
       }
       if (r == 1 && rules[1].tol) {
         EXPECT_LT(on.iterations, base.loops) << "the tol rule stopped the fit";
