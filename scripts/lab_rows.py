@@ -2,7 +2,8 @@
 """Issue 11's rows (fused, 256 MB: d = 2, K = 16; d = 16, K = 16; d = 32, K = 64; both precisions)
 against the memory floor (objects read once + labels written, over the read bandwidth kmeans-probe
 measures in the same call), for one or more builds, ROUNDS interleaved rounds: the median of the
-per-iteration kernel medians, its ratio to the floor and to the first build.
+per-iteration kernel medians, its ratio to the floor and to the first build, and the same of the
+iterations' wall time (`total`, which every build times with the host's clock).
 
 Usage: lab_rows.py name=KMEANS_BIN[,name=KMEANS_BIN...] KMEANS_PROBE_BIN [--rounds=3]"""
 import argparse
@@ -35,18 +36,22 @@ def main():
                                                    "--report=json", "--quiet"], capture_output=True, text=True,
                                                   check=True).stdout)
                     med = statistics.median(i["kernel"] for i in r["per_iteration"])
+                    wall = statistics.median(i["total"] for i in r["per_iteration"])
                     floor = (r["objects"] * d * (8 if prec == "double" else 4) + r["objects"] * 4) / bw
-                    res.setdefault((name, prec, b), []).append((med, floor, r["inertia"], r.get("path"), r["objects"]))
+                    res.setdefault((name, prec, b), []).append((med, floor, r["inertia"], r.get("path"), r["objects"], wall))
     for name, _, _ in ROWS:
         for prec in ("double", "float"):
-            base = None
+            base = wall_base = None
             for b in builds:
                 xs = res[(name, prec, b)]
                 m = statistics.median(x[0] for x in xs)
                 fl = xs[0][1]
                 base = base or m
+                w = statistics.median(x[5] for x in xs)
+                wall_base = wall_base or w
                 print(f"{name:7} {prec:6} {b:5} {xs[0][3]:9} N={xs[0][4]:<9} median {1e3 * m:.4f} ms  floor "
-                      f"{1e3 * fl:.4f}  ratio {m / fl:5.2f}  vs base {m / base:5.3f}  distinct inertias "
+                      f"{1e3 * fl:.4f}  ratio {m / fl:5.2f}  vs base {m / base:5.3f}  wall {1e3 * w:.4f} ms ratio {w / fl:5.2f} "
+                      f"vs base {w / wall_base:5.3f}  distinct inertias "
                       f"{len(set(x[2] for x in xs))}  inertia {xs[0][2]!r}")
     return 0
 

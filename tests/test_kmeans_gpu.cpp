@@ -1207,13 +1207,17 @@ TEST(GpuFusedDelta, PrefetchAsWithout) {
 // still move: a kernel run past the stop would move the centroids again), at --loops (3: a
 // fourth kernel would do the same) and, with Hamerly's bounds allowed, where they start (no
 // kernel is launched ahead while they run or start); d = 16, the cell table (d = 2) and the
-// tensor-core scores (d = 32, K = 64).
+// tensor-core scores (d = 32, K = 64). Launched ahead both as programmatic dependents timed by
+// the device's stamps (the default) and as plain launches between events, each iteration's
+// kernel phase positive and all of them within the iterations' wall time.
 template <class T>
 void check_launch_ahead() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
   const kmtest::ScopedEnv one_pass("KMEANS_FUSED_PATH", "one-pass");
   kmtest::ScopedEnv ahead("KMEANS_LAUNCH_AHEAD", "0");
+  kmtest::ScopedEnv pdl("KMEANS_PDL", "1");
+  kmtest::ScopedEnv events("KMEANS_ITERATION_EVENTS", "0");
   const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
                                                  : std::vector<LabelShape>{{20011, 16, 16}, {30011, 2, 16},
                                                                            {10007, 32, 64}};
@@ -1233,22 +1237,40 @@ void check_launch_ahead() {
       ahead.set("0");
       const auto off = km::run(fused, data, rules[r]);
       ahead.set("1");
-      const auto on = km::run(fused, data, rules[r]);
-      ASSERT_EQ(on.iterations, off.iterations);
-      EXPECT_EQ(on.inertia, off.inertia);
-      expect_same_fit(on, off);     // labels, centroids, each iteration's changes and re-checks
-      expect_same_counts(on, off);  // each iteration's inertia, re-checks and re-scores
-      for (int it = 0; it < on.iterations; ++it) {
-        SCOPED_TRACE("iteration " + std::to_string(it + 1));
-        EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
-        EXPECT_EQ(on.per_iteration[it].skipped, off.per_iteration[it].skipped);
-      }
-      if (r == 1 && rules[1].tol) {
-        EXPECT_LT(on.iterations, base.loops) << "the tol rule stopped the fit";
-        EXPECT_GT(on.per_iteration.back().changed, 0) << "objects still moving when it stopped";
-      }
-      if (r == 2) {
-        EXPECT_EQ(on.iterations, 3);
+      // Launched ahead as the defaults have it (programmatic dependent launches, the first pass
+      // prefetched, the kernel phase from the device's stamps), then with plain launches and
+      // events around each kernel.
+      for (const bool plain : {false, true}) {
+        SCOPED_TRACE(plain ? "plain launches, events" : "dependent launches, stamps");
+        pdl.set(plain ? "0" : "1");
+        events.set(plain ? "1" : "0");
+        const auto on = km::run(fused, data, rules[r]);
+        ASSERT_EQ(on.iterations, off.iterations);
+        EXPECT_EQ(on.inertia, off.inertia);
+        expect_same_fit(on, off);     // labels, centroids, each iteration's changes and re-checks
+        expect_same_counts(on, off);  // each iteration's inertia, re-checks and re-scores
+        double kernel = 0, total = 0;
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          EXPECT_EQ(on.per_iteration[it].shift, off.per_iteration[it].shift);
+          EXPECT_EQ(on.per_iteration[it].skipped, off.per_iteration[it].skipped);
+          // Either clock: a positive kernel phase (stamps out of order would wrap to ~1e10 s).
+          EXPECT_GT(on.per_iteration[it].kernel, 0.0);
+          EXPECT_LT(on.per_iteration[it].kernel, 1.0);
+          kernel += on.per_iteration[it].kernel;
+          total += on.per_iteration[it].total;
+        }
+        // The kernel phases tile the device's time from the first kernel's start to the last
+        // one's end, within the host's wall time of the iterations (its lag on the last, and the
+        // clocks' granularity, allowed).
+        EXPECT_LE(kernel, 1.05 * total + 1e-4);
+        if (r == 1 && rules[1].tol) {
+          EXPECT_LT(on.iterations, base.loops) << "the tol rule stopped the fit";
+          EXPECT_GT(on.per_iteration.back().changed, 0) << "objects still moving when it stopped";
+        }
+        if (r == 2) {
+          EXPECT_EQ(on.iterations, 3);
+        }
       }
     }
   });

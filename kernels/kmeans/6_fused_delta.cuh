@@ -143,13 +143,51 @@ struct DeltaPass {
   unsigned* gate_out = nullptr;
   double stop_changed = -1, stop_shift = -1;
   unsigned long long* stopped_out = nullptr;
+  // Without events around the kernel (fused.cu: launch_iteration), device stamps of
+  // %globaltimer (ns): block 0 writes its start to *start_ns_out once the kernel before has
+  // ended, the last block its end to *end_ns_out and, after the counters and a system fence,
+  // `seq` to *seq_out, which the host spins on before reading the rest.
+  unsigned long long* start_ns_out = nullptr;
+  unsigned long long* end_ns_out = nullptr;
+  unsigned long long* seq_out = nullptr;
+  unsigned long long seq = 0;
+  // Launched as a programmatic dependent: the block's first pass of x (which no kernel writes)
+  // asked into L2 before the wait for the kernel before.
+  bool prefetch_first = false;
 };
+
+// Programmatic dependent launch (sm_90; fused.cu: launch_dependent). The trigger lets the kernel
+// queued behind this one start its blocks as this one's leave (the delta kernel's blocks all
+// trigger at their start: they are all resident, one wave); the wait holds until the kernel
+// before has ended and its writes are visible, so nothing it writes is read before. Both are
+// no-ops where the kernel was launched without the attribute or nothing is queued behind it.
+__device__ __forceinline__ void dependent_launch_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dependent_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
 // cell_label_warp, cell_label's byte).
 template <class T>
+// (Launched as a dependent of the last delta kernel, it waits for it; it does not trigger its
+// own dependent early: where all its blocks triggered at their start, the delta kernel behind
+// it took 1.21-1.25x the time in double (H100, 2^24 x 2, K = 16; level in float), where
+// triggering as its blocks exit took 0.98x: plots/delta_pdl_ab_s19_h100.txt.)
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out) {
   __shared__ T cs[2 * 64];
+  dependent_wait();
   for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
   __syncthreads();
   const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
@@ -280,6 +318,21 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
+  dependent_launch_trigger();
+  if (p.prefetch_first) {
+    // The block's first pass (blockDim U objects, d rows of x [d][n]) into L2 while the kernel
+    // before ends (H100, 10 iterations: 0.96-0.98x the time at d = 16 and 32 in double and at
+    // d = 16 in float, level elsewhere: plots/delta_pdl_ab_s19_h100.txt).
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
+    const int per_line = 128 / static_cast<int>(sizeof(T));
+    const int lines = (static_cast<int>(blockDim.x) * U + per_line - 1) / per_line;
+    for (int t = threadIdx.x; t < lines * d; t += blockDim.x) {
+      const std::int64_t i = first + static_cast<std::int64_t>(t % lines) * per_line;
+      if (i < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(x + static_cast<std::int64_t>(t / lines) * n + i));
+    }
+  }
+  dependent_wait();
+  if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
   if (threadIdx.x == 0) r2_shared = 0;
@@ -1295,7 +1348,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
         *p.rescored_out = rescored;
         *p.rescored = 0;
       }
+      if (p.end_ns_out) *p.end_ns_out = global_ns();
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
+      if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
     }
   }
   if (threadIdx.x == 0) *p.done = 0;

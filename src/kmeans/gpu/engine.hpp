@@ -111,6 +111,9 @@ class GpuEngine : public Engine<T> {
     unsigned long long looked_up;  // fused's one pass at d = 2: objects labelled from the cell table
     unsigned long long rescored;   // fused's one pass, tensor-core scores: objects scored again with FMAs
     unsigned long long stopped;    // fused's one pass: its last block's verdict on the stop rule (1: stop)
+    // fused's one pass: device stamps (%globaltimer, ns) of its start and end, and the sequence
+    // number its last block writes last (the host spins on it where no event marks the kernel).
+    unsigned long long start_ns, end_ns, seq;
   };
   template <class U>
   struct Slot {  // one counter's device address, used like a DeviceBuffer's get()

@@ -9,6 +9,7 @@
 //             radix sort by label and the sums cluster by cluster.
 // FusedEngine picks the path at setup and forwards to it.
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstdint>
 #include <cstdlib>
@@ -141,6 +142,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // with the next kernel (their start is decided from the iteration before last, so that the
   // decision is the same either way), nor where the counters are not mapped.
   // KMEANS_LAUNCH_AHEAD=0: never.
+  //
+  // The launched-ahead kernel (and at d = 2 the cell table's before it) goes as a programmatic
+  // dependent launch: its blocks start as the last kernel's leave, ask their first pass of x into
+  // L2 and wait for that kernel's end, so the launch and the blocks' start overlap the last
+  // block's update. No event goes between the kernels (one would serialise them again): the host
+  // spins on the counters' sequence number and times the kernel phase from the kernels'
+  // %globaltimer stamps, from the last kernel's end to this one's (its start where it was not
+  // launched ahead). H100, 10 iterations, wall per iteration against events and no PDL:
+  // 0.95-0.98x on the lab's rows (plots/delta_pdl_ab_s19_h100.txt). KMEANS_PDL=0: plain launches;
+  // KMEANS_PDL_PREFETCH=0: no prefetch; KMEANS_ITERATION_EVENTS=1: events around each kernel
+  // (and with them no overlap).
   void iterate(IterationStats& stats) override {
     if (!delta_ || this->streamed() || this->whole_.n != this->n_) {
       DeviceUpdateEngine<T>::iterate(stats);
@@ -154,7 +166,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       ahead_ = true;
     }
     IterationSlot& slot = slots_[it & 1];
-    stats.kernel += slot.kernel.seconds();  // (waits for this iteration's kernel alone)
+    if (events_) {
+      stats.kernel += slot.kernel.seconds();  // (waits for this iteration's kernel alone)
+    } else {
+      // From the device's stamps: the kernel phase from the last kernel's end where this one was
+      // queued behind it, else from this one's start.
+      wait_counters(slot.host, slot.seq);
+      const unsigned long long end = slot.host->end_ns;
+      const unsigned long long from = slot.ahead && last_end_ns_ ? last_end_ns_ : slot.host->start_ns;
+      stats.kernel += static_cast<double>(end - from) * 1e-9;
+      last_end_ns_ = end;
+    }
     if (!mapped_) {
       this->queue_read_back(true);
       this->wait_read_back(stats, nullptr);
@@ -204,7 +226,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // the events around it, its counters going to slot it % 2.
   void launch_iteration(int it, bool gated) {
     IterationSlot& slot = slots_[it & 1];
-    slot.kernel.start(this->stream_);
+    if (events_) slot.kernel.start(this->stream_);
     kernels::DeltaPass p = delta_pass();
     p.changed = tallies_.get();
     p.inertia = tallies_.get() + 1;
@@ -250,8 +272,35 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.skipped_out = &out->queued[1];
       p.q_guard = q_guard_;
     }
+    if (mapped_ && !events_) {
+      p.start_ns_out = &out->start_ns;
+      p.end_ns_out = &out->end_ns;
+      p.seq_out = &out->seq;
+      p.seq = slot.seq = ++seq_;
+    }
+    slot.ahead = gated;
+    dependent_now_ = dependent_wanted_ && gated;
+    p.prefetch_first = dependent_now_ && prefetch_first_;
     launch_delta(p);
-    slot.kernel.stop(this->stream_);
+    dependent_now_ = false;
+    if (events_) slot.kernel.stop(this->stream_);
+  }
+
+  // Waits for an iteration's counters where no event marks its kernel: spins on the sequence
+  // number its last block writes last, asking the stream now and then (every 2^14 reads, some
+  // tens of microseconds) whether a kernel failed or all ended without it.
+  void wait_counters(const typename GpuEngine<T>::Counters* host, unsigned long long want) {
+    const volatile unsigned long long* seq = &host->seq;
+    for (unsigned spin = 1; *seq != want; ++spin) {
+      if (spin % (1u << 14) == 0) {
+        const cudaError_t e = cudaStreamQuery(this->stream_);
+        if (e != cudaErrorNotReady) {
+          CUDA_CHECK(e);
+          if (*seq != want) throw DeviceError("--impl=fused: the iteration's kernel ended without its counters");
+        }
+      }
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
   }
 
   // The q sums and drift tables from zero, z = the current centroids' mean (a point among the
@@ -457,6 +506,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     ahead_ = false;
     const char* ahead_env = std::getenv("KMEANS_LAUNCH_AHEAD");
     ahead_wanted_ = !(ahead_env && std::string(ahead_env) == "0");
+    const auto env_off = [](const char* name) {
+      const char* v = std::getenv(name);
+      return v && std::string(v) == "0";
+    };
+    dependent_wanted_ = !env_off("KMEANS_PDL");
+    prefetch_first_ = !env_off("KMEANS_PDL_PREFETCH");
+    last_end_ns_ = 0;
     const StopLimits limits = stop_limits(n, this->params_);
     stop_changed_ = limits.changed;
     stop_shift_ = limits.shift;
@@ -476,6 +532,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     slots_[0].mapped = mapped_;
     slots_[1].host = mapped_ ? ahead_counters_.get() : this->counters_host_.get();
     slots_[1].mapped = mapped_ ? static_cast<typename GpuEngine<T>::Counters*>(ahead_view) : nullptr;
+    const char* events_env = std::getenv("KMEANS_ITERATION_EVENTS");
+    events_ = !mapped_ || (events_env && std::string(events_env) == "1");
+    slots_[0].host->seq = slots_[1].host->seq = 0;
   }
 
   // The cell grid over the data's range, when the whole problem is on this device; where its
@@ -547,9 +606,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // dependent steps in double, whether 16 blocks or 128 held them; the iteration's time level
       // within 1%: plots/delta_tile_ab_h100.txt).
       const int cells = cells_side_ * cells_side_;
-      kernels::delta_cells<T><<<(cells + 3) / 4, 128, 0, this->stream_>>>(
-          this->centroids_.get(), static_cast<int>(this->k_), cell_grid_, cells_.get());
-      CUDA_CHECK_LAUNCH();
+      launch_dependent(kernels::delta_cells<T>, (cells + 3) / 4, 128, 0, this->centroids_.get(),
+                       static_cast<int>(this->k_), cell_grid_, cells_.get());
       q.cells = cells_.get();
       q.grid = cell_grid_;
     }
@@ -558,15 +616,33 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
                  aligned(this->labels_.get());
     q.tile_offset = tile_offset_;
+    const T* x = this->x_.get();
+    const auto n = static_cast<std::int64_t>(this->n_);
+    const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     if (tile_used_)
-      tile_kernel_<<<tile_grid_, tile_block_, tile_bytes_, this->stream_>>>(
-          this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-          static_cast<int>(this->k_), this->labels_.get(), q);
+      launch_dependent(tile_kernel_, tile_grid_, tile_block_, tile_bytes_, x, this->centroids_.get(), n, d, k,
+                       this->labels_.get(), q);
     else
-      delta_kernel_<<<grid_, block_, bytes_, this->stream_>>>(this->x_.get(), this->centroids_.get(),
-                                                            static_cast<std::int64_t>(this->n_),
-                                                            static_cast<int>(this->d_), static_cast<int>(this->k_),
-                                                            this->labels_.get(), q);
+      launch_dependent(delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d, k, this->labels_.get(),
+                       q);
+  }
+
+  // A launch on the engine's stream; for a launched-ahead iteration (launch_iteration), as a
+  // programmatic dependent launch (6_fused_delta.cuh: dependent_wait): its blocks start as the
+  // kernel before's leave, and wait for its end after what needs nothing from it.
+  template <class... Params, class... Args>
+  void launch_dependent(void (*kernel)(Params...), int grid, int block, std::size_t bytes, Args... args) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(grid));
+    config.blockDim = dim3(static_cast<unsigned>(block));
+    config.dynamicSmemBytes = bytes;
+    config.stream = this->stream_;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = dependent_now_ ? 1 : 0;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
     CUDA_CHECK_LAUNCH();
   }
 
@@ -610,8 +686,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     typename GpuEngine<T>::Counters* host = nullptr;    // where the host reads them
     typename GpuEngine<T>::Counters* mapped = nullptr;  // the device's view (null: not mapped)
     bool bounds = false;  // the kernel ran with Hamerly's bounds
+    bool ahead = false;   // queued behind the last iteration's kernel
+    unsigned long long seq = 0;  // the sequence number its last block writes
   };
   IterationSlot slots_[2];
+  unsigned long long seq_ = 0, last_end_ns_ = 0;
+  bool events_ = false;  // events around each iteration's kernel (else the device's stamps)
+  bool dependent_wanted_ = true, dependent_now_ = false, prefetch_first_ = true;
   cuda::PinnedSlot<typename GpuEngine<T>::Counters> ahead_counters_;
   DeviceBuffer<unsigned> gate_;
   int iteration_ = 0;
