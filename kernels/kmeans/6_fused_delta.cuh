@@ -153,7 +153,7 @@ struct DeltaPass {
   unsigned long long seq = 0;
   // Launched as a programmatic dependent: the block's first pass of x (which no kernel writes)
   // asked into L2 before the wait for the kernel before.
-  bool prefetch_first = false;
+  int prefetch_first = 0;  // (passes)
 };
 
 // Programmatic dependent launch (sm_90; fused.cu: launch_dependent). The trigger lets the kernel
@@ -320,15 +320,18 @@ __global__ void __launch_bounds__(kDeltaThreads,
   const int lane = threadIdx.x & 31;
   dependent_launch_trigger();
   if (p.prefetch_first) {
-    // The block's first pass (blockDim U objects, d rows of x [d][n]) into L2 while the kernel
-    // before ends (H100, 10 iterations: 0.96-0.98x the time at d = 16 and 32 in double and at
-    // d = 16 in float, level elsewhere: plots/delta_pdl_ab_s19_h100.txt).
-    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
+    // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
+    // kernel before ends: one pass by default (H100, 10 iterations: 0.96-0.98x the time at d = 16
+    // and 32 in double and at d = 16 in float, level elsewhere; two to four passes level or up to
+    // 1.03x slower: plots/delta_pdl_ab_s19_h100.txt).
     const int per_line = 128 / static_cast<int>(sizeof(T));
     const int lines = (static_cast<int>(blockDim.x) * U + per_line - 1) / per_line;
-    for (int t = threadIdx.x; t < lines * d; t += blockDim.x) {
-      const std::int64_t i = first + static_cast<std::int64_t>(t % lines) * per_line;
-      if (i < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(x + static_cast<std::int64_t>(t / lines) * n + i));
+    for (int pass = 0; pass < p.prefetch_first; ++pass) {
+      const std::int64_t first = (static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * blockDim.x * U;
+      for (int t = threadIdx.x; t < lines * d; t += blockDim.x) {
+        const std::int64_t i = first + static_cast<std::int64_t>(t % lines) * per_line;
+        if (i < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(x + static_cast<std::int64_t>(t / lines) * n + i));
+      }
     }
   }
   dependent_wait();

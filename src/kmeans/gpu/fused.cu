@@ -151,7 +151,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // %globaltimer stamps, from the last kernel's end to this one's (its start where it was not
   // launched ahead). H100, 10 iterations, wall per iteration against events and no PDL:
   // 0.95-0.98x on the lab's rows (plots/delta_pdl_ab_s19_h100.txt). KMEANS_PDL=0: plain launches;
-  // KMEANS_PDL_PREFETCH=0: no prefetch; KMEANS_ITERATION_EVENTS=1: events around each kernel
+  // KMEANS_PDL_PREFETCH=N: the first N passes prefetched (1; 0: none); KMEANS_ITERATION_EVENTS=1: events around each kernel
   // (and with them no overlap).
   void iterate(IterationStats& stats) override {
     if (!delta_ || this->streamed() || this->whole_.n != this->n_) {
@@ -280,7 +280,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     }
     slot.ahead = gated;
     dependent_now_ = dependent_wanted_ && gated;
-    p.prefetch_first = dependent_now_ && prefetch_first_;
+    p.prefetch_first = dependent_now_ ? prefetch_first_ : 0;
     launch_delta(p);
     dependent_now_ = false;
     if (events_) slot.kernel.stop(this->stream_);
@@ -511,7 +511,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       return v && std::string(v) == "0";
     };
     dependent_wanted_ = !env_off("KMEANS_PDL");
-    prefetch_first_ = !env_off("KMEANS_PDL_PREFETCH");
+    const char* pf_env = std::getenv("KMEANS_PDL_PREFETCH");
+    prefetch_first_ = pf_env ? std::max(0, std::atoi(pf_env)) : 1;
     last_end_ns_ = 0;
     const StopLimits limits = stop_limits(n, this->params_);
     stop_changed_ = limits.changed;
@@ -692,7 +693,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   IterationSlot slots_[2];
   unsigned long long seq_ = 0, last_end_ns_ = 0;
   bool events_ = false;  // events around each iteration's kernel (else the device's stamps)
-  bool dependent_wanted_ = true, dependent_now_ = false, prefetch_first_ = true;
+  bool dependent_wanted_ = true, dependent_now_ = false;
+  int prefetch_first_ = 1;  // passes
   cuda::PinnedSlot<typename GpuEngine<T>::Counters> ahead_counters_;
   DeviceBuffer<unsigned> gate_;
   int iteration_ = 0;
