@@ -150,9 +150,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // spins on the counters' sequence number and times the kernel phase from the kernels'
   // %globaltimer stamps, from the last kernel's end to this one's (its start where it was not
   // launched ahead). H100, 10 iterations, wall per iteration against events and no PDL:
-  // 0.95-0.98x on the lab's rows (plots/delta_pdl_ab_s19_h100.txt). KMEANS_PDL=0: plain launches;
-  // KMEANS_PDL_PREFETCH=N: the first N passes prefetched (1; 0: none); KMEANS_ITERATION_EVENTS=1: events around each kernel
-  // (and with them no overlap).
+  // 0.93-0.98x on the lab's rows (plots/lab_rows_s19_h100.txt, delta_pdl_ab_s19_h100.txt).
+  // KMEANS_PDL=0: plain launches; KMEANS_PDL_PREFETCH=N: the first N passes prefetched (1; 0:
+  // none); KMEANS_ITERATION_EVENTS=1: events around each kernel (and with them no overlap).
   void iterate(IterationStats& stats) override {
     if (!delta_ || this->streamed() || this->whole_.n != this->n_) {
       DeviceUpdateEngine<T>::iterate(stats);
