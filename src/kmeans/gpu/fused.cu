@@ -173,8 +173,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // queued behind it, else from this one's start.
       wait_counters(slot.host, slot.seq);
       const unsigned long long end = slot.host->end_ns;
-      const unsigned long long from = slot.ahead && last_end_ns_ ? last_end_ns_ : slot.host->start_ns;
-      stats.kernel += static_cast<double>(end - from) * 1e-9;
+      const unsigned long long from = slot.ahead ? last_end_ns_ : slot.host->start_ns;
+      stats.kernel += end > from ? static_cast<double>(end - from) * 1e-9 : 0.0;  // (0: a test catches it)
       last_end_ns_ = end;
     }
     if (!mapped_) {
@@ -273,7 +273,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.q_guard = q_guard_;
     }
     if (mapped_ && !events_) {
-      p.start_ns_out = &out->start_ns;
+      // (a launched-ahead kernel's phase runs from the last one's end: no start stamp)
+      p.start_ns_out = gated ? nullptr : &out->start_ns;
       p.end_ns_out = &out->end_ns;
       p.seq_out = &out->seq;
       p.seq = slot.seq = ++seq_;
@@ -510,7 +511,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const char* v = std::getenv(name);
       return v && std::string(v) == "0";
     };
-    dependent_wanted_ = !env_off("KMEANS_PDL");
+    dependent_wanted_ = !env_off("KMEANS_PDL") && compute_capability() >= 90;  // (sm_90 and later)
     const char* pf_env = std::getenv("KMEANS_PDL_PREFETCH");
     prefetch_first_ = pf_env ? std::max(0, std::atoi(pf_env)) : 1;
     last_end_ns_ = 0;
