@@ -179,12 +179,12 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
-// cell_label_warp, cell_label's byte).
+// cell_label_warp, cell_label's byte). (Launched as a dependent of the last delta kernel, it
+// waits for it; it does not trigger its own dependent early: where all its blocks triggered at
+// their start, the delta kernel behind it took 1.21-1.25x the time in double (H100, 2^24 x 2,
+// K = 16; level in float), where triggering as its blocks exit took 0.98x:
+// plots/delta_pdl_ab_s19_h100.txt.)
 template <class T>
-// (Launched as a dependent of the last delta kernel, it waits for it; it does not trigger its
-// own dependent early: where all its blocks triggered at their start, the delta kernel behind
-// it took 1.21-1.25x the time in double (H100, 2^24 x 2, K = 16; level in float), where
-// triggering as its blocks exit took 0.98x: plots/delta_pdl_ab_s19_h100.txt.)
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out) {
   __shared__ T cs[2 * 64];
   dependent_wait();
