@@ -154,7 +154,29 @@ struct DeltaPass {
   // Launched as a programmatic dependent: the block's first pass of x (which no kernel writes)
   // asked into L2 before the wait for the kernel before.
   int prefetch_first = 0;  // (passes)
+  // Released early (fused.cu: launch_iteration): the last block, once the centroids, the gate,
+  // the tallies and *done are ready for the next kernel, writes `release_value` to *release
+  // (fenced: cooperative groups' grid barrier's pattern); a kernel given `acquire_value` waits
+  // for that value there (one thread a block, an acquire load, then the block's barrier)
+  // instead of for the kernel before to end (griddepcontrol.wait), or after it where
+  // `wait_grid` (the cell table's kernel between the two).
+  unsigned* release = nullptr;
+  unsigned release_value = 0, acquire_value = 0;
+  bool wait_grid = false;
 };
+
+// Waits until *flag == value, an acquire at GPU scope by thread 0, then the block's barrier.
+__device__ __forceinline__ void block_acquire(const unsigned* flag, unsigned value) {
+  if (threadIdx.x == 0) {
+    unsigned seen;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+      if (seen == value) break;
+      __nanosleep(64);
+    }
+  }
+  __syncthreads();
+}
 
 // Programmatic dependent launch (sm_90; fused.cu: launch_dependent). The trigger lets the kernel
 // queued behind this one start its blocks as this one's leave (the delta kernel's blocks all
@@ -185,9 +207,11 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // K = 16; level in float), where triggering as its blocks exit took 0.98x:
 // plots/delta_pdl_ab_s19_h100.txt.)
 template <class T>
-__global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out) {
+__global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
+                            const unsigned* release, unsigned acquire_value) {
   __shared__ T cs[2 * 64];
-  dependent_wait();
+  if (acquire_value) block_acquire(release, acquire_value);
+  else dependent_wait();
   for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
   __syncthreads();
   const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
@@ -334,7 +358,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
     }
   }
-  dependent_wait();
+  if (p.wait_grid || !p.acquire_value) dependent_wait();
+  if (p.acquire_value) block_acquire(p.release, p.acquire_value);
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
@@ -1351,12 +1376,18 @@ __global__ void __launch_bounds__(kDeltaThreads,
         *p.rescored_out = rescored;
         *p.rescored = 0;
       }
+      if (p.release) {
+        // The next kernel may start here: everything it reads from this one is written.
+        *p.done = 0;
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
+      }
       if (p.end_ns_out) *p.end_ns_out = global_ns();
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
       if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
     }
   }
-  if (threadIdx.x == 0) *p.done = 0;
+  if (threadIdx.x == 0 && !(p.update && p.release)) *p.done = 0;
 }
 
 }  // namespace km::kernels

@@ -282,6 +282,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     slot.ahead = gated;
     dependent_now_ = dependent_wanted_ && gated;
     p.prefetch_first = dependent_now_ ? prefetch_first_ : 0;
+    if (early_release_) {
+      p.release = release_.get();
+      p.release_value = ++release_seq_;
+      p.acquire_value = dependent_now_ ? last_release_ : 0u;
+      last_release_ = p.release_value;
+    }
     launch_delta(p);
     dependent_now_ = false;
     if (events_) slot.kernel.stop(this->stream_);
@@ -520,6 +526,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     stop_shift_ = limits.shift;
     gate_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(gate_.get(), 0, sizeof(unsigned), this->stream_));
+    release_ = this->template device_buffer<unsigned>(1);
+    CUDA_CHECK(cudaMemsetAsync(release_.get(), 0, sizeof(unsigned), this->stream_));
+    release_seq_ = last_release_ = 0;
+    early_release_ = !env_off("KMEANS_EARLY_RELEASE");
     cells_live_ = false;
     if (cells_side_) start_cells();
     void* device_view = nullptr;
@@ -609,7 +619,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // within 1%: plots/delta_tile_ab_h100.txt).
       const int cells = cells_side_ * cells_side_;
       launch_dependent(kernels::delta_cells<T>, (cells + 3) / 4, 128, 0, this->centroids_.get(),
-                       static_cast<int>(this->k_), cell_grid_, cells_.get());
+                       static_cast<int>(this->k_), cell_grid_, cells_.get(), static_cast<const unsigned*>(q.release),
+                       q.acquire_value);
+      q.wait_grid = q.acquire_value != 0;  // (the table: this kernel's end)
       q.cells = cells_.get();
       q.grid = cell_grid_;
     }
@@ -698,6 +710,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   int prefetch_first_ = 1;  // passes
   cuda::PinnedSlot<typename GpuEngine<T>::Counters> ahead_counters_;
   DeviceBuffer<unsigned> gate_;
+  // Released early (6_fused_delta.cuh: DeltaPass::release): the flag, the value the last kernel
+  // launched releases it with.
+  DeviceBuffer<unsigned> release_;
+  unsigned release_seq_ = 0, last_release_ = 0;
+  bool early_release_ = true;
   int iteration_ = 0;
   bool ahead_ = false;  // the next iteration's kernel is queued
   bool ahead_wanted_ = true;
