@@ -1207,9 +1207,10 @@ TEST(GpuFusedDelta, PrefetchAsWithout) {
 // still move: a kernel run past the stop would move the centroids again), at --loops (3: a
 // fourth kernel would do the same) and, with Hamerly's bounds allowed, where they start (no
 // kernel is launched ahead while they run or start); d = 16, the cell table (d = 2) and the
-// tensor-core scores (d = 32, K = 64). Launched ahead both as programmatic dependents timed by
-// the device's stamps (the default) and as plain launches between events, each iteration's
-// kernel phase positive and all of them within the iterations' wall time.
+// tensor-core scores (d = 32, K = 64). Launched ahead as programmatic dependents timed by the
+// device's stamps, released early by the last block's flag (the default) or at the kernel's end,
+// and as plain launches between events; each iteration's kernel phase positive and all of them
+// within the iterations' wall time.
 template <class T>
 void check_launch_ahead() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -1218,6 +1219,7 @@ void check_launch_ahead() {
   kmtest::ScopedEnv ahead("KMEANS_LAUNCH_AHEAD", "0");
   kmtest::ScopedEnv pdl("KMEANS_PDL", "1");
   kmtest::ScopedEnv events("KMEANS_ITERATION_EVENTS", "0");
+  kmtest::ScopedEnv early("KMEANS_EARLY_RELEASE", "1");
   const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
                                                  : std::vector<LabelShape>{{20011, 16, 16}, {30011, 2, 16},
                                                                            {10007, 32, 64}};
@@ -1237,13 +1239,17 @@ void check_launch_ahead() {
       ahead.set("0");
       const auto off = km::run(fused, data, rules[r]);
       ahead.set("1");
-      // Launched ahead as the defaults have it (programmatic dependent launches, the first pass
-      // prefetched, the kernel phase from the device's stamps), then with plain launches and
-      // events around each kernel.
-      for (const bool plain : {false, true}) {
-        SCOPED_TRACE(plain ? "plain launches, events" : "dependent launches, stamps");
+      // Launched ahead as the defaults have it (programmatic dependent launches released early
+      // by the last block's flag, the first pass prefetched, the kernel phase from the device's
+      // stamps), then as dependents waiting for the kernel before to end, then with plain
+      // launches and events around each kernel.
+      for (const int mode : {0, 1, 2}) {
+        const bool plain = mode == 2;
+        SCOPED_TRACE(mode == 0 ? "dependent launches released early, stamps"
+                               : mode == 1 ? "dependent launches, griddepcontrol.wait" : "plain launches, events");
         pdl.set(plain ? "0" : "1");
         events.set(plain ? "1" : "0");
+        early.set(mode == 0 ? "1" : "0");
         const auto on = km::run(fused, data, rules[r]);
         ASSERT_EQ(on.iterations, off.iterations);
         EXPECT_EQ(on.inertia, off.inertia);
