@@ -343,7 +343,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
   dependent_launch_trigger();
-  if (p.prefetch_first) {
+  // (BOUNDS: never launched ahead, fused.cu: ahead_allowed; without this code ptxas spilled
+  // nothing more in those kernels)
+  if (!BOUNDS && p.prefetch_first) {
     // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
     // kernel before ends: one pass by default (H100, 10 iterations: 0.96-0.98x the time at d = 16
     // and 32 in double and at d = 16 in float, level elsewhere; two to four passes level or up to
@@ -358,8 +360,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
     }
   }
-  if (p.wait_grid || !p.acquire_value) dependent_wait();
-  if (p.acquire_value) block_acquire(p.release, p.acquire_value);
+  if (BOUNDS || p.wait_grid || !p.acquire_value) dependent_wait();
+  if (!BOUNDS && p.acquire_value) block_acquire(p.release, p.acquire_value);
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
