@@ -516,12 +516,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     changed_log_.assign(1, n);  // (iteration 0: none yet)
     iteration_ = 0;
     ahead_ = false;
-    const char* ahead_env = std::getenv("KMEANS_LAUNCH_AHEAD");
-    ahead_wanted_ = !(ahead_env && std::string(ahead_env) == "0");
     const auto env_off = [](const char* name) {
       const char* v = std::getenv(name);
       return v && std::string(v) == "0";
     };
+    ahead_wanted_ = !env_off("KMEANS_LAUNCH_AHEAD");
     dependent_wanted_ = !env_off("KMEANS_PDL") && compute_capability() >= 90;  // (sm_90 and later)
     const char* pf_env = std::getenv("KMEANS_PDL_PREFETCH");
     prefetch_first_ = pf_env ? std::max(0, std::atoi(pf_env)) : 1;
