@@ -1050,10 +1050,50 @@ void check_cells() {
       });
 }
 
+// The cell table's lean passes (6_fused_delta.cuh: a lane's objects in 16-byte loads, one ballot
+// an object; p.vector_cells) against the general loop alone (KMEANS_CELLS_LEAN=0): the same
+// labels, centroids, change counts and shifts (expect_same_fit), and per iteration the same
+// inertia bit for bit (the same per-object arithmetic and fixed-point sums), at least as many
+// lookups and at most as many re-checks (within n / 1000). n % 4 == 0, so that the lean passes run: every block's
+// whole passes (one each at 30,012 and 20,012 objects, several at 2^20 + 12), the rest in the
+// general loop.
+template <class T>
+void check_cells_lean() {
+  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30012, 2, 16}}
+                                                 : std::vector<SplitShape>{{30012, 2, 16},
+                                                                           {20012, 2, 64},
+                                                                           {(1u << 20) + 12, 2, 16}};
+  check_variant_against_off<T>(
+      "KMEANS_CELLS_LEAN", shapes, {"1"}, [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
+        EXPECT_NE(on.path.find("cells, lean"), std::string::npos) << on.path;
+        EXPECT_EQ(off.path.find("lean"), std::string::npos) << off.path;
+        std::int64_t looked_up = 0;
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+          EXPECT_EQ(a.inertia, b.inertia);
+          // The lean lookup's cell index is the exact product's floor (cells.hpp: cell_in_range),
+          // the general loop's a rounded float product's: an object within rounding of a cell's
+          // edge may fall in the cell beside, labelled where the other is mixed. An object at the
+          // grid's far edge the general loop scores (its index rounded to side), the lean lookup
+          // labels (clamped); an object of a mixed cell it scores against the cell's candidates
+          // alone, with fewer close calls. The labels are seq's either way.
+          const std::int64_t slack = static_cast<std::int64_t>(s.n / 1000);
+          EXPECT_GE(a.looked_up + slack, b.looked_up);
+          EXPECT_LE(a.looked_up, static_cast<std::int64_t>(s.n));
+          EXPECT_LE(a.rechecked, b.rechecked + slack);
+          looked_up += a.looked_up;
+        }
+        EXPECT_GT(looked_up, 0) << "no object took a cell's label";
+      });
+}
+
 }  // namespace
 
 TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
 TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
+TEST(GpuFusedDelta, DoubleCellsLeanAsGeneral) { check_cells_lean<double>(); }
+TEST(GpuFusedDelta, FloatCellsLeanAsGeneral) { check_cells_lean<float>(); }
 
 namespace {
 

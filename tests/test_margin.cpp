@@ -583,6 +583,20 @@ std::size_t cell_table_wrong(std::size_t k, int side, bool lattice, bool proved,
       const double cy = static_cast<double>(g.lo[1]) + (i + (t % 3) - 1) * static_cast<double>(g.w[1]);
       add(ex + (t - 4) * ulp, cy);
     }
+  // The range's own corners and edges (the largest T at or below hi, the least at or above lo):
+  // the lean lookup's clamp.
+  auto inward = [](double v, double toward) {
+    T t = static_cast<T>(v);
+    if ((toward < v && static_cast<double>(t) > v) || (toward > v && static_cast<double>(t) < v))
+      t = std::nextafter(t, static_cast<T>(toward));
+    return static_cast<double>(t);
+  };
+  const double in_lo[2] = {inward(lo[0], hi[0]), inward(lo[1], hi[1])}, in_hi[2] = {inward(hi[0], lo[0]), inward(hi[1], lo[1])};
+  for (int q = 0; q < 4; ++q) add(q & 1 ? in_hi[0] : in_lo[0], q & 2 ? in_hi[1] : in_lo[1]);
+  for (int t = 0; t < 50; ++t) {
+    add(in_hi[0], lo[1] + u(rng) * (hi[1] - lo[1]));
+    add(lo[0] + u(rng) * (hi[0] - lo[0]), in_hi[1]);
+  }
   std::vector<T> coords(2 * k);  // [2][k] for the table
   for (std::size_t c = 0; c < k; ++c) {
     coords[c] = cs[c * 2];
@@ -598,10 +612,38 @@ std::size_t cell_table_wrong(std::size_t k, int side, bool lattice, bool proved,
       }
       table[static_cast<std::size_t>(j) * side + i] = label;
     }
-  std::size_t wrong = 0;
+  std::size_t wrong = 0, candidate_checks = 0;
   labelled = 0;
   objects = xs.size() / 2;
   for (std::size_t i = 0; i < objects; ++i) {
+    // The lean passes' lookup (cell_in_range), for the objects of the range the grid was built on.
+    const double x0 = static_cast<double>(xs[2 * i]), x1 = static_cast<double>(xs[2 * i + 1]);
+    if (x0 >= lo[0] && x0 <= hi[0] && x1 >= lo[1] && x1 <= hi[1]) {
+      const int lean = km::kernels::cell_in_range(xs[2 * i], xs[2 * i + 1], g);
+      if (lean < 0 || lean >= side * side) {
+        ADD_FAILURE() << "object (" << x0 << ", " << x1 << "): lean cell " << lean << " off the grid";
+      } else if (table[static_cast<std::size_t>(lean)] == km::kernels::kCellMixed) {
+        // A mixed cell's object: seq's label among the cell's candidates.
+        const int seq = km::nearest_centroid(&xs[2 * i], cs.data(), k, 2);
+        const unsigned long long cand =
+            km::kernels::cell_candidates(coords.data(), static_cast<int>(k), lean % side, lean / side, g);
+        if (proved && !(cand >> seq & 1u)) {
+          ++wrong;
+          ADD_FAILURE() << "k=" << k << " side=" << side << " object (" << x0 << ", " << x1 << "): seq's " << seq
+                        << " not among cell " << lean << "'s candidates " << cand;
+        }
+        ++candidate_checks;
+      } else {
+        const int seq = km::nearest_centroid(&xs[2 * i], cs.data(), k, 2);
+        if (seq != table[static_cast<std::size_t>(lean)]) {
+          ++wrong;
+          if (proved)
+            ADD_FAILURE() << "k=" << k << " side=" << side << " lattice=" << lattice << " object (" << x0 << ", "
+                          << x1 << "): lean cell " << lean << " says " << table[static_cast<std::size_t>(lean)]
+                          << ", seq " << seq;
+        }
+      }
+    }
     const int cell = km::kernels::cell_of(xs[2 * i], xs[2 * i + 1], g);
     if (cell < 0 || table[static_cast<std::size_t>(cell)] == km::kernels::kCellMixed) continue;
     ++labelled;
@@ -613,6 +655,9 @@ std::size_t cell_table_wrong(std::size_t k, int side, bool lattice, bool proved,
                       << xs[2 * i + 1] << "): cell " << cell << " says " << table[static_cast<std::size_t>(cell)]
                       << ", seq " << seq;
     }
+  }
+  if (proved && k > 1) {
+    EXPECT_GT(candidate_checks, 0u) << "k=" << k << " side=" << side << ": no object of a mixed cell";
   }
   return wrong;
 }

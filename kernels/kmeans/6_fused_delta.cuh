@@ -126,6 +126,9 @@ struct DeltaPass {
   // (every object scored).
   const unsigned char* cells = nullptr;
   CellGrid grid;
+  // Per cell its candidates (delta_cells: cell_label_warp's mask), for the lean passes' objects
+  // of mixed cells; null: every centroid scored.
+  const unsigned long long* candidates = nullptr;
   unsigned long long* looked_up = nullptr;      // objects labelled from the table
   unsigned long long* looked_up_out = nullptr;
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
@@ -163,7 +166,34 @@ struct DeltaPass {
   unsigned* release = nullptr;
   unsigned release_value = 0, acquire_value = 0;
   bool wait_grid = false;
+  // CELLS: the lean passes (the kernel's main loop) may run: n % 4 == 0, x and labels 16-byte
+  // aligned, so a lane's U objects' values are whole 16-byte loads.
+  bool vector_cells = false;
 };
+
+// U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
+// straight into the values' registers.
+template <int U, class V>
+__device__ __forceinline__ void load_run(const V* p, V (&v)[U]) {
+  static_assert(U * sizeof(V) % 16 == 0, "whole 16-byte loads");
+  if constexpr (sizeof(V) == 8) {
+#pragma unroll
+    for (int q = 0; q < U / 2; ++q) {
+      const double2 w = reinterpret_cast<const double2*>(p)[q];
+      v[2 * q] = w.x;
+      v[2 * q + 1] = w.y;
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < U / 4; ++q) {
+      const float4 w = reinterpret_cast<const float4*>(p)[q];
+      v[4 * q] = w.x;
+      v[4 * q + 1] = w.y;
+      v[4 * q + 2] = w.z;
+      v[4 * q + 3] = w.w;
+    }
+  }
+}
 
 // Waits until *flag == value, an acquire at GPU scope by thread 0, then the block's barrier.
 __device__ __forceinline__ void block_acquire(const unsigned* flag, unsigned value) {
@@ -208,7 +238,8 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // plots/delta_pdl_ab_s19_h100.txt.)
 template <class T>
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
-                            const unsigned* release, unsigned acquire_value) {
+                            unsigned long long* __restrict__ candidates, const unsigned* release,
+                            unsigned acquire_value) {
   __shared__ T cs[2 * 64];
   if (acquire_value) block_acquire(release, acquire_value);
   else dependent_wait();
@@ -216,8 +247,12 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
   __syncthreads();
   const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
   if (cell >= g.side * g.side) return;  // (the whole warp)
-  const unsigned char label = cell_label_warp(cs, k, cell % g.side, cell / g.side, g, lane);
-  if (lane == 0) out[cell] = label;
+  unsigned long long mask = 0;
+  const unsigned char label = cell_label_warp(cs, k, cell % g.side, cell / g.side, g, lane, &mask);
+  if (lane == 0) {
+    out[cell] = label;
+    if (candidates) candidates[cell] = mask;
+  }
 }
 
 // count elements over the block: store(t, load(t)), B loads in flight a thread before their
@@ -339,6 +374,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 + warps_in_block * kStageWarp);
   float2* ctab = btab + (k + 15) / 16 * 2 * KS * 32;
   __shared__ double zs[MAXD];
+  __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
   __shared__ int largest_step;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
@@ -407,6 +443,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
     }
     mu[j] = m;
   }
+  // CELLS: the centroids again as pairs (c_0, c_1), one load a labelled object (the lean passes).
+  if (CELLS)
+    for (int c = threadIdx.x; c < k; c += blockDim.x) {
+      cpair[2 * c] = s[c];
+      cpair[2 * c + 1] = s[k + c];
+    }
   __syncthreads();
   for (int c = threadIdx.x; c < k; c += blockDim.x) {
     float* row = table + c * ROW;
@@ -649,12 +691,30 @@ __global__ void __launch_bounds__(kDeltaThreads,
       b = fminf(b, f);
     }
   };
+  // The same over the centroids of mask m only, lowest index first.
+  auto score_some = [&](float x0, float x1, unsigned long long m, float& b, float& sc) {
+    b = sc = INFINITY;
+    for (; m; m &= m - 1) {
+      const int c = __ffsll(static_cast<long long>(m)) - 1;
+      const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
+      float f = fmaf(v.y, x0, v.x);
+      if (MAXD > 1) f = fmaf(v.z, x1, f);
+      f = __int_as_float((__float_as_int(f) & ~mask) | c);
+      sc = fminf(sc, fmaxf(b, f));
+      b = fminf(b, f);
+    }
+  };
   // CELLS: the objects of mixed cells (and beyond the grid) wait in the warp's ring (index, old
   // label; after the movers' ring) until 32 are there, then a round scores one per lane, every
   // lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round with ~6
   // lanes busy before (ncu: 17% of the kernel's instructions). Fewer than 32 wait between passes
   // and a pass adds at most 32 U, so the ring's 64 U entries never overflow (the movers' alike).
+  // An entry: (index, kind << 30 | (old label + 1) << 16 | new label or cell). From the lean
+  // passes below (which count an object's move and lookup here, once a round, not once an
+  // object): kind 2, a mover of a labelled cell, summed in the round without a score; kind 1, an
+  // object of a mixed cell (its lookup taken back; the low 16 bits its cell, side <= 256).
   constexpr int kHardRing = 64 * U;
+  constexpr unsigned kMoverEntry = 0x80000000u, kLeanHardEntry = 0x40000000u;
   uint2* hard_ring = reinterpret_cast<uint2*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
   auto hard_round = [&]() {
@@ -662,7 +722,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     const bool mine = lane < taken;
     const uint2 e = mine ? hard_ring[(hard_head + lane) & (kHardRing - 1)] : make_uint2(0u, 0u);
     const std::int64_t i = e.x;
-    const int was = static_cast<int>(e.y);
+    const int was = static_cast<int>((e.y >> 16) & 0x3fffu) - 1;
+    const bool mover = (e.y & kMoverEntry) != 0;
     T v[MAXD];
     float vf[MAXD], nv = 0;
 #pragma unroll
@@ -671,11 +732,19 @@ __global__ void __launch_bounds__(kDeltaThreads,
       vf[j] = static_cast<float>(v[j] - centre(j));
       nv = fmaf(vf[j], vf[j], nv);
     }
-    float b, sc;
-    score_one(vf[0], vf[MAXD - 1], b, sc);
+    float b = INFINITY, sc = INFINITY;
+    // A lean pass's object of a mixed cell: its cell's candidates alone (cells.hpp:
+    // cell_label_warp; at K = 16 and 64 x 64 cells mostly 2 or 3 of the 16); others every centroid.
+    const bool some = CELLS && p.candidates && (e.y & kLeanHardEntry);
+    if (__any_sync(0xffffffffu, mine && !mover && !some)) score_one(vf[0], vf[MAXD - 1], b, sc);
+    if (mine && some) score_some(vf[0], vf[MAXD - 1], p.candidates[e.y & 0xffffu], b, sc);
     int label = __float_as_int(b) & mask;
     T dist = 0;
-    if (mine) {
+    if (mine && (e.y & kLeanHardEntry)) --lookups;
+    if (mine && mover) {
+      ++moves;
+      add_move(v, static_cast<int>(e.y & 0xffffu), was);
+    } else if (mine) {
       if (!(sc - b > p.factor * (nv + r2) + p.tiny)) {
         ++rechecks;  // too close to call in float: seq's arithmetic over every centroid
         label = nearest_in_registers<T, MAXD>(v, s, d, k, dist);
@@ -759,7 +828,84 @@ __global__ void __launch_bounds__(kDeltaThreads,
     if (first < n) tile_issue(first, 0);
     gemm::cp_async_commit();
   }
-  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;; base += step) {
+  std::int64_t start = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
+  if constexpr (CELLS && !TILE) {
+    // The lean passes (where the host vouches for 16-byte rows and labels: p.vector_cells): a
+    // lane takes U consecutive objects of its warp's 32 U, each coordinate's and the labels' U
+    // values in one or two 16-byte loads; per object the cell, its byte, the distance to that
+    // centroid for the inertia, and one ballot that queues the object in the warp's ring when its
+    // cell is mixed (scored in the round) or it moves (summed there). Every whole pass; the last,
+    // part of one, in the general loop below. The same labels, sums and counters, bit for bit,
+    // as the general loop, whose per-object flags, lists and 12 loads a pass made it ~157
+    // instructions an object in float (ncu, plots/ncu_delta_s14_h100.txt).
+    if (cell_side && p.vector_cells) {
+      const int first = (warp * 32 + lane) * U;
+      const float inertia_scale_f = static_cast<float>(p.inertia_scale);
+      const unsigned below = (1u << lane) - 1u;
+      const std::int64_t whole = n - static_cast<std::int64_t>(blockDim.x) * U;  // a pass from here is whole
+      // (Pointers stepped, not formed from the index each pass: 64-bit products and adds.)
+      const T lo0 = static_cast<T>(p.grid.lo[0]), lo1 = static_cast<T>(p.grid.lo[1]);
+      const T inv0 = static_cast<T>(p.grid.inv[0]), inv1 = static_cast<T>(p.grid.inv[1]);
+      const int side = p.grid.side;
+      const T* xa = x + start + first;
+      const T* xb = xa + n;
+      std::int32_t* la = labels + start + first;
+      const std::int64_t lstep = step;
+      // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
+      // with the coordinates', nvcc and ptxas placed it after the objects' lookups, just before
+      // the first use: a second memory round trip a pass (ncu, float: 15% of the stall samples
+      // on that use). (All three one pass ahead: 1.05-1.09x the time, H200, 2^24 x 2.)
+      int4 ahead = start <= whole ? *reinterpret_cast<const int4*>(la) : make_int4(0, 0, 0, 0);
+      static_assert(U == 4, "a lane's labels in one 16-byte load");
+      for (; start <= whole; start += step, xa += lstep, xb += lstep, la += lstep) {
+        const unsigned i0 = static_cast<unsigned>(start + first);  // (u32 indices with the table)
+        T a[U], b[U];
+        const int o[U] = {ahead.x, ahead.y, ahead.z, ahead.w};
+        load_run<U>(xa, a);
+        load_run<U>(xb, b);
+        if (start + step <= whole) ahead = *reinterpret_cast<const int4*>(la + lstep);
+        lookups += U;  // (less the lean entries of mixed cells, in the rounds)
+        unsigned queued = 0, entry[U];  // bit u: object u to the ring, as (i0 + u, entry[u])
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          // (cells.hpp: cell_in_range, its constants hoisted)
+          const int cell = cell_index_in_range<T>(b[u] - lo1, inv1, side) * side + cell_index_in_range<T>(a[u] - lo0, inv0, side);
+          const int lab = cells_s[cell];
+          const bool settled = lab != kCellMixed;
+          // seq's distance to its centroid (the general loop's arithmetic), its fixed-point addend
+          // the general loop's bits: in float dist 2^E exactly (a power of two; p.vector_cells
+          // asks 2^E < 2^126), rounded to an integer as to_fixed rounds the same value in double.
+          using Pair = std::conditional_t<sizeof(T) == 8, double2, float2>;
+          const Pair cc = reinterpret_cast<const Pair*>(cpair)[settled ? lab : 0];
+          const T dist = fused_square_add(b[u] - cc.y, fused_square_add(a[u] - cc.x, T(0)));
+          unsigned long long addend;
+          if constexpr (sizeof(T) == 8) addend = to_fixed(dist, p.inertia_scale);
+          else addend = static_cast<unsigned long long>(__float2ll_rn(dist * inertia_scale_f));
+          if (settled) my_inertia += addend;
+          const bool moved = settled && lab != o[u];
+          if (moved) la[u] = lab;  // (counted in the round that sums it)
+          queued |= !settled || moved ? 1u << u : 0u;
+          entry[u] = (settled ? kMoverEntry : kLeanHardEntry) | static_cast<unsigned>(o[u] + 1) << 16 |
+                     static_cast<unsigned>(settled ? lab : cell);
+        }
+        // The pass's queued objects into the ring, each lane's after those of the lanes below:
+        // its count (0 ... U <= 7) in three ballots, not a ballot an object (13 instructions an
+        // object where most warps queue one).
+        static_assert(U <= 7, "a lane's count in three ballots");
+        const int mine = __popc(queued);
+        const unsigned c0 = __ballot_sync(0xffffffffu, mine & 1), c1 = __ballot_sync(0xffffffffu, mine & 2),
+                       c2 = __ballot_sync(0xffffffffu, mine & 4);
+        int at = hard_head + hard_pending + __popc(c0 & below) + 2 * __popc(c1 & below) + 4 * __popc(c2 & below);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (queued >> u & 1u) hard_ring[at++ & (kHardRing - 1)] = make_uint2(i0 + u, entry[u]);
+        hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
+        __syncwarp();
+        while (hard_pending >= 32) hard_round();
+      }
+    }
+  }
+  for (std::int64_t base = start;; base += step) {
     const bool more = base < n;  // the same in the whole block
     if (!BOUNDS && !more) break;
     if constexpr (BOUNDS) {
@@ -980,7 +1126,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
           // Deferred to the warp's ring (index, old label), scored 32 at a time below.
           if (need)
             hard_ring[(hard_head + hard_pending + __popc(list & ((1u << lane) - 1))) & (kHardRing - 1)] =
-                make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u]));
+                make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u] + 1) << 16);
           hard_pending += __popc(list);
           has[u] = has[u] && !need;
           sent[u] = false;

@@ -89,6 +89,38 @@ KM_CELLS_HD inline int cell_of(T x0, T x1, const CellGrid& g) {
   return static_cast<int>(t1) * g.side + static_cast<int>(t0);
 }
 
+// The cell of an object of the grid's own data (lo_p <= x_p <= hi_p, finite: the range the
+// engine took from these very objects), with no test: the delta kernel's lean passes. t_p is the
+// exact product fl(x_p - lo_p) inv_p truncated to an integer: on the GPU one FMA toward zero
+// with 2^23 (float) or 2^52 (double) added leaves it in the result's low bits, no conversion
+// (cell_of's float product and truncation take two, and two more in double). Its only roundings
+// are x_p - lo_p in T and inv_p's own (a float): within (2^-24 + 2^-53) side of (x_p - lo_p) / w_p,
+// inside the 4.01 side 2^-24 the proof above allows. t_p >= 0 (x_p >= lo_p); t_p >= side only
+// within that rounding of the grid's edge (hi_p < lo_p + side w_p), a point of the last cell's
+// grown box, so the index is clamped to side - 1.
+// (inv: the grid's float inv_p, as T: exact.)
+template <class T>
+KM_CELLS_HD inline int cell_index_in_range(T offset, T inv, int side) {
+#if defined(__CUDA_ARCH__)
+  int t;
+  if constexpr (sizeof(T) == 8) t = __double2loint(__fma_rz(offset, inv, 0x1p52));
+  else t = __float_as_int(__fmaf_rz(offset, inv, 0x1p23f)) - 0x4B000000;
+  return min(t, side - 1);
+#else
+  // The same integer on the host: the exact product's floor (for a float offset the product is
+  // exact in double; in double an integral rounded product is lowered where the exact one is below).
+  const double p = static_cast<double>(offset) * static_cast<double>(inv);
+  double f = std::floor(p);
+  if (sizeof(T) == 8 && f == p && std::fma(static_cast<double>(offset), static_cast<double>(inv), -p) < 0) f -= 1;
+  return static_cast<int>(std::fmin(f, side - 1.0));
+#endif
+}
+template <class T>
+KM_CELLS_HD inline int cell_in_range(T x0, T x1, const CellGrid& g) {
+  return cell_index_in_range<T>(x1 - static_cast<T>(g.lo[1]), static_cast<T>(g.inv[1]), g.side) * g.side +
+         cell_index_in_range<T>(x0 - static_cast<T>(g.lo[0]), static_cast<T>(g.inv[0]), g.side);
+}
+
 // Cell (i, j)'s box grown by kCellGrow of a cell on each side (corner q: x[q & 1], y[q >> 1]) and
 // its centre, in double as the proof above forms them.
 struct CellBox {
@@ -124,9 +156,7 @@ KM_CELLS_HD inline bool cell_beats(const T* centroids, int k, int o, const CellB
 // Cell (i, j)'s label (column i, row j): the centroid nearest the cell's centre where it provably
 // beats every other over the grown cell (see above), else kCellMixed. centroids [2][k] in T.
 template <class T>
-KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, int j, const CellGrid& g) {
-  if (k > 254) return kCellMixed;
-  const CellBox b = cell_box(i, j, g);
+KM_CELLS_HD inline int cell_best(const T* centroids, int k, const CellBox& b) {
   int best = 0;
   double bd = cell_dist(centroids, k, 0, b.cx, b.cy);
   for (int c = 1; c < k; ++c) {
@@ -136,11 +166,32 @@ KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, in
       best = c;
     }
   }
+  return best;
+}
+template <class T>
+KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, int j, const CellGrid& g) {
+  if (k > 254) return kCellMixed;
+  const CellBox b = cell_box(i, j, g);
+  const int best = cell_best(centroids, k, b);
   double dc[4];
   for (int q = 0; q < 4; ++q) dc[q] = cell_dist(centroids, k, best, b.x[q & 1], b.y[q >> 1]);
   for (int o = 0; o < k; ++o)
     if (o != best && !cell_beats(centroids, k, o, b, dc, g)) return kCellMixed;
   return static_cast<unsigned char>(best);
+}
+// Cell (i, j)'s candidates (k <= 64) as a bit mask: the centroid nearest its centre and every one
+// it does not provably beat over the grown cell. The others are never seq's label for an object of
+// the cell (cell_label_warp's mask, which the delta kernel's lean passes score alone).
+template <class T>
+KM_CELLS_HD inline unsigned long long cell_candidates(const T* centroids, int k, int i, int j, const CellGrid& g) {
+  const CellBox b = cell_box(i, j, g);
+  const int best = cell_best(centroids, k, b);
+  double dc[4];
+  for (int q = 0; q < 4; ++q) dc[q] = cell_dist(centroids, k, best, b.x[q & 1], b.y[q >> 1]);
+  unsigned long long mask = 1ull << best;
+  for (int o = 0; o < k; ++o)
+    if (o != best && !cell_beats(centroids, k, o, b, dc, g)) mask |= 1ull << o;
+  return mask;
 }
 
 #if defined(__CUDACC__)
@@ -149,8 +200,13 @@ KM_CELLS_HD inline unsigned char cell_label(const T* centroids, int k, int i, in
 // index among equal distances, as cell_label's scan in index order; mixed where any lane's centroid
 // fails a corner test. The same byte as cell_label for every cell (delta_cells: 7.5 us an iteration
 // on an H100 with a thread per cell, its K dependent steps in double the whole time).
+// With `candidates`, lane 0 gets the cell's candidates as a bit mask (bit c: centroid c): the
+// nearest to the centre and every centroid it does not provably beat over the grown cell. Those
+// it beats are never seq's label for an object of the cell (nor, being farther than a candidate,
+// its runner-up), so such an object needs scores against the candidates alone.
 template <class T>
-__device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i, int j, const CellGrid& g, int lane) {
+__device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i, int j, const CellGrid& g, int lane,
+                                                unsigned long long* candidates = nullptr) {
   const CellBox b = cell_box(i, j, g);
   double bd = INFINITY;
   int best = k;
@@ -171,10 +227,11 @@ __device__ inline unsigned char cell_label_warp(const T* centroids, int k, int i
   }
   double dc[4];
   for (int q = 0; q < 4; ++q) dc[q] = cell_dist(centroids, k, best, b.x[q & 1], b.y[q >> 1]);
-  bool mixed = false;
-  for (int o = lane; o < k; o += 32)
-    if (o != best && !cell_beats(centroids, k, o, b, dc, g)) mixed = true;
-  return __any_sync(0xffffffffu, mixed) ? kCellMixed : static_cast<unsigned char>(best);
+  bool kept[2] = {false, false};  // centroids lane and lane + 32: not provably beaten by best
+  for (int o = lane, h = 0; o < k; o += 32, ++h) kept[h] = o != best && !cell_beats(centroids, k, o, b, dc, g);
+  const unsigned low = __ballot_sync(0xffffffffu, kept[0]), high = __ballot_sync(0xffffffffu, kept[1]);
+  if (candidates) *candidates = (static_cast<unsigned long long>(high) << 32 | low) | 1ull << best;
+  return low | high ? kCellMixed : static_cast<unsigned char>(best);
 }
 #endif
 

@@ -345,6 +345,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       if (tile_used_) add("staged");
       if (mma_) add("mma");
       if (cells_live_) add("cells");
+      if (lean_used_) add("lean");
     }
     return p;
   }
@@ -534,7 +535,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(release_.get(), 0, sizeof(unsigned), this->stream_));
     release_seq_ = last_release_ = 0;
     early_release_ = !env_off("KMEANS_EARLY_RELEASE");
+    lean_cells_ = !env_off("KMEANS_CELLS_LEAN");
     cells_live_ = false;
+    lean_used_ = false;
     if (cells_side_) start_cells();
     void* device_view = nullptr;
     void* ahead_view = nullptr;
@@ -579,6 +582,14 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       return;
     }
     cells_ = this->template device_buffer<unsigned char>(static_cast<std::size_t>(cells_side_) * cells_side_);
+    // Each cell's candidates (8 bytes a cell), for the lean passes' objects of mixed cells, above
+    // K = 16 (H200, 2^24 x 2, K = 64: 0.76x the time in float, 0.90x in double; at K = 16 level in
+    // float, 1.03x in double: the mask's load from L2 in each round costs what the scores save).
+    // KMEANS_CELLS_CANDIDATES=0|1: never, always (A/B runs).
+    const char* cand_env = std::getenv("KMEANS_CELLS_CANDIDATES");
+    candidates_ = DeviceBuffer<unsigned long long>();
+    if (cand_env ? std::string(cand_env) != "0" : this->k_ > 16)
+      candidates_ = this->template device_buffer<unsigned long long>(static_cast<std::size_t>(cells_side_) * cells_side_);
     cells_live_ = true;
   }
 
@@ -623,8 +634,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // within 1%: plots/delta_tile_ab_h100.txt).
       const int cells = cells_side_ * cells_side_;
       launch_dependent(kernels::delta_cells<T>, (cells + 3) / 4, 128, 0, this->centroids_.get(),
-                       static_cast<int>(this->k_), cell_grid_, cells_.get(), static_cast<const unsigned*>(q.release),
-                       q.acquire_value);
+                       static_cast<int>(this->k_), cell_grid_, cells_.get(), candidates_.get(),
+                       static_cast<const unsigned*>(q.release), q.acquire_value);
+      q.candidates = candidates_.get();
       q.wait_grid = q.acquire_value != 0;  // (the table: this kernel's end)
       q.cells = cells_.get();
       q.grid = cell_grid_;
@@ -634,6 +646,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
                  aligned(this->labels_.get());
     q.tile_offset = tile_offset_;
+    // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects.
+    // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
+    q.vector_cells = lean_cells_ && q.cells && !tile_used_ && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
+                     aligned(this->labels_.get()) && (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
+    lean_used_ = q.vector_cells;
     const T* x = this->x_.get();
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
@@ -719,6 +736,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned> release_;
   unsigned release_seq_ = 0, last_release_ = 0;
   bool early_release_ = true;
+  bool lean_cells_ = true;  // the cell table's lean passes (launch_delta)
+  bool lean_used_ = false;  // the last launch took them (the report's path: "lean")
   int iteration_ = 0;
   bool ahead_ = false;  // the next iteration's kernel is queued
   bool ahead_wanted_ = true;
@@ -740,6 +759,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   bool cells_live_ = false;
   kernels::CellGrid cell_grid_;
   DeviceBuffer<unsigned char> cells_;
+  DeviceBuffer<unsigned long long> candidates_;  // each cell's candidates (start_cells; may be empty)
   DeltaKernel<T> cells_fallback_ = nullptr;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
   DeviceBuffer<unsigned> done_;
