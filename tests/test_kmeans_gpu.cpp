@@ -1387,7 +1387,14 @@ void check_list_path() {
       p.k = s.k;
       p.loops = 2;
       const auto got = km::run(fused, data, p);
-      EXPECT_EQ(got.path, fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)));
+      // (", lean": the cell table's lean passes, which the run takes where n % 4 == 0, a fact of
+      // the data `--list` does not know; 20,012 objects take them.)
+      std::string taken = got.path;
+      if (const auto at = taken.find(", lean"); at != std::string::npos) taken.erase(at, 6);
+      EXPECT_EQ(taken, fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)));
+      if (s.d == 2) {
+        EXPECT_NE(got.path.find("cells, lean"), std::string::npos) << got.path;
+      }
       // Without --block the plan's threads per block, reported; with it, --block; the same fit
       // bit for bit either way (fixed-point sums: no order of addition shows).
       const km::gpu::DeltaPlan plan =
