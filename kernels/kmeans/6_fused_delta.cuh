@@ -43,7 +43,9 @@
 //    and beyond the grid wait in a per-warp ring and are scored 32 at a time, one per lane; the
 //    movers wait in a second ring and are summed 32 at a time. Measured (H100, 256 MB, d = 2;
 //    plots/cells_ab_h100.txt): 0.73x the time without it at K = 16 in float, 0.89x in double,
-//    0.56-0.60x at K = 64; slower below K = 8 (float) / 16 (double), so off there.
+//    0.56-0.60x at K = 64; slower below K = 8 (float) / 16 (double), so off there. Where n % 4 == 0
+//    the whole passes are lean (see the kernel; H100: 0.79x / 0.94x at K = 16, 0.68x / 0.87x at
+//    K = 64, plots/cells_lean_ab_s20.txt).
 // 7. (MMA; d 9-32, K <= 64, by default where measured faster: fused.cu) The scores on the tensor
 //    cores: the warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
 //    fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2,
@@ -854,7 +856,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
       // with the coordinates', nvcc and ptxas placed it after the objects' lookups, just before
       // the first use: a second memory round trip a pass (ncu, float: 15% of the stall samples
-      // on that use). (All three one pass ahead: 1.05-1.09x the time, H200, 2^24 x 2.)
+      // on that use). (All three one pass ahead: 1.04-1.09x the time, H200, 2^24 x 2.)
       int4 ahead = start <= whole ? *reinterpret_cast<const int4*>(la) : make_int4(0, 0, 0, 0);
       static_assert(U == 4, "a lane's labels in one 16-byte load");
       for (; start <= whole; start += step, xa += lstep, xb += lstep, la += lstep) {
