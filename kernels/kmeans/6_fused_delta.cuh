@@ -834,21 +834,24 @@ __global__ void __launch_bounds__(kDeltaThreads,
   if constexpr (CELLS && !TILE) {
     // The lean passes (where the host vouches for 16-byte rows and labels: p.vector_cells): a
     // lane takes U consecutive objects of its warp's 32 U, each coordinate's and the labels' U
-    // values in one or two 16-byte loads; per object the cell, its byte, the distance to that
-    // centroid for the inertia, and one ballot that queues the object in the warp's ring when its
-    // cell is mixed (scored in the round) or it moves (summed there). Every whole pass; the last,
-    // part of one, in the general loop below. The same labels, sums and counters, bit for bit,
-    // as the general loop, whose per-object flags, lists and 12 loads a pass made it ~157
-    // instructions an object in float (ncu, plots/ncu_delta_s14_h100.txt).
+    // values in one or two 16-byte loads (the labels a pass ahead); per object the cell (one FMA
+    // toward zero a coordinate, no test: cells.hpp, cell_in_range), its byte, the distance to that
+    // centroid for the inertia; then the objects of mixed cells (scored in the round, above K = 16
+    // against the cell's candidates) and the movers (summed there) go to the warp's ring, the
+    // lane's count in three ballots. Every whole pass; the last, part of one, in the general loop
+    // below. The same labels, sums and inertia, bit for bit, as the general loop, whose per-object
+    // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu,
+    // plots/ncu_delta_s14_h100.txt; now ~56 M warp instructions an iteration against 82 M, H100:
+    // 0.79x the time in float, 0.94x in double at K = 16; plots/cells_lean_ab_s20.txt).
     if (cell_side && p.vector_cells) {
       const int first = (warp * 32 + lane) * U;
       const float inertia_scale_f = static_cast<float>(p.inertia_scale);
       const unsigned below = (1u << lane) - 1u;
       const std::int64_t whole = n - static_cast<std::int64_t>(blockDim.x) * U;  // a pass from here is whole
-      // (Pointers stepped, not formed from the index each pass: 64-bit products and adds.)
       const T lo0 = static_cast<T>(p.grid.lo[0]), lo1 = static_cast<T>(p.grid.lo[1]);
       const T inv0 = static_cast<T>(p.grid.inv[0]), inv1 = static_cast<T>(p.grid.inv[1]);
       const int side = p.grid.side;
+      // (Pointers stepped, not formed from the index each pass: 64-bit products and adds.)
       const T* xa = x + start + first;
       const T* xb = xa + n;
       std::int32_t* la = labels + start + first;
