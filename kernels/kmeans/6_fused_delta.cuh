@@ -680,31 +680,24 @@ __global__ void __launch_bounds__(kDeltaThreads,
     }
   };
   if (BOUNDS) fetch(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
-  // BALL, CELLS: one object's packed scores against every centroid, one per lane: the least
-  // (b) and the runner-up (sc).
+  // BALL, CELLS: one object's packed score against centroid c folded into the least (b) and the
+  // runner-up (sc); score_one over every centroid, score_some over those of mask m only, lowest
+  // index first.
+  auto score_step = [&](float x0, float x1, int c, float& b, float& sc) {
+    const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
+    float f = fmaf(v.y, x0, v.x);
+    if (MAXD > 1) f = fmaf(v.z, x1, f);
+    f = __int_as_float((__float_as_int(f) & ~mask) | c);
+    sc = fminf(sc, fmaxf(b, f));
+    b = fminf(b, f);
+  };
   auto score_one = [&](float x0, float x1, float& b, float& sc) {
     b = sc = INFINITY;
-    for (int c = 0; c < k; ++c) {
-      const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
-      float f = fmaf(v.y, x0, v.x);
-      if (MAXD > 1) f = fmaf(v.z, x1, f);
-      f = __int_as_float((__float_as_int(f) & ~mask) | c);
-      sc = fminf(sc, fmaxf(b, f));
-      b = fminf(b, f);
-    }
+    for (int c = 0; c < k; ++c) score_step(x0, x1, c, b, sc);
   };
-  // The same over the centroids of mask m only, lowest index first.
   auto score_some = [&](float x0, float x1, unsigned long long m, float& b, float& sc) {
     b = sc = INFINITY;
-    for (; m; m &= m - 1) {
-      const int c = __ffsll(static_cast<long long>(m)) - 1;
-      const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
-      float f = fmaf(v.y, x0, v.x);
-      if (MAXD > 1) f = fmaf(v.z, x1, f);
-      f = __int_as_float((__float_as_int(f) & ~mask) | c);
-      sc = fminf(sc, fmaxf(b, f));
-      b = fminf(b, f);
-    }
+    for (; m; m &= m - 1) score_step(x0, x1, __ffsll(static_cast<long long>(m)) - 1, b, sc);
   };
   // CELLS: the objects of mixed cells (and beyond the grid) wait in the warp's ring (index, old
   // label; after the movers' ring) until 32 are there, then a round scores one per lane, every
