@@ -826,6 +826,19 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(table.cells_side, 128);
   EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
   EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
+  EXPECT_FALSE(table.cell_masks) << "above K = 16 the candidates stay in L2";
+  // Up to K = 16 each cell's 16-bit candidates after the table, where the device has room.
+  EXPECT_EQ(plan_for(2, 16, 4).cells_side, 64);
+  EXPECT_TRUE(plan_for(2, 16, 4).cell_masks);
+  km::gpu::DeltaOverrides side128;
+  side128.cells = 128;
+  const auto masked = plan_for(2, 16, 4, 227 * 1024, side128);
+  EXPECT_TRUE(masked.cell_masks);
+  const auto tight = plan_for(2, 16, 4, masked.bytes - 1, side128);
+  EXPECT_EQ(tight.cells_side, 128) << "the table keeps its side; only the masks give way";
+  EXPECT_FALSE(tight.cell_masks);
+  EXPECT_EQ(masked.bytes - tight.bytes, 2u * 128 * 128) << "two bytes a cell";
+  EXPECT_EQ(masked.describe(), tight.describe());
   EXPECT_EQ(plan_for(32, 70, 4).bits, 0) << "K > 64: the index is not packed";
   EXPECT_FALSE(plan_for(32, 70, 4).mma);
   for (std::size_t d : {1, 2, 3, 4, 8, 12, 16, 24, 32})

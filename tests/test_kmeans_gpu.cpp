@@ -1054,15 +1054,21 @@ void check_cells() {
 // an object; p.vector_cells) against the general loop alone (KMEANS_CELLS_LEAN=0): the same
 // labels, centroids, change counts and shifts (expect_same_fit), and per iteration the same
 // inertia bit for bit (the same per-object arithmetic and fixed-point sums), at least as many
-// lookups and at most as many re-checks (within n / 1000). n % 4 == 0, so that the lean passes run: every block's
-// whole passes (one each at 30,012 and 20,012 objects, several at 2^20 + 12), the rest in the
-// general loop.
+// lookups and at most as many re-checks (within n / 1000). The lean passes run every block's
+// whole passes (one each at ~30,000 and ~20,000 objects, several at 2^20 + 12), the rest in the
+// general loop; n % 4 == 0 loads the second coordinate 16 bytes at a time, n % 4 == 1 or 2 (in
+// double n % 2 == 1) one value at a time. Up to K = 16 a mixed cell's candidates come from
+// shared memory, above from L2.
 template <class T>
 void check_cells_lean() {
-  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30012, 2, 16}}
+  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30012, 2, 16}, {30013, 2, 16}}
                                                  : std::vector<SplitShape>{{30012, 2, 16},
+                                                                           {30013, 2, 16},
+                                                                           {30014, 2, 16},
                                                                            {20012, 2, 64},
-                                                                           {(1u << 20) + 12, 2, 16}};
+                                                                           {20013, 2, 64},
+                                                                           {(1u << 20) + 12, 2, 16},
+                                                                           {(1u << 20) + 14, 2, 16}};
   check_variant_against_off<T>(
       "KMEANS_CELLS_LEAN", shapes, {"1"}, [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_NE(on.path.find("cells, lean"), std::string::npos) << on.path;
@@ -1387,8 +1393,9 @@ void check_list_path() {
       p.k = s.k;
       p.loops = 2;
       const auto got = km::run(fused, data, p);
-      // (", lean": the cell table's lean passes, which the run takes where n % 4 == 0, a fact of
-      // the data `--list` does not know; 20,012 objects take them.)
+      // (", lean": the cell table's lean passes, which the run takes where its buffers are 16-byte
+      // aligned and, in float, the inertia's scale below 2^126, facts of the run `--list` does
+      // not know; these runs take them.)
       std::string taken = got.path;
       if (const auto at = taken.find(", lean"); at != std::string::npos) taken.erase(at, 6);
       EXPECT_EQ(taken, fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)));

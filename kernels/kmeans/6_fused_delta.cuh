@@ -40,12 +40,13 @@
 //    first: each iteration delta_cells labels each cell of a grid over the data's range with the
 //    centroid seq provably gives every point of it (or kCellMixed); an object in a labelled cell
 //    takes that label from one shared-memory byte instead of K scores. The objects of mixed cells
-//    and beyond the grid wait in a per-warp ring and are scored 32 at a time, one per lane; the
-//    movers wait in a second ring and are summed 32 at a time. Measured (H100, 256 MB, d = 2;
-//    plots/cells_ab_h100.txt): 0.73x the time without it at K = 16 in float, 0.89x in double,
-//    0.56-0.60x at K = 64; slower below K = 8 (float) / 16 (double), so off there. Where n % 4 == 0
-//    the whole passes are lean (see the kernel; H100: 0.79x / 0.94x at K = 16, 0.68x / 0.87x at
-//    K = 64, plots/cells_lean_ab_s20.txt).
+//    and beyond the grid, and the movers, wait in a per-warp ring and are scored (summed) 32 at a
+//    time, one per lane. Measured (H100, 256 MB, d = 2; plots/cells_ab_h100.txt): 0.73x the time
+//    without it at K = 16 in float, 0.89x in double, 0.56-0.60x at K = 64; slower below K = 8
+//    (float) / 16 (double), so off there. Where x and the labels are 16-byte aligned the whole
+//    passes are lean (see the kernel; H100: 0.79x / 0.94x at K = 16, 0.68x / 0.87x at K = 64,
+//    plots/cells_lean_ab_s20.txt; for any n since session 21: at n % 4 != 0 0.76x / 0.83x,
+//    plots/cells_ab_s21_h100.txt).
 // 7. (MMA; d 9-32, K <= 64, by default where measured faster: fused.cu) The scores on the tensor
 //    cores: the warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
 //    fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2,
@@ -131,6 +132,9 @@ struct DeltaPass {
   // Per cell its candidates (delta_cells: cell_label_warp's mask), for the lean passes' objects
   // of mixed cells; null: every centroid scored.
   const unsigned long long* candidates = nullptr;
+  // The same up to K = 16 as 16 bits a cell, which the kernel copies after its table into shared
+  // memory (the plan's cell_masks); null: none (the rounds then read `candidates`, if given).
+  const unsigned short* cell_masks = nullptr;
   unsigned long long* looked_up = nullptr;      // objects labelled from the table
   unsigned long long* looked_up_out = nullptr;
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
@@ -168,8 +172,9 @@ struct DeltaPass {
   unsigned* release = nullptr;
   unsigned release_value = 0, acquire_value = 0;
   bool wait_grid = false;
-  // CELLS: the lean passes (the kernel's main loop) may run: n % 4 == 0, x and labels 16-byte
-  // aligned, so a lane's U objects' values are whole 16-byte loads.
+  // CELLS: the lean passes (the kernel's main loop) may run: x and labels 16-byte aligned, so a
+  // lane's U objects' values are whole 16-byte loads (the second coordinate's too where
+  // n sizeof(T) % 16 == 0, else one load a value).
   bool vector_cells = false;
 };
 
@@ -240,8 +245,8 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // plots/delta_pdl_ab_s19_h100.txt.)
 template <class T>
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
-                            unsigned long long* __restrict__ candidates, const unsigned* release,
-                            unsigned acquire_value) {
+                            unsigned long long* __restrict__ candidates, unsigned short* __restrict__ masks,
+                            const unsigned* release, unsigned acquire_value) {
   __shared__ T cs[2 * 64];
   if (acquire_value) block_acquire(release, acquire_value);
   else dependent_wait();
@@ -254,6 +259,7 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
   if (lane == 0) {
     out[cell] = label;
     if (candidates) candidates[cell] = mask;
+    if (masks) masks[cell] = static_cast<unsigned short>(mask);  // (K <= 16)
   }
 }
 
@@ -301,14 +307,18 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // d = 16 likewise: without the cap ptxas took 164-166 registers (3 blocks of 128 an SM, not 4),
 // where d at run time came to 128 on its own. Elsewhere 0, no minimum, as if none were given: an
 // explicit 1 changes ptxas's register choices. Not for the staged loads in double at d = 16, FMA
-// scores: under the cap they spilled 100 bytes.)
+// scores: under the cap they spilled 100 bytes.) The cell table's kernel in double (not staged):
+// a minimum of 3 blocks, under which ptxas takes 80 registers, not 64, and the SM holds 3 blocks
+// of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the time at K = 16, 0.84x at K = 64, level at K = 32;
+// 4 blocks of the 64-register kernel 0.99x, 3 of them 0.91-0.92x, a minimum of 2 level or 1.18x
+// slower; in float a minimum of 3 took 1.09x: plots/cells_ab_s21_h100.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false>
 __global__ void __launch_bounds__(kDeltaThreads,
                                   (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
                                       ? 2
-                                      : 0)
+                                      : (CELLS && !TILE && sizeof(T) == 8) ? 3 : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
@@ -338,14 +348,16 @@ __global__ void __launch_bounds__(kDeltaThreads,
   // objects to score (x'', |x''|^2, slot) and their results.
   const int warps_in_block = static_cast<int>((blockDim.x + 31) / 32), warp = static_cast<int>(threadIdx.x / 32);
   unsigned char* after = smem + (layout.bytes + 15) / 16 * 16;
-  // (CELLS: a ring of 64 U movers, then the ring of hard objects, layouts.hpp: delta_queue_bytes.)
-  uint2* queue = reinterpret_cast<uint2*>(after) + warp * (CELLS ? 64 : 32) * U;
+  // (CELLS: the warp's one ring of 64 U entries instead, below; layouts.hpp: delta_queue_bytes.)
+  uint2* queue = reinterpret_cast<uint2*>(after) + warp * 32 * U;
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
-  // CELLS: the cell table (cells.hpp), after the two rings (64 U entries of 8 bytes each a warp).
+  // CELLS: the cell table (cells.hpp), after the rings (64 U entries of 8 bytes a warp).
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
-  unsigned char* cells_s = after + warps_in_block * 64 * U * 16;
+  unsigned char* cells_s = after + warps_in_block * 64 * U * 8;
+  // ... and after it, where given (p.cell_masks, K <= 16), each cell's candidates as 16 bits.
+  unsigned short* masks_s = reinterpret_cast<unsigned short*>(cells_s + (CELLS && p.cells ? p.grid.side * p.grid.side : 0));
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
   // queue; then the drift tables C^[k], M^ and the block's q sums [k].
   uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
@@ -414,6 +426,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
     const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
     block_batched<8>(words, [&](int t) { return reinterpret_cast<const uint4*>(p.cells)[t]; },
                      [&](int t, uint4 v) { reinterpret_cast<uint4*>(cells_s)[t] = v; });
+    if (p.cell_masks)
+      block_batched<8>(2 * words, [&](int t) { return reinterpret_cast<const uint4*>(p.cell_masks)[t]; },
+                       [&](int t, uint4 v) { reinterpret_cast<uint4*>(masks_s)[t] = v; });
   }
   if (BOUNDS) {
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
@@ -695,22 +710,28 @@ __global__ void __launch_bounds__(kDeltaThreads,
     b = sc = INFINITY;
     for (int c = 0; c < k; ++c) score_step(x0, x1, c, b, sc);
   };
-  auto score_some = [&](float x0, float x1, unsigned long long m, float& b, float& sc) {
+  auto score_some = [&](float x0, float x1, auto m, float& b, float& sc) {
     b = sc = INFINITY;
-    for (; m; m &= m - 1) score_step(x0, x1, __ffsll(static_cast<long long>(m)) - 1, b, sc);
+    for (; m; m &= m - 1) {
+      if constexpr (sizeof(m) == 8) score_step(x0, x1, __ffsll(static_cast<long long>(m)) - 1, b, sc);
+      else score_step(x0, x1, __ffs(static_cast<int>(m)) - 1, b, sc);
+    }
   };
-  // CELLS: the objects of mixed cells (and beyond the grid) wait in the warp's ring (index, old
-  // label; after the movers' ring) until 32 are there, then a round scores one per lane, every
+  // CELLS: the objects of mixed cells (and beyond the grid) and the movers of labelled cells wait
+  // in the warp's one ring until 32 are there, then a round scores (or sums) one per lane, every
   // lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round with ~6
-  // lanes busy before (ncu: 17% of the kernel's instructions). Fewer than 32 wait between passes
-  // and a pass adds at most 32 U, so the ring's 64 U entries never overflow (the movers' alike).
-  // An entry: (index, kind << 30 | (old label + 1) << 16 | new label or cell). From the lean
-  // passes below (which count an object's move and lookup here, once a round, not once an
-  // object): kind 2, a mover of a labelled cell, summed in the round without a score; kind 1, an
-  // object of a mixed cell (its lookup taken back; the low 16 bits its cell, side <= 256).
+  // lanes busy before (ncu: 17% of the kernel's instructions), and at ~3% movers a movers' round
+  // with ~4 (9%). Fewer than 32 wait between passes and a pass adds at most 32 U (an object is
+  // one or the other), so the ring's 64 U entries never overflow. (The movers had a second ring
+  // of their own before: 16 KB a block of 256 more.)
+  // An entry: (index, kind << 30 | (old label + 1) << 16 | new label or cell): kind 0, an object
+  // to score (the general loop); kind 2, a mover of a labelled cell, summed in the round without
+  // a score, its move counted there; kind 1 (the lean passes, which count an object's lookup
+  // once a round, not once an object), an object of a mixed cell, its lookup taken back, the low
+  // 16 bits its cell (side <= 256).
   constexpr int kHardRing = 64 * U;
   constexpr unsigned kMoverEntry = 0x80000000u, kLeanHardEntry = 0x40000000u;
-  uint2* hard_ring = reinterpret_cast<uint2*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
+  uint2* hard_ring = reinterpret_cast<uint2*>(after) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
   auto hard_round = [&]() {
     const int taken = min(hard_pending, 32);
@@ -730,9 +751,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
     float b = INFINITY, sc = INFINITY;
     // A lean pass's object of a mixed cell: its cell's candidates alone (cells.hpp:
     // cell_label_warp; at K = 16 and 64 x 64 cells mostly 2 or 3 of the 16); others every centroid.
-    const bool some = CELLS && p.candidates && (e.y & kLeanHardEntry);
+    // (Up to K = 16 the masks from shared memory, p.cell_masks: from L2 each round's load cost
+    // what the scores saved.)
+    const bool some = CELLS && (p.candidates || p.cell_masks) && (e.y & kLeanHardEntry);
     if (__any_sync(0xffffffffu, mine && !mover && !some)) score_one(vf[0], vf[MAXD - 1], b, sc);
-    if (mine && some) score_some(vf[0], vf[MAXD - 1], p.candidates[e.y & 0xffffu], b, sc);
+    if (mine && some) {
+      if (p.cell_masks) score_some(vf[0], vf[MAXD - 1], static_cast<unsigned>(masks_s[e.y & 0xffffu]), b, sc);
+      else score_some(vf[0], vf[MAXD - 1], p.candidates[e.y & 0xffffu], b, sc);
+    }
     int label = __float_as_int(b) & mask;
     T dist = 0;
     if (mine && (e.y & kLeanHardEntry)) --lookups;
@@ -758,23 +784,6 @@ __global__ void __launch_bounds__(kDeltaThreads,
     __syncwarp();  // the ring's slots are read before they are written again
     hard_head = (hard_head + taken) & (kHardRing - 1);
     hard_pending -= taken;
-  };
-  // CELLS: the movers wait in a ring too (index, labels) and are summed 32 at a time (at ~3%
-  // movers a pass of 128 had its movers' round with ~4 lanes busy: 9% of the instructions).
-  int mover_pending = 0, mover_head = 0;
-  auto mover_round = [&]() {
-    const int taken = min(mover_pending, 32);
-    if (lane < taken) {
-      const uint2 q = queue[(mover_head + lane) & (kHardRing - 1)];
-      const std::int64_t i = q.x;
-      T v[MAXD];
-#pragma unroll
-      for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
-      add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
-    }
-    __syncwarp();  // the ring's slots are read before they are written again
-    mover_head = (mover_head + taken) & (kHardRing - 1);
-    mover_pending -= taken;
   };
   // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
@@ -825,12 +834,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
   }
   std::int64_t start = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
   if constexpr (CELLS && !TILE) {
-    // The lean passes (where the host vouches for 16-byte rows and labels: p.vector_cells): a
-    // lane takes U consecutive objects of its warp's 32 U, each coordinate's and the labels' U
-    // values in one or two 16-byte loads (the labels a pass ahead); per object the cell (one FMA
-    // toward zero a coordinate, no test: cells.hpp, cell_in_range), its byte, the distance to that
-    // centroid for the inertia; then the objects of mixed cells (scored in the round, above K = 16
-    // against the cell's candidates) and the movers (summed there) go to the warp's ring, the
+    // The lean passes (where the host vouches for 16-byte aligned x and labels: p.vector_cells):
+    // a lane takes U consecutive objects of its warp's 32 U, each coordinate's and the labels' U
+    // values in one or two 16-byte loads (the labels a pass ahead; the second coordinate one load
+    // a value where its row is not 16-byte aligned, n sizeof(T) % 16 != 0: level in time, H100);
+    // per object the cell (one FMA toward zero a coordinate, no test: cells.hpp, cell_in_range),
+    // its byte, the distance to that centroid for the inertia; then the objects of mixed cells
+    // (scored in the round against the cell's candidates: up to K = 16 from shared memory, H100
+    // 0.98x the time in float, level in double) and the movers (summed there) go to the warp's ring, the
     // lane's count in three ballots. Every whole pass; the last, part of one, in the general loop
     // below. The same labels, sums and inertia, bit for bit, as the general loop, whose per-object
     // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu,
@@ -847,6 +858,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       // (Pointers stepped, not formed from the index each pass: 64-bit products and adds.)
       const T* xa = x + start + first;
       const T* xb = xa + n;
+      const bool b_whole = n * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;  // (row 1 16-byte aligned)
       std::int32_t* la = labels + start + first;
       const std::int64_t lstep = step;
       // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
@@ -860,7 +872,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
         T a[U], b[U];
         const int o[U] = {ahead.x, ahead.y, ahead.z, ahead.w};
         load_run<U>(xa, a);
-        load_run<U>(xb, b);
+        if (b_whole) {
+          load_run<U>(xb, b);
+        } else {
+#pragma unroll
+          for (int u = 0; u < U; ++u) b[u] = xb[u];
+        }
         if (start + step <= whole) ahead = *reinterpret_cast<const int4*>(la + lstep);
         lookups += U;  // (less the lean entries of mixed cells, in the rounds)
         unsigned queued = 0, entry[U];  // bit u: object u to the ring, as (i0 + u, entry[u])
@@ -1321,9 +1338,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const unsigned movers = __ballot_sync(0xffffffffu, moved);
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
-        queue[CELLS ? (mover_head + mover_pending + at) & (kHardRing - 1) : at] =
-            make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
-                       static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        const uint2 entry = make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
+                                       static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
+        if constexpr (CELLS)  // (after this pass's objects to score, a mover entry)
+          hard_ring[(hard_head + hard_pending + at) & (kHardRing - 1)] = make_uint2(entry.x, entry.y | kMoverEntry);
+        else
+          queue[at] = entry;
         if (!kQueue) {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
@@ -1332,7 +1352,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
       queued += __popc(movers);
     }
-    moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;
+    if (!CELLS) moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;  // (CELLS: in the round)
     if (!kQueue) {
       // 32 / MAXD movers per round, a lane per coordinate: each add to a different word (no
       // retries within the warp), every lane busy, instead of d divergent adds per mover lane
@@ -1355,9 +1375,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
     }
     if constexpr (CELLS) {
-      __syncwarp();
-      mover_pending += queued;
-      while (mover_pending >= 32) mover_round();
+      hard_pending += queued;
     } else if (kQueue) {
       __syncwarp();
       for (int e = lane; e < queued; e += 32) {
@@ -1379,10 +1397,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     }
     if (!more) break;
   }
-  if constexpr (CELLS) {
+  if constexpr (CELLS)
     while (hard_pending > 0) hard_round();
-    while (mover_pending > 0) mover_round();
-  }
   if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
   __syncthreads();
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)

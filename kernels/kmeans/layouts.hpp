@@ -166,11 +166,11 @@ KM_HOST_DEVICE constexpr std::size_t delta_tile_warp_bytes(int maxd, std::size_t
   const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
   return 2 * (mma && rows > data ? rows : data);
 }
-// With the cell table (d = 2): rings of 64 U movers and 64 U objects to score, 8 bytes each.
+// With the cell table (d = 2): a ring of 64 U entries (objects to score and movers), 8 bytes each.
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
                                                        bool cells = false, bool mma = false, bool tile = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
-             (cells ? 32 : ball && maxd <= 4 ? 28 : 8) +
+             (cells ? 16 : ball && maxd <= 4 ? 28 : 8) +
          (tile ? static_cast<std::size_t>((threads + 31) / 32) * delta_tile_warp_bytes(maxd, elem, delta_unroll(maxd, elem), mma)
                : delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem), mma));
 }

@@ -86,6 +86,12 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
     const auto side_bytes = [](int side) { return static_cast<std::size_t>(side) * static_cast<std::size_t>(side); };
     while (p.cells_side > 4 && p.bytes + 16 + side_bytes(p.cells_side) > s.shared_optin) p.cells_side /= 2;
     p.bytes += 16 + side_bytes(p.cells_side);
+    // Up to K = 16 each cell's candidates as 16 bits after the table, where they fit: the lean
+    // passes' rounds read a mixed cell's mask from shared memory, not from L2 (6_fused_delta.cuh).
+    if (k <= 16 && p.bytes + 2 * side_bytes(p.cells_side) <= s.shared_optin) {
+      p.bytes += 2 * side_bytes(p.cells_side);
+      p.cell_masks = true;
+    }
   }
   // The staged loads (TILE) where d fills its width 16 or 32: each warp's next pass comes by
   // cp.async into shared memory while it scores this one. By default only where they measured

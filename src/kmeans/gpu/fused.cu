@@ -393,6 +393,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       bits_ = plan.bits;
       exact_ = plan.exact;
       cells_side_ = plan.cells_side;
+      cell_masks_planned_ = plan.cell_masks;
       mma_ = plan.mma;
       const bool use_ball = plan.ball;
       delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd, exact_) : delta_kernel_for<T, false>(maxd, exact_);
@@ -582,14 +583,24 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       return;
     }
     cells_ = this->template device_buffer<unsigned char>(static_cast<std::size_t>(cells_side_) * cells_side_);
-    // Each cell's candidates (8 bytes a cell), for the lean passes' objects of mixed cells, above
-    // K = 16 (H200, 2^24 x 2, K = 64: 0.76x the time in float, 0.90x in double; at K = 16 level in
-    // float, 1.03x in double: the mask's load from L2 in each round costs what the scores save).
-    // KMEANS_CELLS_CANDIDATES=0|1: never, always (A/B runs).
+    // Each cell's candidates, for the lean passes' objects of mixed cells: above K = 16 8 bytes a
+    // cell the rounds read from L2 (H200, 2^24 x 2, K = 64: 0.76x the time in float, 0.90x in
+    // double); up to K = 16 2 bytes a cell the kernel copies into shared memory (the plan's
+    // cell_masks), since from L2 each round's load cost what the scores saved there (level in
+    // float, 1.03x in double; from shared memory, H100, K = 16: 0.98x the time in float, level in
+    // double, plots/cells_ab_s21_h100.txt). KMEANS_CELLS_CANDIDATES=0|1|global: never, always
+    // (A/B runs), always the 8 bytes from L2.
     const char* cand_env = std::getenv("KMEANS_CELLS_CANDIDATES");
+    const std::string cand = cand_env ? cand_env : "";
+    const auto cells = static_cast<std::size_t>(cells_side_) * cells_side_;
     candidates_ = DeviceBuffer<unsigned long long>();
-    if (cand_env ? std::string(cand_env) != "0" : this->k_ > 16)
-      candidates_ = this->template device_buffer<unsigned long long>(static_cast<std::size_t>(cells_side_) * cells_side_);
+    cell_masks_ = DeviceBuffer<unsigned short>();
+    if (cand != "0") {
+      if (cell_masks_planned_ && cand != "global")
+        cell_masks_ = this->template device_buffer<unsigned short>(cells);
+      else if (this->k_ > 16 || !cand.empty())
+        candidates_ = this->template device_buffer<unsigned long long>(cells);
+    }
     cells_live_ = true;
   }
 
@@ -635,8 +646,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const int cells = cells_side_ * cells_side_;
       launch_dependent(kernels::delta_cells<T>, (cells + 3) / 4, 128, 0, this->centroids_.get(),
                        static_cast<int>(this->k_), cell_grid_, cells_.get(), candidates_.get(),
-                       static_cast<const unsigned*>(q.release), q.acquire_value);
+                       cell_masks_.get(), static_cast<const unsigned*>(q.release), q.acquire_value);
       q.candidates = candidates_.get();
+      q.cell_masks = cell_masks_.get();
       q.wait_grid = q.acquire_value != 0;  // (the table: this kernel's end)
       q.cells = cells_.get();
       q.grid = cell_grid_;
@@ -646,9 +658,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
                  aligned(this->labels_.get());
     q.tile_offset = tile_offset_;
-    // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects.
+    // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
+    // (for any n: the second coordinate's row one load a value where it is not aligned).
     // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
-    q.vector_cells = lean_cells_ && q.cells && !tile_used_ && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
+    q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(this->x_.get()) &&
                      aligned(this->labels_.get()) && (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
     lean_used_ = q.vector_cells;
     const T* x = this->x_.get();
@@ -760,6 +773,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   kernels::CellGrid cell_grid_;
   DeviceBuffer<unsigned char> cells_;
   DeviceBuffer<unsigned long long> candidates_;  // each cell's candidates (start_cells; may be empty)
+  DeviceBuffer<unsigned short> cell_masks_;      // ... as 16 bits, up to K = 16 (may be empty)
+  bool cell_masks_planned_ = false;              // the plan left room for them in shared memory
   DeltaKernel<T> cells_fallback_ = nullptr;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
   DeviceBuffer<unsigned> done_;
