@@ -827,16 +827,31 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
   EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
   EXPECT_FALSE(table.cell_masks) << "above K = 16 the candidates stay in L2";
-  // Up to K = 16 each cell's 16-bit candidates after the table, where the device has room.
+  EXPECT_FALSE(table.ring_xy) << "double with 128 x 128 cells: the ring without coordinates";
+  EXPECT_TRUE(plan_for(2, 32, 8).ring_xy) << "double with 64 x 64 cells";
+  EXPECT_TRUE(plan_for(2, 64, 4).ring_xy) << "float";
+  // Up to K = 16 each cell's 16-bit candidates after the table, and the ring's coordinates, where
+  // the device has room; the table keeps its side and whatever does not fit is left out.
   EXPECT_EQ(plan_for(2, 16, 4).cells_side, 64);
   EXPECT_TRUE(plan_for(2, 16, 4).cell_masks);
+  const auto full = plan_for(2, 16, 4);
+  EXPECT_TRUE(full.ring_xy);
+  const std::size_t xy = km::kernels::delta_ring_xy_bytes(full.queue_threads, 4);
+  EXPECT_EQ(xy, 8u * 64 * 4 * 8) << "8 warps of 64 U entries, two floats each";
+  const auto no_xy = plan_for(2, 16, 4, full.bytes - 1);
+  EXPECT_EQ(no_xy.cells_side, 64);
+  EXPECT_TRUE(no_xy.cell_masks);
+  EXPECT_FALSE(no_xy.ring_xy);
+  EXPECT_EQ(full.bytes - no_xy.bytes, xy);
   km::gpu::DeltaOverrides side128;
   side128.cells = 128;
   const auto masked = plan_for(2, 16, 4, 227 * 1024, side128);
   EXPECT_TRUE(masked.cell_masks);
-  const auto tight = plan_for(2, 16, 4, masked.bytes - 1, side128);
+  EXPECT_TRUE(masked.ring_xy);
+  const auto tight = plan_for(2, 16, 4, masked.bytes - xy - 1, side128);
   EXPECT_EQ(tight.cells_side, 128) << "the table keeps its side; only the masks give way";
   EXPECT_FALSE(tight.cell_masks);
+  EXPECT_TRUE(tight.ring_xy) << "the coordinates fit where the masks did not";
   EXPECT_EQ(masked.bytes - tight.bytes, 2u * 128 * 128) << "two bytes a cell";
   EXPECT_EQ(masked.describe(), tight.describe());
   EXPECT_EQ(plan_for(32, 70, 4).bits, 0) << "K > 64: the index is not packed";

@@ -135,6 +135,8 @@ struct DeltaPass {
   // The same up to K = 16 as 16 bits a cell, which the kernel copies after its table into shared
   // memory (the plan's cell_masks); null: none (the rounds then read `candidates`, if given).
   const unsigned short* cell_masks = nullptr;
+  // CELLS: the ring's entries have their coordinates beside them (the plan's ring_xy).
+  bool ring_xy = false;
   unsigned long long* looked_up = nullptr;      // objects labelled from the table
   unsigned long long* looked_up_out = nullptr;
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
@@ -355,7 +357,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ double ball[BALL ? 64 : 1];
   // CELLS: the cell table (cells.hpp), after the rings (64 U entries of 8 bytes a warp).
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
-  unsigned char* cells_s = after + warps_in_block * 64 * U * 8;
+  unsigned char* cells_s = after + warps_in_block * 64 * U * (8 + (p.ring_xy ? 2 * sizeof(T) : 0));
   // ... and after it, where given (p.cell_masks, K <= 16), each cell's candidates as 16 bits.
   unsigned short* masks_s = reinterpret_cast<unsigned short*>(cells_s + (CELLS && p.cells ? p.grid.side * p.grid.side : 0));
   // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
@@ -732,6 +734,13 @@ __global__ void __launch_bounds__(kDeltaThreads,
   constexpr int kHardRing = 64 * U;
   constexpr unsigned kMoverEntry = 0x80000000u, kLeanHardEntry = 0x40000000u;
   uint2* hard_ring = reinterpret_cast<uint2*>(after) + warp * kHardRing;
+  // Where the plan made room (p.ring_xy), each entry's coordinates beside it, after the ring:
+  // the round reads them there instead of from L1 or L2 (H100, 2^24 x 2, K = 16: 0.97-0.98x the
+  // time in float, 0.96-0.97x in double; with 128 x 128 cells, K = 32 and 64, 1.00-1.05x in
+  // float, 1.04x in double, so not in double there: delta_plan.cpp, plots/cells_ab_s21_h100.txt).
+  const bool ring_xy = p.ring_xy;
+  using XY = std::conditional_t<sizeof(T) == 8, double2, float2>;
+  XY* hard_xy = reinterpret_cast<XY*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
   auto hard_round = [&]() {
     const int taken = min(hard_pending, 32);
@@ -742,9 +751,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
     const bool mover = (e.y & kMoverEntry) != 0;
     T v[MAXD];
     float vf[MAXD], nv = 0;
+    if (ring_xy) {
+      const XY c = mine ? hard_xy[(hard_head + lane) & (kHardRing - 1)] : XY{0, 0};
+      v[0] = c.x;
+      v[MAXD - 1] = c.y;
+    }
 #pragma unroll
     for (int j = 0; j < MAXD; ++j) {
-      v[j] = mine && j < d ? x[j * n + i] : T(0);
+      if (!ring_xy) v[j] = mine && j < d ? x[j * n + i] : T(0);
       vf[j] = static_cast<float>(v[j] - centre(j));
       nv = fmaf(vf[j], vf[j], nv);
     }
@@ -915,7 +929,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
         int at = hard_head + hard_pending + __popc(c0 & below) + 2 * __popc(c1 & below) + 4 * __popc(c2 & below);
 #pragma unroll
         for (int u = 0; u < U; ++u)
-          if (queued >> u & 1u) hard_ring[at++ & (kHardRing - 1)] = make_uint2(i0 + u, entry[u]);
+          if (queued >> u & 1u) {
+            hard_ring[at & (kHardRing - 1)] = make_uint2(i0 + u, entry[u]);
+            if (ring_xy) hard_xy[at & (kHardRing - 1)] = XY{a[u], b[u]};
+            ++at;
+          }
         hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
         __syncwarp();
         while (hard_pending >= 32) hard_round();
@@ -1141,9 +1159,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
         const unsigned list = __ballot_sync(0xffffffffu, need);
         if constexpr (CELLS) {
           // Deferred to the warp's ring (index, old label), scored 32 at a time below.
-          if (need)
-            hard_ring[(hard_head + hard_pending + __popc(list & ((1u << lane) - 1))) & (kHardRing - 1)] =
-                make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u] + 1) << 16);
+          if (need) {
+            const int slot = (hard_head + hard_pending + __popc(list & ((1u << lane) - 1))) & (kHardRing - 1);
+            hard_ring[slot] = make_uint2(static_cast<unsigned>(idx[u]), static_cast<unsigned>(old[u] + 1) << 16);
+            if (ring_xy) hard_xy[slot] = XY{xr[u][0], xr[u][MAXD - 1]};
+          }
           hard_pending += __popc(list);
           has[u] = has[u] && !need;
           sent[u] = false;
@@ -1341,7 +1361,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
         const uint2 entry = make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
                                        static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
         if constexpr (CELLS)  // (after this pass's objects to score, a mover entry)
-          hard_ring[(hard_head + hard_pending + at) & (kHardRing - 1)] = make_uint2(entry.x, entry.y | kMoverEntry);
+        {
+          const int slot = (hard_head + hard_pending + at) & (kHardRing - 1);
+          hard_ring[slot] = make_uint2(entry.x, entry.y | kMoverEntry);
+          if (ring_xy) hard_xy[slot] = XY{xr[u][0], xr[u][MAXD - 1]};
+        }
         else
           queue[at] = entry;
         if (!kQueue) {

@@ -166,13 +166,17 @@ KM_HOST_DEVICE constexpr std::size_t delta_tile_warp_bytes(int maxd, std::size_t
   const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
   return 2 * (mma && rows > data ? rows : data);
 }
-// With the cell table (d = 2): a ring of 64 U entries (objects to score and movers), 8 bytes each.
+// With the cell table (d = 2): a ring of 64 U entries (objects to score and movers), 8 bytes each
+// (and where the plan has room, ring_xy, each entry's two coordinates: delta_ring_xy_bytes).
 KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, std::size_t elem, bool ball = false,
                                                        bool cells = false, bool mma = false, bool tile = false) {
   return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_unroll(maxd, elem)) *
              (cells ? 16 : ball && maxd <= 4 ? 28 : 8) +
          (tile ? static_cast<std::size_t>((threads + 31) / 32) * delta_tile_warp_bytes(maxd, elem, delta_unroll(maxd, elem), mma)
                : delta_stage_bytes(maxd, threads, elem, delta_unroll(maxd, elem), mma));
+}
+KM_HOST_DEVICE constexpr std::size_t delta_ring_xy_bytes(int threads, std::size_t elem) {
+  return static_cast<std::size_t>((threads + 31) / 32) * 64 * static_cast<std::size_t>(delta_unroll(2, elem)) * 2 * elem;
 }
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.

@@ -92,6 +92,16 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
       p.bytes += 2 * side_bytes(p.cells_side);
       p.cell_masks = true;
     }
+    // The ring's coordinates beside its entries (6_fused_delta.cuh), in float and with 64 x 64
+    // cells in double (K <= 32), where they fit (H100, 2^24 x 2, against the ring without them:
+    // K = 16 0.98x the time in float, 0.97x in double, K = 32 level in double; with 128 x 128
+    // cells 1.04-1.05x in float (K = 32, 64) and 1.04x in double (K = 64), so not in double
+    // there: plots/cells_ab_s21_h100.txt).
+    const std::size_t xy = delta_ring_xy_bytes(p.queue_threads, elem);
+    if ((elem == 4 || p.cells_side <= 64) && p.bytes + xy <= s.shared_optin) {
+      p.bytes += xy;
+      p.ring_xy = true;
+    }
   }
   // The staged loads (TILE) where d fills its width 16 or 32: each warp's next pass comes by
   // cp.async into shared memory while it scores this one. By default only where they measured

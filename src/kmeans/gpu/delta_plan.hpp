@@ -41,6 +41,7 @@ struct DeltaPlan {
   bool ball_wanted = false;        // ... wanted (with the cell table: the kernel that runs without a grid)
   int cells_side = 0;              // the cell table's side (0: none; "cells" once a grid exists)
   bool cell_masks = false;         // K <= 16: each cell's candidates (16 bits) in shared memory too
+  bool ring_xy = false;            // the cell table's ring holds its objects' coordinates too
   bool mma = false;                // the scores on the tensor cores ("mma")
   std::size_t bytes = 0;           // the delta kernel's dynamic shared memory
   bool tile = false;               // a staged kernel exists ("staged" where n % 4 == 0 and aligned)

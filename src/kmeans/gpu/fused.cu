@@ -394,6 +394,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       exact_ = plan.exact;
       cells_side_ = plan.cells_side;
       cell_masks_planned_ = plan.cell_masks;
+      ring_xy_ = plan.ring_xy;
       mma_ = plan.mma;
       const bool use_ball = plan.ball;
       delta_kernel_ = bits_ ? delta_kernel_for<T, true>(maxd, exact_) : delta_kernel_for<T, false>(maxd, exact_);
@@ -649,6 +650,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                        cell_masks_.get(), static_cast<const unsigned*>(q.release), q.acquire_value);
       q.candidates = candidates_.get();
       q.cell_masks = cell_masks_.get();
+      q.ring_xy = ring_xy_;
       q.wait_grid = q.acquire_value != 0;  // (the table: this kernel's end)
       q.cells = cells_.get();
       q.grid = cell_grid_;
@@ -775,6 +777,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned long long> candidates_;  // each cell's candidates (start_cells; may be empty)
   DeviceBuffer<unsigned short> cell_masks_;      // ... as 16 bits, up to K = 16 (may be empty)
   bool cell_masks_planned_ = false;              // the plan left room for them in shared memory
+  bool ring_xy_ = false;                         // the ring's entries with their coordinates (the plan)
   DeltaKernel<T> cells_fallback_ = nullptr;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
   DeviceBuffer<unsigned> done_;
