@@ -904,6 +904,45 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(plan_for(32, 64, 8, 227 * 1024, classic).block, 128) << "no delta kernel: --block's default";
 }
 
+// The cell table's kernel takes its rings, their coordinates, the table and the masks from
+// delta_cells_layout (6_fused_delta.cuh): whatever the plan chose, the bytes it asks for reach
+// past all of them, and the staged loads' buffers start after them.
+TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
+  int tables = 0, with_xy = 0, with_masks = 0;
+  for (std::size_t elem : {4, 8})
+    for (std::size_t k : {8, 16, 17, 32, 33, 64})
+      for (std::size_t optin : {48 * 1024, 64 * 1024, 100 * 1024, 227 * 1024})
+        for (int block : {64, 128, 256})
+          for (int side : {0, 4, 64, 128, 256})
+            for (int tile : {0, 1}) {
+              km::gpu::DeltaOverrides env;
+              if (side) env.cells = side;
+              if (tile) env.tile = true;
+              const auto p = plan_for(2, k, elem, optin, env, 1 << 20, 1.0, block, true);
+              if (!p.delta || !p.cells_side) continue;
+              SCOPED_TRACE("elem " + std::to_string(elem) + " k " + std::to_string(k) + " optin " +
+                           std::to_string(optin) + " block " + std::to_string(block) + " side " +
+                           std::to_string(p.cells_side) + (tile ? " staged" : ""));
+              const std::size_t base = (km::kernels::delta_layout<std::size_t>(k, 2, elem).bytes + 15) / 16 * 16;
+              const auto at = km::kernels::delta_cells_layout((p.queue_threads + 31) / 32, km::kernels::delta_unroll(2, elem),
+                                                              elem, p.cells_side, p.ring_xy, p.cell_masks);
+              EXPECT_EQ(p.queue_threads, block) << "the kernel's warps are the block's";
+              EXPECT_LE(base + at.end, p.bytes);
+              EXPECT_LE(p.bytes, optin);
+              EXPECT_EQ((base + at.table) % 16, 0u) << "the table is copied 16 bytes at a time";
+              EXPECT_EQ((base + at.masks) % 16, 0u) << "so are the masks";
+              if (p.tile) EXPECT_GE(p.tile_offset, base + at.end);
+              ++tables;
+              with_xy += p.ring_xy;
+              with_masks += p.cell_masks;
+            }
+  EXPECT_GT(tables, 100);
+  EXPECT_GT(with_xy, 0);
+  EXPECT_LT(with_xy, tables);
+  EXPECT_GT(with_masks, 0);
+  EXPECT_LT(with_masks, tables);
+}
+
 TEST(DeltaPlan, OverridesAndLimits) {
   km::gpu::DeltaOverrides env;
   env.classic = true;

@@ -355,7 +355,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
   float4* to_score = reinterpret_cast<float4*>(after + warps_in_block * 32 * U * 8) + warp * 32 * U;
   int* scored = reinterpret_cast<int*>(after + warps_in_block * 32 * U * 24) + warp * 32 * U;
   __shared__ double ball[BALL ? 64 : 1];
-  // CELLS: the cell table (cells.hpp), after the rings (64 U entries of 8 bytes a warp).
+  // CELLS: the cell table (cells.hpp), after the rings (64 U entries of 8 bytes a warp) and their
+  // coordinates (p.ring_xy); the same offsets as layouts.hpp: delta_cells_layout, which the
+  // plan's bytes are tested against.
   static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
   unsigned char* cells_s = after + warps_in_block * 64 * U * (8 + (p.ring_xy ? 2 * sizeof(T) : 0));
   // ... and after it, where given (p.cell_masks, K <= 16), each cell's candidates as 16 bits.

@@ -178,6 +178,27 @@ KM_HOST_DEVICE constexpr std::size_t delta_queue_bytes(int maxd, int threads, st
 KM_HOST_DEVICE constexpr std::size_t delta_ring_xy_bytes(int threads, std::size_t elem) {
   return static_cast<std::size_t>((threads + 31) / 32) * 64 * static_cast<std::size_t>(delta_unroll(2, elem)) * 2 * elem;
 }
+// Where the cell table's kernel keeps what, in bytes from the end of its delta layout (16-byte
+// aligned): the warps' rings (64 U entries of 8 bytes each) at 0; from `xy`, where ring_xy, each
+// entry's two coordinates; from `table`, side^2 cells of a byte; from `masks`, where masks, each
+// cell's 16-bit candidates; `end` past all. The plan's bytes must reach `end` (a CPU test:
+// DeltaPlan.CellTableLayoutFitsThePlan). The kernel (6_fused_delta.cuh: hard_xy, cells_s,
+// masks_s) forms the same offsets inline: taken from here, its PTX changed, and that is not
+// measured yet.
+struct CellsLayout {
+  std::size_t xy = 0, table = 0, masks = 0, end = 0;
+};
+KM_HOST_DEVICE constexpr CellsLayout delta_cells_layout(int warps, int unroll, std::size_t elem, int side, bool ring_xy,
+                                                        bool masks) {
+  CellsLayout l;
+  const std::size_t entries = static_cast<std::size_t>(warps) * 64 * static_cast<std::size_t>(unroll);
+  const std::size_t cells = static_cast<std::size_t>(side) * static_cast<std::size_t>(side);
+  l.xy = entries * 8;
+  l.table = l.xy + (ring_xy ? entries * 2 * elem : 0);
+  l.masks = l.table + cells;
+  l.end = l.masks + (masks ? 2 * cells : 0);
+  return l;
+}
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.
 constexpr int kDeltaMaxThreads = 256;
