@@ -931,7 +931,9 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
               EXPECT_LE(p.bytes, optin);
               EXPECT_EQ((base + at.table) % 16, 0u) << "the table is copied 16 bytes at a time";
               EXPECT_EQ((base + at.masks) % 16, 0u) << "so are the masks";
-              if (p.tile) EXPECT_GE(p.tile_offset, base + at.end);
+              if (p.tile) {
+                EXPECT_GE(p.tile_offset, base + at.end);
+              }
               ++tables;
               with_xy += p.ring_xy;
               with_masks += p.cell_masks;
