@@ -62,7 +62,7 @@ def main():
             m = statistics.median(x[0] for x in xs)
             base = base or m
             its = xs[0][2]
-            print(f"{n:>8} x {d:<4} K={k:<6} {a.precision} {name:<8} {m:8.3f} ms {(m / base) if base else float('nan'):6.3f}x  rounds "
+            print(f"{n:>8} x {d:<4} K={k:<6} {a.precision} {name:<8} {m:8.4f} ms {(m / base) if base else float('nan'):6.3f}x  rounds "
                   f"{' '.join(f'{x[0]:.3f}' for x in xs)}  final inertia {xs[0][1]!r}")
             print(f"      per-iteration ms {[round(1e3 * i[a.phase], 3) for i in its]}\n"
                   f"      summed {[i.get('summed') for i in its]}\n      changed {[i['changed'] for i in its]}\n"

@@ -111,9 +111,15 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // at d = 16, K = 16 in float and K = 8 in double; slower at d = 16, K = 8 in float (1.10x),
   // d = 32, K = 8 (1.02-1.08x), K = 64 (the buffers halve the blocks an SM holds) and d = 2 with the
   // cell table (1.01-1.16x: 6 blocks an SM, not 8). Three buffers instead of two: slower at every
-  // shape tried (plots/delta_ring_mu_ab_s15_h100.txt). The engine takes the staged kernel at launch
-  // only where n % 4 == 0 and the buffers are 16-byte aligned.
-  const bool tile_by_default = (maxd == 32 || (maxd == 16 && elem == 8)) && k > 8 && k <= 16;
+  // shape tried (plots/delta_ring_mu_ab_s15_h100.txt). Since session 22 also at d = 16 in float up
+  // to K = 24, where the tensor-core scores take over (the kernel around the loads had changed
+  // since it measured level there: H100, 2^21 x 16, 3 rounds; plots/delta_tile_ab_s22_h100.txt):
+  // K = 12 0.91x the time, K = 16 0.95x (2^20 0.97x, 2^22 0.92x, 2^23 0.92x), K = 20 0.93x, K = 24
+  // 0.96x, K = 9 level, K = 8 still 1.06x; blocks of 256 (128 0.98x of none, 192 1.02x).
+  // The engine takes the staged kernel at launch only where n % 4 == 0 and the buffers are 16-byte
+  // aligned.
+  const bool tile_by_default =
+      k > 8 && (maxd == 32 || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 24));
   const bool tile_wanted = env.tile.value_or(tile_by_default);
   if (tile_wanted && p.cells_side > 0) {
     // (with the cell table at d = 2: the buffers after it)
