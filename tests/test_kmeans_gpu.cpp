@@ -1223,7 +1223,32 @@ void check_tile(bool mma) {
       });
 }
 
+// The staged kernel's warps in double taking their passes as they come to them (DeltaPass::chunks,
+// 16 counters; the default) against a fixed share a warp (KMEANS_DELTA_DYNAMIC=0): which warp sums
+// an object must not show, so labels, centroids, change counts, shifts, re-checks and the inertia
+// bit for bit, omp's labels. n large enough that most passes come from the counters (beyond the
+// grid's first two passes: ~2 x 3168 warps of 32 objects a pass on an H100), n a multiple of 4
+// but not of a pass (the last chunks partly past n), K packed and not (70), d = 16 and 32; and a
+// small n, where no warp gets a third pass. A lost or repeated chunk changes the sums.
+void check_dynamic_chunks() {
+  const kmtest::ScopedEnv staged("KMEANS_DELTA_TILE", "1");
+  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{(1 << 20) + 12, 16, 16}}
+                                                 : std::vector<SplitShape>{{(1 << 20) + 12, 16, 16},
+                                                                           {(1 << 19) + 4, 32, 16},
+                                                                           {(1 << 19) + 4, 16, 70},
+                                                                           {20012, 16, 16}};
+  check_variant_against_off<double>(
+      "KMEANS_DELTA_DYNAMIC", shapes, {"1"},
+      [](const SplitShape&, const auto& on, const auto& off, bool, const std::string&) {
+        EXPECT_NE(on.path.find("staged"), std::string::npos) << on.path;
+        EXPECT_EQ(on.path, off.path);
+        expect_same_counts(on, off);
+      });
+}
+
 }  // namespace
+
+TEST(GpuFusedDelta, DoubleStagedPassesAsFixedShares) { check_dynamic_chunks(); }
 
 // The next pass's lines prefetched before the scores (KMEANS_DELTA_PREFETCH: by default into L1
 // in float at d 9-16 with the FMA scores and with the tensor-core scores at d 17-32) against none

@@ -178,6 +178,11 @@ struct DeltaPass {
   // lane's U objects' values are whole 16-byte loads (the second coordinate's too where
   // n sizeof(T) % 16 == 0, else one load a value).
   bool vector_cells = false;
+  // TILE in double, with `done`: kDeltaChunkCounters counts (kDeltaChunkStride apart, each on its
+  // own L2 line) of the passes the warps took beyond their first two, zero at the kernel's start,
+  // reset by the last block; null: a fixed share of passes a warp. (Last, so that the fields
+  // before it keep their offsets.)
+  unsigned* chunks = nullptr;
 };
 
 // U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
@@ -394,6 +399,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ double zs[MAXD];
   __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
   __shared__ int largest_step;
+  // TILE in double (kDynamic, below), given p.chunks: each warp's next pass.
+  constexpr bool kDynamic = TILE && !CELLS && sizeof(T) == 8;
+  __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
   dependent_launch_trigger();
@@ -843,6 +851,22 @@ __global__ void __launch_bounds__(kDeltaThreads,
     }
   };
   int cur = 0;
+  // TILE (not with the cell table), where given p.chunks: the warps take their passes as they come
+  // to them, not a fixed share each (the blocks' loops otherwise end 8-24 us apart on an H100,
+  // though each does the same passes give or take one). A warp's pass is chunk c, its 32 U objects
+  // from c 32 U. Its first two are the fixed schedule's (g and g + G for the grid's warp g of G);
+  // then chunk 2 G + v C + g % C for the v-th count of counter g % C, taken a pass ahead (so the
+  // atomic's round trip hides behind a pass), C counters on their own L2 lines (one counter for
+  // the grid serialised ~30 000 atomics an iteration). The next chunk waits in shared memory, not
+  // in registers. Which warp sums an object does not show in the fixed-point sums. In double only
+  // (kDynamic): H100, 10 iterations, 0.96x the time at 2^21 x 16, K = 16, 0.93x at 2^20 x 32,
+  // K = 16; in float the staged d = 16 kernel, at 128 registers, lost more to the added code than
+  // it gained (1.05x; plots/delta_tile_ab_s22_h100.txt).
+  const bool dynamic = kDynamic && p.chunks != nullptr && p.done != nullptr && blockDim.x % 32 == 0;
+  unsigned chunk_count = 0;  // (lane 0's, from its counter)
+  if (dynamic && lane == 0)
+    next_chunk_s[warp] = static_cast<int>((blockIdx.x + gridDim.x) * warps_in_block + warp);
+  if (dynamic) __syncwarp();
   if constexpr (TILE) {
     const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
     if (first < n) tile_issue(first, 0);
@@ -942,8 +966,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
     }
   }
-  for (std::int64_t base = start;; base += step) {
-    const bool more = base < n;  // the same in the whole block
+  for (std::int64_t base = start;;) {
+    [[maybe_unused]] std::int64_t next_base = 0;  // (kDynamic: the next pass's base, taken below)
+    const bool more = kDynamic && dynamic ? base + warp * 32 * U < n : base < n;  // (fixed: the same in the whole block)
     if (!BOUNDS && !more) break;
     if constexpr (BOUNDS) {
       // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
@@ -992,8 +1017,17 @@ __global__ void __launch_bounds__(kDeltaThreads,
     } else if constexpr (TILE) {
       // The next pass into the other buffer (the one this warp used two passes ago, its reads
       // and the movers' stage done: the pass's closing __syncwarp), then this pass's from its own.
-      if (base + step < n) tile_issue(base + step, cur ^ 1);
+      std::int64_t following = base + step;
+      if constexpr (kDynamic) {
+        if (dynamic) following = (static_cast<std::int64_t>(next_chunk_s[warp]) - warp) * 32 * U;
+        next_base = following;
+      }
+      if (kDynamic && dynamic ? following + warp * 32 * U < n : following < n) tile_issue(following, cur ^ 1);
       gemm::cp_async_commit();
+      if (dynamic && lane == 0) {
+        const unsigned g = blockIdx.x * warps_in_block + warp;
+        chunk_count = atomicAdd(p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride, 1u);  // (the pass after next)
+      }
       gemm::cp_async_wait<1>();
       __syncwarp();  // every lane's copies landed and seen by the warp
       stage = tiles + cur * TBE;
@@ -1413,6 +1447,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
         add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
       }
     }
+    if (kDynamic && dynamic && lane == 0) {  // (read by the warp's lanes after the barrier below)
+      const unsigned g = blockIdx.x * warps_in_block + warp, grid_warps = gridDim.x * warps_in_block;
+      next_chunk_s[warp] = static_cast<int>(2 * grid_warps + chunk_count * kDeltaChunkCounters + g % kDeltaChunkCounters);
+    }
     __syncwarp();  // the queue's and the ring's slots are read before they are written again
     if constexpr (CELLS)
       while (hard_pending >= 32) hard_round();
@@ -1422,6 +1460,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     pending -= taken;
     }
     if (!more) break;
+    if constexpr (kDynamic) base = next_base;
+    else base += step;
   }
   if constexpr (CELLS)
     while (hard_pending > 0) hard_round();
@@ -1569,6 +1609,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
       if (p.release) {
         // The next kernel may start here: everything it reads from this one is written.
         *p.done = 0;
+        if (kDynamic && p.chunks)
+          for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
         __threadfence();
         asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
       }
@@ -1577,7 +1619,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
       if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
     }
   }
-  if (threadIdx.x == 0 && !(p.update && p.release)) *p.done = 0;
+  if (threadIdx.x == 0 && !(p.update && p.release)) {
+    *p.done = 0;
+    if (kDynamic && p.chunks)  // (every block's warps have taken their last)
+      for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
+  }
 }
 
 }  // namespace km::kernels

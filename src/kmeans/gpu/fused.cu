@@ -500,6 +500,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
+    if (sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) {  // (the staged kernel's pass counters: launch_delta)
+      chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
+      CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
+    }
     // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
     // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
     const std::size_t n = this->n_, k = this->k_, d = this->d_;
@@ -538,6 +542,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     release_seq_ = last_release_ = 0;
     early_release_ = !env_off("KMEANS_EARLY_RELEASE");
     lean_cells_ = !env_off("KMEANS_CELLS_LEAN");
+    dynamic_chunks_ = !env_off("KMEANS_DELTA_DYNAMIC");
     cells_live_ = false;
     lean_used_ = false;
     if (cells_side_) start_cells();
@@ -660,6 +665,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
                  aligned(this->labels_.get());
     q.tile_offset = tile_offset_;
+    // The staged kernel's warps in double take their passes as they come to them
+    // (6_fused_delta.cuh: DeltaPass::chunks) where a last block resets the counts; null (where
+    // after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a fixed share a warp.
+    q.chunks = sizeof(T) == 8 && tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ ? chunks_.get() : nullptr;
     // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
     // (for any n: the second coordinate's row one load a value where it is not aligned).
     // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
@@ -751,6 +760,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned> release_;
   unsigned release_seq_ = 0, last_release_ = 0;
   bool early_release_ = true;
+  bool dynamic_chunks_ = true;           // the staged kernel's passes taken as the warps come to them
+  DeviceBuffer<unsigned> chunks_;        // their counters (kernels::kDeltaChunkCounters)
   bool lean_cells_ = true;  // the cell table's lean passes (launch_delta)
   bool lean_used_ = false;  // the last launch took them (the report's path: "lean")
   int iteration_ = 0;
