@@ -244,6 +244,22 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+#ifdef KMEANS_STAMPS
+// Instrumented builds (-DKMEANS_STAMPS; scripts/stamps_phases.py): each block's thread 0 stamps
+// %globaltimer at the kernel's entry, once it may read the centroids, at the prologue's end, the
+// main loop's end, the rings drained and the sums flushed (KM_STAMP 0-5), the last block also once
+// the update is done (before the release) and at its end; the cell table's kernel at its blocks'
+// entry, acquire and end. Slot g_launch % 8 (the last block moves g_launch on before it
+// releases the next launch, which reads it after its acquire). A few percent slower: never for
+// timings.
+__device__ unsigned long long g_stamps[8][2048][8];
+__device__ unsigned long long g_cell_stamps[8][4096][3];
+__device__ unsigned g_launch;
+#define KM_STAMP(i) (stamp_[i] = global_ns())
+#else
+#define KM_STAMP(i) ((void)0)
+#endif
+
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
 // cell_label_warp, cell_label's byte). (Launched as a dependent of the last delta kernel, it
 // waits for it; it does not trigger its own dependent early: where all its blocks triggered at
@@ -255,8 +271,18 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
                             unsigned long long* __restrict__ candidates, unsigned short* __restrict__ masks,
                             const unsigned* release, unsigned acquire_value) {
   __shared__ T cs[2 * 64];
+#ifdef KMEANS_STAMPS
+  const unsigned long long e0 = global_ns();
+#endif
   if (acquire_value) block_acquire(release, acquire_value);
   else dependent_wait();
+#ifdef KMEANS_STAMPS
+  if (threadIdx.x == 0 && blockIdx.x < 4096) {
+    const unsigned slot = *(volatile unsigned*)&g_launch % 8;
+    g_cell_stamps[slot][blockIdx.x][0] = e0;
+    g_cell_stamps[slot][blockIdx.x][1] = global_ns();
+  }
+#endif
   for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
   __syncthreads();
   const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
@@ -268,6 +294,10 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
     if (candidates) candidates[cell] = mask;
     if (masks) masks[cell] = static_cast<unsigned short>(mask);  // (K <= 16)
   }
+#ifdef KMEANS_STAMPS
+  __syncwarp();
+  if (lane == 0 && blockIdx.x < 4096) g_cell_stamps[*(volatile unsigned*)&g_launch % 8][blockIdx.x][2] = global_ns();
+#endif
 }
 
 // count elements over the block: store(t, load(t)), B loads in flight a thread before their
@@ -338,6 +368,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ T mu[MAXD];
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
+  __shared__ unsigned long long tallies_s[MMA && !TILE ? 5 : 1][MMA && !TILE ? kDeltaMaxThreads / 32 : 1];  // (the flush)
   constexpr int ROW = delta_row(MAXD), AOFF = delta_row_offset(MAXD);
   static_assert(ROW >= 4, "the update stages 2 k doubles in the score table's k ROW floats");
   const DeltaLayout<int> layout = delta_layout<int>(k, d, sizeof(T));
@@ -401,9 +432,19 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ int largest_step;
   // TILE in double (kDynamic, below), given p.chunks: each warp's next pass.
   constexpr bool kDynamic = TILE && !CELLS && sizeof(T) == 8;
+  // The cell table's lean passes in double, given p.chunks: the same, a warp's chunk its 32 U
+  // objects (see there; H100, 2^24 x 2: 0.967x the time at K = 16, 0.973x at K = 64, the blocks'
+  // main loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt).
+  // Not in float, whose cell kernel sits at 63 of the 64 registers that keep 4 blocks an SM.
+  constexpr bool kLeanDynamic = CELLS && !TILE && sizeof(T) == 8;
   __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
+#ifdef KMEANS_STAMPS
+  unsigned long long stamp_[8] = {};
+  __shared__ unsigned stamp_slot;
+#endif
+  KM_STAMP(0);
   dependent_launch_trigger();
   // (BOUNDS: never launched ahead, fused.cu: ahead_allowed; without this code ptxas spilled
   // nothing more in those kernels)
@@ -424,24 +465,50 @@ __global__ void __launch_bounds__(kDeltaThreads,
   }
   if (BOUNDS || p.wait_grid || !p.acquire_value) dependent_wait();
   if (!BOUNDS && p.acquire_value) block_acquire(p.release, p.acquire_value);
+  KM_STAMP(1);
+#ifdef KMEANS_STAMPS
+  if (threadIdx.x == 0) stamp_slot = *(volatile unsigned*)&g_launch % 8;
+#endif
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
   if (threadIdx.x == 0) r2_shared = 0;
-  block_batched<8>(k * d, [&](int t) { return centroids[t]; }, [&](int t, T v) {
-    dsums[t] = 0;
-    s[t] = v;
-  });
-  for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
-  if (CELLS) {
+  if constexpr (CELLS) {
+    // The centroids, the table and the masks in one batch (cells_s and masks_s are adjacent:
+    // the masks start side^2 bytes after the table, a multiple of 16): one L2 round trip where
+    // each took its own (H100, 2^24 x 2, K = 16: 0.99x the time in both precisions;
+    // plots/prologue_ab_s23_h100.txt).
     const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
-    block_batched<8>(words, [&](int t) { return reinterpret_cast<const uint4*>(p.cells)[t]; },
-                     [&](int t, uint4 v) { reinterpret_cast<uint4*>(cells_s)[t] = v; });
-    if (p.cell_masks)
-      block_batched<8>(2 * words, [&](int t) { return reinterpret_cast<const uint4*>(p.cell_masks)[t]; },
-                       [&](int t, uint4 v) { reinterpret_cast<uint4*>(masks_s)[t] = v; });
+    const int all = p.cell_masks ? 3 * words : words, kd = k * d;
+    for (int t0 = static_cast<int>(threadIdx.x); t0 < max(all, kd); t0 += 8 * static_cast<int>(blockDim.x)) {
+      uint4 w[8];
+      T c[8];
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        const int t = t0 + b * static_cast<int>(blockDim.x);
+        if (t < all)
+          w[b] = t < words ? reinterpret_cast<const uint4*>(p.cells)[t]
+                           : reinterpret_cast<const uint4*>(p.cell_masks)[t - words];
+        if (t < kd) c[b] = centroids[t];
+      }
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        const int t = t0 + b * static_cast<int>(blockDim.x);
+        if (t < all) reinterpret_cast<uint4*>(cells_s)[t] = w[b];
+        if (t < kd) {
+          dsums[t] = 0;
+          s[t] = c[b];
+        }
+      }
+    }
+  } else {
+    block_batched<8>(k * d, [&](int t) { return centroids[t]; }, [&](int t, T v) {
+      dsums[t] = 0;
+      s[t] = v;
+    });
   }
+  for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
   if (BOUNDS) {
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
     for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
@@ -532,6 +599,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
     __syncthreads();
   }
   const float r2 = r2_shared;
+  KM_STAMP(2);
   if (gated) return;  // (the whole grid: the last iteration met the stop rule)
   // The centre, read from shared memory where an object is centred rather than held in
   // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
@@ -901,24 +969,18 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const bool b_whole = n * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;  // (row 1 16-byte aligned)
       std::int32_t* la = labels + start + first;
       const std::int64_t lstep = step;
-      // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
-      // with the coordinates', nvcc and ptxas placed it after the objects' lookups, just before
-      // the first use: a second memory round trip a pass (ncu, float: 15% of the stall samples
-      // on that use). (All three one pass ahead: 1.04-1.09x the time, H200, 2^24 x 2.)
-      int4 ahead = start <= whole ? *reinterpret_cast<const int4*>(la) : make_int4(0, 0, 0, 0);
-      static_assert(U == 4, "a lane's labels in one 16-byte load");
-      for (; start <= whole; start += step, xa += lstep, xb += lstep, la += lstep) {
-        const unsigned i0 = static_cast<unsigned>(start + first);  // (u32 indices with the table)
+      // One whole pass of the warp's 32 U objects: the lane's U from pa (coordinate 0), pb
+      // (coordinate 1) and pl (labels; held, their old values), i0 the first one's index.
+      auto lean_pass = [&](const T* pa, const T* pb, std::int32_t* pl, const int4 held, const unsigned i0) {
         T a[U], b[U];
-        const int o[U] = {ahead.x, ahead.y, ahead.z, ahead.w};
-        load_run<U>(xa, a);
+        const int o[U] = {held.x, held.y, held.z, held.w};
+        load_run<U>(pa, a);
         if (b_whole) {
-          load_run<U>(xb, b);
+        load_run<U>(pb, b);
         } else {
 #pragma unroll
-          for (int u = 0; u < U; ++u) b[u] = xb[u];
+        for (int u = 0; u < U; ++u) b[u] = pb[u];
         }
-        if (start + step <= whole) ahead = *reinterpret_cast<const int4*>(la + lstep);
         lookups += U;  // (less the lean entries of mixed cells, in the rounds)
         unsigned queued = 0, entry[U];  // bit u: object u to the ring, as (i0 + u, entry[u])
 #pragma unroll
@@ -940,7 +1002,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
           // K = 16: 0.977x the time in float, level in double.)
           my_inertia += addend & (0ull - static_cast<unsigned long long>(settled));
           const bool moved = settled && lab != o[u];
-          if (moved) la[u] = lab;  // (counted in the round that sums it)
+          if (moved) pl[u] = lab;  // (counted in the round that sums it)
           queued |= !settled || moved ? 1u << u : 0u;
           entry[u] = (settled ? kMoverEntry : kLeanHardEntry) | static_cast<unsigned>(o[u] + 1) << 16 |
                      static_cast<unsigned>(settled ? lab : cell);
@@ -963,6 +1025,51 @@ __global__ void __launch_bounds__(kDeltaThreads,
         hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
         __syncwarp();
         while (hard_pending >= 32) hard_round();
+      };
+      bool taken = false;  // (the dynamic passes ran)
+      if constexpr (kLeanDynamic) {
+        if (p.chunks != nullptr && p.done != nullptr) {
+          taken = true;
+          // The warps take their passes as they come to them (as the staged kernel in double,
+          // below): chunk c is objects c 32 U ... + 32 U - 1, a warp's first two chunks g and g + G
+          // (the grid's warp g of G), then 2 G + v C + g % C for the v-th count of counter g % C,
+          // taken a pass ahead. The whole chunks here; the rest (under 32 U objects) in the general
+          // loop below, by block 0.
+          const std::int64_t chunks = n / (32 * U);
+          const unsigned g = blockIdx.x * warps_in_block + warp, grid_warps = gridDim.x * warps_in_block;
+          unsigned* const counter = p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride;
+          std::int64_t c = g, following = static_cast<std::int64_t>(g) + grid_warps;
+          unsigned count = 0;
+          if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
+          const int lane_first = lane * U;
+          int4 ahead = c < chunks ? *reinterpret_cast<const int4*>(labels + c * 32 * U + lane_first) : make_int4(0, 0, 0, 0);
+          while (c < chunks) {
+            const std::int64_t i = c * 32 * U + lane_first;
+            const int4 now = ahead;
+            if (following < chunks) ahead = *reinterpret_cast<const int4*>(labels + following * 32 * U + lane_first);
+            lean_pass(x + i, x + n + i, labels + i, now, static_cast<unsigned>(i));
+            c = following;
+            if (c < chunks) {  // (its count was taken with it: the chunk after it)
+              following = 2 * static_cast<std::int64_t>(grid_warps) +
+                          static_cast<std::int64_t>(__shfl_sync(0xffffffffu, count, 0)) * kDeltaChunkCounters +
+                          g % kDeltaChunkCounters;
+              if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
+            }
+          }
+          start = blockIdx.x == 0 ? chunks * 32 * U : n;
+        }
+      }
+      if (!taken) {
+        // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
+        // with the coordinates', nvcc and ptxas placed it after the objects' lookups, just before
+        // the first use: a second memory round trip a pass (ncu, float: 15% of the stall samples
+        // on that use). (All three one pass ahead: 1.04-1.09x the time, H200, 2^24 x 2.)
+        int4 ahead = start <= whole ? *reinterpret_cast<const int4*>(la) : make_int4(0, 0, 0, 0);
+        for (; start <= whole; start += step, xa += lstep, xb += lstep, la += lstep) {
+          const int4 now = ahead;
+          if (start + step <= whole) ahead = *reinterpret_cast<const int4*>(la + lstep);
+          lean_pass(xa, xb, la, now, static_cast<unsigned>(start + first));
+        }
       }
     }
   }
@@ -1463,24 +1570,55 @@ __global__ void __launch_bounds__(kDeltaThreads,
     if constexpr (kDynamic) base = next_base;
     else base += step;
   }
+  KM_STAMP(3);
   if constexpr (CELLS)
     while (hard_pending > 0) hard_round();
   if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
   __syncthreads();
+  KM_STAMP(4);
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (dcounts[c]) atomicAdd(&p.held_counts[c], static_cast<unsigned long long>(static_cast<long long>(dcounts[c])));
-  flush_block_count(p.changed, moves);
-  flush_block_count(p.rechecked, rechecks);
-  flush_block_fixed(p.inertia, my_inertia);
-  if (CELLS) flush_block_count(p.looked_up, lookups);
-  if (MMA && p.rescored) flush_block_count(p.rescored, rescores);
+  constexpr bool kOneFlush = MMA && !TILE;
+  if constexpr (!kOneFlush) {
+    flush_block_count(p.changed, moves);
+    flush_block_count(p.rechecked, rechecks);
+    flush_block_fixed(p.inertia, my_inertia);
+    if (CELLS) flush_block_count(p.looked_up, lookups);
+    if (MMA && p.rescored) flush_block_count(p.rescored, rescores);
+  } else {
+    // The block's tallies in one reduction: a barrier, then an atomic each from threads 0-4,
+    // where one counter after another took 3 barriers each. With the tensor-core scores only, not
+    // staged (H100, 2^20 x 32, K = 64: 0.97x the time in float, 0.98x in double); elsewhere it measured
+    // slower (1.01-1.04x at d = 2, 1.09-1.13x with the staged loads at d = 16, where the
+    // kernels' main loops slowed too; plots/prologue_ab_s23_h100.txt).
+    unsigned long long v[5] = {moves, rechecks, my_inertia, CELLS ? lookups : 0u, rescores};
+#pragma unroll
+    for (int q = 0; q < 5; ++q)
+      for (int off = 16; off > 0; off /= 2) v[q] += __shfl_down_sync(0xffffffffu, v[q], off);
+    if (lane == 0)
+#pragma unroll
+      for (int q = 0; q < 5; ++q) tallies_s[q][warp] = v[q];
+    __syncthreads();
+    if (threadIdx.x < 5) {
+      unsigned long long* const target[5] = {p.changed, p.rechecked, p.inertia, CELLS ? p.looked_up : nullptr,
+                                             p.rescored};
+      unsigned long long total = 0;
+      for (int w = 0; w < warps_in_block; ++w) total += tallies_s[threadIdx.x][w];
+      if (target[threadIdx.x] && total) atomicAdd(target[threadIdx.x], total);
+    }
+  }
   if (BOUNDS) {
     for (int c = threadIdx.x; c < k; c += blockDim.x)
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
     flush_block_count(p.skipped, skips);
   }
+  KM_STAMP(5);
+#ifdef KMEANS_STAMPS
+  if (threadIdx.x == 0 && blockIdx.x < 2048)
+    for (int q = 0; q < 6; ++q) g_stamps[stamp_slot][blockIdx.x][q] = stamp_[q];
+#endif
   if (!p.done) return;
   // The last block to get here sees every block's atomics (each fenced before counting in).
   __threadfence();
@@ -1606,22 +1744,29 @@ __global__ void __launch_bounds__(kDeltaThreads,
         *p.rescored_out = rescored;
         *p.rescored = 0;
       }
+#ifdef KMEANS_STAMPS
+      g_stamps[stamp_slot][blockIdx.x][6] = global_ns();
+      g_launch = g_launch + 1;
+#endif
       if (p.release) {
         // The next kernel may start here: everything it reads from this one is written.
         *p.done = 0;
-        if (kDynamic && p.chunks)
+        if ((kDynamic || kLeanDynamic) && p.chunks)
           for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
         __threadfence();
         asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
       }
       if (p.end_ns_out) *p.end_ns_out = global_ns();
+#ifdef KMEANS_STAMPS
+      g_stamps[stamp_slot][blockIdx.x][7] = global_ns();
+#endif
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
       if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
     }
   }
   if (threadIdx.x == 0 && !(p.update && p.release)) {
     *p.done = 0;
-    if (kDynamic && p.chunks)  // (every block's warps have taken their last)
+    if ((kDynamic || kLeanDynamic) && p.chunks)  // (every block's warps have taken their last)
       for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
   }
 }

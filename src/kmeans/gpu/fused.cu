@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cfloat>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -500,7 +501,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
-    if (sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) {  // (the staged kernel's pass counters: launch_delta)
+    // The pass counters of the staged kernel and of the cell table's lean passes, in double
+    // (launch_delta).
+    if (sizeof(T) == 8 && ((tile_kernel_ && cells_side_ == 0) || cells_side_)) {
       chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
       CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
     }
@@ -675,6 +678,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(this->x_.get()) &&
                      aligned(this->labels_.get()) && (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
     lean_used_ = q.vector_cells;
+    // The lean passes in double likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x
+    // the time at K = 16 and 64, plots/prologue_ab_s23_h100.txt).
+    if (sizeof(T) == 8 && q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get()) q.chunks = chunks_.get();
     const T* x = this->x_.get();
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
@@ -706,6 +712,36 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   void assign(bool accumulate) override {
+#ifdef KMEANS_STAMPS
+    // (Instrumented builds, -DKMEANS_STAMPS: before the final E-step, the delta kernels' stamps of
+    // the last 8 launches into KMEANS_STAMPS_FILE, for scripts/stamps_phases.py. A line a block:
+    // B slot block entry acquire prologue loop drain flush release end, in ns of %globaltimer
+    // (release and end the last block's only); the cell table's kernel's blocks C slot block
+    // entry acquire end.)
+    if (!accumulate)
+      if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
+        CUDA_CHECK(cudaStreamSynchronize(this->stream_));
+        static unsigned long long st[8][2048][8], cs[8][4096][3];
+        unsigned launches = 0;
+        CUDA_CHECK(cudaMemcpyFromSymbol(st, kernels::g_stamps, sizeof st));
+        CUDA_CHECK(cudaMemcpyFromSymbol(cs, kernels::g_cell_stamps, sizeof cs));
+        CUDA_CHECK(cudaMemcpyFromSymbol(&launches, kernels::g_launch, sizeof launches));
+        if (FILE* o = std::fopen(f, "w")) {
+          std::fprintf(o, "launches %u grid %d tile_grid %d tile_used %d\n", launches, grid_, tile_grid_, tile_used_ ? 1 : 0);
+          for (int sl = 0; sl < 8; ++sl) {
+            for (int b = 0; b < 2048; ++b)
+              if (st[sl][b][0]) {
+                std::fprintf(o, "B %d %d", sl, b);
+                for (int q = 0; q < 8; ++q) std::fprintf(o, " %llu", st[sl][b][q]);
+                std::fprintf(o, "\n");
+              }
+            for (int b = 0; b < 4096; ++b)
+              if (cs[sl][b][0]) std::fprintf(o, "C %d %d %llu %llu %llu\n", sl, b, cs[sl][b][0], cs[sl][b][1], cs[sl][b][2]);
+          }
+          std::fclose(o);
+        }
+      }
+#endif
     // The kernel below keeps neither the bounds nor the q sums: none from here on.
     bounds_ = bounds_live_ = false;
     if (delta_) {
