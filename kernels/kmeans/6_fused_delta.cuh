@@ -432,11 +432,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ int largest_step;
   // TILE in double (kDynamic, below), given p.chunks: each warp's next pass.
   constexpr bool kDynamic = TILE && !CELLS && sizeof(T) == 8;
-  // The cell table's lean passes in double, given p.chunks: the same, a warp's chunk its 32 U
-  // objects (see there; H100, 2^24 x 2: 0.967x the time at K = 16, 0.973x at K = 64, the blocks'
-  // main loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt).
-  // Not in float, whose cell kernel sits at 63 of the 64 registers that keep 4 blocks an SM.
-  constexpr bool kLeanDynamic = CELLS && !TILE && sizeof(T) == 8;
+  // The cell table's lean passes, given p.chunks: the same, a warp's chunk its 32 U objects (see
+  // there; H100, 2^24 x 2, double: 0.967x the time at K = 16, 0.973x at K = 64, the blocks' main
+  // loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt). In
+  // float the kernel keeps its 64 registers (4 blocks an SM; 4 bytes spilled).
+  constexpr bool kLeanDynamic = CELLS && !TILE;
   __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;

@@ -501,9 +501,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
-    // The pass counters of the staged kernel and of the cell table's lean passes, in double
+    // The pass counters of the staged kernel in double and of the cell table's lean passes
     // (launch_delta).
-    if (sizeof(T) == 8 && ((tile_kernel_ && cells_side_ == 0) || cells_side_)) {
+    if ((sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) || cells_side_) {
       chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
       CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
     }
@@ -678,9 +678,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(this->x_.get()) &&
                      aligned(this->labels_.get()) && (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
     lean_used_ = q.vector_cells;
-    // The lean passes in double likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x
-    // the time at K = 16 and 64, plots/prologue_ab_s23_h100.txt).
-    if (sizeof(T) == 8 && q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get()) q.chunks = chunks_.get();
+    // The lean passes likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x the time
+    // at K = 16 and 64 in double, plots/prologue_ab_s23_h100.txt).
+    if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get()) q.chunks = chunks_.get();
     const T* x = this->x_.get();
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
