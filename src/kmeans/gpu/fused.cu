@@ -717,7 +717,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // the last 8 launches into KMEANS_STAMPS_FILE, for scripts/stamps_phases.py. A line a block:
     // B slot block entry acquire prologue loop drain flush release end, in ns of %globaltimer
     // (release and end the last block's only); the cell table's kernel's blocks C slot block
-    // entry acquire end.)
+    // entry acquire end. The first 2048 blocks, the table kernel's first 4096.)
     if (!accumulate)
       if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
         CUDA_CHECK(cudaStreamSynchronize(this->stream_));
@@ -739,6 +739,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
               if (cs[sl][b][0]) std::fprintf(o, "C %d %d %llu %llu %llu\n", sl, b, cs[sl][b][0], cs[sl][b][1], cs[sl][b][2]);
           }
           std::fclose(o);
+        } else {
+          std::fprintf(stderr, "kmeans: cannot write the stamps to KMEANS_STAMPS_FILE=%s\n", f);
         }
       }
 #endif
