@@ -969,6 +969,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const bool b_whole = n * static_cast<std::int64_t>(sizeof(T)) % 16 == 0;  // (row 1 16-byte aligned)
       std::int32_t* la = labels + start + first;
       const std::int64_t lstep = step;
+      static_assert(U == 4, "a lane's labels in one 16-byte load");
       // One whole pass of the warp's 32 U objects: the lane's U from pa (coordinate 0), pb
       // (coordinate 1) and pl (labels; held, their old values), i0 the first one's index.
       auto lean_pass = [&](const T* pa, const T* pb, std::int32_t* pl, const int4 held, const unsigned i0) {

@@ -202,9 +202,15 @@ KM_HOST_DEVICE constexpr CellsLayout delta_cells_layout(int warps, int unroll, s
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.
 constexpr int kDeltaMaxThreads = 256;
-// The staged kernel's pass counters (DeltaPass::chunks): how many, and how far apart in unsigneds
-// (128 bytes: each on its own L2 line).
+// The dynamic passes' counters (DeltaPass::chunks: the staged kernel in double, the cell table's
+// lean passes): how many, and how far apart in unsigneds (128 bytes: each on its own L2 line).
 constexpr int kDeltaChunkCounters = 16, kDeltaChunkStride = 32;
+// Whether a grid of grid_warps warps may take its chunks from the counters: chunk 2 G + v C + r
+// goes to a warp g with g % C == r, so every counter needs a warp (G >= C), else the chunks of a
+// counter no warp reads are never taken (tests: DeltaChunks.*). Whole warps only.
+KM_HOST_DEVICE constexpr bool delta_chunks_dynamic(long long grid_blocks, int block_threads) {
+  return block_threads % 32 == 0 && grid_blocks * (block_threads / 32) >= kDeltaChunkCounters;
+}
 KM_HOST_DEVICE constexpr std::size_t delta_shared_bytes(std::size_t k, std::size_t d, std::size_t elem) {
   return delta_layout<std::size_t>(k, d, elem).bytes +
          delta_queue_bytes(fused_register_width(d), kDeltaMaxThreads, elem, true) + 16;

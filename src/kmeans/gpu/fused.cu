@@ -671,7 +671,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The staged kernel's warps in double take their passes as they come to them
     // (6_fused_delta.cuh: DeltaPass::chunks) where a last block resets the counts; null (where
     // after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a fixed share a warp.
-    q.chunks = sizeof(T) == 8 && tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ ? chunks_.get() : nullptr;
+    q.chunks = sizeof(T) == 8 && tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ &&
+                       kernels::delta_chunks_dynamic(tile_grid_, tile_block_)
+                   ? chunks_.get()
+                   : nullptr;
     // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
     // (for any n: the second coordinate's row one load a value where it is not aligned).
     // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
@@ -680,7 +683,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     lean_used_ = q.vector_cells;
     // The lean passes likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x the time
     // at K = 16 and 64 in double, plots/prologue_ab_s23_h100.txt).
-    if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get()) q.chunks = chunks_.get();
+    if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get() &&
+        kernels::delta_chunks_dynamic(grid_, block_))
+      q.chunks = chunks_.get();
     const T* x = this->x_.get();
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
