@@ -628,6 +628,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
   // Independent FMA chains per score: 2 at d = 32 (H100, 2^20 objects, K = 32 and 64: 2-5%
   // faster; level at d = 16, and 4 chains slower at both).
   constexpr int kChains = MAXD == 32 ? 2 : 1;
+  // The FMA scores' loop over the centroids 4 at a time (nvcc took 2: 7 instructions of counting
+  // and addressing a pair of centroids, against 76 of scoring them for 2 objects), in the staged
+  // kernel in float at d = 16 (H100, 10 iterations, three calls: 2^21 x 16, K = 16 0.985-0.991x
+  // the time, 2^22 0.986-0.995x, K = 20 0.990x, K = 24 0.982-0.990x; K = 10-15 within 1.7% either
+  // way; unrolled by 8, 1.02-1.03x slower; plots/score_unroll_ab_s24_h100.txt). Elsewhere as nvcc
+  // chooses: unrolling by 4 there changed most kernels' registers (the staged kernel in double at
+  // d = 32: 172 -> 212).
+  constexpr bool kScoreUnroll4 = TILE && !MMA && sizeof(T) == 4 && MAXD == 16;
   // MMA: the warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32
   // operands, FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row
   // of MAXD + 4 floats (fragment reads without bank conflicts; rounded to TF32 as they are read,
@@ -1221,11 +1229,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
       // The first NU slots against every centroid (each table row read once for all of them).
       auto score = [&](auto slots) {
         constexpr int NU = decltype(slots)::value;
-        for (int c = 0; c < k; ++c) {
+        // Centroid c (its table row at rowp) against the slots.
+        auto score_centroid = [&](int c, const float* rowp) {
           float a[ROW];
 #pragma unroll
           for (int q = 0; q < ROW / 4; ++q) {
-            const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[q];
+            const float4 v = reinterpret_cast<const float4*>(rowp)[q];
             a[4 * q] = v.x;
             a[4 * q + 1] = v.y;
             a[4 * q + 2] = v.z;
@@ -1254,6 +1263,13 @@ __global__ void __launch_bounds__(kDeltaThreads,
             second[u] = fminf(second[u], fmaxf(best[u], f));
             best[u] = fminf(best[u], f);
           }
+        };
+        if constexpr (kScoreUnroll4) {
+          const float* rowp = table;
+#pragma unroll 4
+          for (int c = 0; c < k; ++c, rowp += ROW) score_centroid(c, rowp);
+        } else {
+          for (int c = 0; c < k; ++c) score_centroid(c, table + c * ROW);
         }
       };
       // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
