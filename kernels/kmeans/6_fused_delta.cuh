@@ -630,9 +630,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
   constexpr int kChains = MAXD == 32 ? 2 : 1;
   // The FMA scores' loop over the centroids 4 at a time (nvcc took 2: 7 instructions of counting
   // and addressing a pair of centroids, against 76 of scoring them for 2 objects), in the staged
-  // kernel in float at d = 16 (H100, 10 iterations, three calls: 2^21 x 16, K = 16 0.985-0.991x
-  // the time, 2^22 0.986-0.995x, K = 20 0.990x, K = 24 0.982-0.990x; K = 10-15 within 1.7% either
-  // way; unrolled by 8, 1.02-1.03x slower; plots/score_unroll_ab_s24_h100.txt). Elsewhere as nvcc
+  // kernel in float at d = 16 (H100, 10 iterations, six calls: 2^21 x 16, K = 16 0.985-0.991x the
+  // time in five, 1.002x in one, 2^22 0.986-0.995x, K = 20 0.990x, K = 24 0.977-0.991x; K = 10-15
+  // within 1.7% either way; unrolled by 8, 1.01-1.03x slower; plots/score_unroll_ab_s24_h100.txt,
+  // lab_rows_s24_final_h100.txt). Elsewhere as nvcc
   // chooses: unrolling by 4 there changed most kernels' registers (the staged kernel in double at
   // d = 32: 172 -> 212).
   constexpr bool kScoreUnroll4 = TILE && !MMA && sizeof(T) == 4 && MAXD == 16;
