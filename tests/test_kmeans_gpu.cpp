@@ -916,10 +916,11 @@ void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
 // The delta kernel (only movers accumulated, float filter, the update in its last block)
 // against the classic one-pass kernel (KMEANS_ONE_PASS=classic): the same labels, centroids and
 // change counts bit for bit over 20 iterations (both sum the same fixed-point integers), the
-// shift bit for bit (one fixed order: update.cuh, total_shift), the inertia to 1e-11 (1e-6 in
-// float: once the bounds start, the delta kernel's is the clusters' algebraic sum in double,
-// the classic kernel's a sum of per-object distances in T), and omp's centroids and labels bit
-// for bit.
+// shift bit for bit (one fixed order: update.cuh, total_shift), the inertia to 1e-11 (in float
+// 1e-6 + 2^-15: once the bounds start, the delta kernel's is the clusters' algebraic sum in
+// double, the classic kernel's a sum of per-object distances in T; and at widths 16 and 32 the delta
+// kernel takes most addends from its scores, each within 2^-15: margin.hpp, approx_dist_bound),
+// and omp's centroids and labels bit for bit.
 // Shapes with the index in the score's bits (K <= 64) and without (K = 100, 128, 256), d = 1 ... 32,
 // the largest K*d the dispatch gives one pass (4096), and with Elkan's test before the scores
 // (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2). Above d = 4 the close calls are
@@ -952,7 +953,7 @@ void check_delta_as_classic() {
       EXPECT_EQ(delta.per_iteration[it].shift, classic.per_iteration[it].shift) << "iteration " << it + 1;
       // The delta kernel's bounds (on by default) give the algebraic inertia (see GpuSplit).
       EXPECT_NEAR(delta.per_iteration[it].inertia, classic.per_iteration[it].inertia,
-                  (sizeof(T) == 4 ? 1e-6 : 1e-11) * classic.per_iteration[it].inertia);
+                  (sizeof(T) == 4 ? 1e-6 + 0x1p-15 : 1e-11) * classic.per_iteration[it].inertia);
       EXPECT_GE(delta.per_iteration[it].rechecked, 0);
     }
     EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
@@ -971,9 +972,11 @@ namespace {
 
 // A variant of the delta kernel (`on`) against the kernel without it (`off`) and omp over the same
 // fit: one-pass path, labels and centroids bit for bit, omp's labels, and per iteration the change
-// counts and shifts bit for bit and the inertia within 1e-11 (1e-6 in float: not bit for bit, since
-// an object re-checked in seq's arithmetic adds seq's unfused distance, the others the fused one,
-// and two kernels may re-check different objects). False where the iteration counts differ.
+// counts and shifts bit for bit and the inertia within 1e-11 (1e-6 + 2^-15 in float: not bit for
+// bit, since an object re-checked in seq's arithmetic adds seq's unfused distance, the others the
+// fused one, two kernels may re-check different objects, and the FMA-scored kernels take most
+// addends from their scores, within 2^-15: margin.hpp, approx_dist_bound). False where the
+// iteration counts differ.
 template <class T, class R>
 bool expect_same_fit(const R& on, const R& off, const R& omp) {
   EXPECT_TRUE(on.path.starts_with("one-pass")) << on.path;
@@ -987,7 +990,7 @@ bool expect_same_fit(const R& on, const R& off, const R& omp) {
     const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
     EXPECT_EQ(a.changed, b.changed);
     EXPECT_EQ(a.shift, b.shift);
-    EXPECT_NEAR(a.inertia, b.inertia, (sizeof(T) == 4 ? 1e-6 : 1e-11) * b.inertia);
+    EXPECT_NEAR(a.inertia, b.inertia, (sizeof(T) == 4 ? 1e-6 + 0x1p-15 : 1e-11) * b.inertia);
   }
   return true;
 }
@@ -1106,8 +1109,9 @@ namespace {
 // The delta kernel's scores on the tensor cores (6_fused_delta.cuh, MMA: TF32 mma, the filter's
 // margin widened for it, the objects it cannot call scored again with FMAs) against the same
 // kernel with FMA scores (KMEANS_DELTA_MMA=0): labels, centroids, change counts and shifts bit for
-// bit over 20 iterations (bounds off), the inertia within 1e-11 (1e-6 in float: an object re-checked
-// in seq's arithmetic adds its unfused distance), omp's labels; K = 1 (every column but one past
+// bit over 20 iterations (bounds off), the inertia within 1e-11 (1e-6 + 2^-15 in float: an object
+// re-checked in seq's arithmetic adds its unfused distance, and the FMA scores' kernel takes most
+// addends from its scores), omp's labels; K = 1 (every column but one past
 // K), 5 and 33 (n-tiles partly past K), 16, 64; d = 12, 16 (float's unroll of 2: four m-tiles),
 // 20, 32. The FMA re-score is the FMA kernel's arithmetic, so the same objects reach seq's
 // (rechecked equal each iteration), all of them among the re-scored; on uniform data the wider
@@ -1574,6 +1578,56 @@ void check_bounds() {
 
 TEST(GpuFusedBounds, DoubleAsWithout) { check_bounds<double>(); }
 TEST(GpuFusedBounds, FloatAsWithout) { check_bounds<float>(); }
+
+namespace {
+
+// The inertia's addends from the float scores (margin.hpp: approx_dist_bound; in float with the
+// FMA scores at widths 16 and 32) against every addend a distance in T (KMEANS_DELTA_INERTIA=exact), the
+// bounds off: labels, centroids, change counts, shifts and re-checks bit for bit (the assignment is
+// the same), omp's labels, each iteration's inertia within 2^-15 (the addends' proved bound) plus
+// 1e-6 (the per-object sum's own float roundings), and on uniform data some iteration's inertia in
+// other bits (so a run that never took an addend from the scores fails). The staged kernels (n % 4
+// == 0: d = 16 and 32), register loads (n odd), d = 12 (width 16, d at run time), K = 100 (index not
+// packed); d = 8 and double (never) the same bits.
+template <class T>
+void check_approx_inertia() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  kmtest::ScopedEnv addends("KMEANS_DELTA_INERTIA", "exact");
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{20000, 16, 16}, {10007, 32, 16}}
+              : std::vector<SplitShape>{{20000, 16, 16}, {20011, 16, 16}, {10000, 32, 16},
+                                        {20011, 8, 16},  {20011, 12, 5},  {10007, 16, 100}};
+  int call = 0;
+  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    const bool uniform = call++ % 3 == 0;
+    addends.set("exact");
+    const auto exact = km::run(fused, data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    addends.set("scores");  // (any other value: the default)
+    const auto from_scores = km::run(fused, data, p);
+    if (!expect_same_fit<T>(from_scores, exact, omp)) return;
+    expect_same_fit(from_scores, exact);  // (the re-checks too)
+    bool differs = false;
+    for (int it = 0; it < exact.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      const double a = from_scores.per_iteration[it].inertia, b = exact.per_iteration[it].inertia;
+      EXPECT_NEAR(a, b, (0x1p-15 + 1e-6) * b);
+      differs = differs || a != b;
+    }
+    if (sizeof(T) == 8 || s.d <= 8) {
+      EXPECT_FALSE(differs) << "no addend from the scores in double or at width 8";
+    } else if (uniform) {
+      EXPECT_TRUE(differs) << "every iteration's inertia in the exact addends' bits: none came from the scores";
+    }
+  });
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, FloatInertiaFromScoresAsExact) { check_approx_inertia<float>(); }
+TEST(GpuFusedDelta, DoubleInertiaFromScoresAsExact) { check_approx_inertia<double>(); }
 
 namespace {
 

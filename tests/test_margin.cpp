@@ -534,6 +534,76 @@ TEST(DeltaFilter, TooSmallMarginGivesWrongLabels) {
   EXPECT_GT(wrong, 0u);
 }
 
+// The delta kernel's inertia addends from its float scores (margin.hpp: approx_dist_bound) with
+// the kernel's arithmetic (DeltaScorer: x'', nx, the winner's score with its index bits; the
+// kernel's test, one fma against eta_test a): wherever the test takes a = fl(nx + f_w) for an
+// object the filter called, |a - D| <= eta a, D the exact distance to the winner (long double).
+// Data: uniform offset from the origin, quantised, near-ties, and objects near a centroid (D far
+// below S^2, where the bound must refuse); d = 8, 16, 32 (the kernels' widths from 8), K = 2, 16,
+// 64 (index packed) and 100 (not). Returns the violations; `taken` and `called` count the objects
+// the test took and those the filter called. `shrink` divides the bound's factor and tiny.
+std::size_t approx_dist_violations(double shrink, std::size_t& taken, std::size_t& called) {
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::size_t bad = 0;
+  taken = called = 0;
+  for (std::size_t d : {8, 16, 32}) {
+    for (std::size_t k : {2, 16, 64, 100}) {
+      std::vector<float> cs(k * d);
+      for (auto& v : cs) v = static_cast<float>(10 + u(rng));
+      const std::size_t n = 1000;
+      std::vector<float> uniform(n * d), quantised(n * d), near_c(n * d);
+      for (auto& v : uniform) v = static_cast<float>(10 + u(rng));
+      for (auto& v : quantised) v = static_cast<float>(static_cast<double>(rng() % 4) / 255.0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t c = rng() % k;
+        for (std::size_t j = 0; j < d; ++j) near_c[i * d + j] = static_cast<float>(cs[c * d + j] + 1e-3 * u(rng));
+      }
+      std::vector<float> qcs(k * d);
+      for (std::size_t c = 0; c < k; ++c)
+        for (std::size_t j = 0; j < d; ++j) qcs[c * d + j] = quantised[((c * 13) % n) * d + j];
+      const std::vector<float> near = near_tie_objects(cs, d, k, n, rng);
+      const km::kernels::ApproxDistBound b = km::kernels::approx_dist_bound(d, km::kernels::delta_index_bits(k));
+      const float factor = static_cast<float>(b.factor / shrink), tiny = static_cast<float>(b.tiny / shrink),
+                  eta_test = static_cast<float>(b.eta_test);
+      for (int set = 0; set < 4; ++set) {
+        const auto& xs = set == 0 ? uniform : set == 1 ? quantised : set == 2 ? near : near_c;
+        const auto& cen = set == 1 ? qcs : cs;
+        const DeltaScorer<float> scorer(cen, d, k, 1.0);
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto r = scorer.score(&xs[i * d]);
+          if (r.close) continue;
+          ++called;
+          const float a = r.nx + r.best;
+          if (!(std::fma(factor, r.nx + scorer.r2, tiny) <= eta_test * a)) continue;
+          ++taken;
+          long double exact = 0;
+          for (std::size_t j = 0; j < d; ++j) {
+            const long double e = static_cast<long double>(xs[i * d + j]) - cen[static_cast<std::size_t>(r.label) * d + j];
+            exact += e * e;
+          }
+          if (std::fabs(static_cast<long double>(a) - exact) > static_cast<long double>(b.eta) * a) ++bad;
+        }
+      }
+    }
+  }
+  return bad;
+}
+
+TEST(ApproxDist, TakenAddendsWithinEta) {
+  std::size_t taken = 0, called = 0;
+  EXPECT_EQ(approx_dist_violations(1.0, taken, called), 0u);
+  EXPECT_GT(taken, called / 3) << "uniform, quantised and near-tie data: most called objects taken";
+  EXPECT_LT(taken, called) << "objects near a centroid: refused";
+}
+
+// The bound matters: divided by 10^4, the test takes objects near their centroid whose addend is
+// off by more than eta.
+TEST(ApproxDist, TooSmallBoundTakesWrongAddends) {
+  std::size_t taken = 0, called = 0;
+  EXPECT_GT(approx_dist_violations(1e4, taken, called), 0u);
+}
+
 
 // The delta kernel's cell table at d = 2 (cells.hpp): every object whose computed cell is
 // labelled must have seq's label there. Objects: uniform, on the centroids' bisectors (exact

@@ -183,6 +183,11 @@ struct DeltaPass {
   // reset by the last block; null: a fixed share of passes a warp. (Last, so that the fields
   // before it keep their offsets.)
   unsigned* chunks = nullptr;
+  // In float with the FMA scores (kApproxDist): the inertia's addend of an object the filter
+  // called is nx + its winner's score where fl(dist_factor (nx + r2) + dist_tiny) <= fl(dist_eta a)
+  // (margin.hpp: approx_dist_bound, dist_eta its eta_test); dist_tiny = inf (the default): the
+  // distance in T always (0 <= 0 would take every addend unproved).
+  float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
 };
 
 // U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
@@ -637,6 +642,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
   // chooses: unrolling by 4 there changed most kernels' registers (the staged kernel in double at
   // d = 32: 172 -> 212).
   constexpr bool kScoreUnroll4 = TILE && !MMA && sizeof(T) == 4 && MAXD == 16;
+  // In float with the FMA scores at widths 16 and 32: the inertia's addend from the scores where
+  // their error is provably within dist_eta of it (margin.hpp: approx_dist_bound), not a distance
+  // computed again in T from the centroid's row (H100, 2^21 objects, 10 iterations: d = 16, K = 16
+  // 0.962-0.968x the time, K = 24 0.980-0.987x, K = 12 0.985x, d = 32, K = 16 0.949-0.959x; at
+  // width 8, where the distance is 8 FMAs, 1.022x, so not there: plots/approx_dist_ab_s25_h100.txt).
+  constexpr bool kApproxDist = sizeof(T) == 4 && !MMA && !BOUNDS && !CELLS && !BALL && MAXD >= 16;
   // MMA: the warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32
   // operands, FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row
   // of MAXD + 4 floats (fragment reads without bank conflicts; rounded to TF32 as they are read,
@@ -1226,6 +1237,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
     int cand[U];
     bool close[U], known[U];
     T dold[U];
+    [[maybe_unused]] float adist[kApproxDist ? U : 1];  // (kApproxDist: the addend, or -1 where it is not proved)
     if (!BALL && !CELLS) {
       // The first NU slots against every centroid (each table row read once for all of them).
       auto score = [&](auto slots) {
@@ -1283,6 +1295,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
         close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
         known[u] = false;
         dold[u] = 0;
+        if constexpr (kApproxDist) {
+          const float a = nx[u] + best[u];
+          adist[u] = fmaf(p.dist_factor, nx[u] + r2, p.dist_tiny) <= p.dist_eta * a ? a : -1.0f;
+        }
       }
     } else {
       // Objects inside their old centroid's ball (BALL) or in a labelled cell (CELLS) take
@@ -1476,6 +1492,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
           }
         } else if (known[u]) {
           dist = dold[u];
+        } else if (kApproxDist && adist[kApproxDist ? u : 0] >= 0.0f) {
+          dist = static_cast<T>(adist[kApproxDist ? u : 0]);  // (float: the same type)
         } else if (SROW > 0 && has_rows) {
           // Its centroid's row, 16 bytes a load; past d both the coordinate and the row hold 0,
           // and fma(0, 0, dist) is dist: the same bits as the sum to d.

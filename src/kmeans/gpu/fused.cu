@@ -463,6 +463,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
       factor_ = static_cast<float>(b.factor);
       tiny_ = static_cast<float>(b.tiny);
+      // In float the FMA-scored kernels' inertia addends from their scores where provably within
+      // 2^-15 (margin.hpp: approx_dist_bound; the kernels without it ignore these).
+      // KMEANS_DELTA_INERTIA=exact: every addend a distance in T, as seq's.
+      const char* inertia_env = std::getenv("KMEANS_DELTA_INERTIA");
+      const bool exact_addends = sizeof(T) == 8 || (inertia_env && std::string(inertia_env) == "exact");
+      const kernels::ApproxDistBound ab = kernels::approx_dist_bound(this->d_, bits_);
+      // (off: an infinite bound, which no addend meets)
+      dist_factor_ = exact_addends ? 0.0f : static_cast<float>(ab.factor);
+      dist_tiny_ = exact_addends ? INFINITY : static_cast<float>(ab.tiny);
+      dist_eta_ = exact_addends ? 0.0f : static_cast<float>(ab.eta_test);
       // (the bounds kernel scores with FMAs: the narrower factor above)
       mma_factor_ = static_cast<float>(
           kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, true).factor);
@@ -622,6 +632,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     p.held_sums = held_sums_.get();
     p.held_counts = held_counts_.get();
     p.inertia_scale = this->inertia_scale_;
+    p.dist_factor = dist_factor_;
+    p.dist_tiny = dist_tiny_;
+    p.dist_eta = dist_eta_;
     return p;
   }
 
@@ -821,6 +834,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
+  float dist_factor_ = 0, dist_tiny_ = 0, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends)
   bool mma_ = false;  // the delta kernel's scores on the tensor cores
   bool exact_ = false;  // the delta kernel with d a constant (d fills its register width)
   // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
