@@ -834,7 +834,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
-  float dist_factor_ = 0, dist_tiny_ = 0, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends)
+  float dist_factor_ = 0, dist_tiny_ = INFINITY, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends; off)
   bool mma_ = false;  // the delta kernel's scores on the tensor cores
   bool exact_ = false;  // the delta kernel with d a constant (d fills its register width)
   // The cell table (d = 2): its side (0: none), grid and buffer; live once the grid holds.
