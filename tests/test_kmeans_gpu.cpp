@@ -996,20 +996,21 @@ bool expect_same_fit(const R& on, const R& off, const R& omp) {
 }
 
 // A one-pass kernel variant switched by the environment variable `env` (each of `settings` in
-// turn) against the same kernel with env = "0" (the bounds kept off): for each shape and data kind
-// (each_one_pass_case's uniform, blobs, quantised), the fit without the variant and omp's, then
-// with each setting: expect_same_fit, then check(shape, on, off, uniform data?, setting).
+// turn) against the same kernel with env = `off` ("0" unless given; the bounds kept off): for each
+// shape and data kind (each_one_pass_case's uniform, blobs, quantised), the fit without the variant
+// and omp's, then with each setting: expect_same_fit, then check(shape, on, off, uniform data?,
+// setting).
 template <class T, class Check>
 void check_variant_against_off(const char* env, const std::vector<SplitShape>& shapes,
-                               const std::vector<std::string>& settings, Check&& check) {
+                               const std::vector<std::string>& settings, Check&& check, const char* off_value = "0") {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
   const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv variant(env, "0");
+  kmtest::ScopedEnv variant(env, off_value);
   int call = 0;
   each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const bool uniform = call++ % 3 == 0;
-    variant.set("0");
+    variant.set(off_value);
     const auto off = km::run(fused, data, p);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
     for (const std::string& setting : settings) {
@@ -1591,37 +1592,29 @@ namespace {
 // packed); d = 8 and double (never) the same bits.
 template <class T>
 void check_approx_inertia() {
-  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv addends("KMEANS_DELTA_INERTIA", "exact");
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{20000, 16, 16}, {10007, 32, 16}}
               : std::vector<SplitShape>{{20000, 16, 16}, {20011, 16, 16}, {10000, 32, 16},
                                         {20011, 8, 16},  {20011, 12, 5},  {10007, 16, 100}};
-  int call = 0;
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
-    const bool uniform = call++ % 3 == 0;
-    addends.set("exact");
-    const auto exact = km::run(fused, data, p);
-    const auto omp = km::run(km::find_implementation("omp"), data, p);
-    addends.set("scores");  // (any other value: the default)
-    const auto from_scores = km::run(fused, data, p);
-    if (!expect_same_fit<T>(from_scores, exact, omp)) return;
-    expect_same_fit(from_scores, exact);  // (the re-checks too)
-    bool differs = false;
-    for (int it = 0; it < exact.iterations; ++it) {
-      SCOPED_TRACE("iteration " + std::to_string(it + 1));
-      const double a = from_scores.per_iteration[it].inertia, b = exact.per_iteration[it].inertia;
-      EXPECT_NEAR(a, b, (0x1p-15 + 1e-6) * b);
-      differs = differs || a != b;
-    }
-    if (sizeof(T) == 8 || s.d <= 8) {
-      EXPECT_FALSE(differs) << "no addend from the scores in double or at width 8";
-    } else if (uniform) {
-      EXPECT_TRUE(differs) << "every iteration's inertia in the exact addends' bits: none came from the scores";
-    }
-  });
+  // ("scores", any value but "exact": the default)
+  check_variant_against_off<T>(
+      "KMEANS_DELTA_INERTIA", shapes, {"scores"},
+      [](const SplitShape& s, const auto& from_scores, const auto& exact, bool uniform, const std::string&) {
+        expect_same_fit(from_scores, exact);  // (the re-checks too)
+        bool differs = false;
+        for (int it = 0; it < exact.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          const double a = from_scores.per_iteration[it].inertia, b = exact.per_iteration[it].inertia;
+          EXPECT_NEAR(a, b, (0x1p-15 + 1e-6) * b);
+          differs = differs || a != b;
+        }
+        if (sizeof(T) == 8 || s.d <= 8) {
+          EXPECT_FALSE(differs) << "no addend from the scores in double or at width 8";
+        } else if (uniform) {
+          EXPECT_TRUE(differs) << "every iteration's inertia in the exact addends' bits: none came from the scores";
+        }
+      },
+      "exact");
 }
 
 }  // namespace
