@@ -733,13 +733,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 #ifdef KMEANS_STAMPS
     // (Instrumented builds, -DKMEANS_STAMPS: before the final E-step, the delta kernels' stamps of
     // the last 8 launches into KMEANS_STAMPS_FILE, for scripts/stamps_phases.py. A line a block:
-    // B slot block entry acquire prologue loop drain flush release end, in ns of %globaltimer
+    // B slot block entry acquire prologue loop drain flush release end sm, in ns of %globaltimer
     // (release and end the last block's only); the cell table's kernel's blocks C slot block
     // entry acquire end. The first 2048 blocks, the table kernel's first 4096.)
     if (!accumulate)
       if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
         CUDA_CHECK(cudaStreamSynchronize(this->stream_));
-        static unsigned long long st[8][2048][8], cs[8][4096][3];
+        static unsigned long long st[8][2048][9], cs[8][4096][3];
         unsigned launches = 0;
         CUDA_CHECK(cudaMemcpyFromSymbol(st, kernels::g_stamps, sizeof st));
         CUDA_CHECK(cudaMemcpyFromSymbol(cs, kernels::g_cell_stamps, sizeof cs));
@@ -750,7 +750,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
             for (int b = 0; b < 2048; ++b)
               if (st[sl][b][0]) {
                 std::fprintf(o, "B %d %d", sl, b);
-                for (int q = 0; q < 8; ++q) std::fprintf(o, " %llu", st[sl][b][q]);
+                for (int q = 0; q < 9; ++q) std::fprintf(o, " %llu", st[sl][b][q]);
                 std::fprintf(o, "\n");
               }
             for (int b = 0; b < 4096; ++b)
