@@ -253,10 +253,10 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // Instrumented builds (-DKMEANS_STAMPS; scripts/stamps_phases.py): each block's thread 0 stamps
 // %globaltimer at the kernel's entry, once it may read the centroids, at the prologue's end, the
 // main loop's end, the rings drained and the sums flushed (KM_STAMP 0-5), the last block also once
-// the update is done (before the release) and at its end, and its SM; the cell table's kernel at its blocks'
-// entry, acquire and end. Slot g_launch % 8 (the last block moves g_launch on before it
-// releases the next launch, which reads it after its acquire). A few percent slower: never for
-// timings.
+// the update is done (before the release) and at its end, and each block its SM (scripts/
+// stamps_balance.py); the cell table's kernel at its blocks' entry, acquire and end. Slot
+// g_launch % 8 (the last block moves g_launch on before it releases the next launch, which reads
+// it after its acquire). A few percent slower: never for timings.
 __device__ unsigned long long g_stamps[8][2048][9];  // [8]: the block's SM (%smid)
 __device__ unsigned long long g_cell_stamps[8][4096][3];
 __device__ unsigned g_launch;
@@ -1652,8 +1652,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   }
   KM_STAMP(5);
 #ifdef KMEANS_STAMPS
-  if (threadIdx.x == 0 && blockIdx.x < 2048)
-  {
+  if (threadIdx.x == 0 && blockIdx.x < 2048) {
     for (int q = 0; q < 6; ++q) g_stamps[stamp_slot][blockIdx.x][q] = stamp_[q];
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
