@@ -14,6 +14,9 @@ time a pass of the block that entered first and of the one that entered second, 
 the first to enter was one of the grid's first `SMs` blocks (--sms, default G / 2), and on how many it has
 more passes than the other; last, the SMs' ends (the later of an SM's blocks' loop ends, from the launch's
 first prologue end: min, median, max) and how well the launch before's predict them by SM id (r_sm).
+Session 26's experiments (plots/balance_ab_s26_h100.txt): --split P takes the two-wave schedule of
+plots/waves_split_s26.patch instead of the fixed one; a tenth value on a block's line (the build of
+plots/roles_s26.patch) is that block's passes, and replaces the schedule's count.
 """
 import argparse
 import statistics
