@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <tuple>
 
 #include "common/errors.hpp"
@@ -418,6 +420,32 @@ void check_same_fits_without(const char* name, const std::vector<LabelShape>& sh
 // With the copy and several stages of centroids (d = 16, K = 1500) the kernel also starts each
 // row's list at a threshold from its previous label, which must leave out only keys the margin
 // test never needs: the re-check counts then still agree with the formed path's, which has none.
+// The fused delta kernel's TF32 object operands are x's bits plus 2^12 (one integer add), which
+// rounds as cvt.rna only where the tensor cores ignore the 13 low bits. This device's reading of
+// both, bit for bit, on the cases that tell: ties (low bits exactly 0x1000), just below and above
+// them, carries into the exponent, negatives, zeros, subnormals, large and small magnitudes, and
+// random floats. (Were the low bits kept, the operand would still lie within margin.hpp's 2^-11
+// of x, but this is what the bound's derivation and the kernel's comment say happens.)
+TEST(GpuTf32, HalfUpReadsAsRna) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  std::vector<float> xs;
+  auto with_bits = [&](std::uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    xs.push_back(f);
+    xs.push_back(-f);
+  };
+  for (std::uint32_t exponent : {1u, 60u, 126u, 127u, 128u, 150u, 174u})
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x1fffu})
+      for (std::uint32_t high : {0x000u, 0x001u, 0x155u, 0x3feu, 0x3ffu})  // the 10 kept mantissa bits
+        with_bits(exponent << 23 | high << 13 | low);
+  for (std::uint32_t sub : {0x1u, 0x1000u, 0x3000u, 0x7fffffu}) with_bits(sub);  // subnormals
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1000.0f, 1000.0f);
+  for (int i = 0; i < 4096; ++i) xs.push_back(u(rng));
+  EXPECT_EQ(km::gpu::tf32_half_up_mismatches(xs), 0u) << "of " << xs.size() << " values";
+}
+
 TEST(GpuTensorCopy, FloatSameAsFormed) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   setenv("KMEANS_FUSED_PATH", "tensor", 1);

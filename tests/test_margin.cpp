@@ -354,6 +354,7 @@ struct DeltaScorer {
     const auto b =
         km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, mma && !fma_factor);
     factor = static_cast<float>(b.factor / shrink);
+    root2 = static_cast<float>(b.root / shrink * (b.root / shrink));
     tiny = static_cast<float>(b.tiny);
     for (std::size_t j = 0; j < d; ++j) {
       T m = 0;
@@ -401,14 +402,20 @@ struct DeltaScorer {
     }
     r.label = bits ? static_cast<int>(bits_of(r.best) & mask) : bi;
     r.h = factor * (r.nx + r2) + tiny;
-    r.close = !(r.second - r.best > r.h);
+    if (mma && root2 > 0) {
+      // The kernel's test of the TF32 term (margin.hpp: filter_bound with mma), in its float steps.
+      const float l = (r.second - r.best) - r.h;
+      r.close = !(l > 0.0f && l * l > root2 * (r.nx * r2));
+    } else {
+      r.close = !(r.second - r.best > r.h);
+    }
     return r;
   }
   std::size_t d, k;
   int bits;
   std::vector<T> mu;
   std::vector<float> a, cc;
-  float r2 = 0, factor = 0, tiny = 0;
+  float r2 = 0, factor = 0, root2 = 0, tiny = 0;
   std::uint32_t mask = 0;
   bool mma = false;
 };
@@ -456,6 +463,36 @@ std::vector<T> near_tie_objects(const std::vector<T>& cs, std::size_t d, std::si
   return xs;
 }
 
+// The same near-ties moved far from every centroid, each along a direction orthogonal to its two
+// centroids' difference (so still near their bisector): |x''| far above R, where the MMA margin's
+// sqrt(nx r2) term is far below the (nx + r2) it replaced (margin.hpp: filter_bound with mma).
+template <class T>
+std::vector<T> far_tie_objects(const std::vector<T>& cs, std::size_t d, std::size_t k, std::size_t n,
+                               std::mt19937_64& rng, double offset) {
+  std::normal_distribution<double> gauss(0, 1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> xs(n * d);
+  std::vector<double> e(d), w(d);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t c1 = rng() % k, c2 = (c1 + 1 + rng() % (k - 1)) % k;
+    double ee = 0, we = 0, ww = 0;
+    for (std::size_t j = 0; j < d; ++j) {
+      e[j] = static_cast<double>(cs[c1 * d + j]) - static_cast<double>(cs[c2 * d + j]);
+      w[j] = gauss(rng);
+      ee += e[j] * e[j];
+      we += w[j] * e[j];
+    }
+    for (std::size_t j = 0; j < d; ++j) {
+      if (ee > 0) w[j] -= we / ee * e[j];
+      ww += w[j] * w[j];
+    }
+    const double t = 0.5 + 1e-8 * u(rng), scale = ww > 0 ? offset / std::sqrt(ww) : 0.0;
+    for (std::size_t j = 0; j < d; ++j)
+      xs[i * d + j] = static_cast<T>(t * cs[c1 * d + j] + (1 - t) * cs[c2 * d + j] + scale * w[j]);
+  }
+  return xs;
+}
+
 template <class T>
 void check_delta_filter(bool mma = false) {
   std::mt19937_64 rng(5);
@@ -473,8 +510,9 @@ void check_delta_filter(bool mma = false) {
       for (std::size_t c = 0; c < k; ++c)
         for (std::size_t j = 0; j < d; ++j) qcs[c * d + j] = quantised[((c * 13) % n) * d + j];
       const std::vector<T> near = near_tie_objects(cs, d, k, n, rng);
-      for (int set = 0; set < 3; ++set) {
-        const auto& xs = set == 0 ? uniform : set == 1 ? quantised : near;
+      const std::vector<T> far = far_tie_objects(cs, d, k, n, rng, 40.0);
+      for (int set = 0; set < (mma ? 4 : 3); ++set) {
+        const auto& xs = set == 0 ? uniform : set == 1 ? quantised : set == 2 ? near : far;
         const auto& cen = set == 1 ? qcs : cs;
         std::size_t rechecked = 0;
         const auto labels = delta_filter_labels(xs, cen, d, k, 1.0, rechecked, mma);

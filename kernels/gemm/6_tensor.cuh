@@ -99,6 +99,15 @@ struct MmaTf32m16n8k8 {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
   }
+  // The same operand in one integer add: x's bits plus half a TF32 unit in the last place (2^12
+  // in the 13 low bits, which the tensor cores ignore, i.e. truncate): cvt.rna's round-half-away
+  // result, where cvt.rna.tf32 is two instructions on sm_90 (a test for infinity and a predicated
+  // add). Whatever the hardware makes of the low bits (ignored, or any number of them kept and
+  // the rest dropped), the value it reads lies within 2^-11 2^e <= 2^-11 |x| of x
+  // (2^e <= |x| < 2^(e+1)): the bound margin.hpp charges a TF32 operand. For finite x below
+  // 2^127 (the add carries at most into the exponent). The fused delta kernel's objects
+  // (6_fused_delta.cuh, MMA); GpuTf32.HalfUpReadsAsRna checks this device's reading.
+  __device__ static Reg convert_half_up(float x) { return __float_as_uint(x) + 0x1000u; }
   __device__ static void mma(float* c, const Reg* a, const Reg* b) {
     asm volatile(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -111,6 +120,14 @@ struct MmaTf32m16n8k8 {
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%10,%11};\n"
         : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(col0), "f"(col1));
+  }
+  // d = a b + c0 (four accumulators from one float4: no register copies where it was just loaded).
+  __device__ static void mma_from(float* d, const Reg* a, const Reg* b, const float4& c0) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c0.x), "f"(c0.y), "f"(c0.z),
+          "f"(c0.w));
   }
   __device__ static void mma_zero(float* c, const Reg* a, const Reg* b) {
     asm volatile(

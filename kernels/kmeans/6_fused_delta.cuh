@@ -55,7 +55,11 @@
 //    are scored again with FMAs by the whole warp (the FMA filter's arithmetic and margin; JSON
 //    rescored) and only the FMA filter's close calls reach seq's arithmetic, as without MMA.
 //    Measured (H100, 256 MB; plots/final_s11_h100.txt): d = 32, K = 64 0.64x the FMA scores'
-//    time in float, 0.71x in double; level at K = 16, where it is off.
+//    time in float, 0.71x in double; level at K = 16, where it is off. Since session 27 the
+//    objects' TF32 operands take one integer add each (gemm::MmaTf32m16n8k8::convert_half_up)
+//    and |c''|^2 comes as the accumulators' start, loaded as a float4: 4.1% fewer instructions at
+//    d = 32, K = 64, and in float 0.962-0.965x the time at d = 16, K = 64, level at d = 32
+//    (K = 24-64), where the scores wait on latency, not on issue (plots/mma_lean_ab_s27_h100.txt).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
@@ -142,6 +146,9 @@ struct DeltaPass {
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
   // with FMAs and this factor (filter_bound without mma) before seq's arithmetic decides.
   float fma_factor = 0;
+  // MMA: the TF32 operands' term, root2 = root^2 (margin.hpp: filter_bound with mma), tested as
+  // (gap - factor (nx + r2) - tiny)^2 > root2 nx r2.
+  float root2 = 0;
   int prefetch = 0;  // MMA: the warp's next pass prefetched before its scores (1: into L1, 2: into L2)
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
@@ -341,7 +348,8 @@ __device__ __forceinline__ void with_slots(int slots, F&& f) {
   }
 }
 
-// MMA's operands and products: the GEMM ladder's TF32 m16n8k8 (cvt.rna operands).
+// MMA's operands and products: the GEMM ladder's TF32 m16n8k8 (the centroids' operands by
+// cvt.rna, the objects' by convert_half_up: one integer add, the same rounding as read).
 using Tf32Mma = gemm::MmaTf32m16n8k8;
 
 // (MMA in float at d <= 16, two objects a thread: at most 128 registers, 12 bytes spilled; H100,
@@ -431,7 +439,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
   constexpr std::size_t kStageWarp =
       TILE ? delta_tile_warp_bytes(MAXD, sizeof(T), U, MMA) : delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA);
   float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 + warps_in_block * kStageWarp);
-  float2* ctab = btab + (k + 15) / 16 * 2 * KS * 32;
+  // (|c''|^2 as float4s {c0, c1, c0, c1}: the accumulators' start, both rows, in one load and
+  // the mma's C registers as loaded, where a float2 took four register copies per pair of tiles.)
+  float4* ctab = reinterpret_cast<float4*>(btab + (k + 15) / 16 * 2 * KS * 32);
   __shared__ double zs[MAXD];
   __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
   __shared__ int largest_step;
@@ -599,7 +609,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     }
     for (int e = threadIdx.x; e < tiles * 32; e += blockDim.x) {
       const int c = 8 * (e >> 5) + 2 * (e & 3);
-      ctab[e] = make_float2(c < k ? table[c * ROW] : FLT_MAX, c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX);
+      const float c0 = c < k ? table[c * ROW] : FLT_MAX, c1 = c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX;
+      ctab[e] = make_float4(c0, c1, c0, c1);
     }
     __syncthreads();
   }
@@ -674,17 +685,20 @@ __global__ void __launch_bounds__(kDeltaThreads,
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         const float* r0 = xs + (16 * mt + g) * RS + 8 * ks + t;
-        a[mt][ks][0] = Tf32Mma::convert(r0[0]);
-        a[mt][ks][1] = Tf32Mma::convert(r0[8 * RS]);
-        a[mt][ks][2] = Tf32Mma::convert(r0[4]);
-        a[mt][ks][3] = Tf32Mma::convert(r0[8 * RS + 4]);
+        a[mt][ks][0] = Tf32Mma::convert_half_up(r0[0]);
+        a[mt][ks][1] = Tf32Mma::convert_half_up(r0[8 * RS]);
+        a[mt][ks][2] = Tf32Mma::convert_half_up(r0[4]);
+        a[mt][ks][3] = Tf32Mma::convert_half_up(r0[8 * RS + 4]);
       }
     // Each lane's running top two per row it holds (row g and g + 8 of each m-tile).
     float top[MT][2], run[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) top[mt][0] = top[mt][1] = run[mt][0] = run[mt][1] = INFINITY;
     // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight, the first
-    // k-step's started from |c''|^2.
+    // k-step's started from |c''|^2. (Software-pipelined, the next pair's products issued before
+    // this pair's scores were folded in, it took 1.048x the time at d = 32, K = 64 in float under a
+    // 128-register cap (165 registers without it: one block an SM) and 1.56x at d = 16, K = 64;
+    // H100, session 27, plots/mma_lean_ab_s27_h100.txt.)
 #pragma unroll 1
     for (int n0 = 0; n0 < k; n0 += 16) {
       float acc[2][MT][4];
@@ -695,10 +709,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
         for (int p = 0; p < 2; ++p) {
           const float2 bv = bt[(p * KS + ks) * 32];
           const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
-          const float2 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float2(0.0f, 0.0f);
+          const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            if (ks == 0) Tf32Mma::mma_bias(acc[p][mt], a[mt][ks], b, cc.x, cc.y);
+            if (ks == 0) Tf32Mma::mma_from(acc[p][mt], a[mt][ks], b, cc);
             else Tf32Mma::mma(acc[p][mt], a[mt][ks], b);
           }
         }
@@ -1292,7 +1306,12 @@ __global__ void __launch_bounds__(kDeltaThreads,
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
-        close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
+        if constexpr (MMA) {
+          const float l = (second[u] - best[u]) - (p.factor * (nx[u] + r2) + p.tiny);
+          close[u] = !(l > 0.0f && l * l > p.root2 * (nx[u] * r2));
+        } else {
+          close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
+        }
         known[u] = false;
         dold[u] = 0;
         if constexpr (kApproxDist) {

@@ -130,9 +130,10 @@ KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, st
 // 32, the index in the scores' bits (K <= 64), neither Elkan's test nor the bounds nor the cells.
 KM_HOST_DEVICE constexpr bool delta_mma_possible(int maxd, bool pack) { return (maxd == 16 || maxd == 32) && pack; }
 // Its operands in fragment order, after the stage: per pair of n-tiles (16 centroids) and
-// k-step, a float2 of TF32 B values per lane; then per n-tile a float2 of |c''|^2 per lane.
+// k-step, a float2 of TF32 B values per lane; then per n-tile a float4 of |c''|^2 per lane
+// (columns 2t, 2t + 1, twice: the accumulators' start as loaded).
 KM_HOST_DEVICE constexpr std::size_t delta_mma_table_bytes(std::size_t k, int maxd) {
-  return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 1) * 32 * 8;
+  return (k + 15) / 16 * 2 * (static_cast<std::size_t>(maxd / 8) + 2) * 32 * 8;
 }
 // The staged loads' copy plan (6_fused_delta.cuh, TILE) for a warp's pass of 32 U objects: each of
 // its maxd coordinate rows is tile_row_chunks 16-byte chunks, and copy step s of lane l takes chunk

@@ -13,6 +13,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
+#include "kernels/gemm/6_tensor.cuh"
 #include "kernels/kmeans/6_fused_tensor.cuh"
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
@@ -225,6 +226,47 @@ void preload_tensor_nearest(std::size_t d, cudaStream_t stream) {
   DeviceBuffer<T> one(d, stream);  // the centre's kernels (sampled_mean.cu), on one row
   CUDA_CHECK(cudaMemsetAsync(one.get(), 0, d * sizeof(T), stream));
   (void)sampled_mean(one.get(), 1, d, stream);
+}
+
+namespace {
+// One warp: 128 values a round as a 16 x 8 A, B the 8 x 8 identity, so that D = A as read; each
+// element through both conversions, the bit patterns of the two products compared.
+__global__ void tf32_half_up_check(const float* xs, int n, unsigned long long* mismatches) {
+  using Mma = kernels::gemm::MmaTf32m16n8k8;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const unsigned one = __float_as_uint(1.0f);
+  const unsigned b[2] = {t == g ? one : 0u, t + 4 == g ? one : 0u};  // B[t][g], B[t + 4][g]
+  unsigned long long differ = 0;
+  for (int base = 0; base < n; base += 128) {
+    // A[r][c] = xs[base + 8 r + c] (0 past n).
+    auto at = [&](int r, int c) { const int i = base + 8 * r + c; return i < n ? xs[i] : 0.0f; };
+    const float v[4] = {at(g, t), at(g + 8, t), at(g, t + 4), at(g + 8, t + 4)};
+    unsigned a_up[4], a_rna[4];
+    for (int q = 0; q < 4; ++q) {
+      a_up[q] = Mma::convert_half_up(v[q]);
+      a_rna[q] = Mma::convert(v[q]);
+    }
+    float d_up[4], d_rna[4];
+    Mma::mma_zero(d_up, a_up, b);
+    Mma::mma_zero(d_rna, a_rna, b);
+    for (int q = 0; q < 4; ++q) differ += __float_as_uint(d_up[q]) != __float_as_uint(d_rna[q]) ? 1 : 0;
+  }
+  atomicAdd(mismatches, differ);
+}
+}  // namespace
+
+std::size_t tf32_half_up_mismatches(const std::vector<float>& xs) {
+  cudaStream_t stream = nullptr;
+  DeviceBuffer<float> x(xs.size() + 1, stream);
+  DeviceBuffer<unsigned long long> count(1, stream);
+  CUDA_CHECK(cudaMemcpyAsync(x.get(), xs.data(), xs.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), stream));
+  tf32_half_up_check<<<1, 32, 0, stream>>>(x.get(), static_cast<int>(xs.size()), count.get());
+  CUDA_CHECK(cudaGetLastError());
+  unsigned long long host = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&host, count.get(), sizeof host, cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return static_cast<std::size_t>(host);
 }
 
 template void preload_tensor_nearest<float>(std::size_t, cudaStream_t);

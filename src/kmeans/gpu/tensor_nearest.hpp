@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -45,5 +46,10 @@ std::unique_ptr<TensorNearest<T>> make_tensor_nearest(const Dataset<T>& data, co
 // would load each at its first launch), on `stream`.
 template <class T>
 void preload_tensor_nearest(std::size_t d, cudaStream_t stream);
+
+// This device's tensor cores against an operand made by one integer add (the fused delta kernel's
+// objects, gemm::MmaTf32m16n8k8::convert_half_up): for each x, the value an m16n8k8 TF32 mma reads
+// (its product with 1, exact) from those bits and from cvt.rna.tf32's; the number that differ.
+std::size_t tf32_half_up_mismatches(const std::vector<float>& xs);
 
 }  // namespace km::gpu
