@@ -354,7 +354,6 @@ struct DeltaScorer {
     const auto b =
         km::kernels::filter_bound(d, bits, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, mma && !fma_factor);
     factor = static_cast<float>(b.factor / shrink);
-    root2 = static_cast<float>(b.root / shrink * (b.root / shrink));
     tiny = static_cast<float>(b.tiny);
     for (std::size_t j = 0; j < d; ++j) {
       T m = 0;
@@ -370,7 +369,16 @@ struct DeltaScorer {
       }
       cc[c] = static_cast<float>(sq);
       r2 = std::max(r2, cc[c]);
+      // The kernel's largest sum of a centroid's squared TF32 roundings (6_fused_delta.cuh, MMA).
+      float rounding = 0;
+      for (std::size_t j = 0; j < d; ++j) {
+        const float delta = tf32_rna(a[c * d + j]) - a[c * d + j];
+        rounding = std::fma(delta, delta, rounding);
+      }
+      roundings = std::max(roundings, rounding);
     }
+    root_test = mma && !fma_factor;
+    if (root_test) root2 = static_cast<float>(km::kernels::mma_root2(r2, roundings) / (shrink * shrink));
     mask = bits ? (1u << bits) - 1 : 0;
   }
   struct Scores {
@@ -402,10 +410,10 @@ struct DeltaScorer {
     }
     r.label = bits ? static_cast<int>(bits_of(r.best) & mask) : bi;
     r.h = factor * (r.nx + r2) + tiny;
-    if (mma && root2 > 0) {
+    if (root_test) {
       // The kernel's test of the TF32 term (margin.hpp: filter_bound with mma), in its float steps.
       const float l = (r.second - r.best) - r.h;
-      r.close = !(l > 0.0f && l * l > root2 * (r.nx * r2));
+      r.close = !(l > 0.0f && l * l > root2 * r.nx);
     } else {
       r.close = !(r.second - r.best > r.h);
     }
@@ -415,9 +423,9 @@ struct DeltaScorer {
   int bits;
   std::vector<T> mu;
   std::vector<float> a, cc;
-  float r2 = 0, factor = 0, root2 = 0, tiny = 0;
+  float r2 = 0, factor = 0, root2 = 0, tiny = 0, roundings = 0;
   std::uint32_t mask = 0;
-  bool mma = false;
+  bool mma = false, root_test = false;
 };
 
 // The one-pass delta kernel's float filter (6_fused_delta.cuh, margin.hpp: filter_bound),

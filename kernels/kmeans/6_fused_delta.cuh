@@ -59,7 +59,11 @@
 //    objects' TF32 operands take one integer add each (gemm::MmaTf32m16n8k8::convert_half_up)
 //    and |c''|^2 comes as the accumulators' start, loaded as a float4: 4.1% fewer instructions at
 //    d = 32, K = 64, and in float 0.962-0.965x the time at d = 16, K = 64, level at d = 32
-//    (K = 24-64), where the scores wait on latency, not on issue (plots/mma_lean_ab_s27_h100.txt).
+//    (K = 24-64), where the scores wait on latency, not on issue; and the margin's TF32 term is
+//    charged as 2 |x''| (2^-10 R'' + D), D the block's centroids' own largest TF32 rounding
+//    (margin.hpp: mma_root2), not in S^2: 0.57x the objects re-scored at d = 32, K = 64 (39.5 k
+//    -> 22.4 k an iteration), 0.925x the time there in float, 0.938x in double, 0.922x at d = 16,
+//    K = 64 in float (plots/mma_lean_ab_s27_h100.txt).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
@@ -146,9 +150,6 @@ struct DeltaPass {
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
   // with FMAs and this factor (filter_bound without mma) before seq's arithmetic decides.
   float fma_factor = 0;
-  // MMA: the TF32 operands' term, root2 = root^2 (margin.hpp: filter_bound with mma), tested as
-  // (gap - factor (nx + r2) - tiny)^2 > root2 nx r2.
-  float root2 = 0;
   int prefetch = 0;  // MMA: the warp's next pass prefetched before its scores (1: into L1, 2: into L2)
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
@@ -378,6 +379,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   const int d = MAXD <= 2 || EXACT ? MAXD : d_arg;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float r2_shared;
+  __shared__ float rounding_shared;  // MMA: the largest sum of a centroid's squared TF32 roundings
   __shared__ T mu[MAXD];
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
@@ -487,7 +489,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
-  if (threadIdx.x == 0) r2_shared = 0;
+  if (threadIdx.x == 0) r2_shared = rounding_shared = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
   if constexpr (CELLS) {
     // The centroids, the table and the masks in one batch (cells_s and masks_s are adjacent:
@@ -612,9 +614,23 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const float c0 = c < k ? table[c * ROW] : FLT_MAX, c1 = c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX;
       ctab[e] = make_float4(c0, c1, c0, c1);
     }
+    // Each centroid's B operands' roundings, sum_p (ã_p - a_p)^2 (each difference exact), their
+    // largest for the margin's TF32 term (margin.hpp: mma_root2).
+    for (int c = threadIdx.x; c < k; c += blockDim.x) {
+      const float* row = table + c * ROW + AOFF;
+      float sum = 0;
+#pragma unroll 8
+      for (int j = 0; j < MAXD; ++j) {
+        const float rounded = __uint_as_float(Tf32Mma::convert(row[j])) - row[j];
+        sum = fmaf(rounded, rounded, sum);
+      }
+      atomicMax(reinterpret_cast<int*>(&rounding_shared), __float_as_int(sum));  // >= 0: int order
+    }
     __syncthreads();
   }
   const float r2 = r2_shared;
+  // MMA: the margin's TF32 term, root_b^2 (margin.hpp: filter_bound with mma, mma_root2).
+  const float root2 = MMA ? mma_root2(r2, rounding_shared) : 0.0f;
   KM_STAMP(2);
   if (gated) return;  // (the whole grid: the last iteration met the stop rule)
   // The centre, read from shared memory where an object is centred rather than held in
@@ -1308,7 +1324,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
         cand[u] = PACK ? (__float_as_int(best[u]) & mask) : bi[u];
         if constexpr (MMA) {
           const float l = (second[u] - best[u]) - (p.factor * (nx[u] + r2) + p.tiny);
-          close[u] = !(l > 0.0f && l * l > p.root2 * (nx[u] * r2));
+          close[u] = !(l > 0.0f && l * l > root2 * nx[u]);
         } else {
           close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
         }

@@ -174,20 +174,28 @@ KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2
 // most 2 d 2^-126 S (d <= 32): at most 2^-12 of the accumulation's term where S >= 2^-90 (inside
 // the factor's 2% below), far below `tiny` where not.
 //
-// The TF32 term need not be charged in S^2: per score it is at most 1.0003 2^-9 |x''| R'' (R'' the
-// largest |c''|, both within 0.05% of sqrt(nx), sqrt(r2)), so the pair's is at most
-// 1.0003 1.001 2^-8 sqrt(nx r2) -- the same as 8196 u_f S^2 where |x''| = R'', and smaller
-// everywhere else (2 sqrt(nx r2) <= nx + r2): at d = 32, K = 64 on uniform data 0.74x the objects
-// left to re-score (a CPU emulation of 2^17 objects after 6 Lloyd iterations: 2.4% against 3.3%).
-// So with `mma` the bound is `root` sqrt(nx r2) + factor (nx + r2) + tiny, `factor` then the
-// accumulation's, the centring's, seq's and the index's terms alone, and `root` with the same 2%.
-// The kernel tests it without a square root: with l = fl(p2 - p1) - fl(factor (nx + r2) + tiny),
-//   l > 0 and fl(l l) > fl(root2 fl(nx r2)),   root2 = root^2 rounded to float,
+// The TF32 term need not be charged in S^2, nor as the worst rounding of the centroids: with
+// x̃ = x'' + δx, ã = a + δa, each product's error is δx_p a_p + x''_p δa_p + δx_p δa_p, so a
+// score's is at most 2^-11 |x''| |a_c| + (1 + 2^-11) |x''| |δa_c| (|δx_p| <= 2^-11 |x''_p|;
+// |a_c| = 2 |c''_c| <= 2 R''), where |δa_c|, the centroid's own roundings' norm, is known exactly
+// once the B operands are made. With D = max_c |δa_c| the pair's errors sum to at most
+//   2 |x''| (2^-10 R'' + 1.0005 D),
+// |x''| and R'' within 0.05% of sqrt(nx) and sqrt(r2), D of the square root of its float sum
+// s = max_c fl(sum_p δa_p^2) (d FMAs: 0.001%). D is at most 2^-10 R'' (every δa_p at its worst),
+// where this is the 8196 u_f S^2 above at |x''| = R''; it is about half that for centroids in
+// general position, and 2 sqrt(nx r2) <= nx + r2 everywhere: at d = 32, K = 64 on uniform data
+// 0.56x the objects left to re-score (a CPU emulation of 2^17 objects after 6 Lloyd iterations:
+// 1.84% against 3.31%; the S^2 charge's 8196 u_f alone 2.44%). So with `mma` the bound is
+//   root_b sqrt(nx) + factor (nx + r2) + tiny,
+// `factor` then the accumulation's, the centring's, seq's and the index's terms alone, and
+// root_b = 1.02 (2 sqrt(1.001)) (2^-10 sqrt(1.001 r2) + 1.0005 sqrt(1.0001 s)) a block's constant
+// (mma_root2 below: its square), with the same 2%. The kernel tests it without a square root:
+// with l = fl(p2 - p1) - fl(factor (nx + r2) + tiny),
+//   l > 0 and fl(l l) > fl(root_b^2 nx),
 // each side a few roundings of 2^-24 (an overflow to infinity on the right or an underflow to 0
 // on the left only ever calls the object close), far inside the 2% (4% on the squares).
 struct FilterBound {
   double factor = 0, tiny = 0;
-  double root = 0;  // mma: the TF32 operands' term's factor on sqrt(nx r2); else 0
 };
 KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, double u_t, bool mma = false) {
   const double dd = static_cast<double>(d), uf = 0x1p-24;
@@ -196,9 +204,16 @@ KM_MARGIN_HD inline FilterBound filter_bound(std::size_t d, int index_bits, doub
   const double pack = index_bits > 0 ? 1.01 * std::ldexp(1.0, index_bits - 23) : 0.0;
   FilterBound r;
   r.factor = 1.02 * 2.0 * 1.001 * (2 * e + 2 * g + 2 * pack);
-  r.root = mma ? 1.02 * 1.001 * 1.0003 * 0x1p-8 : 0.0;
   r.tiny = (dd + 4) * 0x1p-120;
   return r;
+}
+// root_b^2 (above) for a block's centroids: r2 their largest fl(|c''|^2), s the largest float sum
+// of their B operands' squared TF32 roundings (sum_p (ã_p - a_p)^2); rounded to float.
+KM_MARGIN_HD inline float mma_root2(float r2, float s) {
+  const double root = 1.02 * 2 * std::sqrt(1.001) *
+                      (0x1p-10 * std::sqrt(1.001 * static_cast<double>(r2)) +
+                       1.0005 * std::sqrt(1.0001 * static_cast<double>(s)));
+  return static_cast<float>(root * root);
 }
 
 // The delta kernel's inertia addend from its float scores (6_fused_delta.cuh, in float with the FMA

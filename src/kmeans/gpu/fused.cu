@@ -474,9 +474,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       dist_tiny_ = exact_addends ? INFINITY : static_cast<float>(ab.tiny);
       dist_eta_ = exact_addends ? 0.0f : static_cast<float>(ab.eta_test);
       // (the bounds kernel scores with FMAs: the narrower factor above)
-      const kernels::FilterBound mb = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, true);
-      mma_factor_ = static_cast<float>(mb.factor);
-      mma_root2_ = static_cast<float>(mb.root * mb.root);
+      // (its TF32 term each block's own, from its centroids' roundings: margin.hpp, mma_root2)
+      mma_factor_ = static_cast<float>(
+          kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, true).factor);
       return (this->k_ * this->d_ + this->k_ + 3) * sizeof(unsigned long long) + sizeof(unsigned);
     }
     bytes_ = kernels::block_sums_layout<std::size_t>(this->k_, this->d_, sizeof(T)).bytes;
@@ -650,7 +650,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     kernels::DeltaPass q = p;
     if (mma_) {
       q.factor = mma_factor_;
-      q.root2 = mma_root2_;
       q.fma_factor = factor_;
     }
     // The next pass's lines into L1 before the scores where they measured faster: with the
@@ -835,7 +834,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned long long> held_q_;
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   int bits_ = 0;
-  float factor_ = 0, tiny_ = 0, mma_factor_ = 0, mma_root2_ = 0;
+  float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
   float dist_factor_ = 0, dist_tiny_ = INFINITY, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends; off)
   bool mma_ = false;  // the delta kernel's scores on the tensor cores
   bool exact_ = false;  // the delta kernel with d a constant (d fills its register width)
