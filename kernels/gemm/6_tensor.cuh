@@ -114,13 +114,6 @@ struct MmaTf32m16n8k8 {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
-  // c = a b + (col0, col1) on every row (the accumulator's columns 2t and 2t + 1 started from them).
-  __device__ static void mma_bias(float* c, const Reg* a, const Reg* b, float col0, float col1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%10,%11};\n"
-        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(col0), "f"(col1));
-  }
   // d = a b + c0 (four accumulators from one float4: no register copies where it was just loaded).
   __device__ static void mma_from(float* d, const Reg* a, const Reg* b, const float4& c0) {
     asm volatile(

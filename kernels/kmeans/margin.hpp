@@ -168,9 +168,9 @@ KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2
 // most 1.0003 2^-10 sum |x''_p a_p| <= 1.0003 2^-10 2 |x''| |c''| <= 1.0004 2^-11 S^2 over all
 // (2 |x''| |c''| <= (|x''| + |c''|)^2 / 2): 8196 u_f S^2 (so until session 27; see below). The
 // accumulation, d + 1 terms of total magnitude at most S^2 in FP32 that may be aligned and
-// truncated rather than rounded, is charged both 2 (d + 1) 1.01 u_f S^2 (each addition 2 u_f, as the tensor path's bound) and
-// 16 u_f S^2 per mma (8 units in the last place of S^2; ceil(d / 8) of them); the centring and
-// cc's rounding 10 u_f S^2. Operands below float's normal range (flushed, at worst) move f by at
+// truncated rather than rounded, is charged both 2 (d + 1) 1.01 u_f S^2 (each addition 2 u_f,
+// as the tensor path's bound) and 16 u_f S^2 per mma (8 units in the last place of S^2;
+// ceil(d / 8) of them); the centring and cc's rounding 10 u_f S^2. Operands below float's normal range (flushed, at worst) move f by at
 // most 2 d 2^-126 S (d <= 32): at most 2^-12 of the accumulation's term where S >= 2^-90 (inside
 // the factor's 2% below), far below `tiny` where not.
 //
