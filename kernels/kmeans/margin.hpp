@@ -170,9 +170,10 @@ KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2
 // accumulation, d + 1 terms of total magnitude at most S^2 in FP32 that may be aligned and
 // truncated rather than rounded, is charged both 2 (d + 1) 1.01 u_f S^2 (each addition 2 u_f,
 // as the tensor path's bound) and 16 u_f S^2 per mma (8 units in the last place of S^2;
-// ceil(d / 8) of them); the centring and cc's rounding 10 u_f S^2. Operands below float's normal range (flushed, at worst) move f by at
-// most 2 d 2^-126 S (d <= 32): at most 2^-12 of the accumulation's term where S >= 2^-90 (inside
-// the factor's 2% below), far below `tiny` where not.
+// ceil(d / 8) of them); the centring and cc's rounding 10 u_f S^2. Operands below float's
+// normal range (flushed, at worst) move f by at most 2 d 2^-126 S (d <= 32): at most 2^-12 of
+// the accumulation's term where S >= 2^-90 (inside the factor's 2% below), far below `tiny`
+// where not.
 //
 // The TF32 term need not be charged in S^2, nor as the worst rounding of the centroids: with
 // x̃ = x'' + δx, ã = a + δa, each product's error is δx_p a_p + x''_p δa_p + δx_p δa_p, so a
@@ -185,7 +186,8 @@ KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2
 // where this is the 8196 u_f S^2 above at |x''| = R''; it is about half that for centroids in
 // general position, and 2 sqrt(nx r2) <= nx + r2 everywhere: at d = 32, K = 64 on uniform data
 // 0.56x the objects left to re-score (a CPU emulation of 2^17 objects after 6 Lloyd iterations:
-// 1.84% against 3.31%; the S^2 charge's 8196 u_f alone 2.44%). So with `mma` the bound is
+// 1.84% against 3.31%; |x''| R'' in place of S^2 alone, D at its worst, 2.44%). So with `mma`
+// the bound is
 //   root_b sqrt(nx) + factor (nx + r2) + tiny,
 // `factor` then the accumulation's, the centring's, seq's and the index's terms alone, and
 // root_b = 1.02 (2 sqrt(1.001)) (2^-10 sqrt(1.001 r2) + 1.0005 sqrt(1.0001 s)) a block's constant
