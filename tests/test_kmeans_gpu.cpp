@@ -1313,8 +1313,36 @@ void check_lean_dynamic_chunks() {
       });
 }
 
+// The tensor-core scores' kernel (not staged) at register width 32, its warps taking their passes
+// of 32 objects as they come to them (the default) against a fixed share a warp
+// (KMEANS_DELTA_DYNAMIC=0), as above: the same labels, centroids, counts, shifts, re-scores,
+// re-checks and inertia bit for bit, omp's labels. 2^19 objects and more (2^14 chunks and more
+// against ~2 x 2112 warps on an H100: most from the counters), n not a multiple of 32 (the last
+// chunk partly past n), d = 32 and 24 (the width's loads tested against d), K = 64 and 5, and a
+// small n (no warp gets a third pass).
+template <class T>
+void check_mma_dynamic_chunks() {
+  const kmtest::ScopedEnv unstaged("KMEANS_DELTA_TILE", "0");
+  const kmtest::ScopedEnv scores("KMEANS_DELTA_MMA", "1");
+  const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{(1 << 19) + 13, 32, 64}}
+                                                 : std::vector<SplitShape>{{(1 << 19) + 13, 32, 64},
+                                                                           {(1 << 20) + 7, 24, 64},
+                                                                           {(1 << 19) + 4, 32, 5},
+                                                                           {20011, 32, 16}};
+  check_variant_against_off<T>(
+      "KMEANS_DELTA_DYNAMIC", shapes, {"1"},
+      [](const SplitShape&, const auto& on, const auto& off, bool, const std::string&) {
+        EXPECT_NE(on.path.find("mma"), std::string::npos) << on.path;
+        EXPECT_EQ(on.path.find("staged"), std::string::npos) << on.path;
+        EXPECT_EQ(on.path, off.path);
+        expect_same_counts(on, off);
+      });
+}
+
 }  // namespace
 
+TEST(GpuFusedDelta, FloatMmaPassesAsFixedShares) { check_mma_dynamic_chunks<float>(); }
+TEST(GpuFusedDelta, DoubleMmaPassesAsFixedShares) { check_mma_dynamic_chunks<double>(); }
 TEST(GpuFusedDelta, DoubleStagedPassesAsFixedShares) { check_dynamic_chunks(); }
 TEST(GpuFusedDelta, DoubleLeanCellPassesAsFixedShares) { check_lean_dynamic_chunks<double>(); }
 TEST(GpuFusedDelta, FloatLeanCellPassesAsFixedShares) { check_lean_dynamic_chunks<float>(); }

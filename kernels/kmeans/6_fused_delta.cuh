@@ -367,7 +367,8 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false>
 __global__ void __launch_bounds__(kDeltaThreads,
-                                  (MMA && sizeof(T) == 4 && MAXD == 16) || (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
+                                  (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
+                                          (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
                                       ? 2
                                       : (CELLS && !TILE && sizeof(T) == 8) ? 3 : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
@@ -447,14 +448,27 @@ __global__ void __launch_bounds__(kDeltaThreads,
   __shared__ double zs[MAXD];
   __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
   __shared__ int largest_step;
-  // TILE in double (kDynamic, below), given p.chunks: each warp's next pass.
-  constexpr bool kDynamic = TILE && !CELLS && sizeof(T) == 8;
+  // TILE in double (kDynamic, below), given p.chunks: each warp's next pass. Likewise the
+  // tensor-core scores' kernel, not staged, a warp's pass its 32 objects (U = 1: d = 32, both
+  // precisions), where the fixed shares left the blocks' main loops ending 60-88 us apart at
+  // d = 32, K = 64 in float (plots/stamps_pairs_s26_h100.txt: ideal 72.7 us, last 86.8).
+  constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BOUNDS && !BALL && U == 1;
+  constexpr bool kDynamic = (TILE && !CELLS && sizeof(T) == 8) || kMmaDynamic;
   // The cell table's lean passes, given p.chunks: the same, a warp's chunk its 32 U objects (see
   // there; H100, 2^24 x 2, double: 0.967x the time at K = 16, 0.973x at K = 64, the blocks' main
   // loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt). In
   // float the kernel keeps its 64 registers (4 blocks an SM; 4 bytes spilled).
   constexpr bool kLeanDynamic = CELLS && !TILE;
   __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
+  // kMmaDynamic: the warp's first object this pass, read again where its labels are written (the
+  // pass's base, a warp's own with the dynamic passes, no longer in uniform registers, held through
+  // the pass pushed the 128-register kernel to spill).
+  __shared__ std::int64_t warp_first_s[kMmaDynamic ? kDeltaMaxThreads / 32 : 1];
+  // kMmaDynamic: the warp's index and its passes' bases through a warp reduction (REDUX), which
+  // ptxas keeps in uniform registers, as the fixed shares' base (gridDim, blockIdx, a step) is:
+  // from shared memory or the thread's index, the pass's loop and its addressing ran on the
+  // vector registers and pipes (3-7% slower at d = 32, K = 64; H100).
+  const int warp_u = kMmaDynamic ? static_cast<int>(__reduce_max_sync(0xffffffffu, threadIdx.x / 32)) : warp;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
 #ifdef KMEANS_STAMPS
@@ -1126,7 +1140,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
   }
   for (std::int64_t base = start;;) {
     [[maybe_unused]] std::int64_t next_base = 0;  // (kDynamic: the next pass's base, taken below)
-    const bool more = kDynamic && dynamic ? base + warp * 32 * U < n : base < n;  // (fixed: the same in the whole block)
+    [[maybe_unused]] std::int64_t mma_following = 0;  // (kMmaDynamic: likewise, at the pass's end)
+    const bool more = kDynamic && dynamic ? base + warp_u * 32 * U < n : base < n;  // (fixed: the same in the whole block)
     if (!BOUNDS && !more) break;
     if constexpr (BOUNDS) {
       // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
@@ -1208,7 +1223,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
         idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
         has[u] = idx[u] < n;
       }
-      if (base + static_cast<std::int64_t>(U) * blockDim.x <= n) {
+      // (kMmaDynamic: this warp's 32 objects from base + 32 warp, the others' passes elsewhere.)
+      const std::int64_t pass_end =
+          kMmaDynamic && dynamic ? base + 32 * (warp_u + 1) : base + static_cast<std::int64_t>(U) * blockDim.x;
+      if (pass_end <= n) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           // Coordinate j + 1 a step of n past j: one 64-bit add per load, not a product.
@@ -1226,13 +1244,18 @@ __global__ void __launch_bounds__(kDeltaThreads,
           old[u] = has[u] ? lb[u * blockDim.x] : 0;
         }
       }
+      if constexpr (kMmaDynamic)
+        if (lane == 0) warp_first_s[warp] = base + warp_u * 32;
+      // kMmaDynamic: the next pass is the chunk taken a pass ago (next_chunk_s).
+      std::int64_t next = base + step + warp * 32;
+      if constexpr (kMmaDynamic)
+        if (dynamic) next = static_cast<std::int64_t>(next_chunk_s[warp]) * 32;
       if (p.prefetch) {
         // The warp's next pass: U MAXD coordinates of 32 objects, sizeof(T) / 4 lines each, one
         // prefetch a lane, so that the next pass's loads find them while this one scores (with
         // the tensor-core scores, H100, d = 32, K = 32-64: 2-3% faster in double, 0.6-2.6% in
         // float; level at d = 16).
         constexpr int LPC = static_cast<int>(sizeof(T)) / 4;
-        const std::int64_t next = base + step + warp * 32;
         for (int l = lane; l < U * MAXD * LPC; l += 32) {
           const int u = l / (MAXD * LPC), j = (l / LPC) % MAXD, h = l % LPC;
           const std::int64_t i = next + u * static_cast<std::int64_t>(blockDim.x) + h * (32 / LPC);
@@ -1325,6 +1348,13 @@ __global__ void __launch_bounds__(kDeltaThreads,
         if constexpr (MMA) {
           const float l = (second[u] - best[u]) - (p.factor * (nx[u] + r2) + p.tiny);
           close[u] = !(l > 0.0f && l * l > root2 * nx[u]);
+          // kMmaDynamic: the pass after next counted here, after the scores (in flight through
+          // them, its result's register pushed the 128-register kernel to spill), its round trip
+          // behind the rest of the pass.
+          if (kMmaDynamic && dynamic && lane == 0 && u == U - 1) {
+            const unsigned g = blockIdx.x * warps_in_block + warp;
+            chunk_count = atomicAdd(p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride, 1u);
+          }
         } else {
           close[u] = !(second[u] - best[u] > p.factor * (nx[u] + r2) + p.tiny);
         }
@@ -1510,7 +1540,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     int queued = 0;  // the warp's movers this pass (the same in every lane)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const std::int64_t i = idx[u];
+      const std::int64_t i =
+          kMmaDynamic ? *reinterpret_cast<volatile std::int64_t*>(&warp_first_s[warp]) + lane : idx[u];
       bool moved = false;
       int label = 0;
       if (has[u]) {
@@ -1572,7 +1603,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const unsigned movers = __ballot_sync(0xffffffffu, moved);
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
-        const uint2 entry = make_uint2(static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
+        const uint2 entry = make_uint2(kMmaDynamic ? u * blockDim.x + threadIdx.x
+                                                   : static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
                                        static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
         if constexpr (CELLS)  // (after this pass's objects to score, a mover entry)
         {
@@ -1625,6 +1657,15 @@ __global__ void __launch_bounds__(kDeltaThreads,
         add_move(v, static_cast<int>(q.y & 0xffffu), static_cast<int>(q.y >> 16) - 1);
       }
     }
+    // kMmaDynamic: the next pass's chunk, read by every lane before lane 0 replaces it with the
+    // one after (the reduction waits for every lane's read), not held through the pass (its base
+    // in registers pushed the 128-register kernel to spill).
+    if constexpr (kMmaDynamic)
+      if (dynamic)
+        mma_following =
+            (static_cast<std::int64_t>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(next_chunk_s[warp]))) -
+             warp_u) *
+            32;
     if (kDynamic && dynamic && lane == 0) {  // (read by the warp's lanes after the barrier below)
       const unsigned g = blockIdx.x * warps_in_block + warp, grid_warps = gridDim.x * warps_in_block;
       next_chunk_s[warp] = static_cast<int>(2 * grid_warps + chunk_count * kDeltaChunkCounters + g % kDeltaChunkCounters);
@@ -1638,7 +1679,8 @@ __global__ void __launch_bounds__(kDeltaThreads,
     pending -= taken;
     }
     if (!more) break;
-    if constexpr (kDynamic) base = next_base;
+    if constexpr (kMmaDynamic) base = dynamic ? mma_following : base + step;
+    else if constexpr (kDynamic) base = next_base;
     else base += step;
   }
   KM_STAMP(3);

@@ -512,9 +512,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
-    // The pass counters of the staged kernel in double and of the cell table's lean passes
-    // (launch_delta).
-    if ((sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) || cells_side_) {
+    // The pass counters of the staged kernel in double, of the cell table's lean passes and of
+    // the tensor-core scores' kernel (launch_delta).
+    if ((sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) || cells_side_ || mma_) {
       chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
       CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
     }
@@ -698,6 +698,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The lean passes likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x the time
     // at K = 16 and 64 in double, plots/prologue_ab_s23_h100.txt).
     if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get() &&
+        kernels::delta_chunks_dynamic(grid_, block_))
+      q.chunks = chunks_.get();
+    // The tensor-core scores' kernel likewise, not staged (6_fused_delta.cuh: kMmaDynamic; it
+    // reads the counters only at d = 32, one object a lane, and ignores them elsewhere).
+    if (mma_ && !tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ && chunks_.get() &&
         kernels::delta_chunks_dynamic(grid_, block_))
       q.chunks = chunks_.get();
     const T* x = this->x_.get();
