@@ -453,7 +453,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
   // precisions), where the fixed shares left the blocks' main loops ending 60-88 us apart at
   // d = 32, K = 64 in float (plots/stamps_pairs_s26_h100.txt: ideal 72.7 us, last 86.8).
   constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BOUNDS && !BALL && U == 1;
-  constexpr bool kDynamic = (TILE && !CELLS && sizeof(T) == 8) || kMmaDynamic;
+  // (In float the staged kernel takes them at d 17-32 only: at d = 16, at 128 registers, the code
+  // cost 8% against 3% that the balance gave back, H100, session 28: plots/dynamic_ab_s28_h100.txt.)
+  constexpr bool kDynamic = (TILE && !CELLS && (sizeof(T) == 8 || MAXD == 32)) || kMmaDynamic;
   // The cell table's lean passes, given p.chunks: the same, a warp's chunk its 32 U objects (see
   // there; H100, 2^24 x 2, double: 0.967x the time at K = 16, 0.973x at K = 64, the blocks' main
   // loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt). In
@@ -464,11 +466,15 @@ __global__ void __launch_bounds__(kDeltaThreads,
   // pass's base, a warp's own with the dynamic passes, no longer in uniform registers, held through
   // the pass pushed the 128-register kernel to spill).
   __shared__ std::int64_t warp_first_s[kMmaDynamic ? kDeltaMaxThreads / 32 : 1];
-  // kMmaDynamic: the warp's index and its passes' bases through a warp reduction (REDUX), which
-  // ptxas keeps in uniform registers, as the fixed shares' base (gridDim, blockIdx, a step) is:
-  // from shared memory or the thread's index, the pass's loop and its addressing ran on the
-  // vector registers and pipes (3-7% slower at d = 32, K = 64; H100).
-  const int warp_u = kMmaDynamic ? static_cast<int>(__reduce_max_sync(0xffffffffu, threadIdx.x / 32)) : warp;
+  // kUniformBase (the dynamic passes in float and in the tensor-core kernel): the warp's index and
+  // its passes' bases through a warp reduction (REDUX), which ptxas keeps in uniform registers, as
+  // the fixed shares' base (gridDim, blockIdx, a step) is: read from shared memory or derived from
+  // the thread's index, the pass's loop and its addressing ran on the vector registers and pipes
+  // (the tensor-core kernel at d = 32, K = 64: 3-7% slower). Not in the staged kernel in double,
+  // whose dynamic passes predate it: there it measured level or 1% slower (1.008x and 1.011x at
+  // d = 16, K = 16, 0.996x at d = 32; H100, session 28). (Whole warps: --block is a multiple of 32.)
+  constexpr bool kUniformBase = kMmaDynamic || (kDynamic && sizeof(T) == 4);
+  const int warp_u = kUniformBase ? static_cast<int>(__reduce_max_sync(0xffffffffu, threadIdx.x / 32)) : warp;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
 #ifdef KMEANS_STAMPS
@@ -957,7 +963,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
     constexpr int RC = tile_row_chunks(U, sizeof(T)), EC = 16 / static_cast<int>(sizeof(T));
     constexpr int RPS = RC <= 32 ? 32 / RC : 1, STEPS = tile_copy_steps(MAXD, U, sizeof(T));
     static_assert(!TILE || STEPS > 0, "the staged loads' copy plan");
-    const std::int64_t wbase = from + warp * 32 * U;
+    const std::int64_t wbase = from + warp_u * 32 * U;
     if constexpr (RC <= 32) {
       const TileChunk first = tile_chunk(MAXD, U, sizeof(T), 0, lane);
       const int r0 = first.row, q = first.col;
@@ -1192,10 +1198,15 @@ __global__ void __launch_bounds__(kDeltaThreads,
       // and the movers' stage done: the pass's closing __syncwarp), then this pass's from its own.
       std::int64_t following = base + step;
       if constexpr (kDynamic) {
-        if (dynamic) following = (static_cast<std::int64_t>(next_chunk_s[warp]) - warp) * 32 * U;
+        if (dynamic) {
+          const unsigned chunk = kUniformBase
+                                     ? __reduce_max_sync(0xffffffffu, static_cast<unsigned>(next_chunk_s[warp]))
+                                     : static_cast<unsigned>(next_chunk_s[warp]);
+          following = (static_cast<std::int64_t>(chunk) - warp_u) * 32 * U;
+        }
         next_base = following;
       }
-      if (kDynamic && dynamic ? following + warp * 32 * U < n : following < n) tile_issue(following, cur ^ 1);
+      if (kDynamic && dynamic ? following + warp_u * 32 * U < n : following < n) tile_issue(following, cur ^ 1);
       gemm::cp_async_commit();
       if (dynamic && lane == 0) {
         const unsigned g = blockIdx.x * warps_in_block + warp;
@@ -1207,7 +1218,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
       const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(stage + MAXD * 32 * U);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        idx[u] = base + warp * 32 * U + u * 32 + lane;
+        idx[u] = base + warp_u * 32 * U + u * 32 + lane;
         has[u] = idx[u] < n;
 #pragma unroll
         for (int j = 0; j < MAXD; ++j) xr[u][j] = stage[j * 32 * U + u * 32 + lane];

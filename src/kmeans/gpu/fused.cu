@@ -512,9 +512,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     CUDA_CHECK(cudaMemsetAsync(held_counts_.get(), 0, held_counts_.size() * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(done_.get(), 0, sizeof(unsigned), this->stream_));
-    // The pass counters of the staged kernel in double, of the cell table's lean passes and of
-    // the tensor-core scores' kernel (launch_delta).
-    if ((sizeof(T) == 8 && tile_kernel_ && cells_side_ == 0) || cells_side_ || mma_) {
+    // The pass counters of the staged kernel, of the cell table's lean passes and of the
+    // tensor-core scores' kernel (launch_delta).
+    if ((tile_kernel_ && cells_side_ == 0) || cells_side_ || mma_) {
       chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
       CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
     }
@@ -682,10 +682,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
                  aligned(this->labels_.get());
     q.tile_offset = tile_offset_;
-    // The staged kernel's warps in double take their passes as they come to them
-    // (6_fused_delta.cuh: DeltaPass::chunks) where a last block resets the counts; null (where
-    // after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a fixed share a warp.
-    q.chunks = sizeof(T) == 8 && tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ &&
+    // The staged kernel's warps take their passes as they come to them, in double and in float at
+    // register width 32 (6_fused_delta.cuh: DeltaPass::chunks, kDynamic) where a last block resets
+    // the counts; null (where after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a
+    // fixed share a warp.
+    q.chunks = tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ &&
+                       (sizeof(T) == 8 || kernels::fused_register_width(this->d_) == 32) &&
                        kernels::delta_chunks_dynamic(tile_grid_, tile_block_)
                    ? chunks_.get()
                    : nullptr;
