@@ -63,7 +63,12 @@
 //    charged as 2 |x''| (2^-10 R'' + D), D the block's centroids' own largest TF32 rounding
 //    (margin.hpp: mma_root2), not in S^2: 0.57x the objects re-scored at d = 32, K = 64 (39.5 k
 //    -> 22.4 k an iteration), 0.925x the time there in float, 0.938x in double, 0.922x at d = 16,
-//    K = 64 in float (plots/mma_lean_ab_s27_h100.txt).
+//    K = 64 in float (plots/mma_lean_ab_s27_h100.txt). Since session 28 its warps at d = 17-32
+//    (one object a lane) take their passes from the chunk counters, as the staged kernel's
+//    (kMmaDynamic), their bases through a warp reduction so that they stay in uniform registers:
+//    the blocks' main loops end 73-81 us after the release, not 63-86, and the time is 0.967-0.982x
+//    in float, 0.967-0.974x in double at d = 32, K = 64 (plots/dynamic_ab_s28_h100.txt,
+//    stamps_dynamic_s28_h100.txt).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
