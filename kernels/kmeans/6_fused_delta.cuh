@@ -66,7 +66,7 @@
 //    K = 64 in float (plots/mma_lean_ab_s27_h100.txt). Since session 28 its warps at d = 17-32
 //    (one object a lane) take their passes from the chunk counters, as the staged kernel's
 //    (kMmaDynamic), their bases through a warp reduction so that they stay in uniform registers:
-//    the blocks' main loops end 73-81 us after the release, not 63-86, and the time is 0.967-0.982x
+//    the blocks' main loops end 73-81 us after the release, not 63-86, and the time is 0.977-0.982x
 //    in float, 0.967-0.974x in double at d = 32, K = 64 (plots/dynamic_ab_s28_h100.txt,
 //    stamps_dynamic_s28_h100.txt).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
