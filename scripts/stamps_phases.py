@@ -11,17 +11,20 @@ Per launch (each after the first stamped), in microseconds from the launch befor
 stamp once the centroids and tallies are written): the blocks' entry (min, median), when they may read the
 centroids (acquire: min, max), the prologue's end (median, max), the main loop's end (min, median, max), the
 rings drained (max), the block's sums flushed (max), this launch's release (the last block's update done) and
-end; with the cell table's kernel, its first entry, its last acquire and its end. Then the medians over launches.
+end; with the cell table's kernel, its first entry, its last acquire and its end; where the file has the last
+block's steps (L lines), that block's own flush, the moment it knew it was last, its held sums in shared memory,
+the centroids written and the shifts' total (last_flush ... last_total). Then the medians over launches.
 """
 import statistics
 import sys
 
 COLUMNS = ["entry_min", "entry_med", "acq_min", "acq_max", "pro_med", "pro_max", "loop_min", "loop_med",
-           "loop_max", "drain_max", "flush_max", "release", "end", "cells_entry", "cells_acq", "cells_end"]
+           "loop_max", "drain_max", "flush_max", "last_flush", "last_done", "last_sums", "last_cents", "last_total",
+           "release", "end", "cells_entry", "cells_acq", "cells_end"]
 
 
 def load(path):
-    blocks, cells, head = {}, {}, ""
+    blocks, cells, last, head = {}, {}, {}, ""
     with open(path) as f:
         for line in f:
             w = line.split()
@@ -31,12 +34,14 @@ def load(path):
                 blocks.setdefault(int(w[1]), []).append([int(v) for v in w[3:]])
             elif w[0] == "C":
                 cells.setdefault(int(w[1]), []).append([int(v) for v in w[3:]])
+            elif w[0] == "L":
+                last[int(w[1])] = [int(v) for v in w[2:]]
             else:
                 head = line.strip()
-    return head, blocks, cells
+    return head, blocks, cells, last
 
 
-def phases(blocks, cells):
+def phases(blocks, cells, last=None):
     release = {slot: max(b[6] for b in v) for slot, v in blocks.items()}
     order = sorted(release, key=release.get)
     rows = []
@@ -50,6 +55,13 @@ def phases(blocks, cells):
              "loop_min": min(col(3)), "loop_med": statistics.median(col(3)), "loop_max": max(col(3)),
              "drain_max": max(col(4)), "flush_max": max(col(5)), "release": (release[slot] - t0) / 1000,
              "end": (max(b[7] for b in v) - t0) / 1000}
+        if last and slot in last:
+            # The last block's update in steps (L lines, session 28): its own flush (the block that
+            # released), once it knew it was last, its held sums in, the centroids, the total.
+            releaser = max(v, key=lambda b: b[6])
+            r["last_flush"] = (releaser[5] - t0) / 1000
+            for name, t in zip(("last_done", "last_sums", "last_cents", "last_total"), last[slot]):
+                r[name] = (t - t0) / 1000
         if slot in cells:
             c = cells[slot]
             r["cells_entry"] = min((x[0] - t0) / 1000 for x in c)
@@ -64,8 +76,8 @@ def main():
         print(__doc__)
         return 2
     for path in sys.argv[1:]:
-        head, blocks, cells = load(path)
-        rows = phases(blocks, cells)
+        head, blocks, cells, last = load(path)
+        rows = phases(blocks, cells, last)
         if not rows:
             print(f"{path}: fewer than two stamped launches")
             continue

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/stamps_phases.py on a small stamps file: three launches of two blocks (and a cell-table
-kernel before the third), the phases measured from the launch before's release, their medians, and
+kernel before the third, and the last block's steps in the third), the phases measured from the launch
+before's release, their medians, and
 the launches taken in release order whatever their slots; a file with one launch says so."""
 import os
 import subprocess
@@ -27,6 +28,9 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write(block(3, 0, [296000, 305000, 308000, 480000, 481000, 482000, 0, 0]))
         f.write(block(3, 1, [297000, 306000, 309000, 490000, 492000, 494000, 500000, 501000]))
         f.write("C 3 0 290000 302000 304000\n")
+        # The third launch's last block (block 1, the one that released) in steps: knew it was last at
+        # 495 us, its sums in at 496.5, the centroids at 497, the total at 498.
+        f.write("L 3 495000 496500 497000 498000\n")
     out = subprocess.run([sys.executable, SCRIPT, path], capture_output=True, text=True)
     lines = out.stdout.splitlines()
     def numbers(l):
@@ -49,9 +53,13 @@ with tempfile.TemporaryDirectory() as tmp:
             if abs(first.get(k, float("nan")) - v) > 1e-9:
                 failures.append(f"{k}: {first.get(k)} != {v}")
         # The third (slot 3, from 300 us) has the table's kernel: entry -10, acquire 2, end 4.
-        for k, v in {"cells_entry": -10.0, "cells_acq": 2.0, "cells_end": 4.0, "release": 200.0}.items():
+        for k, v in {"cells_entry": -10.0, "cells_acq": 2.0, "cells_end": 4.0, "release": 200.0,
+                     "last_flush": 194.0, "last_done": 195.0, "last_sums": 196.5, "last_cents": 197.0,
+                     "last_total": 198.0}.items():
             if abs(second.get(k, float("nan")) - v) > 1e-9:
                 failures.append(f"{k}: {second.get(k)} != {v}")
+        if first.get("last_done") == first.get("last_done"):  # (nan where a launch has no L line)
+            failures.append(f"last_done without an L line: {first.get('last_done')}")
         medians = [l for l in lines if "(medians)" in l]
         if len(medians) != 1:
             failures.append("no medians line")

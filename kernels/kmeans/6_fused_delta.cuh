@@ -271,11 +271,19 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // g_launch % 8 (the last block moves g_launch on before it releases the next launch, which reads
 // it after its acquire). A few percent slower: never for timings.
 __device__ unsigned long long g_stamps[8][2048][9];  // [8]: the block's SM (%smid)
+// The last block's update in steps (session 28): once it knows it is last, its held sums in shared
+// memory, the centroids written, the shifts' total (the release is g_stamps' [6]).
+__device__ unsigned long long g_last_stamps[8][4];
+#define KM_LAST_STAMP(i) \
+  do {                   \
+    if (threadIdx.x == 0) g_last_stamps[stamp_slot][i] = global_ns(); \
+  } while (0)
 __device__ unsigned long long g_cell_stamps[8][4096][3];
 __device__ unsigned g_launch;
 #define KM_STAMP(i) (stamp_[i] = global_ns())
 #else
 #define KM_STAMP(i) ((void)0)
+#define KM_LAST_STAMP(i) ((void)0)
 #endif
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
@@ -1759,6 +1767,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
   if (threadIdx.x == 0) last_shared = atomicAdd(p.done, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!last_shared) return;
+  KM_LAST_STAMP(0);
   __threadfence();
   if (p.sums_out) {
     for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.sums_out[t] = __ldcg(&p.held_sums[t]);
@@ -1779,6 +1788,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
                      [&](int t, unsigned long long v) { held_s[t] = v; });
     for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
     __syncthreads();
+    KM_LAST_STAMP(1);
     const int warps = static_cast<int>(blockDim.x / 32);
 #pragma unroll 4
     for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
@@ -1795,7 +1805,9 @@ __global__ void __launch_bounds__(kDeltaThreads,
       if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
     }
     __syncthreads();
+    KM_LAST_STAMP(2);
     const double total = fixed_order_total(parts_s, k, warp_totals);
+    KM_LAST_STAMP(3);
     unsigned long long inertia_fixed = 0;
     if constexpr (BOUNDS) {
       // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),

@@ -743,13 +743,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // the last 8 launches into KMEANS_STAMPS_FILE, for scripts/stamps_phases.py. A line a block:
     // B slot block entry acquire prologue loop drain flush release end sm, in ns of %globaltimer
     // (release and end the last block's only); the cell table's kernel's blocks C slot block
-    // entry acquire end. The first 2048 blocks, the table kernel's first 4096.)
+    // entry acquire end. The first 2048 blocks, the table kernel's first 4096. Then the last
+    // block's update in steps, L slot done sums centroids total: once it knew it was last, its
+    // held sums in shared memory, the centroids written, the shifts' total.)
     if (!accumulate)
       if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
         CUDA_CHECK(cudaStreamSynchronize(this->stream_));
-        static unsigned long long st[8][2048][9], cs[8][4096][3];
+        static unsigned long long st[8][2048][9], cs[8][4096][3], ls[8][4];
         unsigned launches = 0;
         CUDA_CHECK(cudaMemcpyFromSymbol(st, kernels::g_stamps, sizeof st));
+        CUDA_CHECK(cudaMemcpyFromSymbol(ls, kernels::g_last_stamps, sizeof ls));
         CUDA_CHECK(cudaMemcpyFromSymbol(cs, kernels::g_cell_stamps, sizeof cs));
         CUDA_CHECK(cudaMemcpyFromSymbol(&launches, kernels::g_launch, sizeof launches));
         if (FILE* o = std::fopen(f, "w")) {
@@ -763,6 +766,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
               }
             for (int b = 0; b < 4096; ++b)
               if (cs[sl][b][0]) std::fprintf(o, "C %d %d %llu %llu %llu\n", sl, b, cs[sl][b][0], cs[sl][b][1], cs[sl][b][2]);
+            if (ls[sl][0])
+              std::fprintf(o, "L %d %llu %llu %llu %llu\n", sl, ls[sl][0], ls[sl][1], ls[sl][2], ls[sl][3]);
           }
           std::fclose(o);
         } else {
