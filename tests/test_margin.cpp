@@ -947,3 +947,74 @@ TEST(HamerlyBounds, DirectedRoundingBracketsTheExactValue) {
 }
 
 }  // namespace
+
+namespace {
+
+// The inertia by algebra (margin.hpp: algebraic_term, algebraic_unsure; the delta kernel's
+// BOUNDS and kAlgebraic paths): Q + sum_c [n |w|^2 - 2 w.(S - n z)] against every object's squared
+// distance summed directly in long double. Q and S are summed in long double too (the kernel's
+// are exact fixed-point sums), so the difference is the algebra's own rounding, which must lie
+// within its bound. `spread` places the clusters' centres, `noise` their objects about them,
+// `offset` the whole set from the origin; each object labelled with its cluster, the centroids
+// near the clusters' centres but not their means (the identity holds for any).
+struct AlgebraicCase {
+  double inertia, bound, direct;
+};
+AlgebraicCase algebraic_case(double offset, double spread, double noise, unsigned seed) {
+  const int n = 3000, d = 7, k = 9;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> centre(k * d), x(static_cast<std::size_t>(n) * d), c(k * d), z(d, 0.0);
+  for (double& v : centre) v = offset + spread * u(rng);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) x[i * d + j] = centre[(i % k) * d + j] + noise * u(rng);
+  for (int t = 0; t < k * d; ++t) c[t] = centre[t] + 0.1 * noise * u(rng);
+  for (int m = 0; m < k; ++m)
+    for (int j = 0; j < d; ++j) z[j] += c[m * d + j] / k;
+  long double q = 0, direct = 0;
+  std::vector<long double> sums(k * d, 0.0L);
+  std::vector<double> counts(k, 0.0);
+  for (int i = 0; i < n; ++i) {
+    const int m = i % k;
+    counts[m] += 1;
+    for (int j = 0; j < d; ++j) {
+      const long double v = x[i * d + j];
+      q += (v - z[j]) * (v - z[j]);
+      direct += (v - c[m * d + j]) * (v - c[m * d + j]);
+      sums[m * d + j] += v;
+    }
+  }
+  double parts = 0, sizes = 0;
+  for (int m = 0; m < k; ++m) {
+    double part = 0, size = 0;
+    for (int j = 0; j < d; ++j)
+      km::kernels::algebraic_term(static_cast<double>(sums[m * d + j]), counts[m], c[m * d + j], z[j], part, size);
+    parts += part;
+    sizes += size;
+  }
+  const double qd = static_cast<double>(q);
+  return {qd + parts, (2 * d + 24) * 0x1p-53 * (std::fabs(qd) + sizes), static_cast<double>(direct)};
+}
+
+}  // namespace
+
+TEST(Algebraic, InertiaWithinItsBound) {
+  // Clusters of their own size apart, near the origin and far from it; tight ones far out.
+  for (const double offset : {0.0, 50.0, 1e4}) {
+    for (const double noise : {0.5, 1e-2, 1e-5}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + " noise " + std::to_string(noise));
+      const AlgebraicCase r = algebraic_case(offset, 1.0, noise, 3);
+      EXPECT_LE(std::fabs(r.inertia - r.direct), r.bound + 9 * 0x1p-53 * r.direct) << r.inertia << " vs " << r.direct;
+    }
+  }
+}
+
+TEST(Algebraic, BoundFailsOnCancellationOnly) {
+  // Loose clusters: the algebra is taken. Clusters 1e-5 wide, their centres 1 apart, 100 from
+  // the origin: Q and the parts cancel by ~10 orders, so the 1e-11 guard refuses the algebra.
+  const AlgebraicCase loose = algebraic_case(10.0, 1.0, 0.5, 5);
+  EXPECT_FALSE(km::kernels::algebraic_unsure(loose.inertia, loose.bound, 9, 1e-11)) << loose.bound / loose.inertia;
+  const AlgebraicCase tight = algebraic_case(100.0, 1.0, 1e-5, 5);
+  EXPECT_TRUE(km::kernels::algebraic_unsure(tight.inertia, tight.bound, 9, 1e-11)) << tight.bound / tight.inertia;
+  EXPECT_TRUE(km::kernels::algebraic_unsure(-1.0, 0.0, 9, 1e-11)) << "a negative total";
+}

@@ -90,6 +90,15 @@
 #include "kernels/kmeans/stop_rule.hpp"
 #include "kernels/kmeans/update.cuh"
 
+// KMEANS_ABLATE (experiments only, never in a build that is used: with 1 or 2 some labels are
+// wrong): the tensor-core kernel's parts switched off or doubled at compile time, to time what
+// each costs (scripts/ablate.sh): 1 no re-score of the close calls, 2 no runner-up (the minimum
+// alone: no close calls either), 4 the tensor-core products twice (the minimum of the two kept:
+// the same values, the labels seq's).
+#ifndef KMEANS_ABLATE
+#define KMEANS_ABLATE 0
+#endif
+
 namespace km::kernels {
 
 constexpr int kDeltaThreads = kDeltaMaxThreads;  // the most threads per block (launch bounds)
@@ -766,6 +775,28 @@ __global__ void __launch_bounds__(kDeltaThreads,
           }
         }
       }
+      if constexpr ((KMEANS_ABLATE & 4) != 0) {
+        float again[2][MT][4];
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+          for (int p = 0; p < 2; ++p) {
+            const float2 bv = bt[(p * KS + ks) * 32];
+            const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
+            const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              if (ks == 0) Tf32Mma::mma_from(again[p][mt], a[mt][ks], b, cc);
+              else Tf32Mma::mma(again[p][mt], a[mt][ks], b);
+            }
+          }
+#pragma unroll
+        for (int p = 0; p < 2; ++p)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[p][mt][e] = fminf(acc[p][mt][e], again[p][mt][e]);
+      }
       // Columns past K hold FLT_MAX (B = 0 there): never a winner; the runner-up only at K = 1.
 #pragma unroll
       for (int p = 0; p < 2; ++p)
@@ -777,7 +808,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
             for (int e = 0; e < 2; ++e) {
               const float f =
                   __int_as_float((__float_as_int(acc[p][mt][2 * h + e]) & ~mask) | (n0 + 8 * p + 2 * t + e));
-              run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
+              if constexpr ((KMEANS_ABLATE & 2) == 0) run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
               top[mt][h] = fminf(top[mt][h], f);
             }
     }
@@ -1372,6 +1403,7 @@ __global__ void __launch_bounds__(kDeltaThreads,
         if constexpr (MMA) {
           const float l = (second[u] - best[u]) - (p.factor * (nx[u] + r2) + p.tiny);
           close[u] = !(l > 0.0f && l * l > root2 * nx[u]);
+          if constexpr ((KMEANS_ABLATE & 1) != 0) close[u] = false;
           // kMmaDynamic: the pass after next counted here, after the scores (in flight through
           // them, its result's register pushed the 128-register kernel to spill), its round trip
           // behind the rest of the pass.
@@ -1507,8 +1539,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
             xo[4 * q + 2] = v.z;
             xo[4 * q + 3] = v.w;
           }
-          float b = INFINITY, sc = INFINITY;
-          for (int c = lane; c < k; c += 32) {
+          // (K <= 64: centroids lane and lane + 32, their chains side by side, not one loop
+          // iteration after the other; the top two of the pair as that loop's.)
+          auto fma_key = [&](int c) {
+            if (c >= k) return INFINITY;
             const float* row = table + c * ROW;
             float part[kChains];
 #pragma unroll
@@ -1519,10 +1553,10 @@ __global__ void __launch_bounds__(kDeltaThreads,
             for (int w = 1; w < kChains; w *= 2)
 #pragma unroll
               for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
-            const float f = __int_as_float((__float_as_int(part[0]) & ~mask) | c);
-            sc = fminf(sc, fmaxf(b, f));
-            b = fminf(b, f);
-          }
+            return __int_as_float((__float_as_int(part[0]) & ~mask) | c);
+          };
+          const float f0 = fma_key(lane), f1 = fma_key(lane + 32);
+          float b = fminf(f0, f1), sc = fmaxf(f0, f1);
 #pragma unroll
           for (int off = 16; off > 0; off /= 2) {
             const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);

@@ -331,4 +331,24 @@ KM_MARGIN_HD inline float hamerly_step(double squared_shift) {
   return double_up(std::sqrt(squared_shift) * (1 + 0x1p-40));
 }
 
+// The inertia by algebra (update.cuh: algebraic_part; 6_fused_delta.cuh: BOUNDS, kAlgebraic):
+// per cluster sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, Q = sum |x - z|^2, S = sum x,
+// n the count. One coordinate's share of the last two terms (sum = S_j, c = c_j, z = z_j) added
+// to `part`, and beside it to `size` the magnitudes whose roundings the evaluation carries.
+KM_MARGIN_HD inline void algebraic_term(double sum, double count, double c, double z, double& part, double& size) {
+  const double w = c - z;
+  const double r = sum - count * z;
+  part += w * (count * w - 2 * r);
+  // r's own roundings are relative to |sum| + count |z_j|, which exceed |r| when the
+  // cluster's mean sits near z far from the origin: those magnitudes count too.
+  size += std::fabs(w) * (2 * std::fabs(r) + count * std::fabs(w) + 2 * (std::fabs(sum) + count * std::fabs(z)));
+}
+
+// Whether the algebra's total `inertia` (Q and the k parts summed) may be off by more than
+// `guard` of itself: `bound` is (2d + 24) 2^-53 (|Q| + the sizes), the k + 2 roundings of the
+// total on top; cancellation (clusters far tighter than their distance from z) fails it.
+KM_MARGIN_HD inline bool algebraic_unsure(double inertia, double bound, int k, double guard) {
+  return !(inertia >= 0 && bound + (k + 2) * 0x1p-53 * inertia <= guard * inertia);
+}
+
 }  // namespace km::kernels

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/kmeans/margin.hpp"
+
 namespace km::kernels {
 
 // Threads for a block that walks d coordinates a thread each: whole warps, as few passes over d
@@ -97,15 +99,9 @@ __device__ __forceinline__ void algebraic_part(const unsigned long long* sums, d
                                                double& size) {
   part = 0;
   size = 0;
-  for (int j = lane; j < d; j += 32) {
-    const double sum = static_cast<double>(static_cast<long long>(__ldcg(&sums[j]))) * inv_scale;
-    const double w = static_cast<double>(centroid(j)) - z[j];
-    const double r = sum - count * z[j];
-    part += w * (count * w - 2 * r);
-    // r's own roundings are relative to |sum| + count |z_j|, which exceed |r| when the
-    // cluster's mean sits near z far from the origin: those magnitudes count too.
-    size += fabs(w) * (2 * fabs(r) + count * fabs(w) + 2 * (fabs(sum) + count * fabs(z[j])));
-  }
+  for (int j = lane; j < d; j += 32)
+    algebraic_term(static_cast<double>(static_cast<long long>(__ldcg(&sums[j]))) * inv_scale, count,
+                   static_cast<double>(centroid(j)), z[j], part, size);
 }
 
 // The inertia as algebraic_part's sums give it (inertia: the clusters' parts totalled; bound:
@@ -116,8 +112,7 @@ __device__ __forceinline__ void algebraic_part(const unsigned long long* sums, d
 constexpr unsigned long long kInertiaUnsure = ~0ull;
 __device__ __forceinline__ unsigned long long algebraic_inertia_fixed(double inertia, double bound, int k,
                                                                       double guard, double inertia_scale) {
-  const bool unsure = !(inertia >= 0 && bound + (k + 2) * 0x1p-53 * inertia <= guard * inertia);
-  return unsure ? kInertiaUnsure : to_fixed(inertia, inertia_scale);
+  return algebraic_unsure(inertia, bound, k, guard) ? kInertiaUnsure : to_fixed(inertia, inertia_scale);
 }
 
 // One block of any multiple of 32 threads: *total = fixed_order_total(parts).
