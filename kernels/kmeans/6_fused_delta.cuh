@@ -68,7 +68,11 @@
 //    (kMmaDynamic), their bases through a warp reduction so that they stay in uniform registers:
 //    the blocks' main loops end 73-81 us after the release, not 63-86, and the time is 0.977-0.982x
 //    in float, 0.967-0.974x in double at d = 32, K = 64 (plots/dynamic_ab_s28_h100.txt,
-//    stamps_dynamic_s28_h100.txt).
+//    stamps_dynamic_s28_h100.txt). Since session 29 a close call's FMA re-score scores its lane's
+//    two centroids side by side and, at width 32, takes the warp's top two by two warp reductions:
+//    0.989x in float, 0.988x in double there (plots/rescore_pair_ab_s29_h100.txt). Measured by
+//    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
+//    tenth of the time, the tensor-core products nothing measurable.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
