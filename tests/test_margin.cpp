@@ -5,6 +5,7 @@
 // three keys, margin, re-check) against seq's nearest centroid on tie-heavy data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -1017,4 +1018,65 @@ TEST(Algebraic, BoundFailsOnCancellationOnly) {
   const AlgebraicCase tight = algebraic_case(100.0, 1.0, 1e-5, 5);
   EXPECT_TRUE(km::kernels::algebraic_unsure(tight.inertia, tight.bound, 9, 1e-11)) << tight.bound / tight.inertia;
   EXPECT_TRUE(km::kernels::algebraic_unsure(-1.0, 0.0, 9, 1e-11)) << "a negative total";
+}
+
+// margin.hpp: ordered_key / key_from_ordered, and the delta kernel's top two of a warp's keys by
+// two minima of them (the tensor-core path's re-score, at register width 32).
+TEST(Keys, OrderedKeyKeepsOrder) {
+  std::mt19937_64 rng(17);
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,
+                          -FLT_MAX, INFINITY, -INFINITY};
+  std::uniform_real_distribution<double> mag(-40.0, 40.0);
+  for (int i = 0; i < 2000; ++i) {
+    const float x = static_cast<float>(std::exp2(mag(rng)));
+    v.push_back(i % 2 ? x : -x);
+  }
+  for (const float a : v) {
+    const float back = km::kernels::key_from_ordered(km::kernels::ordered_key(a));
+    EXPECT_EQ(std::memcmp(&a, &back, sizeof a), 0) << a;
+    for (int t = 0; t < 8; ++t) {
+      const float b = v[rng() % v.size()];
+      if (a < b) EXPECT_LT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
+      if (b < a) EXPECT_GT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
+    }
+  }
+  EXPECT_LT(km::kernels::ordered_key(-0.0f), km::kernels::ordered_key(0.0f));
+}
+
+TEST(Keys, TopTwoByTwoMinima) {
+  // 32 lanes, centroids lane and lane + 32 (INFINITY past K), keys with the index in their low
+  // six bits as the kernel's: the least key and the least of each lane's other one (its runner-up
+  // where it holds the least, else its best) are the smallest and second smallest of all.
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<float> score(-3.0f, 3.0f);
+  for (const int k : {1, 2, 5, 32, 33, 48, 64}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> keys;
+      float lo[32], hi[32];
+      auto key = [&](int c) {
+        if (c >= k) return INFINITY;
+        const float f = trial % 3 == 0 ? score(rng) * 1e-3f : score(rng);  // near ties too
+        unsigned u;
+        std::memcpy(&u, &f, sizeof u);
+        u = (u & ~63u) | static_cast<unsigned>(c);
+        float out;
+        std::memcpy(&out, &u, sizeof out);
+        keys.push_back(out);
+        return out;
+      };
+      for (int lane = 0; lane < 32; ++lane) {
+        const float f0 = key(lane), f1 = key(lane + 32);
+        lo[lane] = std::fmin(f0, f1);
+        hi[lane] = std::fmax(f0, f1);
+      }
+      unsigned least = ~0u, next = ~0u;
+      for (int lane = 0; lane < 32; ++lane) least = std::min(least, km::kernels::ordered_key(lo[lane]));
+      for (int lane = 0; lane < 32; ++lane)
+        next = std::min(next, km::kernels::second_key_operand(lo[lane], hi[lane], least));
+      std::sort(keys.begin(), keys.end());
+      const float best = km::kernels::key_from_ordered(least), second = km::kernels::key_from_ordered(next);
+      ASSERT_EQ(best, keys[0]) << "k " << k;
+      ASSERT_EQ(second, k > 1 ? keys[1] : INFINITY) << "k " << k;
+    }
+  }
 }

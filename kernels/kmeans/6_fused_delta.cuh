@@ -216,16 +216,6 @@ struct DeltaPass {
   float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
 };
 
-// A float's bits as an unsigned integer in the float's order (negative values flipped), and back:
-// the least of these is the least float (no NaNs).
-__device__ __forceinline__ unsigned ordered_key(float f) {
-  const unsigned u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float key_from_ordered(unsigned o) {
-  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
-}
-
 // U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
 // straight into the values' registers.
 template <int U, class V>
@@ -1572,13 +1562,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
           const float f0 = fma_key(lane), f1 = fma_key(lane + 32);
           float b = fminf(f0, f1), sc = fmaxf(f0, f1);
           if constexpr (MAXD == 32) {
-            // The warp's top two by two warp reductions (REDUX) of the keys as ordered integers,
+            // The warp's top two by two warp reductions (REDUX) of the keys as ordered integers
+            // (margin.hpp: ordered_key; CPU-tested, Keys.TopTwoByTwoMinima),
             // not five rounds of shuffles: the least key, then the least of each lane's other one
             // (its runner-up in the lane holding the least, its best elsewhere). The keys are
             // distinct (the index in their bits), so these are the winner and runner-up the rounds
             // find. (At width 16 the staged kernel spilled more with it, and it measured slower.)
             const unsigned least = __reduce_min_sync(0xffffffffu, ordered_key(b));
-            const unsigned next = __reduce_min_sync(0xffffffffu, ordered_key(ordered_key(b) == least ? sc : b));
+            const unsigned next = __reduce_min_sync(0xffffffffu, second_key_operand(b, sc, least));
             b = key_from_ordered(least);
             sc = key_from_ordered(next);
           } else {

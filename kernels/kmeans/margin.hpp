@@ -51,6 +51,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 
 #if defined(__CUDACC__)
@@ -247,6 +248,36 @@ KM_MARGIN_HD inline ApproxDistBound approx_dist_bound(std::size_t d, int index_b
   r.eta = 0x1p-15;
   r.eta_test = r.eta - 4 * uf;
   return r;
+}
+
+// A float's bits as an unsigned integer in the float's order (negative values flipped), and back:
+// the least of these is the least float (no NaNs). The delta kernel's tensor-core path finds a
+// warp's winner and runner-up among distinct keys by two warp minima of these (the least; then
+// the least of each lane's other key: its runner-up in the lane that holds the least, its best
+// elsewhere).
+KM_MARGIN_HD inline unsigned ordered_key(float f) {
+#if defined(__CUDA_ARCH__)
+  const unsigned u = __float_as_uint(f);
+#else
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+#endif
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+KM_MARGIN_HD inline float key_from_ordered(unsigned o) {
+  const unsigned u = (o & 0x80000000u) ? (o & 0x7fffffffu) : ~o;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// A lane's operand for that second minimum: its runner-up where its best is the least, else its best.
+KM_MARGIN_HD inline unsigned second_key_operand(float best, float second, unsigned least) {
+  return ordered_key(ordered_key(best) == least ? second : best);
 }
 
 // Float arithmetic rounded up (_up) or down (_down), for the delta kernel's Hamerly bounds: the
