@@ -1036,8 +1036,12 @@ TEST(Keys, OrderedKeyKeepsOrder) {
     EXPECT_EQ(std::memcmp(&a, &back, sizeof a), 0) << a;
     for (int t = 0; t < 8; ++t) {
       const float b = v[rng() % v.size()];
-      if (a < b) EXPECT_LT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
-      if (b < a) EXPECT_GT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
+      if (a < b) {
+        EXPECT_LT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
+      }
+      if (b < a) {
+        EXPECT_GT(km::kernels::ordered_key(a), km::kernels::ordered_key(b)) << a << " " << b;
+      }
     }
   }
   EXPECT_LT(km::kernels::ordered_key(-0.0f), km::kernels::ordered_key(0.0f));
