@@ -763,26 +763,11 @@ __global__ void __launch_bounds__(kDeltaThreads,
     // H100, session 27, plots/mma_lean_ab_s27_h100.txt.)
 #pragma unroll 1
     for (int n0 = 0; n0 < k; n0 += 16) {
-      float acc[2][MT][4];
       const float2* bt = btab + (n0 / 8) * KS * 32 + lane;
+      // The pair of n-tiles' products into out (KMEANS_ABLATE 4: twice).
+      auto products = [&](float (&out)[2][MT][4]) {
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-#pragma unroll
-        for (int p = 0; p < 2; ++p) {
-          const float2 bv = bt[(p * KS + ks) * 32];
-          const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
-          const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if (ks == 0) Tf32Mma::mma_from(acc[p][mt], a[mt][ks], b, cc);
-            else Tf32Mma::mma(acc[p][mt], a[mt][ks], b);
-          }
-        }
-      }
-      if constexpr ((KMEANS_ABLATE & 4) != 0) {
-        float again[2][MT][4];
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
+        for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll
           for (int p = 0; p < 2; ++p) {
             const float2 bv = bt[(p * KS + ks) * 32];
@@ -790,10 +775,17 @@ __global__ void __launch_bounds__(kDeltaThreads,
             const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              if (ks == 0) Tf32Mma::mma_from(again[p][mt], a[mt][ks], b, cc);
-              else Tf32Mma::mma(again[p][mt], a[mt][ks], b);
+              if (ks == 0) Tf32Mma::mma_from(out[p][mt], a[mt][ks], b, cc);
+              else Tf32Mma::mma(out[p][mt], a[mt][ks], b);
             }
           }
+        }
+      };
+      float acc[2][MT][4];
+      products(acc);
+      if constexpr ((KMEANS_ABLATE & 4) != 0) {
+        float again[2][MT][4];
+        products(again);
 #pragma unroll
         for (int p = 0; p < 2; ++p)
 #pragma unroll
