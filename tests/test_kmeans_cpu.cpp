@@ -815,9 +815,11 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(32, 64, 4).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(32, 64, 8).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(16, 64, 4).describe(), "d fixed, mma");
-  EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed, mma") << "float at d = 16 (fixed): mma above K = 24";
-  EXPECT_EQ(plan_for(16, 24, 4).describe(), "d fixed, staged");
-  EXPECT_EQ(plan_for(16, 25, 4).describe(), "d fixed, mma") << "above K = 24 the tensor-core scores, not staged";
+  EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed, staged, mma") << "float at d = 16 (fixed): mma from K = 24, staged";
+  EXPECT_EQ(plan_for(16, 23, 4).describe(), "d fixed, staged") << "below K = 24 the staged FMA scores";
+  EXPECT_EQ(plan_for(16, 24, 4).describe(), "d fixed, staged, mma") << "from K = 24 the tensor-core scores (session 30)";
+  EXPECT_EQ(plan_for(16, 56, 4).describe(), "d fixed, staged, mma") << "staged up to K = 56";
+  EXPECT_EQ(plan_for(16, 57, 4).describe(), "d fixed, mma") << "K = 64 staged measured 1.21x";
   EXPECT_EQ(plan_for(16, 24, 8).describe(), "d fixed, mma") << "double: staged only up to K = 16";
   EXPECT_EQ(plan_for(12, 32, 4).describe(), "") << "float at d = 9-15: mma only above K = 32";
   EXPECT_EQ(plan_for(12, 32, 8).describe(), "mma") << "d = 12 does not fill its width";

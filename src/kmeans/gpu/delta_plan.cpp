@@ -71,9 +71,10 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16 1.38x) and above K = 16
   // in double (d = 12, K = 32 0.93x; K = 16 1.09x). In float also at d = 16 (d fixed) above K = 24
   // (session 15, with its block of 256: K = 32 0.86x, K = 24 0.98x, K = 17 1.13x; d = 12, K = 32
-  // level, K = 20 1.29x; plots/delta_block_ab_s15_h100.txt).
+  // level, K = 20 1.29x; plots/delta_block_ab_s15_h100.txt), since session 30 from K = 24 (against
+  // the staged FMA scores there: 0.970-0.989x, K = 22 1.036x, K = 20 1.15x; plots/plan_d16_s30_h100.txt).
   const bool mma_by_default =
-      maxd == 32 ? k > 16 : elem == 8 ? k > 16 : k > 32 || (p.exact && maxd == 16 && k > 24);
+      maxd == 32 ? k > 16 : elem == 8 ? k > 16 : k > 32 || (p.exact && maxd == 16 && k >= 24);
   p.queue_threads = std::min(s.block, kDeltaMaxThreads);
   const std::size_t base = (delta_bytes + 15) / 16 * 16;
   const std::size_t mma_bytes = base + delta_queue_bytes(maxd, p.queue_threads, elem, false, false, true) +
@@ -116,10 +117,14 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // since it measured level there: H100, 2^21 x 16, 3 rounds; plots/delta_tile_ab_s22_h100.txt):
   // K = 12 0.91x the time, K = 16 0.95x (2^20 0.97x, 2^22 0.92x, 2^23 0.92x), K = 20 0.93x, K = 24
   // 0.96x, K = 9 level, K = 8 still 1.06x; blocks of 256 (128 0.98x of none, 192 1.02x).
+  // Since session 30 the tensor-core scores at d = 16 in float are staged too up to K = 56 (against
+  // them unstaged, H100, 10 iterations, 3 rounds: 2^21 objects K = 28 0.97x, K = 32 0.97x, K = 40
+  // 0.96x, K = 48 0.95x, K = 56 0.95x; 2^22 K = 24 1.00x, K = 32 0.95x, K = 48 0.95x, K = 56 0.96x;
+  // 2^20 K = 32 1.00x, K = 48 0.95x; but K = 64 1.21x; plots/plan_d16_s30_h100.txt).
   // The engine takes the staged kernel at launch only where n % 4 == 0 and the buffers are 16-byte
   // aligned.
   const bool tile_by_default =
-      k > 8 && (maxd == 32 || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 24));
+      k > 8 && (maxd == 32 || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 56));
   const bool tile_wanted = env.tile.value_or(tile_by_default);
   if (tile_wanted && p.cells_side > 0) {
     // (with the cell table at d = 2: the buffers after it)
