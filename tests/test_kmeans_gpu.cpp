@@ -1226,7 +1226,8 @@ namespace {
 // consecutive ones) against the loads into registers (KMEANS_DELTA_TILE=0): the same arithmetic
 // on the same objects, so labels, centroids, change counts, shifts, the objects re-checked and
 // re-scored and the inertia bit for bit, omp's labels; with the FMA and the tensor-core scores. n a multiple of 4 but not of a pass (the last pass's
-// chunks partly past n, zero-filled), the index packed (K <= 64) and not (K = 70), d = 16 and 32,
+// chunks partly past n, zero-filled), the index packed (K <= 64) and not (K = 70), d = 16 and 32
+// (with the tensor-core scores also d = 16, K = 40: staged by default at d = 16 in float from K = 24),
 // and d = 2 with the cell table (the buffers after it; the table's lookups read them);
 // the report's path must say "staged" there, and must not at n % 4 != 0 (20011), where the
 // chunks would cross n.
@@ -1237,7 +1238,7 @@ void check_tile(bool mma) {
   const kmtest::ScopedEnv scores("KMEANS_DELTA_MMA", mma ? "1" : "0");
   const std::vector<SplitShape> shapes =
       quick() ? (mma ? std::vector<SplitShape>{{20012, 16, 16}} : std::vector<SplitShape>{{20012, 16, 16}, {30012, 2, 16}})
-      : mma   ? std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 64}, {4004, 32, 5}}
+      : mma   ? std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 64}, {4004, 32, 5}, {20012, 16, 40}}
               : std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 16}, {20012, 16, 70}, {4004, 32, 5},
                                         {20011, 16, 16}, {30012, 2, 16}, {20012, 2, 64}};
   check_variant_against_off<T>(
