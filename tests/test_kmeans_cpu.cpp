@@ -872,12 +872,27 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
 }
 
 // Without --block, the threads per block that measured faster (plots/delta_block_ab_s15_h100.txt);
-// with it, --block (the queues sized for at most 256 threads).
+// with it, --block up to the planned kernel's launch bounds (layouts.hpp: delta_max_threads).
 TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
-  EXPECT_EQ(plan_for(32, 64, 8).block, 256);
+  EXPECT_EQ(plan_for(32, 64, 8).block, 192) << "the tensor-core scores in double at width 32: two blocks of 192";
+  EXPECT_EQ(plan_for(24, 64, 8).block, 192);
+  EXPECT_EQ(km::kernels::delta_max_threads(8, 32, true, false), 192);
+  EXPECT_EQ(km::kernels::delta_max_threads(4, 32, true, false), 256);
+  EXPECT_EQ(km::kernels::delta_max_threads(8, 32, true, true), 256) << "staged: its own launch bounds";
+  EXPECT_EQ(km::kernels::delta_max_threads(8, 16, true, false), 256);
+  // Two of its blocks fit an H100's or H200's SM (228 KB, 1 KB reserved a block, ~1 KB static):
+  // its stage holds the rows of x'' alone (the movers in rounds of 18), not 32 objects in double.
+  EXPECT_LE(2 * (plan_for(32, 64, 8).bytes + 2048), 228u * 1024);
+  EXPECT_EQ(km::kernels::delta_stage_warp_bytes(32, 8, 1, true), 32u * 36 * 4);
+  EXPECT_EQ(km::kernels::delta_stage_warp_bytes(32, 8, 1, false), 32u * 32 * 8);
+  EXPECT_EQ(km::kernels::delta_stage_warp_bytes(16, 4, 2, true), 64u * 20 * 4) << "float: the rows, as before";
+  EXPECT_EQ(km::kernels::delta_stage_warp_bytes(16, 8, 1, true), 32u * 16 * 8) << "double at width 16: plain";
+  km::gpu::DeltaOverrides both;
+  both.mma = both.tile = true;
+  EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 192) << "mma forced: 192, staged or not";
   EXPECT_EQ(plan_for(16, 64, 8).block, 256);
   EXPECT_EQ(plan_for(2, 16, 8).block, 256);
-  EXPECT_EQ(plan_for(16, 16, 8).block, 128) << "the staged double d = 16 kernel";
+  EXPECT_EQ(plan_for(16, 16, 8).block, 192) << "the staged double d = 16 kernel (H200: 0.98x of 128)";
   EXPECT_TRUE(plan_for(16, 16, 4).tile);
   EXPECT_EQ(plan_for(16, 16, 4).block, 256) << "the staged float d = 16 kernel: 256 (128 1.03x, 192 1.07x)";
   km::gpu::DeltaOverrides unstaged;
@@ -899,9 +914,12 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(plan_for(16, 64, 4).block, 256);
   for (int given : {32, 128, 256, 1024}) {
     SCOPED_TRACE(given);
-    const auto p = plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, given, true);
-    EXPECT_EQ(p.block, given);
+    const auto p = plan_for(32, 64, 4, 227 * 1024, {}, 1 << 20, 1.0, given, true);
+    EXPECT_EQ(p.block, std::min(given, 256)) << "--block, up to the kernel's launch bounds";
     EXPECT_EQ(p.queue_threads, std::min(given, 256));
+    const auto q = plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, given, true);
+    EXPECT_EQ(q.block, std::min(given, 192)) << "up to the kernel's launch bounds";
+    EXPECT_EQ(q.queue_threads, std::min(given, 192));
   }
   // The shared memory is sized for the block chosen: 256 threads' queues are larger.
   EXPECT_GT(plan_for(32, 64, 8).bytes, plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, 128, true).bytes);

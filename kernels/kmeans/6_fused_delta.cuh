@@ -389,10 +389,17 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the time at K = 16, 0.84x at K = 64, level at K = 32;
 // 4 blocks of the 64-register kernel 0.99x, 3 of them 0.91-0.92x, a minimum of 2 level or 1.18x
 // slower; in float a minimum of 3 took 1.09x: plots/cells_ab_s21_h100.txt).
+// The tensor-core scores in double at width 32, not staged: at most 192 threads (layouts.hpp:
+// delta_max_threads) and a minimum of 2 blocks, so 168 registers (16 bytes spilled at d = 32) where
+// ptxas took 217 (170 at d 17-31) and an SM held one block of 256: 8 warps, issue 0.37 a
+// scheduler (ncu, H200). With the stage at its rows of x'' (the movers in rounds) two blocks of
+// 192 fit an SM at K = 64: 12 warps, and on an H200 0.955x the time at 256 MB, d = 32, K = 64,
+// 0.91-0.94x at K = 24-48, 0.81-0.83x at d = 20-28 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false>
-__global__ void __launch_bounds__(kDeltaThreads,
+__global__ void __launch_bounds__(delta_max_threads(sizeof(T), MAXD, MMA, TILE),
+                                  (MMA && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
                                           (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
                                       ? 2
@@ -1604,6 +1611,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
       }
     }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
+    // The movers the stage holds at a time (layouts.hpp: delta_stage_warp_bytes): with the
+    // tensor-core scores in double at width 32 only the rows of x'' (18 movers), the rest staged
+    // and summed in further rounds; elsewhere every one of the pass's 32 U.
+    constexpr int kMoverCap =
+        TILE || kQueue ? 32 * U
+                       : static_cast<int>(delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA) / (MAXD * sizeof(T)));
+    constexpr bool kMoverRounds = kMoverCap < 32 * U;
+    [[maybe_unused]] int mover_at[kMoverRounds ? U : 1];  // (kMoverRounds: the lane's objects' places, -1 for none)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::int64_t i =
@@ -1680,11 +1695,14 @@ __global__ void __launch_bounds__(kDeltaThreads,
         }
         else
           queue[at] = entry;
-        if (!kQueue) {
+        if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
 #pragma unroll
           for (int j = 0; j < MAXD; ++j)
             if (j < d) stage[at * MAXD + j] = xr[u][j];
         }
+        if constexpr (kMoverRounds) mover_at[u] = at;
+      } else if constexpr (kMoverRounds) {
+        mover_at[u] = -1;
       }
       queued += __popc(movers);
     }
@@ -1696,18 +1714,39 @@ __global__ void __launch_bounds__(kDeltaThreads,
       __syncwarp();
       constexpr int kPer = 32 / MAXD;
       const int slot = lane / MAXD, j = lane % MAXD;
-      for (int m = slot; m - slot < queued; m += kPer) {
-        if (m < queued && j < d) {
-          const uint2 q = queue[m];
-          const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
-          const unsigned long long addend = to_fixed(static_cast<double>(stage[m * MAXD + j]), p.scale);
-          shared_add_u64(&dsums[label * d + j], addend);
-          if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-          if (j == 0) {
-            atomicAdd(&dcounts[label], 1);
-            if (was >= 0) atomicAdd(&dcounts[was], -1);
+      auto sum_movers = [&](int first, int end) {  // queue entries first ... end - 1, staged from first
+        for (int m = first + slot; m - slot < end; m += kPer) {
+          if (m < end && j < d) {
+            const uint2 q = queue[m];
+            const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
+            const unsigned long long addend = to_fixed(static_cast<double>(stage[(m - first) * MAXD + j]), p.scale);
+            shared_add_u64(&dsums[label * d + j], addend);
+            if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+            if (j == 0) {
+              atomicAdd(&dcounts[label], 1);
+              if (was >= 0) atomicAdd(&dcounts[was], -1);
+            }
           }
         }
+      };
+      if constexpr (kMoverRounds) {
+        // kMoverCap movers a round, the first round's staged above.
+        for (int first = 0; first < queued; first += kMoverCap) {
+          if (first > 0) {
+            __syncwarp();  // the last round's stage read before it is written again
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (mover_at[u] >= first && mover_at[u] < first + kMoverCap) {
+#pragma unroll
+                for (int c = 0; c < MAXD; ++c)
+                  if (c < d) stage[(mover_at[u] - first) * MAXD + c] = xr[u][c];
+              }
+            __syncwarp();
+          }
+          sum_movers(first, min(queued, first + kMoverCap));
+        }
+      } else {
+        sum_movers(0, queued);
       }
     }
     if constexpr (CELLS) {

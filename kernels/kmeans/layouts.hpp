@@ -120,7 +120,11 @@ KM_HOST_DEVICE constexpr int delta_unroll(int maxd, std::size_t elem = 8) {
 KM_HOST_DEVICE constexpr std::size_t delta_stage_warp_bytes(int maxd, std::size_t elem, int unroll, bool mma = false) {
   const std::size_t plain = static_cast<std::size_t>(32 * unroll * maxd) * elem;
   const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;
-  return maxd <= 4 ? 0 : mma && rows > plain ? rows : plain;
+  // (mma at width 32: the rows alone, in double fewer bytes than the plain stage, so that two
+  // blocks of 192 fit an SM at K = 64 (delta_max_threads); the kernel then stages its movers in
+  // rounds of as many as the rows' bytes hold, 18. At width 16 in double, where the rounds
+  // measured 1.01-1.02x the time and the blocks are not limited by shared memory, the plain stage.)
+  return maxd <= 4 ? 0 : mma && (maxd == 32 || rows > plain) ? rows : plain;
 }
 KM_HOST_DEVICE constexpr std::size_t delta_stage_bytes(int maxd, int threads, std::size_t elem, int unroll,
                                                        bool mma = false) {
@@ -203,6 +207,13 @@ KM_HOST_DEVICE constexpr CellsLayout delta_cells_layout(int warps, int unroll, s
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.
 constexpr int kDeltaMaxThreads = 256;
+// The most threads a block of the delta kernel takes (its launch bounds): 192 for the tensor-core
+// scores in double at width 32, not staged, where two blocks of 192 at most 168 registers each
+// fit an SM (the kernel took 217 registers and one block of 256 an SM: 8 warps, not 12; the plan
+// takes 192 there: delta_plan.cpp); elsewhere kDeltaMaxThreads.
+KM_HOST_DEVICE constexpr int delta_max_threads(std::size_t elem, int maxd, bool mma, bool tile) {
+  return mma && elem == 8 && maxd == 32 && !tile ? 192 : kDeltaMaxThreads;
+}
 // The dynamic passes' counters (DeltaPass::chunks: the staged kernel in double, the cell table's
 // lean passes): how many, and how far apart in unsigneds (128 bytes: each on its own L2 line).
 constexpr int kDeltaChunkCounters = 16, kDeltaChunkStride = 32;

@@ -147,7 +147,16 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
 }  // namespace
 
 DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
-  if (s.block_given) return plan_for_block(s, env);
+  if (s.block_given) {
+    // --block, up to the most threads the planned kernel takes (its launch bounds), so that the
+    // queues are sized for the block that runs.
+    const DeltaPlan given = plan_for_block(s, env);
+    const int most = kernels::delta_max_threads(s.elem, given.maxd, given.mma, false);
+    if (!given.delta || s.block <= most) return given;
+    DeltaShape capped = s;
+    capped.block = most;
+    return plan_for_block(capped, env);
+  }
   // Without --block, the threads per block that measured faster (H100, 256 MB-class data, 10
   // iterations, 128, 192 and 256 in one call; plots/delta_block_ab_s15_h100.txt): 256 in double
   // (0.85-0.97x the time of 128 at K >= 32, level at K = 16) but for the staged d = 16 kernel
@@ -161,15 +170,25 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // plots/delta_mu_shared_ab_s17_h100.txt); 192 stays where the staged kernel is planned. Fewer,
   // larger blocks pay where the warps an SM are the same: each block builds its tables and
   // flushes its K d sums with global atomics. (Shared memory is sized for the block: plan it for
-  // 256 first, the most a smaller block needs, then for the block chosen.)
+  // 256 first, the most a smaller block needs, then for the block chosen.) Since session 31 the
+  // staged d = 16 kernel in double takes 192, not 128 (H200, 10 iterations, 3 rounds: 2^21 x 16,
+  // K = 16 0.982-0.984x the time in three calls, K = 12 0.988x, K = 10 0.994x, 2^20 0.976x, 2^22
+  // 0.991x; on an H100 in session 15, an older kernel, 1.006x; plots/plan_s31_h200.txt), and the
+  // tensor-core scores in double at width 32 take 192 (delta_max_threads).
+  const int staged_double_d16 = 192;
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
   const DeltaPlan at256 = plan_for_block(wide, env);
   if (!at256.delta) return plan_for_block(s, env);
   const int maxd = at256.maxd;
   int block = 256;
-  if (s.elem == 8 ? at256.tile && maxd == 16 : maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
+  if (s.elem == 8 && at256.tile && maxd == 16) block = staged_double_d16;
+  if (s.elem == 4 && maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
   if (s.elem == 4 && maxd == 32 && s.k <= 64 && at256.tile) block = 192;
+  // The tensor-core scores in double at width 32: at most 192 threads a block, two blocks an SM
+  // (layouts.hpp: delta_max_threads; the staged kernel, where an override plans it, runs with the
+  // same block).
+  if (block == 256) block = kernels::delta_max_threads(s.elem, maxd, at256.mma, false);
   if (block == 256) return at256;
   DeltaShape chosen = s;
   chosen.block = block;

@@ -34,7 +34,8 @@ struct DeltaPlan {
   bool delta = false;              // the delta kernel (else the classic one-pass kernel)
   int maxd = 0;                    // the register width
   int bits = 0;                    // index bits packed into the scores (0: tracked apart, K > 64)
-  int block = 0;                   // threads per block (--block where given, else the measured best)
+  int block = 0;                   // threads per block (--block where given, up to the kernel's launch
+                                   // bounds; else the measured best)
   int queue_threads = 0;           // threads per block the queues are sized for
   bool exact = false;              // d a compile-time constant ("d fixed")
   bool ball = false;               // Elkan's test first
