@@ -880,6 +880,12 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(km::kernels::delta_max_threads(4, 32, true, false), 256);
   EXPECT_EQ(km::kernels::delta_max_threads(8, 32, true, true), 256) << "staged: its own launch bounds";
   EXPECT_EQ(km::kernels::delta_max_threads(8, 16, true, false), 256);
+  EXPECT_EQ(km::kernels::delta_max_threads(8, 32, false, false), 256) << "K > 64 (the index not packed)";
+  EXPECT_EQ(plan_for(32, 8, 8).block, 192) << "the FMA scores in double at width 32, not staged";
+  EXPECT_EQ(plan_for(24, 16, 8).block, 192);
+  EXPECT_TRUE(plan_for(32, 16, 8).tile);
+  EXPECT_EQ(plan_for(32, 16, 8).block, 256) << "the staged kernel keeps 256 (192 1.16x)";
+  EXPECT_EQ(plan_for(32, 100, 8).block, 256) << "K > 64: 256 (192 1.13x)";
   // Two of its blocks fit an H100's or H200's SM (228 KB, 1 KB reserved a block, ~1 KB static):
   // its stage holds the rows of x'' alone (the movers in rounds of 18), not 32 objects in double.
   EXPECT_LE(2 * (plan_for(32, 64, 8).bytes + 2048), 228u * 1024);
@@ -889,7 +895,9 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(km::kernels::delta_stage_warp_bytes(16, 8, 1, true), 32u * 16 * 8) << "double at width 16: plain";
   km::gpu::DeltaOverrides both;
   both.mma = both.tile = true;
-  EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 192) << "mma forced: 192, staged or not";
+  EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 256) << "mma forced, staged: the staged kernel's 256";
+  both.tile = false;
+  EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 192) << "mma forced, not staged";
   EXPECT_EQ(plan_for(16, 64, 8).block, 256);
   EXPECT_EQ(plan_for(2, 16, 8).block, 256);
   EXPECT_EQ(plan_for(16, 16, 8).block, 192) << "the staged double d = 16 kernel (H200: 0.98x of 128)";

@@ -389,17 +389,19 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the time at K = 16, 0.84x at K = 64, level at K = 32;
 // 4 blocks of the 64-register kernel 0.99x, 3 of them 0.91-0.92x, a minimum of 2 level or 1.18x
 // slower; in float a minimum of 3 took 1.09x: plots/cells_ab_s21_h100.txt).
-// The tensor-core scores in double at width 32, not staged: at most 192 threads (layouts.hpp:
-// delta_max_threads) and a minimum of 2 blocks, so 168 registers (16 bytes spilled at d = 32) where
-// ptxas took 217 (170 at d 17-31) and an SM held one block of 256: 8 warps, issue 0.37 a
-// scheduler (ncu, H200). With the stage at its rows of x'' (the movers in rounds) two blocks of
-// 192 fit an SM at K = 64: 12 warps, and on an H200 0.955x the time at 256 MB, d = 32, K = 64,
-// 0.91-0.94x at K = 24-48, 0.81-0.83x at d = 20-28 (plots/d32_double_occupancy_s31_h200.txt).
+// In double at width 32, K <= 64, not staged (the tensor-core or the FMA scores; not the bounds'
+// kernel): at most 192 threads (layouts.hpp: delta_max_threads) and a minimum of 2 blocks, so at
+// most 168 registers (16 bytes spilled at d = 32 with the tensor-core scores) where ptxas took
+// 157-217 and an SM held one block of 256: 8 warps (tensor-core scores at d = 32, K = 64: issue
+// 0.37 a scheduler, ncu, H200). With the tensor-core scores' stage at its rows of x'' (the movers
+// in rounds) two blocks of 192 fit an SM at K = 64: 12 warps, and on an H200 0.955x the time at
+// 256 MB, d = 32, K = 64, 0.91-0.94x at K = 24-48, 0.81-0.83x at d = 20-28; with the FMA scores
+// 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false>
-__global__ void __launch_bounds__(delta_max_threads(sizeof(T), MAXD, MMA, TILE),
-                                  (MMA && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
+__global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
+                                  (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
                                           (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
                                       ? 2

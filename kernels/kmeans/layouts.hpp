@@ -207,12 +207,14 @@ KM_HOST_DEVICE constexpr CellsLayout delta_cells_layout(int warps, int unroll, s
 // The most shared memory the delta kernel asks for (a block of its most threads, Elkan's lists
 // counted): where a GPU cannot give it, fused's one-pass engine runs the classic kernel instead.
 constexpr int kDeltaMaxThreads = 256;
-// The most threads a block of the delta kernel takes (its launch bounds): 192 for the tensor-core
-// scores in double at width 32, not staged, where two blocks of 192 at most 168 registers each
-// fit an SM (the kernel took 217 registers and one block of 256 an SM: 8 warps, not 12; the plan
-// takes 192 there: delta_plan.cpp); elsewhere kDeltaMaxThreads.
-KM_HOST_DEVICE constexpr int delta_max_threads(std::size_t elem, int maxd, bool mma, bool tile) {
-  return mma && elem == 8 && maxd == 32 && !tile ? 192 : kDeltaMaxThreads;
+// The most threads a block of the delta kernel takes (its launch bounds): 192 in double at width
+// 32 with the index packed (K <= 64), not staged (the tensor-core or the FMA scores), where two
+// blocks of 192 at most 168 registers each fit an SM (the kernels took 157-217 registers and one
+// block of 256 an SM: 8 warps, not 12; the plan takes 192 there: delta_plan.cpp); elsewhere
+// kDeltaMaxThreads (at K = 100, d = 32 in double 192 measured 1.13x the time; the staged kernel
+// at d = 32, K = 16 in blocks of 192 1.16x).
+KM_HOST_DEVICE constexpr int delta_max_threads(std::size_t elem, int maxd, bool pack, bool tile) {
+  return pack && elem == 8 && maxd == 32 && !tile ? 192 : kDeltaMaxThreads;
 }
 // The dynamic passes' counters (DeltaPass::chunks: the staged kernel in double, the cell table's
 // lean passes): how many, and how far apart in unsigneds (128 bytes: each on its own L2 line).

@@ -151,7 +151,7 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
     // --block, up to the most threads the planned kernel takes (its launch bounds), so that the
     // queues are sized for the block that runs.
     const DeltaPlan given = plan_for_block(s, env);
-    const int most = kernels::delta_max_threads(s.elem, given.maxd, given.mma, false);
+    const int most = kernels::delta_max_threads(s.elem, given.maxd, given.bits > 0, given.tile);
     if (!given.delta || s.block <= most) return given;
     DeltaShape capped = s;
     capped.block = most;
@@ -174,7 +174,7 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // staged d = 16 kernel in double takes 192, not 128 (H200, 10 iterations, 3 rounds: 2^21 x 16,
   // K = 16 0.982-0.984x the time in three calls, K = 12 0.988x, K = 10 0.994x, 2^20 0.976x, 2^22
   // 0.991x; on an H100 in session 15, an older kernel, 1.006x; plots/plan_s31_h200.txt), and the
-  // tensor-core scores in double at width 32 take 192 (delta_max_threads).
+  // kernels in double at width 32, K <= 64, not staged take 192 (delta_max_threads).
   const int staged_double_d16 = 192;
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
@@ -185,10 +185,9 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   if (s.elem == 8 && at256.tile && maxd == 16) block = staged_double_d16;
   if (s.elem == 4 && maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
   if (s.elem == 4 && maxd == 32 && s.k <= 64 && at256.tile) block = 192;
-  // The tensor-core scores in double at width 32: at most 192 threads a block, two blocks an SM
-  // (layouts.hpp: delta_max_threads; the staged kernel, where an override plans it, runs with the
-  // same block).
-  if (block == 256) block = kernels::delta_max_threads(s.elem, maxd, at256.mma, false);
+  // In double at width 32, K <= 64, not staged: at most 192 threads a block, two blocks an SM
+  // (layouts.hpp: delta_max_threads).
+  if (block == 256) block = kernels::delta_max_threads(s.elem, maxd, at256.bits > 0, at256.tile);
   if (block == 256) return at256;
   DeltaShape chosen = s;
   chosen.block = block;

@@ -351,7 +351,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     return p;
   }
 
-  int block() const override { return block_; }  // the one-pass kernel's threads per block
+  // the one-pass kernel's threads per block (the staged kernel's where it ran)
+  int block() const override { return delta_ && tile_used_ ? tile_block_ : block_; }
 
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);
