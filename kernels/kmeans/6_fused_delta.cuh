@@ -216,6 +216,19 @@ struct DeltaPass {
   float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
 };
 
+// *to = v in shared memory where q != 0: one st.shared under a predicate, so that the compiler
+// cannot turn it into a branch and the lanes with q == 0 move no bytes. (uint2, float2.)
+__device__ __forceinline__ void predicated_shared_store(unsigned q, uint2* to, uint2 v) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.u32 [%1], {%2, %3};\n\t}" ::"r"(q),
+               "r"(static_cast<unsigned>(__cvta_generic_to_shared(to))), "r"(v.x), "r"(v.y)
+               : "memory");
+}
+__device__ __forceinline__ void predicated_shared_store(unsigned q, float2* to, float2 v) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.f32 [%1], {%2, %3};\n\t}" ::"r"(q),
+               "r"(static_cast<unsigned>(__cvta_generic_to_shared(to))), "f"(v.x), "f"(v.y)
+               : "memory");
+}
+
 // U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
 // straight into the values' registers.
 template <int U, class V>
@@ -1079,7 +1092,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // below. The same labels, sums and inertia, bit for bit, as the general loop, whose per-object
     // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu,
     // plots/ncu_delta_s14_h100.txt; now ~56 M warp instructions an iteration against 82 M, H100:
-    // 0.79x the time in float, 0.94x in double at K = 16; plots/cells_lean_ab_s20.txt).
+    // 0.79x the time in float, 0.94x in double at K = 16; plots/cells_lean_ab_s20.txt). Since
+    // session 32 ~51 M (H200, 2^24 x 2, K = 16, against 58 M: 0.924x the time in float, 0.969x in
+    // double; plots/lab_rows_s32_h200.txt), and the L1 (the shared-memory pipe), not the issue,
+    // is the kernel's busiest unit (ncu: 69% in float, 88% in double; DRAM 46% / 53%). An inertia
+    // by algebra in double-double that took every addend away (17% fewer instructions) was no
+    // faster (plots/cells_algebra_ab_s32_h200.txt).
     if (cell_side && p.vector_cells) {
       const int first = (warp * 32 + lane) * U;
       const float inertia_scale_f = static_cast<float>(p.inertia_scale);
@@ -1089,9 +1107,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       const T inv0 = static_cast<T>(p.grid.inv[0]), inv1 = static_cast<T>(p.grid.inv[1]);
       const int side = p.grid.side;
       static_assert(U == 4, "a lane's labels in one 16-byte load");
-      // A ring slot no entry holds during a pass: fewer than 32 wait before it and it adds at most
-      // 32 U, so slots head + 32 + 32 U on are free; lane l's spare is head + kHardRing - 32 + l.
-      static_assert(kHardRing - 32 >= 32 + 32 * U, "a spare ring slot a lane");
       // The lean passes with the second coordinate's row 16-byte aligned (B_WHOLE: n sizeof(T) % 16
       // == 0, its U values in one or two 16-byte loads) or not (one load a value): two copies of
       // the loops, so that a pass issues only its own loads (a run-time test issued the other
@@ -1149,17 +1164,29 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           const unsigned c0 = __ballot_sync(0xffffffffu, mine & 1), c1 = __ballot_sync(0xffffffffu, mine & 2),
                          c2 = __ballot_sync(0xffffffffu, mine & 4);
           int at = hard_head + hard_pending + __popc(c0 & below) + 2 * __popc(c1 & below) + 4 * __popc(c2 & below);
-          // Every object's entry stored, those not queued to the lane's spare slot: straight-line
-          // stores, where a branch an object ran in nearly every pass (some lane queues most
-          // objects' u) with ~3 lanes of 32 and its bookkeeping (~50 instructions a pass).
-          const int spare = hard_head + kHardRing - 32 + lane;
+          // The queued objects' entries into the ring without a branch: a branch an object ran
+          // in nearly every pass (some lane queues most objects' u) with ~3 lanes of 32 and its
+          // bookkeeping (~50 instructions a pass). In float by predicated stores (st.shared
+          // under a predicate: the lanes not queueing move no bytes); in double every lane
+          // stores, those not queueing to a spare slot (free: fewer than 32 entries wait before
+          // a pass and it adds at most 32 U, so from head + 32 + 32 U on the slots are free).
+          // H200, 2^24 x 2, K = 16-64, against the spare slots: in float 0.976-0.995x the time
+          // (ncu: L1/TEX 80% -> 69% busy), in double 1.001-1.017x though L1/TEX went 88% -> 79%
+          // (plots/cells_lean2_ab_s32_h200.txt).
+          static_assert(kHardRing - 32 >= 32 + 32 * U, "a spare ring slot a lane");
 #pragma unroll
           for (int u = 0; u < U; ++u) {
-            const bool q = (queued >> u & 1u) != 0;
-            const int slot = (q ? at : spare) & (kHardRing - 1);
-            hard_ring[slot] = make_uint2(i0 + u, entry[u]);
-            if (ring_xy) hard_xy[slot] = XY{a[u], b[u]};
-            at += q ? 1 : 0;
+            const unsigned q = queued >> u & 1u;
+            if constexpr (sizeof(T) == 4) {
+              const int slot = at & (kHardRing - 1);
+              predicated_shared_store(q, hard_ring + slot, make_uint2(i0 + u, entry[u]));
+              if (ring_xy) predicated_shared_store(q, hard_xy + slot, XY{a[u], b[u]});
+            } else {
+              const int slot = (q ? at : hard_head + kHardRing - 32 + lane) & (kHardRing - 1);
+              hard_ring[slot] = make_uint2(i0 + u, entry[u]);
+              if (ring_xy) hard_xy[slot] = XY{a[u], b[u]};
+            }
+            at += static_cast<int>(q);
           }
           hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
           __syncwarp();
