@@ -834,9 +834,10 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
   EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
   EXPECT_FALSE(table.cell_masks) << "above K = 16 the candidates stay in L2";
-  EXPECT_FALSE(table.ring_xy) << "double with 128 x 128 cells: the ring without coordinates";
-  EXPECT_TRUE(plan_for(2, 32, 8).ring_xy) << "double with 64 x 64 cells";
-  EXPECT_TRUE(plan_for(2, 64, 4).ring_xy) << "float";
+  EXPECT_FALSE(table.ring_xy) << "above K = 16 the ring without coordinates";
+  EXPECT_FALSE(plan_for(2, 32, 8).ring_xy) << "... with 64 x 64 cells too";
+  EXPECT_FALSE(plan_for(2, 64, 4).ring_xy) << "... and in float";
+  EXPECT_TRUE(plan_for(2, 16, 8).ring_xy) << "double, K = 16";
   // Up to K = 16 each cell's 16-bit candidates after the table, and the ring's coordinates, where
   // the device has room; the table keeps its side and whatever does not fit is left out.
   EXPECT_EQ(plan_for(2, 16, 4).cells_side, 64);
@@ -1080,6 +1081,12 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ball) << "without the table, Elkan's test at K > 32";
   env.cells = 256;
   EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).cells_side, 256);
+  env = {};
+  env.ring_xy = false;
+  EXPECT_FALSE(plan_for(2, 16, 8, 227 * 1024, env).ring_xy) << "KMEANS_CELLS_XY=0";
+  EXPECT_FALSE(plan_for(2, 16, 4, 227 * 1024, env).ring_xy);
+  env.ring_xy = true;
+  EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ring_xy) << "KMEANS_CELLS_XY=1: in double at 128 x 128 cells too";
   env = {};
   env.ball = false;
   EXPECT_FALSE(plan_for(1, 64, 8, 227 * 1024, env).ball);

@@ -35,6 +35,7 @@ DeltaOverrides DeltaOverrides::from_environment() {
   }
   o.mma = flag("KMEANS_DELTA_MMA");
   o.tile = flag("KMEANS_DELTA_TILE");
+  o.ring_xy = flag("KMEANS_CELLS_XY");
   return o;
 }
 
@@ -93,13 +94,16 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
       p.bytes += 2 * side_bytes(p.cells_side);
       p.cell_masks = true;
     }
-    // The ring's coordinates beside its entries (6_fused_delta.cuh), in float and with 64 x 64
-    // cells in double (K <= 32), where they fit (H100, 2^24 x 2, against the ring without them:
-    // K = 16 0.98x the time in float, 0.97x in double, K = 32 level in double; with 128 x 128
-    // cells 1.04-1.05x in float (K = 32, 64) and 1.04x in double (K = 64), so not in double
-    // there: plots/cells_ab_s21_h100.txt).
+    // The ring's coordinates beside its entries (6_fused_delta.cuh) up to K = 16, where they fit
+    // (H100, 2^24 x 2, against the ring without them: K = 16 0.98x the time in float, 0.97x in
+    // double, K = 32 level in double, plots/cells_ab_s21_h100.txt; since session 32's lean pass,
+    // H200: K = 16 0.974x in float, level in double; above K = 16 without them, 0.963x / 0.986x
+    // at K = 32 in float / double and 0.986x in float at K = 64, where they were on, and with them
+    // in double at K = 64 1.046x; plots/cells_xy_ab_s32_h200.txt).
+    // KMEANS_CELLS_XY=0|1: without them, or with them wherever they fit.
     const std::size_t xy = delta_ring_xy_bytes(p.queue_threads, elem);
-    if ((elem == 4 || p.cells_side <= 64) && p.bytes + xy <= s.shared_optin) {
+    const bool xy_wanted = env.ring_xy ? *env.ring_xy : k <= 16;
+    if (xy_wanted && p.bytes + xy <= s.shared_optin) {
       p.bytes += xy;
       p.ring_xy = true;
     }

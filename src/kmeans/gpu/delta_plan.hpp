@@ -19,6 +19,7 @@ struct DeltaOverrides {
   std::optional<int> cells;        // KMEANS_DELTA_CELLS=S: S x S cells (0: none; else a multiple of 4 up to 256)
   std::optional<bool> mma;         // KMEANS_DELTA_MMA=0|1 (the scores on the tensor cores)
   std::optional<bool> tile;        // KMEANS_DELTA_TILE=0|1 (the staged loads)
+  std::optional<bool> ring_xy;     // KMEANS_CELLS_XY=0|1 (the cells' ring with its coordinates, where they fit)
   static DeltaOverrides from_environment();
 };
 
