@@ -1149,7 +1149,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
             // To the ring where the cell's byte is not the old label: a mover of a labelled cell
             // (its label stored here, its move counted in the round that sums it) or an object
             // of a mixed cell (kCellMixed is no label). The entry is the same either way, the
-            // cell and the old label (kLeanEntry): the round reads the cell's byte again, so
+            // cell and the old label (kLeanHardEntry): the round reads the cell's byte again, so
             // that a pass forms one word an object, not a choice of two.
             const bool to_ring = lab != o[u];
             if (to_ring && settled) pl[u] = lab;
