@@ -36,6 +36,8 @@ def load(path):
                 cells.setdefault(int(w[1]), []).append([int(v) for v in w[3:]])
             elif w[0] == "L":
                 last[int(w[1])] = [int(v) for v in w[2:]]
+            elif w[0] == "F":
+                continue  # (the flush in steps: scripts/stamps_flush.py)
             else:
                 head = line.strip()
     return head, blocks, cells, last

@@ -23,6 +23,7 @@ with tempfile.TemporaryDirectory() as tmp:
         # Slot 5 first (release at 100 us), then slot 0 (release 300 us), then slot 3 (release 500 us).
         f.write(block(5, 0, [1000, 2000, 3000, 90000, 91000, 92000, 0, 0]))
         f.write(block(5, 1, [1000, 2000, 3000, 95000, 96000, 97000, 100000, 101000]))
+        f.write("F 5 1 96500 96700\n")  # (the flush in steps: scripts/stamps_flush.py's, ignored here)
         f.write(block(0, 0, [96000, 102000, 104000, 280000, 281000, 283000, 0, 0]))
         f.write(block(0, 1, [97000, 103000, 106000, 290000, 291000, 293000, 300000, 301000]))
         f.write(block(3, 0, [296000, 305000, 308000, 480000, 481000, 482000, 0, 0]))
@@ -60,6 +61,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 failures.append(f"{k}: {second.get(k)} != {v}")
         if first.get("last_done") == first.get("last_done"):  # (nan where a launch has no L line)
             failures.append(f"last_done without an L line: {first.get('last_done')}")
+        if "launches 3" not in lines[0]:
+            failures.append(f"the file's header: {lines[0]}")
         medians = [l for l in lines if "(medians)" in l]
         if len(medians) != 1:
             failures.append("no medians line")

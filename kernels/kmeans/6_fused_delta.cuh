@@ -305,6 +305,8 @@ __device__ unsigned long long g_last_stamps[8][4];
     if (threadIdx.x == 0) g_last_stamps[stamp_slot][i] = global_ns(); \
   } while (0)
 __device__ unsigned long long g_cell_stamps[8][4096][3];
+// Each block's flush in steps: its sums' atomics issued, its counts' (F lines).
+__device__ unsigned long long g_flush_stamps[8][2048][2];
 __device__ unsigned g_launch;
 #define KM_STAMP(i) (stamp_[i] = global_ns())
 #else
@@ -527,6 +529,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   const int lane = threadIdx.x & 31;
 #ifdef KMEANS_STAMPS
   unsigned long long stamp_[8] = {};
+  unsigned long long flush_stamp_[2] = {};
   __shared__ unsigned stamp_slot;
 #endif
   KM_STAMP(0);
@@ -1854,10 +1857,21 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
   __syncthreads();
   KM_STAMP(4);
+  // (At d = 32, K = 64 these k d atomics take most of the flush of the block that flushes last:
+  // 6.3 us in float, 9.1 in double, against 0.4-0.6 for the counts and 0.6-0.8 for the tallies;
+  // starting each block's at a different entry changed nothing: plots/flush_s33_h200.txt.)
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);
+#ifdef KMEANS_STAMPS
+  __syncthreads();  // (instrumented builds: the flush in steps, F lines)
+  if (threadIdx.x == 0) flush_stamp_[0] = global_ns();
+#endif
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (dcounts[c]) atomicAdd(&p.held_counts[c], static_cast<unsigned long long>(static_cast<long long>(dcounts[c])));
+#ifdef KMEANS_STAMPS
+  __syncthreads();
+  if (threadIdx.x == 0) flush_stamp_[1] = global_ns();
+#endif
   constexpr bool kOneFlush = MMA && !TILE;
   if constexpr (!kOneFlush) {
     flush_block_count(p.changed, moves);
@@ -1896,6 +1910,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
 #ifdef KMEANS_STAMPS
   if (threadIdx.x == 0 && blockIdx.x < 2048) {
     for (int q = 0; q < 6; ++q) g_stamps[stamp_slot][blockIdx.x][q] = stamp_[q];
+    g_flush_stamps[stamp_slot][blockIdx.x][0] = flush_stamp_[0];
+    g_flush_stamps[stamp_slot][blockIdx.x][1] = flush_stamp_[1];
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     g_stamps[stamp_slot][blockIdx.x][8] = sm;

@@ -746,7 +746,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // (release and end the last block's only); the cell table's kernel's blocks C slot block
     // entry acquire end. The first 2048 blocks, the table kernel's first 4096. Then the last
     // block's update in steps, L slot done sums centroids total: once it knew it was last, its
-    // held sums in shared memory, the centroids written, the shifts' total.)
+    // held sums in shared memory, the centroids written, the shifts' total. After each B line, the
+    // block's flush in steps, F slot block sums counts: its sums' atomics issued, its counts'.)
     if (!accumulate)
       if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
         CUDA_CHECK(cudaStreamSynchronize(this->stream_));
@@ -755,6 +756,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         CUDA_CHECK(cudaMemcpyFromSymbol(st, kernels::g_stamps, sizeof st));
         CUDA_CHECK(cudaMemcpyFromSymbol(ls, kernels::g_last_stamps, sizeof ls));
         CUDA_CHECK(cudaMemcpyFromSymbol(cs, kernels::g_cell_stamps, sizeof cs));
+        static unsigned long long fs[8][2048][2];
+        CUDA_CHECK(cudaMemcpyFromSymbol(fs, kernels::g_flush_stamps, sizeof fs));
         CUDA_CHECK(cudaMemcpyFromSymbol(&launches, kernels::g_launch, sizeof launches));
         if (FILE* o = std::fopen(f, "w")) {
           std::fprintf(o, "launches %u grid %d tile_grid %d tile_used %d\n", launches, grid_, tile_grid_, tile_used_ ? 1 : 0);
@@ -764,6 +767,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                 std::fprintf(o, "B %d %d", sl, b);
                 for (int q = 0; q < 9; ++q) std::fprintf(o, " %llu", st[sl][b][q]);
                 std::fprintf(o, "\n");
+                std::fprintf(o, "F %d %d %llu %llu\n", sl, b, fs[sl][b][0], fs[sl][b][1]);
               }
             for (int b = 0; b < 4096; ++b)
               if (cs[sl][b][0]) std::fprintf(o, "C %d %d %llu %llu %llu\n", sl, b, cs[sl][b][0], cs[sl][b][1], cs[sl][b][2]);
