@@ -1093,6 +1093,8 @@ void check_cells() {
 // shared memory, above from L2.
 template <class T>
 void check_cells_lean() {
+  // (In the objects' own order: the sorted order's held cells take an inertia by algebra.)
+  const kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30012, 2, 16}, {30013, 2, 16}}
                                                  : std::vector<SplitShape>{{30012, 2, 16},
                                                                            {30013, 2, 16},
@@ -1126,12 +1128,52 @@ void check_cells_lean() {
       });
 }
 
+// The cells' sorted order (fused.cu: start_sorted; cell_order.cuh): the objects sorted by cell
+// once per fit, each iteration the chunks of the cells whose label held left unread, against the
+// objects' own order (KMEANS_CELLS_SORTED=0): labels (back in the objects' order), centroids,
+// change counts and shifts bit for bit, the inertia within expect_same_fit's tolerance (a held
+// cell's by algebra from its sums about its centre), omp's labels. At 2^20 + 13 objects (n % 128
+// != 0: a tail for the general loop) and 2^21 + 128 (whole chunks only), K = 16 (64 x 64 cells,
+// ~256 or ~512 objects a cell) and at 2^21 + 7, K = 64 (128 x 128: ~128 a cell, few single
+// chunks). Per iteration the skipped objects are reported (none in the first: no table before),
+// at most n; on uniform data at K = 16 the later iterations must skip over a quarter of the objects
+// (so a list that skipped nothing fails; at 2^20 objects a cell holds ~256, and its single chunks
+// about half of them: 44-50% skipped, H200), and without the order none are reported.
+template <class T>
+void check_cells_sorted() {
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{(1u << 20) + 13, 2, 16}}
+              : std::vector<SplitShape>{{(1u << 20) + 13, 2, 16}, {(1u << 21) + 128, 2, 16}, {(1u << 21) + 7, 2, 64}};
+  check_variant_against_off<T>(
+      "KMEANS_CELLS_SORTED", shapes, {"1"},
+      [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string&) {
+        EXPECT_NE(on.path.find("cells, lean"), std::string::npos) << on.path;
+        ASSERT_GE(on.iterations, 3);
+        for (int it = 0; it < on.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          const auto &a = on.per_iteration[it], &b = off.per_iteration[it];
+          EXPECT_EQ(b.skipped, -1) << "the objects' own order skips none";
+          ASSERT_GE(a.skipped, 0) << "the skipped objects are reported";
+          EXPECT_LE(a.skipped, static_cast<std::int64_t>(s.n));
+          if (it == 0) {
+            EXPECT_EQ(a.skipped, 0) << "no table before the first";
+          }
+          if (uniform && s.k == 16 && it >= 3) {
+            EXPECT_GT(a.skipped, static_cast<std::int64_t>(s.n / 4)) << "held cells' objects read";
+          }
+        }
+      },
+      "0");
+}
+
 }  // namespace
 
 TEST(GpuFusedDelta, DoubleCellsAsWithout) { check_cells<double>(); }
 TEST(GpuFusedDelta, FloatCellsAsWithout) { check_cells<float>(); }
 TEST(GpuFusedDelta, DoubleCellsLeanAsGeneral) { check_cells_lean<double>(); }
 TEST(GpuFusedDelta, FloatCellsLeanAsGeneral) { check_cells_lean<float>(); }
+TEST(GpuFusedDelta, DoubleCellsSortedAsObjectOrder) { check_cells_sorted<double>(); }
+TEST(GpuFusedDelta, FloatCellsSortedAsObjectOrder) { check_cells_sorted<float>(); }
 
 namespace {
 

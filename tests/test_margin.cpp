@@ -1084,3 +1084,43 @@ TEST(Keys, TopTwoByTwoMinima) {
     }
   }
 }
+
+// The cells' sorted order (cells.hpp: owned_chunks): over random cell sizes (empty cells, cells
+// smaller and larger than a chunk, a whole run ending on a chunk's edge), every whole chunk has one
+// owner, the cell holding its first object; its single chunks hold that cell's objects alone, and
+// a cell owns at most one chunk beyond them, which runs on into a later cell. Without the partition
+// a chunk would be read twice or never.
+TEST(CellOrder, EveryWholeChunkOneOwner) {
+  std::mt19937_64 rng(11);
+  for (const unsigned chunk : {1u, 4u, 128u}) {
+    for (int round = 0; round < 200; ++round) {
+      const int cells = 1 + static_cast<int>(rng() % 300);
+      std::vector<unsigned> starts(1, 0);
+      for (int c = 0; c < cells; ++c) {
+        const unsigned kind = static_cast<unsigned>(rng() % 4);
+        const unsigned size = kind == 0 ? 0u : kind == 1 ? static_cast<unsigned>(rng() % chunk + 1)
+                                          : kind == 2 ? chunk * static_cast<unsigned>(rng() % 3 + 1)
+                                                      : static_cast<unsigned>(rng() % (5 * chunk) + 1);
+        starts.push_back(starts.back() + size);
+      }
+      const unsigned n = starts.back(), whole = n / chunk;
+      std::vector<int> owner(whole, -1);
+      for (int c = 0; c < cells; ++c) {
+        const auto o = km::kernels::owned_chunks(starts[c], starts[c + 1], whole, chunk);
+        ASSERT_LE(o.first, o.single_end);
+        ASSERT_LE(o.single_end, o.end);
+        ASSERT_LE(o.end - o.single_end, 1u) << "at most one shared chunk a cell";
+        ASSERT_LE(o.end, whole);
+        for (unsigned q = o.first; q < o.end; ++q) {
+          ASSERT_EQ(owner[q], -1) << "chunk " << q << " owned twice";
+          owner[q] = c;
+          ASSERT_GE(q * chunk, starts[c]) << "its first object is the owner's";
+          ASSERT_LT(q * chunk, starts[c + 1]);
+          const bool single = (q + 1) * chunk <= starts[c + 1];
+          EXPECT_EQ(single, q < o.single_end) << "chunk " << q << " of cell " << c;
+        }
+      }
+      for (unsigned q = 0; q < whole; ++q) ASSERT_NE(owner[q], -1) << "chunk " << q << " of " << whole << " unowned";
+    }
+  }
+}

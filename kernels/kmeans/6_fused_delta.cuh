@@ -86,6 +86,7 @@
 
 #include "kernels/gemm/6_tensor.cuh"
 #include "kernels/kmeans/6_fused_one_pass.cuh"
+#include "kernels/kmeans/cell_order.cuh"
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/layouts.hpp"
@@ -214,6 +215,13 @@ struct DeltaPass {
   // (margin.hpp: approx_dist_bound, dist_eta its eta_test); dist_tiny = inf (the default): the
   // distance in T always (0 <= 0 would take every addend unproved).
   float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
+  // SORTED (CELLS, the lean dynamic passes; fused.cu: start_sorted, cell_order.cuh): x and labels
+  // in the order of the objects' cells, and the whole chunks to read this iteration listed by the
+  // cell table's kernel in work[0 ... *work_count); the rest lie in cells whose label held (their
+  // objects keep their labels; their inertia and count went to the tallies there). The last block
+  // resets *work_count for the next table. Null: every chunk.
+  const unsigned* work = nullptr;
+  unsigned* work_count = nullptr;
 };
 
 // *to = v in shared memory where q != 0: one st.shared under a predicate, so that the compiler
@@ -323,7 +331,7 @@ __device__ unsigned g_launch;
 template <class T>
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
                             unsigned long long* __restrict__ candidates, unsigned short* __restrict__ masks,
-                            const unsigned* release, unsigned acquire_value) {
+                            const unsigned* release, unsigned acquire_value, CellSkip skip) {
   __shared__ T cs[2 * 64];
 #ifdef KMEANS_STAMPS
   const unsigned long long e0 = global_ns();
@@ -343,11 +351,17 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
   if (cell >= g.side * g.side) return;  // (the whole warp)
   unsigned long long mask = 0;
   const unsigned char label = cell_label_warp(cs, k, cell % g.side, cell / g.side, g, lane, &mask);
+  unsigned char before = kCellMixed;
   if (lane == 0) {
+    before = out[cell];  // (the last table's byte: no kernel reads the table now)
     out[cell] = label;
     if (candidates) candidates[cell] = mask;
     if (masks) masks[cell] = static_cast<unsigned short>(mask);  // (K <= 16)
   }
+  // SORTED (cell_order.cuh): the cell's chunks for the delta kernel to read.
+  if (skip.work)
+    list_cell_chunks<T>(skip, g, cell, lane, static_cast<unsigned char>(__shfl_sync(0xffffffffu, label, 0)),
+                        static_cast<unsigned char>(__shfl_sync(0xffffffffu, before, 0)), cs, k);
 #ifdef KMEANS_STAMPS
   __syncwarp();
   if (lane == 0 && blockIdx.x < 4096) g_cell_stamps[*(volatile unsigned*)&g_launch % 8][blockIdx.x][2] = global_ns();
@@ -1110,6 +1124,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       const T inv0 = static_cast<T>(p.grid.inv[0]), inv1 = static_cast<T>(p.grid.inv[1]);
       const int side = p.grid.side;
       static_assert(U == 4, "a lane's labels in one 16-byte load");
+      static_assert(32 * U == kCellChunk, "the sorted order's chunks (cell_order.cuh) are the passes'");
       // The lean passes with the second coordinate's row 16-byte aligned (B_WHOLE: n sizeof(T) % 16
       // == 0, its U values in one or two 16-byte loads) or not (one load a value): two copies of
       // the loops, so that a pass issues only its own loads (a run-time test issued the other
@@ -1210,26 +1225,33 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
             // (the grid's warp g of G), then 2 G + v C + g % C for the v-th count of counter g % C,
             // taken a pass ahead. The whole chunks here; the rest (under 32 U objects) in the general
             // loop below, by block 0.
-            const unsigned chunks = static_cast<unsigned>(n / (32 * U));
+            const unsigned whole_chunks = static_cast<unsigned>(n / (32 * U));
+            // SORTED (p.work): the v-th pass reads chunk work[v] of the listed ones, not chunk v.
+            const unsigned* const work = p.work;
+            const unsigned chunks = work ? __ldcg(p.work_count) : whole_chunks;
+            const auto chunk_at = [work](unsigned v) { return work ? __ldcg(work + v) : v; };
             const unsigned g = blockIdx.x * warps_in_block + warp, grid_warps = gridDim.x * warps_in_block;
             unsigned* const counter = p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride;
             unsigned c = g, following = g + grid_warps;
             unsigned count = 0;
             if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
-            int4 ahead = c < chunks ? *reinterpret_cast<const int4*>(la0 + c * std::uint64_t{32 * U}) : make_int4(0, 0, 0, 0);
+            unsigned at = c < chunks ? chunk_at(c) : 0u, at_following = following < chunks ? chunk_at(following) : 0u;
+            int4 ahead = c < chunks ? *reinterpret_cast<const int4*>(la0 + at * std::uint64_t{32 * U}) : make_int4(0, 0, 0, 0);
             while (c < chunks) {
-              const std::uint64_t i = c * std::uint64_t{32 * U};
+              const std::uint64_t i = at * std::uint64_t{32 * U};
               const int4 now = ahead;
-              if (following < chunks) ahead = *reinterpret_cast<const int4*>(la0 + following * std::uint64_t{32 * U});
+              if (following < chunks) ahead = *reinterpret_cast<const int4*>(la0 + at_following * std::uint64_t{32 * U});
               lean_pass(xa0 + i, xb0 + i, la0 + i, now, static_cast<unsigned>(i) + lane_first);
               c = following;
+              at = at_following;
               if (c < chunks) {  // (its count was taken with it: the chunk after it)
                 following = 2 * grid_warps + __shfl_sync(0xffffffffu, count, 0) * kDeltaChunkCounters +
                             g % kDeltaChunkCounters;
                 if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
+                if (following < chunks) at_following = chunk_at(following);
               }
             }
-            start = blockIdx.x == 0 ? static_cast<std::int64_t>(chunks) * 32 * U : n;
+            start = blockIdx.x == 0 ? static_cast<std::int64_t>(whole_chunks) * 32 * U : n;
           }
         }
         if (!taken) {
@@ -2019,7 +2041,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       // Every tally read before any is written (the compiler cannot tell the *_out pointers from
       // them, so written in turn each read waited for the write before it: an L2 round trip each).
       const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS ? inertia_fixed : __ldcg(p.inertia),
-                               rechecked = __ldcg(p.rechecked), skipped = BOUNDS ? __ldcg(p.skipped) : 0ull,
+                               rechecked = __ldcg(p.rechecked),
+                               skipped = (BOUNDS || CELLS) && p.skipped ? __ldcg(p.skipped) : 0ull,
                                looked_up = CELLS && p.looked_up ? __ldcg(p.looked_up) : 0ull,
                                rescored = MMA && p.rescored ? __ldcg(p.rescored) : 0ull;
       *p.shift_out = total;
@@ -2034,7 +2057,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       *p.changed = 0;
       *p.inertia = 0;
       *p.rechecked = 0;
-      if (BOUNDS) {
+      if ((BOUNDS || CELLS) && p.skipped) {
         *p.skipped_out = skipped;
         *p.skipped = 0;
       }
@@ -2055,6 +2078,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         *p.done = 0;
         if ((kDynamic || kLeanDynamic) && p.chunks)
           for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
+        if (CELLS && p.work_count) *p.work_count = 0;
         __threadfence();
         asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
       }
@@ -2070,6 +2094,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     *p.done = 0;
     if ((kDynamic || kLeanDynamic) && p.chunks)  // (every block's warps have taken their last)
       for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
+    if (CELLS && p.work_count) *p.work_count = 0;
   }
 }
 

@@ -121,6 +121,34 @@ KM_CELLS_HD inline int cell_in_range(T x0, T x1, const CellGrid& g) {
          cell_index_in_range<T>(x0 - static_cast<T>(g.lo[0]), static_cast<T>(g.inv[0]), g.side);
 }
 
+// The table's sorted order (fused.cu: start_sorted; 6_fused_delta.cuh, DeltaPass::work). With the
+// objects in the order of their cells (a stable sort by cell_in_range), the delta kernel's whole
+// chunks (chunk objects each, `whole` of them) are divided among the cells: a cell whose objects
+// are [start, end) of that order owns the chunks whose first object it holds, [first, end) below,
+// of which [first, single_end) hold its objects alone and [single_end, end) (at most one) run on
+// into the next cells. So each whole chunk has one owner, and a cell whose label held from the
+// last table to this one lists only its last, shared chunk to be read (its objects keep their
+// labels; their inertia follows from its single chunks' sums, cell_centre, without reading them).
+struct OwnedChunks {
+  unsigned first = 0, single_end = 0, end = 0;
+};
+KM_CELLS_HD inline OwnedChunks owned_chunks(unsigned start, unsigned end, unsigned whole, unsigned chunk) {
+  const auto cap = [whole](unsigned a) { return a < whole ? a : whole; };
+  const auto up = [chunk](unsigned a) { return a / chunk + (a % chunk != 0 ? 1u : 0u); };
+  const auto larger = [](unsigned a, unsigned b) { return a > b ? a : b; };
+  OwnedChunks o;
+  o.first = cap(up(start));
+  o.single_end = cap(larger(o.first, end / chunk));
+  o.end = cap(larger(o.single_end, up(end)));
+  return o;
+}
+// The point a cell's sums are taken about (the centre of its box, in double): near its objects, so
+// that the inertia by algebra, S2 - 2 (c - m).S1 + n |c - m|^2, cancels little.
+KM_CELLS_HD inline void cell_centre(const CellGrid& g, int cell, double& m0, double& m1) {
+  m0 = static_cast<double>(g.lo[0]) + (cell % g.side + 0.5) * static_cast<double>(g.w[0]);
+  m1 = static_cast<double>(g.lo[1]) + (cell / g.side + 0.5) * static_cast<double>(g.w[1]);
+}
+
 // Cell (i, j)'s box grown by kCellGrow of a cell on each side (corner q: x[q & 1], y[q >> 1]) and
 // its centre, in double as the proof above forms them.
 struct CellBox {

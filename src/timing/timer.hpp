@@ -23,7 +23,7 @@ struct IterationStats {
   std::int64_t looked_up = -1;  // fused one-pass, d = 2: objects labelled from the cell table (-1: n/a)
   std::int64_t rescored = -1;  // fused one-pass, tensor-core scores: objects they could not call, scored again
                                // with FMAs (-1: n/a)
-  std::int64_t skipped = -1;  // fused one-pass: objects a distance bound kept without reading them (-1: n/a)
+  std::int64_t skipped = -1;  // fused one-pass: objects a distance bound, or at d = 2 a cell whose label held, kept without reading them (-1: n/a)
   std::int64_t summed = -1;   // fused tensor path: objects added into the cluster sums (all, or the movers) (-1: n/a)
   double inertia = 0;  // sum of each object's squared distance to the centroid it was assigned to in
                        // this iteration (before the update), from the assignment pass itself (with

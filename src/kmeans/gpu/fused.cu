@@ -195,6 +195,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // Counted when the table was built (the bounds' kernel has none).
     if (cells_live_ && !slot.bounds) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
     if (mma_ && !slot.bounds) stats.rescored = static_cast<std::int64_t>(counters.rescored);
+    if (slot.sorted) stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
     changed_log_.push_back(static_cast<std::size_t>(stats.changed));
     if (ahead_) {
       // The device's stop rule against the driver's (they cannot differ: the same arithmetic).
@@ -277,7 +278,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.skipped = tallies_.get() + 3;
       p.skipped_out = &out->queued[1];
       p.q_guard = q_guard_;
+    } else if (sorted_live_) {
+      // (the objects of the cells whose label held, counted by the table's kernel)
+      p.skipped = tallies_.get() + 3;
+      p.skipped_out = &out->queued[1];
     }
+    slot.sorted = sorted_live_;
     if (mapped_ && !events_) {
       // (a launched-ahead kernel's phase runs from the last one's end: no start stamp)
       p.start_ns_out = gated ? nullptr : &out->start_ns;
@@ -561,6 +567,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     cells_live_ = false;
     lean_used_ = false;
     if (cells_side_) start_cells();
+    start_sorted();
     void* device_view = nullptr;
     void* ahead_view = nullptr;
     mapped_ = nullptr;
@@ -625,6 +632,74 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     cells_live_ = true;
   }
 
+  // The cell table's sorted order (cell_order.cuh, cells.hpp: owned_chunks): once per fit, the
+  // objects sorted by their cell (CUB's stable radix sort of the lean passes' own lookup), x and
+  // the labels copied in that order, each cell's first object and its single chunks' sums. Each
+  // iteration the table's kernel then lists the chunks to read: a cell whose label held from one
+  // table to the next keeps its objects' labels (none of them can move), and its single chunks'
+  // inertia follows from those sums, so its objects are not read. The labels go back to the
+  // objects' order after the final E-step (assign). Where the copies fit beside the rest (no
+  // --device-memory cap: the cap stays the cap) and the lean dynamic passes run (launch_delta);
+  // Hamerly's bounds not with it. KMEANS_CELLS_SORTED=0: never.
+  void start_sorted() {
+    sorted_live_ = table_held_ = false;
+    const char* env = std::getenv("KMEANS_CELLS_SORTED");
+    if (env && std::string(env) == "0") return;
+    const std::size_t n = this->n_;
+    const int cells = cells_side_ * cells_side_;
+    const unsigned chunk = kernels::kCellChunk;
+    if (!cells_live_ || !lean_cells_ || !dynamic_chunks_ || !chunks_.get() || tile_kernel_ ||
+        !kernels::delta_chunks_dynamic(grid_, block_) || n < chunk || n > 0xffffffffull ||
+        (sizeof(T) == 4 && this->inertia_scale_ >= 0x1p126) || this->params_.device_memory != 0)
+      return;
+    const std::size_t whole = n / chunk;
+    const std::size_t kept = n * (2 * sizeof(T) + 2 * sizeof(std::int32_t)) +
+                             static_cast<std::size_t>(cells) * (sizeof(unsigned) + sizeof(kernels::CellSums)) + whole * 4 + 64;
+    const std::size_t sorting = n * 3 * sizeof(unsigned) + n * 2 * sizeof(unsigned) + (16ull << 20);  // (CUB's temp: ~2n 4-byte words)
+    if (device_budget(0) < kept + sorting + (64ull << 20)) return;
+    DeviceBuffer<unsigned> keys = this->template device_buffer<unsigned>(n);
+    DeviceBuffer<unsigned> keys_sorted = this->template device_buffer<unsigned>(n);
+    DeviceBuffer<unsigned> values = this->template device_buffer<unsigned>(n);
+    order_ = this->template device_buffer<unsigned>(n);
+    const int sms = multiprocessor_count();
+    const int grid = static_cast<int>(std::min<std::size_t>((n + 255) / 256, 8ull * sms));
+    kernels::cell_keys<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), static_cast<std::int64_t>(n), cell_grid_,
+                                                            keys.get(), values.get());
+    CUDA_CHECK_LAUNCH();
+    int end_bit = 1;
+    while ((1 << end_bit) < cells) ++end_bit;
+    std::size_t temp_bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.get(), keys_sorted.get(), values.get(),
+                                               order_.get(), static_cast<std::int64_t>(n), 0, end_bit, this->stream_));
+    DeviceBuffer<unsigned char> temp = this->template device_buffer<unsigned char>(temp_bytes);
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.get(), keys_sorted.get(), values.get(),
+                                               order_.get(), static_cast<std::int64_t>(n), 0, end_bit, this->stream_));
+    xs_ = this->template device_buffer<T>(2 * n);
+    ls_ = this->template device_buffer<std::int32_t>(n);
+    kernels::gather_sorted<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), this->labels_.get(),
+                                                                static_cast<std::int64_t>(n), order_.get(), xs_.get(),
+                                                                ls_.get());
+    CUDA_CHECK_LAUNCH();
+    starts_ = this->template device_buffer<unsigned>(static_cast<std::size_t>(cells) + 1);
+    kernels::cell_starts<<<(cells + 1 + 255) / 256, 256, 0, this->stream_>>>(keys_sorted.get(),
+                                                                              static_cast<std::int64_t>(n), cells,
+                                                                              starts_.get());
+    CUDA_CHECK_LAUNCH();
+    cell_stats_ = this->template device_buffer<kernels::CellSums>(static_cast<std::size_t>(cells));
+    kernels::cell_stats<T><<<(cells + 3) / 4, 128, 0, this->stream_>>>(xs_.get(), static_cast<std::int64_t>(n),
+                                                                        cell_grid_, starts_.get(),
+                                                                        static_cast<unsigned>(whole), chunk,
+                                                                        cell_stats_.get());
+    CUDA_CHECK_LAUNCH();
+    work_ = this->template device_buffer<unsigned>(whole);
+    work_count_ = this->template device_buffer<unsigned>(1);
+    CUDA_CHECK(cudaMemsetAsync(work_count_.get(), 0, sizeof(unsigned), this->stream_));
+    whole_chunks_ = static_cast<unsigned>(whole);
+    sorted_live_ = true;
+    bounds_ = false;  // (the bounds' kernel reads every object without the table)
+    bounds_buf_ = DeviceBuffer<float2>();
+  }
+
   kernels::DeltaPass delta_pass() const {
     kernels::DeltaPass p;
     p.factor = factor_;
@@ -642,6 +717,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   void launch_delta(const kernels::DeltaPass& p) {
     if (p.bounds) {
+      if (sorted_live_) throw DeviceError("--impl=fused: Hamerly's bounds with the cells' sorted order");
       bounds_kernel_<<<bounds_grid_, bounds_block_, bounds_bytes_, this->stream_>>>(
           this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
           static_cast<int>(this->k_), this->labels_.get(), p);
@@ -668,9 +744,28 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // dependent steps in double, whether 16 blocks or 128 held them; the iteration's time level
       // within 1%: plots/delta_tile_ab_h100.txt).
       const int cells = cells_side_ * cells_side_;
+      // SORTED: the table's kernel lists the chunks to read where the lean dynamic passes run
+      // (they alone read the list; DeltaPass::work), the labels following the last table.
+      kernels::CellSkip skip;
+      if (sorted_live_ && q.done && q.update) {
+        skip.starts = starts_.get();
+        skip.stats = cell_stats_.get();
+        skip.work = work_.get();
+        skip.work_count = work_count_.get();
+        skip.whole = whole_chunks_;
+        skip.chunk = kernels::kCellChunk;
+        skip.stable_ok = table_held_;
+        skip.inertia = q.inertia;
+        skip.skipped = q.skipped;
+        skip.inertia_scale = this->inertia_scale_;
+        q.work = work_.get();
+        q.work_count = work_count_.get();
+      }
       launch_dependent(kernels::delta_cells<T>, (cells + 3) / 4, 128, 0, this->centroids_.get(),
                        static_cast<int>(this->k_), cell_grid_, cells_.get(), candidates_.get(),
-                       cell_masks_.get(), static_cast<const unsigned*>(q.release), q.acquire_value);
+                       cell_masks_.get(), static_cast<const unsigned*>(q.release), q.acquire_value, skip);
+      // (Every object's label now follows this table, once the delta kernel below has run.)
+      table_held_ = sorted_live_;
       q.candidates = candidates_.get();
       q.cell_masks = cell_masks_.get();
       q.ring_xy = ring_xy_;
@@ -680,8 +775,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     }
     // The staged loads copy 16-byte chunks: rows and labels aligned, no chunk across n.
     const auto aligned = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
-    tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(this->x_.get()) &&
-                 aligned(this->labels_.get());
+    // SORTED: x and the labels in the cells' order (start_sorted).
+    const T* x = sorted_live_ ? xs_.get() : this->x_.get();
+    std::int32_t* labels = sorted_live_ ? ls_.get() : this->labels_.get();
+    tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(x) && aligned(labels);
     q.tile_offset = tile_offset_;
     // The staged kernel's warps take their passes as they come to them, in double and in float at
     // register width 32 (6_fused_delta.cuh: DeltaPass::chunks, kDynamic) where a last block resets
@@ -695,28 +792,29 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
     // (for any n: the second coordinate's row one load a value where it is not aligned).
     // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
-    q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(this->x_.get()) &&
-                     aligned(this->labels_.get()) && (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
+    q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(x) && aligned(labels) &&
+                     (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
     lean_used_ = q.vector_cells;
     // The lean passes likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x the time
     // at K = 16 and 64 in double, plots/prologue_ab_s23_h100.txt).
     if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get() &&
         kernels::delta_chunks_dynamic(grid_, block_))
       q.chunks = chunks_.get();
+    // (The list read where it was made: start_sorted asked for the lean dynamic passes.)
+    if (q.work && (!q.vector_cells || !q.chunks))
+      throw DeviceError("--impl=fused: the cell table listed chunks that the kernel would not read");
     // The tensor-core scores' kernel likewise, not staged (6_fused_delta.cuh: kMmaDynamic; it
     // reads the counters only at d = 32, one object a lane, and ignores them elsewhere).
     if (mma_ && !tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ && chunks_.get() &&
         kernels::delta_chunks_dynamic(grid_, block_))
       q.chunks = chunks_.get();
-    const T* x = this->x_.get();
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     if (tile_used_)
-      launch_dependent(tile_kernel_, tile_grid_, tile_block_, tile_bytes_, x, this->centroids_.get(), n, d, k,
-                       this->labels_.get(), q);
-    else
-      launch_dependent(delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d, k, this->labels_.get(),
+      launch_dependent(tile_kernel_, tile_grid_, tile_block_, tile_bytes_, x, this->centroids_.get(), n, d, k, labels,
                        q);
+    else
+      launch_dependent(delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d, k, labels, q);
   }
 
   // A launch on the engine's stream; for a launched-ahead iteration (launch_iteration), as a
@@ -783,6 +881,14 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // The kernel below keeps neither the bounds nor the q sums: none from here on.
     bounds_ = bounds_live_ = false;
     if (delta_) {
+      // SORTED: a launched-ahead table's kernel whose delta kernel the gate stopped left its list
+      // and tallies; this E-step reads every chunk (no list without `done`), then the labels go
+      // back to the objects' order.
+      if (sorted_live_) {
+        CUDA_CHECK(cudaMemsetAsync(work_count_.get(), 0, sizeof(unsigned), this->stream_));
+        CUDA_CHECK(cudaMemsetAsync(tallies_.get(), 0, 6 * sizeof(unsigned long long), this->stream_));
+        table_held_ = false;
+      }
       // The held sums follow every relabelling, the final E-step's too.
       kernels::DeltaPass p = delta_pass();
       if (accumulate) {
@@ -794,6 +900,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         p.counts_out = this->counts_.get();
       }
       launch_delta(p);
+      if (sorted_live_) {
+        const std::size_t n = this->n_;
+        kernels::scatter_labels<<<static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 8ull * multiprocessor_count())),
+                                  256, 0, this->stream_>>>(ls_.get(), static_cast<std::int64_t>(n), order_.get(),
+                                                           this->labels_.get());
+        CUDA_CHECK_LAUNCH();
+      }
       return;
     }
     this->launch(kernel_, grid_, block_, bytes_, this->centroids_.get(), accumulate ? this->changed_.get() : nullptr,
@@ -820,6 +933,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     typename GpuEngine<T>::Counters* mapped = nullptr;  // the device's view (null: not mapped)
     bool bounds = false;  // the kernel ran with Hamerly's bounds
     bool ahead = false;   // queued behind the last iteration's kernel
+    bool sorted = false;  // in the cells' sorted order (its skipped objects counted)
     unsigned long long seq = 0;  // the sequence number its last block writes
   };
   IterationSlot slots_[2];
@@ -836,6 +950,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   bool early_release_ = true;
   bool dynamic_chunks_ = true;           // the staged kernel's passes taken as the warps come to them
   DeviceBuffer<unsigned> chunks_;        // their counters (kernels::kDeltaChunkCounters)
+  // SORTED (start_sorted): x and the labels in the cells' order, each cell's first object in it,
+  // its single chunks' sums, the table kernel's list of chunks to read and its length.
+  bool sorted_live_ = false;
+  bool table_held_ = false;  // every label follows the table in cells_ (a delta kernel read it)
+  DeviceBuffer<T> xs_;
+  DeviceBuffer<std::int32_t> ls_;
+  DeviceBuffer<unsigned> order_, starts_, work_, work_count_;
+  DeviceBuffer<kernels::CellSums> cell_stats_;
+  unsigned whole_chunks_ = 0;
   bool lean_cells_ = true;  // the cell table's lean passes (launch_delta)
   bool lean_used_ = false;  // the last launch took them (the report's path: "lean")
   int iteration_ = 0;
