@@ -48,17 +48,24 @@ __global__ void cell_keys(const T* __restrict__ x, std::int64_t n, CellGrid g, u
   }
 }
 
-// The sorted copies: xs[.][i] = x[.][order[i]], ls[i] = labels[order[i]].
+// The sorted copy of x: xs[.][i] = x[.][order[i]].
 template <class T>
-__global__ void gather_sorted(const T* __restrict__ x, const std::int32_t* __restrict__ labels, std::int64_t n,
-                              const unsigned* __restrict__ order, T* __restrict__ xs, std::int32_t* __restrict__ ls) {
+__global__ void gather_sorted(const T* __restrict__ x, std::int64_t n, const unsigned* __restrict__ order,
+                              T* __restrict__ xs) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t o = order[i];
     xs[i] = x[o];
     xs[n + i] = x[n + o];
-    ls[i] = labels[o];
   }
+}
+
+// The labels into the sorted order: ls[i] = labels[order[i]].
+__global__ inline void gather_labels(const std::int32_t* __restrict__ labels, std::int64_t n,
+                                     const unsigned* __restrict__ order, std::int32_t* __restrict__ ls) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    ls[i] = labels[order[i]];
 }
 
 // The labels back in the objects' order: labels[order[i]] = ls[i].
@@ -115,21 +122,34 @@ __global__ void cell_stats(const T* __restrict__ xs, std::int64_t n, CellGrid g,
 template <class T>
 __device__ __forceinline__ void list_cell_chunks(const CellSkip& s, const CellGrid& g, int cell, int lane,
                                                  unsigned char label, unsigned char before, const T* cs, int k) {
-  const bool held = s.stable_ok && label != kCellMixed && before == label;
+  bool held = s.stable_ok && label != kCellMixed && before == label;
   const OwnedChunks o = owned_chunks(s.starts[cell], s.starts[cell + 1], s.whole, s.chunk);
+  double q = 0, n = 0;
+  if (held && o.single_end > o.first) {
+    // The single chunks' inertia by algebra, q = S2 - 2 a.S1 + n |a|^2 (a = c - m), where its error
+    // bound allows: each sum came from at most n / 32 + 5 roundings a lane and the tree (cell_stats),
+    // each term of T below bounds a term's magnitude (|x_p - m_p| <= w_p: an object lies in its cell
+    // grown by its index's rounding), and the combination adds a few: E = (n / 32 + 12) 2^-52 T.
+    // Where E > 2^-40 q (objects on their centroid: q cancels to near 0, as on quantised data) the
+    // cell's objects are read instead, so a held cell's inertia is within 2^-40 of its objects'.
+    const CellSums st = s.stats[cell];
+    double m0, m1;
+    cell_centre(g, cell, m0, m1);
+    const double a0 = static_cast<double>(cs[label]) - m0, a1 = static_cast<double>(cs[k + label]) - m1;
+    n = st.count;
+    q = st.s2 - 2 * (a0 * st.s0 + a1 * st.s1) + n * (a0 * a0 + a1 * a1);
+    const double t = st.s2 + 2 * n * (fabs(a0) * static_cast<double>(g.w[0]) + fabs(a1) * static_cast<double>(g.w[1])) +
+                     n * (a0 * a0 + a1 * a1);
+    if (!((n / 32 + 12) * 0x1p-52 * t <= 0x1p-40 * q)) held = false;
+  }
   const unsigned from = held ? o.single_end : o.first, count = o.end - from;
   unsigned at = 0;
   if (lane == 0 && count) at = atomicAdd(s.work_count, count);
   at = __shfl_sync(0xffffffffu, at, 0);
   for (unsigned j = static_cast<unsigned>(lane); j < count; j += 32) s.work[at + j] = from + j;
   if (held && lane == 0 && o.single_end > o.first) {
-    const CellSums st = s.stats[cell];
-    double m0, m1;
-    cell_centre(g, cell, m0, m1);
-    const double a0 = static_cast<double>(cs[label]) - m0, a1 = static_cast<double>(cs[k + label]) - m1;
-    const double q = st.s2 - 2 * (a0 * st.s0 + a1 * st.s1) + st.count * (a0 * a0 + a1 * a1);
     if (s.inertia) atomicAdd(s.inertia, to_fixed(q, s.inertia_scale));
-    if (s.skipped) atomicAdd(s.skipped, static_cast<unsigned long long>(st.count));
+    if (s.skipped) atomicAdd(s.skipped, static_cast<unsigned long long>(n));
   }
 }
 

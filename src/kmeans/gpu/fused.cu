@@ -343,7 +343,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   // The report's path after "one-pass": the delta kernel's variant where it is not the plain one
-  // ("d fixed", "mma", "cells"), after "streamed" where the data are.
+  // ("d fixed", "mma", "cells", "lean", "sorted"), after "streamed" where the data are.
   std::string path() const override {
     std::string p = DeviceUpdateEngine<T>::path();
     auto add = [&p](const char* part) { p += p.empty() ? std::string(part) : std::string(", ") + part; };
@@ -353,6 +353,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       if (mma_) add("mma");
       if (cells_live_) add("cells");
       if (lean_used_) add("lean");
+      if (sorted_live_) add("sorted");
     }
     return p;
   }
@@ -640,13 +641,19 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // inertia follows from those sums, so its objects are not read. The labels go back to the
   // objects' order after the final E-step (assign). Where the copies fit beside the rest (no
   // --device-memory cap: the cap stays the cap) and the lean dynamic passes run (launch_delta);
-  // Hamerly's bounds not with it. KMEANS_CELLS_SORTED=0: never.
+  // Hamerly's bounds not with it. By default where the cells hold 1024 objects each on average
+  // (8 chunks): H200, 10 iterations, at 1024 a cell 0.83x the time in double, 0.93x in float
+  // (2^22 x 2, K = 16), 0.79x / 0.87x (2^24 x 2, K = 64); at 256 a cell, where about half a cell's
+  // objects lie in its shared chunks, 1.15x / 1.15x (2^20 x 2, K = 16) and 1.11x / 1.04x (2^22 x 2,
+  // K = 64) slower (plots/sorted_ab_s34_h200.txt). KMEANS_CELLS_SORTED=0: never; =1: wherever it can.
   void start_sorted() {
     sorted_live_ = table_held_ = false;
     const char* env = std::getenv("KMEANS_CELLS_SORTED");
-    if (env && std::string(env) == "0") return;
+    const std::string setting = env ? env : "";
+    if (setting == "0") return;
     const std::size_t n = this->n_;
     const int cells = cells_side_ * cells_side_;
+    if (setting != "1" && n < 1024ull * static_cast<std::size_t>(cells)) return;
     const unsigned chunk = kernels::kCellChunk;
     if (!cells_live_ || !lean_cells_ || !dynamic_chunks_ || !chunks_.get() || tile_kernel_ ||
         !kernels::delta_chunks_dynamic(grid_, block_) || n < chunk || n > 0xffffffffull ||
@@ -676,9 +683,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                                                order_.get(), static_cast<std::int64_t>(n), 0, end_bit, this->stream_));
     xs_ = this->template device_buffer<T>(2 * n);
     ls_ = this->template device_buffer<std::int32_t>(n);
-    kernels::gather_sorted<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), this->labels_.get(),
-                                                                static_cast<std::int64_t>(n), order_.get(), xs_.get(),
-                                                                ls_.get());
+    kernels::gather_sorted<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), static_cast<std::int64_t>(n),
+                                                                order_.get(), xs_.get());
+    CUDA_CHECK_LAUNCH();
+    // (The first iteration in the cells' order too, though every object moves then and a warp's
+    // movers share a cluster: H200, 2^24 x 2, 0.384 ms against 0.261 in the objects' order, in
+    // double. Taking it in the objects' order and gathering its labels before the second cost more:
+    // the gather's scattered reads, 0.44 ms for the second iteration against 0.147.)
+    kernels::gather_labels<<<grid, 256, 0, this->stream_>>>(this->labels_.get(), static_cast<std::int64_t>(n),
+                                                            order_.get(), ls_.get());
     CUDA_CHECK_LAUNCH();
     starts_ = this->template device_buffer<unsigned>(static_cast<std::size_t>(cells) + 1);
     kernels::cell_starts<<<(cells + 1 + 255) / 256, 256, 0, this->stream_>>>(keys_sorted.get(),
