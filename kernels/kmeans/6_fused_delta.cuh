@@ -46,7 +46,9 @@
 //    (float) / 16 (double), so off there. Where x and the labels are 16-byte aligned the whole
 //    passes are lean (see the kernel; H100: 0.79x / 0.94x at K = 16, 0.68x / 0.87x at K = 64,
 //    plots/cells_lean_ab_s20.txt; for any n since session 21: at n % 4 != 0 0.76x / 0.83x,
-//    plots/cells_ab_s21_h100.txt).
+//    plots/cells_ab_s21_h100.txt). Since session 34, from 1024 objects a cell, in the cells' sorted
+//    order (DeltaPass::work, cell_order.cuh): only the chunks of cells whose label changed or that
+//    are mixed are read (H200, 2^24 x 2, K = 16: 0.54x the time in double, 0.62x in float).
 // 7. (MMA; d 9-32, K <= 64, by default where measured faster: fused.cu) The scores on the tensor
 //    cores: the warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
 //    fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2,
@@ -910,8 +912,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // they are all one move (the cells' sorted order: a round's objects mostly one cell's, one label)
   // the warp sums their addends by shuffles and one lane adds the sums: 32 lanes' shared atomics on
   // the same words serialised, so that the first iteration (every object a mover) took 1.47x the
-  // time in double, 1.67x in float in that order (H200, 2^24 x 2, K = 16). Else each lane its own.
-  // (Integers: the same bits either way.)
+  // time in double, 1.67x in float in that order (H200, 2^24 x 2, K = 16); summed by the warp,
+  // 0.236 ms / 0.184 ms against 0.256 / 0.202 in the objects' order (plots/sorted_detail_s34_h200.txt).
+  // Else each lane its own. (Integers: the same bits either way.)
   auto add_moves = [&](const T* v, int to, int was) {
     const unsigned movers = __ballot_sync(0xffffffffu, to >= 0);
     if (movers == 0) return;

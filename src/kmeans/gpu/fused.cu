@@ -686,10 +686,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     kernels::gather_sorted<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), static_cast<std::int64_t>(n),
                                                                 order_.get(), xs_.get());
     CUDA_CHECK_LAUNCH();
-    // (The first iteration in the cells' order too, though every object moves then and a warp's
-    // movers share a cluster: H200, 2^24 x 2, 0.384 ms against 0.261 in the objects' order, in
-    // double. Taking it in the objects' order and gathering its labels before the second cost more:
-    // the gather's scattered reads, 0.44 ms for the second iteration against 0.147.)
+    // (The first iteration in the cells' order too, though every object moves then and a round's
+    // movers share a cluster: their moves summed by the warp (6_fused_delta.cuh: add_moves), H200,
+    // 2^24 x 2, 0.236 ms against 0.256 in the objects' order, in double. Taking it in the objects'
+    // order and gathering its labels before the second cost more: the gather's scattered reads.)
     kernels::gather_labels<<<grid, 256, 0, this->stream_>>>(this->labels_.get(), static_cast<std::int64_t>(n),
                                                             order_.get(), ls_.get());
     CUDA_CHECK_LAUNCH();
