@@ -1124,3 +1124,82 @@ TEST(CellOrder, EveryWholeChunkOneOwner) {
     }
   }
 }
+
+// A held cell's inertia by algebra (cells.hpp: held_cell_inertia) from sums formed as cell_stats
+// forms them (32 lanes' strided sums in double, then the warp's tree), against the objects' exact
+// sum (long double, per object): wherever it says sure, within 2^-40 of it. Uniform objects in
+// cells far from the origin (the algebra's terms far above q only when the centroid sits on the
+// objects) with the centroid inside, beside or far from the cell: most must be sure (else no cell
+// would ever be skipped). All of a cell's objects on one point with the centroid just off it (as
+// on quantised data): q cancels, the algebra's own error far above 2^-40 q, and it must refuse.
+namespace {
+struct CellCase {
+  double s0 = 0, s1 = 0, s2 = 0, n = 0;
+  long double exact = 0;
+};
+CellCase cell_case(const std::vector<double>& xs, const std::vector<double>& ys, double m0, double m1, double c0,
+                   double c1) {
+  double lane[3][32] = {};
+  CellCase r;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double a = xs[i] - m0, b = ys[i] - m1;
+    lane[0][i % 32] += a;
+    lane[1][i % 32] += b;
+    lane[2][i % 32] += a * a + b * b;
+    const long double da = static_cast<long double>(xs[i]) - c0, db = static_cast<long double>(ys[i]) - c1;
+    r.exact += da * da + db * db;
+  }
+  for (int off = 16; off > 0; off /= 2)
+    for (int l = 0; l < off; ++l)
+      for (int q = 0; q < 3; ++q) lane[q][l] += lane[q][l + off];
+  r.s0 = lane[0][0];
+  r.s1 = lane[1][0];
+  r.s2 = lane[2][0];
+  r.n = static_cast<double>(xs.size());
+  return r;
+}
+}  // namespace
+
+TEST(CellOrder, HeldInertiaWithinItsBound) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int sure = 0, cases = 0;
+  for (int round = 0; round < 600; ++round) {
+    const double w = std::ldexp(1.0, static_cast<int>(rng() % 20) - 10), m0 = (u(rng) - 0.5) * 2000 * w,
+                 m1 = (u(rng) - 0.5) * 2000 * w;
+    const std::size_t n = std::size_t{128} << (rng() % 6);
+    std::vector<double> xs(n), ys(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = m0 + (u(rng) - 0.5) * w;
+      ys[i] = m1 + (u(rng) - 0.5) * w;
+    }
+    const double reach = round % 3 == 0 ? 0.5 : round % 3 == 1 ? 2.0 : 40.0;  // inside, beside, far
+    const double c0 = m0 + (u(rng) - 0.5) * 2 * reach * w, c1 = m1 + (u(rng) - 0.5) * 2 * reach * w;
+    const CellCase c = cell_case(xs, ys, m0, m1, c0, c1);
+    const auto h = km::kernels::held_cell_inertia(c.s0, c.s1, c.s2, c.n, c0 - m0, c1 - m1, w, w);
+    ++cases;
+    if (h.sure) {
+      ++sure;
+      EXPECT_LE(std::fabs(static_cast<long double>(h.q) - c.exact), 0x1p-40L * c.exact)
+          << "n " << n << " w " << w << " reach " << reach;
+    }
+  }
+  EXPECT_GT(sure, cases * 9 / 10) << "the bound refused most uniform cells";
+  // All objects on one point p, the centroid 1e-7 of a cell off it.
+  int refused = 0, wide = 0;
+  for (int round = 0; round < 100; ++round) {
+    const double w = 1.0 / 64, m0 = 0.3 + w / 2, m1 = 0.7 + w / 2;
+    const double p0 = m0 + (u(rng) - 0.5) * w, p1 = m1 + (u(rng) - 0.5) * w;
+    const std::size_t n = 29000;
+    const std::vector<double> xs(n, p0), ys(n, p1);
+    const double c0 = p0 + 1e-7 * w * (u(rng) - 0.5), c1 = p1 + 1e-7 * w * (u(rng) - 0.5);
+    const CellCase c = cell_case(xs, ys, m0, m1, c0, c1);
+    const auto h = km::kernels::held_cell_inertia(c.s0, c.s1, c.s2, c.n, c0 - m0, c1 - m1, w, w);
+    if (!h.sure) ++refused;
+    else
+      EXPECT_LE(std::fabs(static_cast<long double>(h.q) - c.exact), 0x1p-40L * c.exact);
+    if (std::fabs(static_cast<long double>(h.q) - c.exact) > 0x1p-40L * c.exact) ++wide;
+  }
+  EXPECT_EQ(refused, 100) << "cancelling cells taken by algebra";
+  EXPECT_GT(wide, 50) << "the algebra was within 2^-40 anyway: the case tests nothing";
+}

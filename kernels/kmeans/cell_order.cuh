@@ -126,21 +126,17 @@ __device__ __forceinline__ void list_cell_chunks(const CellSkip& s, const CellGr
   const OwnedChunks o = owned_chunks(s.starts[cell], s.starts[cell + 1], s.whole, s.chunk);
   double q = 0, n = 0;
   if (held && o.single_end > o.first) {
-    // The single chunks' inertia by algebra, q = S2 - 2 a.S1 + n |a|^2 (a = c - m), where its error
-    // bound allows: each sum came from at most n / 32 + 5 roundings a lane and the tree (cell_stats),
-    // each term of T below bounds a term's magnitude (|x_p - m_p| <= w_p: an object lies in its cell
-    // grown by its index's rounding), and the combination adds a few: E = (n / 32 + 12) 2^-52 T.
-    // Where E > 2^-40 q (objects on their centroid: q cancels to near 0, as on quantised data) the
-    // cell's objects are read instead, so a held cell's inertia is within 2^-40 of its objects'.
+    // The single chunks' inertia by algebra where its error bound allows (cells.hpp:
+    // held_cell_inertia), else the cell's objects are read.
     const CellSums st = s.stats[cell];
     double m0, m1;
     cell_centre(g, cell, m0, m1);
-    const double a0 = static_cast<double>(cs[label]) - m0, a1 = static_cast<double>(cs[k + label]) - m1;
     n = st.count;
-    q = st.s2 - 2 * (a0 * st.s0 + a1 * st.s1) + n * (a0 * a0 + a1 * a1);
-    const double t = st.s2 + 2 * n * (fabs(a0) * static_cast<double>(g.w[0]) + fabs(a1) * static_cast<double>(g.w[1])) +
-                     n * (a0 * a0 + a1 * a1);
-    if (!((n / 32 + 12) * 0x1p-52 * t <= 0x1p-40 * q)) held = false;
+    const HeldInertia h = held_cell_inertia(st.s0, st.s1, st.s2, n, static_cast<double>(cs[label]) - m0,
+                                            static_cast<double>(cs[k + label]) - m1, static_cast<double>(g.w[0]),
+                                            static_cast<double>(g.w[1]));
+    q = h.q;
+    if (!h.sure) held = false;
   }
   const unsigned from = held ? o.single_end : o.first, count = o.end - from;
   unsigned at = 0;

@@ -142,6 +142,25 @@ KM_CELLS_HD inline OwnedChunks owned_chunks(unsigned start, unsigned end, unsign
   o.end = cap(larger(o.single_end, up(end)));
   return o;
 }
+// A held cell's single chunks' inertia by algebra (cell_order.cuh: list_cell_chunks), q = S2 -
+// 2 a.S1 + n |a|^2 with a = c - m, from the sums of its n objects' x - m (s0, s1) and |x - m|^2
+// (s2), and whether its error bound allows it: each sum came from at most n / 32 + 5 roundings a
+// lane and the warp's tree (cell_stats), each term of t bounds a term's magnitude (|x_p - m_p| <= w_p:
+// an object lies in its cell grown by its index's rounding), and the combination adds a few:
+// E = (n / 32 + 12) 2^-52 t, and `sure` where E <= 2^-40 q (else the cell's objects are read; where
+// they sit on their centroid q cancels to near 0). CPU-tested against exact sums (test_margin.cpp).
+struct HeldInertia {
+  double q = 0;
+  bool sure = false;
+};
+KM_CELLS_HD inline HeldInertia held_cell_inertia(double s0, double s1, double s2, double n, double a0, double a1,
+                                                 double w0, double w1) {
+  const double aa = a0 * a0 + a1 * a1;
+  const double q = s2 - 2 * (a0 * s0 + a1 * s1) + n * aa;
+  const double t = s2 + 2 * n * ((a0 < 0 ? -a0 : a0) * w0 + (a1 < 0 ? -a1 : a1) * w1) + n * aa;
+  return {q, (n / 32 + 12) * 0x1p-52 * t <= 0x1p-40 * q};
+}
+
 // The point a cell's sums are taken about (the centre of its box, in double): near its objects, so
 // that the inertia by algebra, S2 - 2 (c - m).S1 + n |c - m|^2, cancels little.
 KM_CELLS_HD inline void cell_centre(const CellGrid& g, int cell, double& m0, double& m1) {
