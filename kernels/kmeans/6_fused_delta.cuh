@@ -430,7 +430,7 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false, bool TILE = false>
+          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false>
 __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
                                   (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
@@ -490,6 +490,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
   static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
                 "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test, bounds or cells");
+  static_assert(!SORTED || (CELLS && !TILE && !BOUNDS), "the sorted order: the cell table's lean passes");
   static_assert(!TILE || (!BOUNDS && !BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
                 "the staged loads: d a constant from 8 (or the cells at d = 2), no bounds or Elkan test");
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
@@ -914,8 +915,16 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // the same words serialised, so that the first iteration (every object a mover) took 1.47x the
   // time in double, 1.67x in float in that order (H200, 2^24 x 2, K = 16); summed by the warp,
   // 0.236 ms / 0.184 ms against 0.256 / 0.202 in the objects' order (plots/sorted_detail_s34_h200.txt).
-  // Else each lane its own. (Integers: the same bits either way.)
+  // Else each lane its own. (Integers: the same bits either way.) SORTED alone (a kernel of its
+  // own, not a test at run time): in the objects' order a round's movers hardly ever share a move,
+  // and the test in the one kernel cost 1.035x the time in float at 2^20 and 2^24 x 2, K = 16 (H200;
+  // skipped at run time 1.020-1.034x); each order with its own kernel, the objects' order 0.98x
+  // session 34's first commit's time, the sorted order level (0.99-1.01x; plots/sorted_ab_s35_h200.txt).
   auto add_moves = [&](const T* v, int to, int was) {
+    if constexpr (!SORTED) {
+      if (to >= 0) add_move(v, to, was);
+      return;
+    }
     const unsigned movers = __ballot_sync(0xffffffffu, to >= 0);
     if (movers == 0) return;
     const int leader = __ffs(movers) - 1;

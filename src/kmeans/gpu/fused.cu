@@ -415,6 +415,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         cells_fallback_ =
             plan.ball_wanted ? kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), true> : delta_kernel_;
         delta_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true>;
+        // The same for the cells' sorted order (SORTED: a round's moves summed by the warp).
+        sorted_kernel_ = kernels::fused_delta<T, 2, true, kernels::delta_unroll(2), false, false, true, false, false,
+                                              false, true>;
       }
       if (mma_) delta_kernel_ = delta_mma_kernel_for<T>(maxd, exact_);
       // The staged loads' kernel, where the plan has one (taken at launch: launch_delta).
@@ -434,6 +437,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+      if (cells_side_) {
+        // The sorted order's kernel takes the same launch: its blocks too must all be resident at
+        // once (one wave: the last block's update, the dependent launch), so the smaller grid.
+        const int grid = grid_, block = block_;
+        occupancy_grid(sorted_kernel_, bytes_, kernels::kDeltaThreads,
+                       static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+        if (block_ != block) throw DeviceError("--impl=fused: the sorted order's kernel takes another block");
+        grid_ = std::min(grid_, grid);
+      }
       // The fallback runs with the same launch (its grid-stride loop takes any grid), so it may
       // need the same opt-in: above 48 KB at 128 x 128 cells and 256 threads.
       if (cells_side_) cuda::opt_in_shared(cells_fallback_, bytes_, "--impl=fused");
@@ -827,7 +839,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       launch_dependent(tile_kernel_, tile_grid_, tile_block_, tile_bytes_, x, this->centroids_.get(), n, d, k, labels,
                        q);
     else
-      launch_dependent(delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d, k, labels, q);
+      launch_dependent(q.work ? sorted_kernel_ : delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d,
+                       k, labels, q);
   }
 
   // A launch on the engine's stream; for a launched-ahead iteration (launch_iteration), as a
@@ -928,7 +941,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   OnePassKernel<T> kernel_ = nullptr;
-  DeltaKernel<T> delta_kernel_ = nullptr, bounds_kernel_ = nullptr;
+  DeltaKernel<T> delta_kernel_ = nullptr, bounds_kernel_ = nullptr, sorted_kernel_ = nullptr;
   DeltaKernel<T> tile_kernel_ = nullptr;  // the staged loads' kernel, where they apply (prepare)
   std::size_t tile_bytes_ = 0;
   unsigned tile_offset_ = 0;  // (with the cell table: the buffers' start)
