@@ -667,7 +667,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const int cells = cells_side_ * cells_side_;
     if (setting != "1" && n < 1024ull * static_cast<std::size_t>(cells)) return;
     const unsigned chunk = kernels::kCellChunk;
-    if (!cells_live_ || !lean_cells_ || !dynamic_chunks_ || !chunks_.get() || tile_kernel_ ||
+    if (!cells_live_ || !sorted_kernel_ || !lean_cells_ || !dynamic_chunks_ || !chunks_.get() || tile_kernel_ ||
         !kernels::delta_chunks_dynamic(grid_, block_) || n < chunk || n > 0xffffffffull ||
         (sizeof(T) == 4 && this->inertia_scale_ >= 0x1p126) || this->params_.device_memory != 0)
       return;
