@@ -415,11 +415,13 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // d = 16 likewise: without the cap ptxas took 164-166 registers (3 blocks of 128 an SM, not 4),
 // where d at run time came to 128 on its own. Elsewhere 0, no minimum, as if none were given: an
 // explicit 1 changes ptxas's register choices. Not for the staged loads in double at d = 16, FMA
-// scores: under the cap they spilled 100 bytes.) The cell table's kernel in double (not staged):
-// a minimum of 3 blocks, under which ptxas takes 80 registers, not 64, and the SM holds 3 blocks
-// of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the time at K = 16, 0.84x at K = 64, level at K = 32;
-// 4 blocks of the 64-register kernel 0.99x, 3 of them 0.91-0.92x, a minimum of 2 level or 1.18x
-// slower; in float a minimum of 3 took 1.09x: plots/cells_ab_s21_h100.txt).
+// scores: under the cap they spilled 100 bytes with the centre in registers; with it in shared
+// memory, since session 36, ptxas takes 128 registers there on its own, 12 bytes spilled.) The
+// cell table's kernel in double (not staged): a minimum of 3 blocks, under which ptxas takes 80
+// registers, not 64, and the SM holds 3 blocks of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the
+// time at K = 16, 0.84x at K = 64, level at K = 32; 4 blocks of the 64-register kernel 0.99x, 3 of
+// them 0.91-0.92x, a minimum of 2 level or 1.18x slower; in float a minimum of 3 took 1.09x:
+// plots/cells_ab_s21_h100.txt).
 // In double at width 32, K <= 64, not staged (the tensor-core or the FMA scores; not the bounds'
 // kernel): at most 192 threads (layouts.hpp: delta_max_threads) and a minimum of 2 blocks, so at
 // most 168 registers (16 bytes spilled at d = 32 with the tensor-core scores) where ptxas took
@@ -723,15 +725,17 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if (gated) return;  // (the whole grid: the last iteration met the stop rule)
   // The centre, read from shared memory where an object is centred rather than held in
   // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
-  // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double but for the staged
-  // kernel at d = 16 (there 166 -> 128 registers, 4 blocks of 128 an SM, not 3, and 1.01-1.03x the
-  // time), d = 16, K = 32-64 0.96-0.97x, d = 4 0.95x, level elsewhere; in float from width 4 but
+  // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double, d = 16, K = 32-64
+  // 0.96-0.97x, d = 4 0.95x, level elsewhere; the staged kernel at d = 16 too since session 36
+  // (164 -> 128 registers: in blocks of 256 (delta_plan.cpp) 16 warps an SM, not 12; H200, 2^21 x
+  // 16, K = 16 0.975x the time, 2^22 0.970x, K = 12 0.987x, K = 8-64 level; in blocks of 192
+  // 1.04x; on an H100 in session 17, an older kernel in blocks of 128, 1.01-1.03x;
+  // plots/d16_double_mu_shared_s36_h200.txt); in float from width 4 but
   // for the tensor-core scores at width 16 (1.05x) and the staged kernels (d = 32, K = 16 1.04x):
   // width 32 with the tensor-core scores 166 -> 126 registers, and in blocks of 256
   // (delta_plan.cpp) 0.89-0.93x; d = 4 0.97x, d = 16, K = 16 0.98x. At width 2 (the cell table's
   // kernel) level.
-  constexpr bool kMuShared =
-      sizeof(T) == 8 ? !(TILE && MAXD == 16 && !MMA) : MAXD >= 4 && !(MMA && MAXD == 16) && !TILE;
+  constexpr bool kMuShared = sizeof(T) == 8 || (MAXD >= 4 && !(MMA && MAXD == 16) && !TILE);
   T mur[kMuShared ? 1 : MAXD];
   if constexpr (!kMuShared) {
 #pragma unroll

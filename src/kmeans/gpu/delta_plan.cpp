@@ -177,16 +177,18 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // 256 first, the most a smaller block needs, then for the block chosen.) Since session 31 the
   // staged d = 16 kernel in double takes 192, not 128 (H200, 10 iterations, 3 rounds: 2^21 x 16,
   // K = 16 0.982-0.984x the time in three calls, K = 12 0.988x, K = 10 0.994x, 2^20 0.976x, 2^22
-  // 0.991x; on an H100 in session 15, an older kernel, 1.006x; plots/plan_s31_h200.txt), and the
-  // kernels in double at width 32, K <= 64, not staged take 192 (delta_max_threads).
-  const int staged_double_d16 = 192;
+  // 0.991x; on an H100 in session 15, an older kernel, 1.006x; plots/plan_s31_h200.txt); since
+  // session 36, with the centre in shared memory (6_fused_delta.cuh: kMuShared; 128 registers, not
+  // 164), the default 256 again: 16 warps an SM, where 192 holds 12 (H200, 2^21 x 16, K = 16
+  // 0.975x the time of 192 with the centre in registers, 2^22 0.970x, K = 12 0.987x;
+  // plots/d16_double_mu_shared_s36_h200.txt). The kernels in double at width 32, K <= 64, not
+  // staged take 192 (delta_max_threads).
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
   const DeltaPlan at256 = plan_for_block(wide, env);
   if (!at256.delta) return plan_for_block(s, env);
   const int maxd = at256.maxd;
   int block = 256;
-  if (s.elem == 8 && at256.tile && maxd == 16) block = staged_double_d16;
   if (s.elem == 4 && maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
   if (s.elem == 4 && maxd == 32 && s.k <= 64 && at256.tile) block = 192;
   // In double at width 32, K <= 64, not staged: at most 192 threads a block, two blocks an SM
