@@ -449,7 +449,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float r2_shared;
   __shared__ float rounding_shared;  // MMA: the largest sum of a centroid's squared TF32 roundings
-  __shared__ T mu[MAXD];
+  // (16-byte aligned: read as 16-byte vectors, 4 loads of the centre where 16 took one value each
+  // in float, 8 where 16 did in double; H200, 10 iterations, 5 rounds: the staged float kernel at
+  // d = 16, K = 16 0.976x the time at 2^21 objects, 0.969x at 2^22, the other lab rows level within
+  // 0.6%; plots/mu_aligned_s36_h200.txt)
+  __shared__ __align__(16) T mu[MAXD];
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
   __shared__ unsigned long long tallies_s[MMA && !TILE ? 5 : 1][MMA && !TILE ? kDeltaMaxThreads / 32 : 1];  // (the flush)
