@@ -449,10 +449,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float r2_shared;
   __shared__ float rounding_shared;  // MMA: the largest sum of a centroid's squared TF32 roundings
-  // (16-byte aligned: read as 16-byte vectors, 4 loads of the centre where 16 took one value each
-  // in float, 8 where 16 did in double; H200, 10 iterations, 5 rounds: the staged float kernel at
-  // d = 16, K = 16 0.976x the time at 2^21 objects, 0.969x at 2^22, the other lab rows level within
-  // 0.6%; plots/mu_aligned_s36_h200.txt)
+  // (16-byte aligned, so that nvcc may merge its reads into 16-byte vector loads: in the staged
+  // float kernel at d = 16 4 loads of the centre where 16 took a value each; H200, 10 iterations,
+  // 5 rounds: that kernel 0.976x the time at 2^21 objects, 0.969x at 2^22, the other lab rows level
+  // within 0.6%; plots/mu_aligned_s36_h200.txt. The double kernels' loads an object stay scalar
+  // behind the register pins of x''; made vectors by hand they measured level,
+  // plots/mu_vector_loads_s36_h200.txt.)
   __shared__ __align__(16) T mu[MAXD];
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
