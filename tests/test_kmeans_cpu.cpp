@@ -768,8 +768,9 @@ TEST(Registry, ListAnswersForAShape) {
       if (e["name"] == "fused") return e["path"].get<std::string>();
     return std::string("missing");
   };
-  // (16 x 16 in double: d fixed, and the staged loads, which the engine takes where n % 4 == 0)
-  EXPECT_EQ(fused(small), "one-pass, d fixed, staged");
+  // (16 x 16 in double: d fixed, and the staged loads from the float copy, which the engine takes
+  // where n % 4 == 0 and the device has room for the copy)
+  EXPECT_EQ(fused(small), "one-pass, d fixed, staged, float copy");
   EXPECT_EQ(fused(large), "tensor");
   EXPECT_FALSE(nlohmann::json::parse(km::registry_json())[0].contains("runs")) << "no shape, no answer";
 }
@@ -796,6 +797,13 @@ void expect_fits(const km::gpu::DeltaPlan& p, std::size_t optin) {
       EXPECT_GT(p.tile_bytes, 0u);
     }
   }
+  if (p.shadow) {
+    EXPECT_TRUE(p.tile) << "the float copy is the staged kernel's";
+    EXPECT_LE(p.shadow_bytes, optin);
+    EXPECT_GT(p.shadow_bytes, p.bytes);
+  } else {
+    EXPECT_EQ(p.shadow_bytes, 0u);
+  }
 }
 
 }  // namespace
@@ -807,7 +815,7 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(2, 16, 8).describe(), "cells");
   EXPECT_EQ(plan_for(2, 4, 4).describe(), "") << "below K = 8 in float: no table";
   EXPECT_EQ(plan_for(2, 8, 8).describe(), "") << "below K = 16 in double: no table";
-  EXPECT_EQ(plan_for(16, 16, 8).describe(), "d fixed, staged");
+  EXPECT_EQ(plan_for(16, 16, 8).describe(), "d fixed, staged, float copy") << "double: the staged kernel from the copy";
   EXPECT_EQ(plan_for(16, 16, 4).describe(), "d fixed, staged") << "float at d = 16: staged for 8 < K <= 24 (session 22)";
   EXPECT_EQ(plan_for(16, 8, 4).describe(), "d fixed") << "K = 8: the staged loads measured 1.06x";
   EXPECT_EQ(plan_for(16, 9, 4).describe(), "d fixed, staged");
@@ -1062,7 +1070,7 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "") << "the staged kernel needs d fixed";
   env = {};
   env.tile = false;
-  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed");
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed") << "no float copy without the staged kernel";
   env.tile = true;
   EXPECT_EQ(plan_for(16, 8, 4, 227 * 1024, env).describe(), "d fixed, staged");
   EXPECT_EQ(plan_for(2, 16, 4, 227 * 1024, env).describe(), "staged, cells");
@@ -1075,6 +1083,17 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_EQ(plan_for(8, 16, 4, 227 * 1024, env).describe(), "d fixed") << "no mma at width 8";
   env.mma = false;
   EXPECT_EQ(plan_for(32, 64, 4, 227 * 1024, env).describe(), "d fixed");
+  env = {};
+  env.shadow = false;
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "KMEANS_DELTA_SHADOW=0";
+  env.shadow = true;
+  EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, staged") << "no float copy in float";
+  EXPECT_EQ(plan_for(16, 24, 8, 227 * 1024, env).describe(), "d fixed, mma") << "nor with the tensor-core scores";
+  EXPECT_EQ(plan_for(16, 8, 8, 227 * 1024, env).describe(), "d fixed") << "nor where no staged kernel runs";
+  EXPECT_EQ(plan_for(12, 16, 8, 227 * 1024, env).describe(), "") << "nor with d at run time";
+  EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "nor at d = 32";
+  env.tile = true;
+  EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).describe(), "staged, cells") << "nor with the cell table";
   env = {};
   env.cells = 0;
   EXPECT_EQ(plan_for(2, 64, 8, 227 * 1024, env).cells_side, 0);

@@ -1035,6 +1035,9 @@ void check_variant_against_off(const char* env, const std::vector<SplitShape>& s
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
   const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
+  // (the float copy in double, whose inertia is the clusters' algebraic sum, off unless it is the
+  // variant: the others are compared bit for bit, inertia included)
+  const kmtest::ScopedEnv copy("KMEANS_DELTA_SHADOW", "0");
   kmtest::ScopedEnv variant(env, off_value);
   int call = 0;
   each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
@@ -1630,9 +1633,17 @@ void check_list_path() {
       std::string taken = got.path;
       if (const auto at = taken.find(", lean"); at != std::string::npos) taken.erase(at, 6);
       // (", sorted", the cells' sorted order, likewise: it takes the lean dynamic passes and room
-      // for its copies beside the data.)
+      // for its copies beside the data; ", float copy" too, which starts once few objects move,
+      // not within these two iterations.)
       if (const auto at = taken.find(", sorted"); at != std::string::npos) taken.erase(at, 8);
-      EXPECT_EQ(taken, fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)));
+      if (const auto at = taken.find(", float copy"); at != std::string::npos) taken.erase(at, 12);
+      const std::string listed = fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T));
+      if (sizeof(T) == 8 && s.d == 16 && s.k == 16 && *mma != '1') {
+        EXPECT_NE(listed.find(", float copy"), std::string::npos) << listed;
+      }
+      std::string plan_words = listed;
+      if (const auto at = plan_words.find(", float copy"); at != std::string::npos) plan_words.erase(at, 12);
+      EXPECT_EQ(taken, plan_words);
       if (s.d == 2) {
         EXPECT_NE(got.path.find("cells, lean"), std::string::npos) << got.path;
       }
@@ -1790,6 +1801,110 @@ void check_approx_inertia() {
 
 TEST(GpuFusedDelta, FloatInertiaFromScoresAsExact) { check_approx_inertia<float>(); }
 TEST(GpuFusedDelta, DoubleInertiaFromScoresAsExact) { check_approx_inertia<double>(); }
+
+namespace {
+
+// The staged kernel in double from the float copy of x - z (KMEANS_DELTA_SHADOW=1, the default
+// where it fits) against the same kernel reading x (=0), the bounds off: labels (omp's too),
+// centroids, change counts and shifts bit for bit over 20 iterations; each iteration's inertia
+// (the clusters' algebraic sum in double against the objects' sum) within 1e-11, the final one
+// (the final E-step reads x either way) the same bits, and a second run the same bits throughout;
+// the report names the copy where it ran and not where it did not. With KMEANS_DELTA_GUARD=0 every
+// algebraic inertia "fails": the copy's first iteration's is summed from the objects by the host
+// (within 1e-11: another order of addition) and the kernel reads x from the next on, the same fit.
+// The copy from the second iteration (KMEANS_DELTA_SHADOW_AFTER=1; by default once the iteration
+// before last moved at most 25%, as the uniform data's repeat takes it). d = 16, K 9-16 (the staged
+// kernel), on uniform, blob and quantised (tie-heavy) data; the close calls and the movers read x's
+// own rows.
+void check_shadow() {
+  const kmtest::ScopedEnv early("KMEANS_DELTA_SHADOW_AFTER", "1");
+  const std::vector<SplitShape> shapes =
+      quick() ? std::vector<SplitShape>{{20000, 16, 16}, {20004, 16, 12}}
+              : std::vector<SplitShape>{{20000, 16, 16}, {20004, 16, 12}, {20000, 16, 9}, {40000, 16, 16}};
+  check_variant_against_off<double>(
+      "KMEANS_DELTA_SHADOW", shapes, {"1"},
+      [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string&) {
+        EXPECT_NE(on.path.find("staged, float copy"), std::string::npos) << on.path;
+        EXPECT_EQ(off.path.find("float copy"), std::string::npos) << off.path;
+        EXPECT_EQ(on.inertia, off.inertia) << "the final E-step reads x in both";
+        if (!uniform) return;  // (the repeat and the guard's fallback on the uniform data)
+        const km::Implementation& fused = km::find_implementation("fused");
+        km::Params p;
+        p.k = s.k;
+        p.loops = 20;
+        const auto data = label_data<double>(0, {s.n, s.d, s.k});
+        kmtest::ScopedEnv shadow("KMEANS_DELTA_SHADOW", "1"), later("KMEANS_DELTA_SHADOW_AFTER", "0.25");
+        const auto first = km::run(fused, data, p), again = km::run(fused, data, p);
+        {
+          // By default (no KMEANS_DELTA_SHADOW_AFTER) only with 20 iterations left once <= 25% moved:
+          // in a fit of 30 iterations, not in one of 10.
+          unsetenv("KMEANS_DELTA_SHADOW_AFTER");
+          km::Params longer = p, shorter = p;
+          longer.loops = 30;
+          shorter.loops = 10;
+          const auto in_long = km::run(fused, data, longer), in_short = km::run(fused, data, shorter);
+          EXPECT_NE(in_long.path.find("float copy"), std::string::npos) << in_long.path;
+          EXPECT_EQ(in_short.path.find("float copy"), std::string::npos) << in_short.path;
+          later.set("0.25");
+        }
+        const kmtest::ScopedEnv guard("KMEANS_DELTA_GUARD", "0");
+        const auto fallback = km::run(fused, data, p);
+        const kmtest::ScopedEnv x_only("KMEANS_DELTA_SHADOW", "0");
+        const auto base = km::run(fused, data, p);
+        ASSERT_EQ(first.iterations, again.iterations);
+        ASSERT_EQ(first.iterations, base.iterations);
+        ASSERT_EQ(fallback.iterations, base.iterations);
+        EXPECT_EQ(first.labels, again.labels);
+        EXPECT_EQ(first.centroids, again.centroids);
+        EXPECT_EQ(fallback.labels, base.labels);
+        EXPECT_EQ(fallback.centroids, base.centroids);
+        EXPECT_NE(fallback.path.find("float copy"), std::string::npos) << "the copy ran its first iteration";
+        for (int it = 0; it < first.iterations; ++it) {
+          SCOPED_TRACE("iteration " + std::to_string(it + 1));
+          EXPECT_EQ(first.per_iteration[it].inertia, again.per_iteration[it].inertia) << "bit-reproducible";
+          EXPECT_NEAR(fallback.per_iteration[it].inertia, base.per_iteration[it].inertia,
+                      1e-11 * base.per_iteration[it].inertia);
+          EXPECT_EQ(fallback.per_iteration[it].changed, base.per_iteration[it].changed);
+        }
+      });
+}
+
+// With the copy live when Hamerly's bounds start (KMEANS_DELTA_BOUNDS=0.05: from the second
+// iteration after one where at most 5% moved), the bounds take the q sums over: the same fit as
+// neither, bit for bit, the inertia within 1e-11.
+void check_shadow_then_bounds() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass");
+  each_one_pass_case<double>({{20000, 16, 16}}, [&](const SplitShape&, const km::Dataset<double>& data,
+                                                    const km::Params& p) {
+    kmtest::ScopedEnv bounds("KMEANS_DELTA_BOUNDS", "0.05"), shadow("KMEANS_DELTA_SHADOW", "1"),
+        early("KMEANS_DELTA_SHADOW_AFTER", "1");
+    const auto both = km::run(fused, data, p);
+    bounds.set("0");
+    shadow.set("0");
+    const auto neither = km::run(fused, data, p);
+    EXPECT_NE(both.path.find("float copy"), std::string::npos) << both.path;
+    EXPECT_EQ(both.labels, neither.labels);
+    EXPECT_EQ(both.centroids, neither.centroids);
+    ASSERT_EQ(both.iterations, neither.iterations);
+    bool bounded = false;
+    for (int it = 0; it < both.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      EXPECT_EQ(both.per_iteration[it].changed, neither.per_iteration[it].changed);
+      EXPECT_EQ(both.per_iteration[it].shift, neither.per_iteration[it].shift);
+      EXPECT_NEAR(both.per_iteration[it].inertia, neither.per_iteration[it].inertia,
+                  1e-11 * neither.per_iteration[it].inertia);
+      bounded = bounded || both.per_iteration[it].skipped >= 0;
+    }
+    EXPECT_TRUE(bounded) << "the bounds never started";
+  });
+}
+
+}  // namespace
+
+TEST(GpuFusedDelta, DoubleFloatCopyAsX) { check_shadow(); }
+TEST(GpuFusedDelta, DoubleFloatCopyThenBounds) { check_shadow_then_bounds(); }
 
 namespace {
 

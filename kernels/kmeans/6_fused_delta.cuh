@@ -75,6 +75,19 @@
 //    0.989x in float, 0.988x in double there (plots/rescore_pair_ab_s29_h100.txt). Measured by
 //    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
 //    tenth of the time, the tensor-core products nothing measurable.
+// 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
+//    most 25% with 20 iterations left: fused.cu, shadow_start) A float copy of x - z, z fixed for
+//    the fit (the centroids' mean when it is made), replaces x in the passes: the centre is z, so
+//    x'' is the copy's value as the kernel would have rounded it, and a pass stages half the bytes
+//    and two objects a lane as in float, with no centring, conversion or distance in double. Only
+//    the close calls (a coordinate a lane, into the stage) and the movers (their lane, straight
+//    into the stage) read their rows of x; the iteration's inertia is the clusters' algebraic sum
+//    from the q sums, which the movers keep as they keep the sums (BOUNDS' arithmetic, bound and
+//    host fallback; where the bound fails, the kernel launched ahead returns at its gate and the
+//    next iteration reads x). Measured (H200, 2^21 x 16, K = 16, 10 iterations,
+//    plots/float_copy_s37_h200.txt): 0.93x the kernel's time against x, 0.88x at 2^22, 0.90x at
+//    K = 12, 0.78x at K = 9; ncu 50.9 M warp instructions against 60.8 M, the movers' rows a DRAM
+//    round trip each (long scoreboard 0.83 cycles an instruction).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
@@ -224,6 +237,10 @@ struct DeltaPass {
   // resets *work_count for the next table. Null: every chunk.
   const unsigned* work = nullptr;
   unsigned* work_count = nullptr;
+  // SHADOW (double, the staged kernel; fused.cu: start_shadow): x - z rounded to float, [d][n] as
+  // x, z = p.z fixed for the fit: the passes stage these instead of x, whose rows only the close
+  // calls and the movers read.
+  const float* shadow = nullptr;
 };
 
 // *to = v in shared memory where q != 0: one st.shared under a predicate, so that the compiler
@@ -432,11 +449,12 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false>
+          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false>
 __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
                                   (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
-                                          (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA))
+                                          (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA)) ||
+                                          (SHADOW && MAXD == 16)
                                       ? 2
                                       : (CELLS && !TILE && sizeof(T) == 8) ? 3 : 0)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
@@ -492,8 +510,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // queue; then the drift tables C^[k], M^ and the block's q sums [k].
   uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
   float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
+  // (SHADOW: the block's q sums in static shared memory, K <= 64: its layout has no room for them.)
+  __shared__ unsigned long long dq_shadow[SHADOW ? 64 : 1];
   unsigned long long* dq =
-      reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
+      SHADOW ? dq_shadow
+             : reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
   // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
   static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
@@ -501,6 +522,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   static_assert(!SORTED || (CELLS && !TILE && !BOUNDS), "the sorted order: the cell table's lean passes");
   static_assert(!TILE || (!BOUNDS && !BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
                 "the staged loads: d a constant from 8 (or the cells at d = 2), no bounds or Elkan test");
+  // (d = 16: a buffer holds 34 movers' rows in T, each u's 32 at most; at d = 32 it would hold 16.)
+  static_assert(!SHADOW || (TILE && EXACT && PACK && !MMA && !CELLS && sizeof(T) == 8 && MAXD == 16 &&
+                            delta_tile_warp_bytes(MAXD, sizeof(float), U) / 2 >= 32 * MAXD * sizeof(T)),
+                "the float copy: the staged kernel in double, d = 16, K <= 64, FMA scores");
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
                                           : after + warps_in_block * 32 * U * 8) +
                                   warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
@@ -509,7 +534,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // delta_tile_warp_bytes): cp.async brings the next pass into one while the warp scores the
   // pass in the other, which then serves as this pass's stage (its data are in registers by then).
   // (MMA: a buffer also holds the pass's rows of x'', written once its data are in registers.)
-  constexpr int TBE = static_cast<int>(delta_tile_warp_bytes(MAXD, sizeof(T), U, MMA) / 2 / sizeof(T));
+  // (SHADOW: buffers of floats, so as many bytes a warp at U = 2 as the double kernel's at U = 1.)
+  constexpr int TBE =
+      static_cast<int>(delta_tile_warp_bytes(MAXD, SHADOW ? sizeof(float) : sizeof(T), U, MMA) / 2 / sizeof(T));
   // (CELLS: after the cell table, at p.tile_offset.)
   T* const tiles = reinterpret_cast<T*>(CELLS ? smem + p.tile_offset : after + warps_in_block * 32 * U * 8) + warp * 2 * TBE;
   // MMA: the B operands and |c''|^2 in fragment order (layouts.hpp: delta_mma_table_bytes).
@@ -622,11 +649,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     });
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
-  if (BOUNDS) {
+  if (BOUNDS || SHADOW) {
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
-    for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
     for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
   }
+  if (BOUNDS)
+    for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
   __syncthreads();
   if constexpr (SROW > 0) {
     // The rows from the shared copy, read in its order (t = j k + c: no bank conflicts; read in the
@@ -650,7 +678,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         for (int c = 0; c < k; ++c) m += s[j * k + c];
       m /= static_cast<T>(k);
     }
-    mu[j] = m;
+    // (SHADOW: z, the point the float copy was centred on, fixed for the fit; any point keeps
+    // the filter exact, and z is the first centroids' mean.)
+    mu[j] = SHADOW ? static_cast<T>(j < d ? p.z[j] : 0.0) : m;
   }
   // CELLS: the centroids again as pairs (c_0, c_1), one load a labelled object (the lean passes).
   if (CELLS)
@@ -728,7 +758,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // MMA: the margin's TF32 term, root_b^2 (margin.hpp: filter_bound with mma, mma_root2).
   const float root2 = MMA ? mma_root2(r2, rounding_shared) : 0.0f;
   KM_STAMP(2);
-  if (gated) return;  // (the whole grid: the last iteration met the stop rule)
+  if (gated) return;  // (the whole grid: the last iteration met the stop rule, or SHADOW's inertia failed)
   // The centre, read from shared memory where an object is centred rather than held in
   // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
   // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double, d = 16, K = 32-64
@@ -900,7 +930,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
   // rebuilt from every object).
   auto add_q = [&](const T* v, int label, int was) {
-    if (BOUNDS && !p.rebuild) {
+    if ((BOUNDS && !p.rebuild) || SHADOW) {
       const unsigned long long qa = q_fixed(v);
       shared_add_u64(&dq[label], qa);
       if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
@@ -963,7 +993,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   };
   unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
-  const bool count_inertia = !BOUNDS && p.inertia != nullptr;
+  // (BOUNDS, SHADOW: the iteration's inertia from the clusters' q sums, by the last block.)
+  const bool count_inertia = !BOUNDS && !SHADOW && p.inertia != nullptr;
   const float mhat = BOUNDS ? drift_s[k] : 0.0f;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
   // BOUNDS: a pass's labels and bounds, loaded one pass ahead (-2: past the end), so that
@@ -1097,21 +1128,28 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // share of the block's pass), copied 16 bytes at a time: per coordinate 32 U sizeof(T) / 16
   // chunks, then the labels' 32 U * 4 / 16 = 8 U; past n, zeros (the host asks n % 4 == 0, so a
   // chunk is wholly in or out, and rows 16-byte aligned).
+  // SHADOW: a buffer holds the pass's rows of the float copy (and after them the labels) in its
+  // first half, and serves as the stage (in T) as without it once they are in registers.
+  using TileT = std::conditional_t<SHADOW, float, T>;
+  constexpr int TBT = TBE * static_cast<int>(sizeof(T) / sizeof(TileT));  // a buffer, in TileT
+  TileT* const ttiles = reinterpret_cast<TileT*>(tiles);
   auto tile_issue = [&](std::int64_t from, int which) {
     // A row of 32 U values is RC chunks, so a step of the warp copies 32 / RC rows; lane l always
     // takes chunk l % RC of row l / RC (+ 32 / RC each step): one base address a pass, then a
     // constant stride (at d = 16 in float 9 chunks a lane, 124 instructions a pass before).
     // (layouts.hpp: tile_chunk, the plan a CPU test checks covers every chunk once)
-    constexpr int RC = tile_row_chunks(U, sizeof(T)), EC = 16 / static_cast<int>(sizeof(T));
-    constexpr int RPS = RC <= 32 ? 32 / RC : 1, STEPS = tile_copy_steps(MAXD, U, sizeof(T));
+    constexpr int RC = tile_row_chunks(U, sizeof(TileT)), EC = 16 / static_cast<int>(sizeof(TileT));
+    constexpr int RPS = RC <= 32 ? 32 / RC : 1, STEPS = tile_copy_steps(MAXD, U, sizeof(TileT));
     static_assert(!TILE || STEPS > 0, "the staged loads' copy plan");
     const std::int64_t wbase = from + warp_u * 32 * U;
     if constexpr (RC <= 32) {
-      const TileChunk first = tile_chunk(MAXD, U, sizeof(T), 0, lane);
+      const TileChunk first = tile_chunk(MAXD, U, sizeof(TileT), 0, lane);
       const int r0 = first.row, q = first.col;
       const bool in = wbase + q * EC < n;  // (n % 4 == 0: a chunk is wholly in or out)
-      const T* src = x + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
-      T* dst = tiles + which * TBE + r0 * 32 * U + q * EC;
+      const TileT* src;
+      if constexpr (SHADOW) src = p.shadow + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
+      else src = x + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
+      TileT* dst = ttiles + which * TBT + r0 * 32 * U + q * EC;
       const std::int64_t stride = static_cast<std::int64_t>(RPS) * n;
 #pragma unroll
       for (int r = 0; r < STEPS; ++r) gemm::cp_async<16>(dst + r * RPS * 32 * U, src + r * stride, in);
@@ -1126,7 +1164,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     }
     if (lane < 8 * U) {  // the old labels: 32 U of 4 bytes
       const bool lin = wbase + lane * 4 < n;
-      gemm::cp_async<16>(reinterpret_cast<std::int32_t*>(tiles + which * TBE + MAXD * 32 * U) + lane * 4,
+      gemm::cp_async<16>(reinterpret_cast<std::int32_t*>(ttiles + which * TBT + MAXD * 32 * U) + lane * 4,
                          labels + (lin ? wbase + lane * 4 : 0), lin);
     }
   };
@@ -1367,6 +1405,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       taken = min(pending, 32 * U);
     }
     T xr[U][MAXD];
+    [[maybe_unused]] float xsh[SHADOW ? U : 1][MAXD];  // (SHADOW: the pass's x - z, from the float copy)
     int old[U];
     std::int64_t idx[U];
     bool has[U];
@@ -1404,13 +1443,17 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       gemm::cp_async_wait<1>();
       __syncwarp();  // every lane's copies landed and seen by the warp
       stage = tiles + cur * TBE;
-      const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(stage + MAXD * 32 * U);
+      const TileT* tstage = ttiles + cur * TBT;
+      const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(tstage + MAXD * 32 * U);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         idx[u] = base + warp_u * 32 * U + u * 32 + lane;
         has[u] = idx[u] < n;
 #pragma unroll
-        for (int j = 0; j < MAXD; ++j) xr[u][j] = stage[j * 32 * U + u * 32 + lane];
+        for (int j = 0; j < MAXD; ++j) {
+          if constexpr (SHADOW) xsh[u][j] = tstage[j * 32 * U + u * 32 + lane];
+          else xr[u][j] = tstage[j * 32 * U + u * 32 + lane];
+        }
         old[u] = has[u] ? lt[u * 32 + lane] : 0;
       }
       __syncwarp();  // every lane's reads done before the buffer serves as the stage (racecheck)
@@ -1476,7 +1519,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       for (int j = 0; j < MAXD; ++j) {
         xf[u][j] = 0;
         if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
-        xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
+        if constexpr (SHADOW) xf[u][j] = xsh[u][j];  // (x - z rounded once, as x - centre(j) would be)
+        else xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
         // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
         // both on the slow FP64 pipe in double) inside the loop over the centroids.
         asm volatile("" : "+f"(xf[u][j]));
@@ -1638,7 +1682,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         }
       }
     }
-    if constexpr (kReload) {
+    // (SHADOW: x's own coordinates, every pass's having come from the float copy, only for the
+    // objects that need them, into the stage: a close call's, a coordinate a lane, for the warp's
+    // re-check; a mover's, by its lane, once it is known; below.)
+    if constexpr (kReload && !SHADOW) {
       // Double at 8 < d <= 16: the coordinates read again (from L1/L2, just loaded) for the
       // distance, the re-check and the stage, so that their doubles are not live through the
       // scores (H100, 256 MB, double: d = 16, K = 16 0.155 -> 0.145 ms, d = 12, K = 32 0.259 ->
@@ -1736,7 +1783,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         redone_dist[u] = 0;
         for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
           const int from = __ffs(static_cast<int>(todo)) - 1;
-          if (lane == from) {
+          if constexpr (SHADOW) {
+            const std::int64_t at = __shfl_sync(0xffffffffu, idx[u], from);
+            if (lane < MAXD) stage[lane] = __ldcg(x + static_cast<std::int64_t>(lane) * n + at);
+          } else if (lane == from) {
 #pragma unroll
             for (int j = 0; j < MAXD; ++j)
               if (j < d) stage[j] = xr[u][j];
@@ -1753,6 +1803,26 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       }
     }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
+    // Above d = 4: 32 / MAXD movers per round, a lane per coordinate: each add to a different word
+    // (no retries within the warp), every lane busy, instead of d divergent adds per mover lane
+    // (ncu, d = 16, K = 16, double: 24% of the kernel's instructions before).
+    constexpr int kPer = 32 / MAXD;
+    const int slot = lane / MAXD, j = lane % MAXD;
+    auto sum_movers = [&](int first, int end) {  // queue entries first ... end - 1, staged from first
+      for (int m = first + slot; m - slot < end; m += kPer) {
+        if (m < end && j < d) {
+          const uint2 q = queue[m];
+          const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
+          const unsigned long long addend = to_fixed(static_cast<double>(stage[(m - first) * MAXD + j]), p.scale);
+          shared_add_u64(&dsums[label * d + j], addend);
+          if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+          if (j == 0) {
+            atomicAdd(&dcounts[label], 1);
+            if (was >= 0) atomicAdd(&dcounts[was], -1);
+          }
+        }
+      }
+    };
     // The movers the stage holds at a time (layouts.hpp: delta_stage_warp_bytes): with the
     // tensor-core scores in double at width 32 only the rows of x'' (18 movers), the rest staged
     // and summed in further rounds; elsewhere every one of the pass's 32 U.
@@ -1779,6 +1849,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
             label = redone[u];
             dist = redone_dist[u];
           }
+        } else if constexpr (SHADOW) {
+          // (no distance: the iteration's inertia comes from the clusters' q sums)
         } else if (known[u]) {
           dist = dold[u];
         } else if (kApproxDist && adist[kApproxDist ? u : 0] >= 0.0f) {
@@ -1806,7 +1878,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         moved = old[u] != label;
         if (moved) {
           labels[i] = label;
-          if (!kQueue) add_q(xr[u], label, old[u]);  // BOUNDS above d = 4: its q from the registers, here
+          // BOUNDS above d = 4: its q from the registers, here (SHADOW: below, from x's row)
+          if (!kQueue && !SHADOW) add_q(xr[u], label, old[u]);
         }
         if constexpr (BOUNDS) {
           // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
@@ -1823,6 +1896,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
       // coordinates are read again (L1/L2), cheaper than a divergent pass per object; above,
       // the mover stages its coordinates in shared memory for the warp to sum one per lane.
+      // (SHADOW: a buffer holds 32 movers' rows in T, not 32 U: each u's summed in turn.)
+      const int u_first = SHADOW ? queued : 0;
       const unsigned movers = __ballot_sync(0xffffffffu, moved);
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
@@ -1837,40 +1912,40 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         }
         else
           queue[at] = entry;
-        if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
+        if constexpr (SHADOW) {
+          // The mover's row of x straight into the stage, its q = |x - z|^2 summed on the way
+          // (q_fixed's arithmetic and order: the same bits wherever the object's q is formed).
+          const T* xo = x + idx[u];
+          double q = 0;
 #pragma unroll
-          for (int j = 0; j < MAXD; ++j)
-            if (j < d) stage[at * MAXD + j] = xr[u][j];
+          for (int c = 0; c < MAXD; ++c, xo += n) {
+            const T v = __ldcg(xo);
+            stage[(at - u_first) * MAXD + c] = v;
+            const double e = static_cast<double>(v) - zs[c];
+            q = fma(e, e, q);
+          }
+          const unsigned long long qa = to_fixed(q, p.inertia_scale);
+          shared_add_u64(&dq[label], qa);
+          if (old[u] >= 0) shared_add_u64(&dq[old[u]], 0ull - qa);
+        } else if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
+#pragma unroll
+          for (int c = 0; c < MAXD; ++c)
+            if (c < d) stage[(at - u_first) * MAXD + c] = xr[u][c];
         }
         if constexpr (kMoverRounds) mover_at[u] = at;
       } else if constexpr (kMoverRounds) {
         mover_at[u] = -1;
       }
       queued += __popc(movers);
+      if constexpr (SHADOW) {
+        __syncwarp();
+        sum_movers(u_first, queued);
+        __syncwarp();  // the stage read before the next u's movers are written there
+      }
     }
     if (!CELLS) moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;  // (CELLS: in the round)
-    if (!kQueue) {
-      // 32 / MAXD movers per round, a lane per coordinate: each add to a different word (no
-      // retries within the warp), every lane busy, instead of d divergent adds per mover lane
-      // (ncu, d = 16, K = 16, double: 24% of the kernel's instructions before).
+    if (!kQueue && !SHADOW) {
       __syncwarp();
-      constexpr int kPer = 32 / MAXD;
-      const int slot = lane / MAXD, j = lane % MAXD;
-      auto sum_movers = [&](int first, int end) {  // queue entries first ... end - 1, staged from first
-        for (int m = first + slot; m - slot < end; m += kPer) {
-          if (m < end && j < d) {
-            const uint2 q = queue[m];
-            const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
-            const unsigned long long addend = to_fixed(static_cast<double>(stage[(m - first) * MAXD + j]), p.scale);
-            shared_add_u64(&dsums[label * d + j], addend);
-            if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-            if (j == 0) {
-              atomicAdd(&dcounts[label], 1);
-              if (was >= 0) atomicAdd(&dcounts[was], -1);
-            }
-          }
-        }
-      };
       if constexpr (kMoverRounds) {
         // kMoverCap movers a round, the first round's staged above.
         for (int first = 0; first < queued; first += kMoverCap) {
@@ -1980,11 +2055,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       if (target[threadIdx.x] && total) atomicAdd(target[threadIdx.x], total);
     }
   }
-  if (BOUNDS) {
+  if (BOUNDS || SHADOW) {
     for (int c = threadIdx.x; c < k; c += blockDim.x)
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
-    flush_block_count(p.skipped, skips);
   }
+  if (BOUNDS) flush_block_count(p.skipped, skips);
   KM_STAMP(5);
 #ifdef KMEANS_STAMPS
   if (threadIdx.x == 0 && blockIdx.x < 2048) {
@@ -2045,16 +2120,19 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     const double total = fixed_order_total(parts_s, k, warp_totals);
     KM_LAST_STAMP(3);
     unsigned long long inertia_fixed = 0;
-    if constexpr (BOUNDS) {
-      // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
-      // C^ += kap_up step, M^ += the largest.
-      if (threadIdx.x == 0) largest_step = 0;
-      __syncthreads();
-      for (int c = threadIdx.x; c < k; c += blockDim.x) {
-        const float step_up = hamerly_step(p.shift_parts[c]);
-        p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
-        atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
+    if constexpr (BOUNDS || SHADOW) {
+      if constexpr (BOUNDS) {
+        // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
+        // C^ += kap_up step, M^ += the largest.
+        if (threadIdx.x == 0) largest_step = 0;
+        __syncthreads();
+        for (int c = threadIdx.x; c < k; c += blockDim.x) {
+          const float step_up = hamerly_step(p.shift_parts[c]);
+          p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
+          atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
+        }
       }
+      // (SHADOW: every object's inertia so, none of them summing a distance.)
       // This assignment's inertia without the objects the bounds kept (never read): per
       // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra. Beside
       // it, a bound on what the algebra adds to the error: the roundings of q, of w and of
@@ -2081,7 +2159,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         }
       }
       __syncthreads();
-      if (threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
+      if (BOUNDS && threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
       const double inertia = fixed_order_total(p.inertia_parts, k, warp_totals);
       __syncthreads();
       const double bound = fixed_order_total(p.inertia_parts + k, k, warp_totals);
@@ -2097,7 +2175,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     if (threadIdx.x == 0) {
       // Every tally read before any is written (the compiler cannot tell the *_out pointers from
       // them, so written in turn each read waited for the write before it: an L2 round trip each).
-      const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS ? inertia_fixed : __ldcg(p.inertia),
+      const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS || SHADOW ? inertia_fixed : __ldcg(p.inertia),
                                rechecked = __ldcg(p.rechecked),
                                skipped = (BOUNDS || CELLS) && p.skipped ? __ldcg(p.skipped) : 0ull,
                                looked_up = CELLS && p.looked_up ? __ldcg(p.looked_up) : 0ull,
@@ -2106,7 +2184,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       *p.changed_out = changed;
       if (p.gate_out) {
         const bool stop = meets_stop_rule(static_cast<double>(changed), total, p.stop_changed, p.stop_shift);
-        *p.gate_out = stop ? 1u : 0u;
+        // (SHADOW: where the algebraic inertia's bound failed, the kernel launched ahead returns
+        // at once too, so that the host sums this iteration's inertia from its labels and
+        // launches the next iteration again: fused.cu, iterate.)
+        *p.gate_out = stop || (SHADOW && inertia == kInertiaUnsure) ? 1u : 0u;
         *p.stopped_out = stop ? 1ull : 0ull;
       }
       *p.inertia_out = inertia;
@@ -2153,6 +2234,44 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
     if (CELLS && p.work_count) *p.work_count = 0;
   }
+}
+
+// SHADOW's copy (fused.cu: start_shadow), made between two iterations: z = the centroids' mean
+// (summed in index order, the same in every block; block 0 writes it to z_out for the kernel), per
+// object out[j n + i] = float(x[j n + i] - z[j]) (x [d][n] in double, x'' as the staged kernel
+// forms it about the centre z: the same bits) and q = |x - z|^2 in the kernel's arithmetic and
+// order (q_fixed), added in fixed point to its cluster's sum (labels[i], K <= 64): the q sums then
+// follow the held sums' membership, as the kernel's movers keep them.
+__global__ inline void __launch_bounds__(256) shadow_fill(const double* __restrict__ x, float* __restrict__ out,
+                                                          std::int64_t n, int d, int k,
+                                                          const double* __restrict__ centroids,
+                                                          const std::int32_t* __restrict__ labels,
+                                                          double inertia_scale, double* __restrict__ z_out,
+                                                          unsigned long long* __restrict__ held_q) {
+  __shared__ double z[32];
+  __shared__ unsigned long long qs[64];
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    double m = 0;
+    for (int c = 0; c < k; ++c) m += centroids[j * k + c];
+    z[j] = m / static_cast<double>(k);
+    if (blockIdx.x == 0) z_out[j] = z[j];
+  }
+  for (int c = threadIdx.x; c < k; c += blockDim.x) qs[c] = 0;
+  __syncthreads();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    double q = 0;
+    for (int j = 0; j < d; ++j) {
+      const double v = x[j * n + i];
+      out[j * n + i] = static_cast<float>(v - z[j]);
+      const double e = v - z[j];
+      q = fma(e, e, q);
+    }
+    atomicAdd(&qs[labels[i]], to_fixed(q, inertia_scale));
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < k; c += blockDim.x)
+    if (qs[c]) atomicAdd(&held_q[c], qs[c]);
 }
 
 }  // namespace km::kernels

@@ -36,6 +36,7 @@ DeltaOverrides DeltaOverrides::from_environment() {
   o.mma = flag("KMEANS_DELTA_MMA");
   o.tile = flag("KMEANS_DELTA_TILE");
   o.ring_xy = flag("KMEANS_CELLS_XY");
+  o.shadow = flag("KMEANS_DELTA_SHADOW");
   return o;
 }
 
@@ -145,6 +146,18 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
     p.tile_bytes = 0;
     p.tile_offset = 0;
   }
+  // In double, the staged kernel with the FMA scores reading a float copy of x - z (z fixed for
+  // the fit) instead of x: a pass's objects are scored as in float, half the bytes staged, no
+  // per-object centring, conversion or distance in double; the close calls and the movers read
+  // their rows of x, and the iteration's inertia comes from the clusters' sums of |x - z|^2
+  // (6_fused_delta.cuh, SHADOW). KMEANS_DELTA_SHADOW=0|1.
+  p.shadow = elem == 8 && maxd == 16 && p.tile && !p.mma && p.cells_side == 0 && p.bits > 0 && p.exact &&
+             env.shadow.value_or(true);
+  if (p.shadow) {
+    p.shadow_bytes = base + delta_queue_bytes(maxd, p.queue_threads, sizeof(float), false, false, false, true);
+    p.shadow = p.shadow_bytes <= s.shared_optin;
+  }
+  if (!p.shadow) p.shadow_bytes = 0;
   return p;
 }
 
@@ -206,6 +219,7 @@ std::string DeltaPlan::describe() const {
   if (!delta) return out;
   if (exact) add("d fixed");
   if (tile) add("staged");
+  if (shadow) add("float copy");
   if (mma) add("mma");
   if (cells_side) add("cells");
   return out;

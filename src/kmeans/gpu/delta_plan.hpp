@@ -20,6 +20,7 @@ struct DeltaOverrides {
   std::optional<bool> mma;         // KMEANS_DELTA_MMA=0|1 (the scores on the tensor cores)
   std::optional<bool> tile;        // KMEANS_DELTA_TILE=0|1 (the staged loads)
   std::optional<bool> ring_xy;     // KMEANS_CELLS_XY=0|1 (the cells' ring with its coordinates, where they fit)
+  std::optional<bool> shadow;      // KMEANS_DELTA_SHADOW=0|1 (the staged kernel in double from a float copy)
   static DeltaOverrides from_environment();
 };
 
@@ -49,7 +50,11 @@ struct DeltaPlan {
   bool tile = false;               // a staged kernel exists ("staged" where n % 4 == 0 and aligned)
   std::size_t tile_bytes = 0;      // its dynamic shared memory
   unsigned tile_offset = 0;        // with the cell table: where its buffers start
-  // The variants in the report's order and words ("d fixed, staged, mma, cells"; "" for none).
+  // In double, the staged kernel reading a float copy of x - z instead of x (6_fused_delta.cuh,
+  // SHADOW; "float copy" where the engine has room for it beside the data and the staged kernel runs).
+  bool shadow = false;
+  std::size_t shadow_bytes = 0;    // its dynamic shared memory (buffers of floats, as many objects a lane as float's)
+  // The variants in the report's order and words ("d fixed, staged, float copy, mma, cells"; "" for none).
   std::string describe() const;
 };
 

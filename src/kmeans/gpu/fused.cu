@@ -113,6 +113,22 @@ DeltaKernel<T> delta_mma_kernel_for(int maxd, bool exact) {
                : fused_delta<T, 32, true, delta_unroll(32, E), false, false, false, true>;
 }
 
+// The staged kernel in double from the float copy of x - z (SHADOW; the index packed, d = 16,
+// the FMA scores), two objects a lane as in float; none in float.
+template <class T>
+DeltaKernel<T> delta_shadow_kernel_for(int maxd) {
+  if constexpr (sizeof(T) == 8) {
+    using kernels::delta_unroll;
+    using kernels::fused_delta;
+    return maxd == 16
+               ? fused_delta<T, 16, true, delta_unroll(16, 4), false, false, false, false, true, true, false, true>
+               : nullptr;
+  } else {
+    (void)maxd;
+    return nullptr;
+  }
+}
+
 // The same with Hamerly's bounds (BOUNDS; no Elkan test).
 template <class T, bool PACK>
 DeltaKernel<T> bounds_kernel_for(int maxd) {
@@ -202,23 +218,41 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       if (should_stop(stats, this->n_, this->params_) != (counters.stopped != 0))
         throw DeviceError("--impl=fused: the kernel's stop rule disagrees with the driver's");
     }
+    if (slot.shadow && counters.inertia == kernels::kInertiaUnsure) {
+      // The float copy's algebraic inertia failed its bound (as the bounds' can, below): this
+      // iteration's from the objects, and the staged kernel from x from here on. Its last block
+      // gated the kernel launched ahead, which returned touching nothing (6_fused_delta.cuh:
+      // gate_out), so the labels are this iteration's; the next iteration is launched again.
+      inertia_from_objects(stats);
+      shadow_live_ = false;
+      shadow_over_ = true;
+      ahead_ = false;
+    }
     if (!slot.bounds) return;
     stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
     if (counters.inertia == kernels::kInertiaUnsure) {
       // The algebraic inertia's bound failed (clusters far tighter than their distance from z):
       // this iteration's from the objects, and no bounds from here on.
-      std::vector<double> wide(this->k_ * this->d_);
-      CUDA_CHECK(cudaMemcpy(wide.data(), previous_.get(), wide.size() * sizeof(double), cudaMemcpyDeviceToHost));
-      const std::vector<T> previous(wide.begin(), wide.end());
-      if (!this->device_inertia(previous, stats.inertia))
-        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+      inertia_from_objects(stats);
       bounds_ = bounds_live_ = false;
     }
   }
 
+  // An iteration's inertia summed from the objects, about the centroids its last block left in
+  // previous_ where its algebraic inertia's bound failed (the labels are that iteration's: no
+  // kernel has run since, or the one launched ahead returned at its gate).
+  void inertia_from_objects(IterationStats& stats) {
+    std::vector<double> wide(this->k_ * this->d_);
+    CUDA_CHECK(cudaMemcpy(wide.data(), previous_.get(), wide.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    const std::vector<T> previous(wide.begin(), wide.end());
+    if (!this->device_inertia(previous, stats.inertia))
+      throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+  }
+
   // Whether iteration `it` + 1 can be queued before iteration `it`'s counters are read.
   bool ahead_allowed(int it) const {
-    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1);
+    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1) &&
+           !shadow_start(it + 1);
   }
 
   // Hamerly's bounds start with iteration `it` once few objects moved (bounds_after_ of them) in
@@ -263,8 +297,23 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       p.rescored_out = &out->rescored;
     }
     const bool start = bounds_start(it);
-    if (start) start_bounds();
+    if (start) {
+      shadow_over_ = shadow_over_ || shadow_live_;
+      shadow_live_ = false;  // (the bounds take the q sums and z over)
+      start_bounds();
+    }
+    if (shadow_start(it)) start_shadow();
     slot.bounds = bounds_live_;
+    slot.shadow = shadow_live_ && !bounds_live_;
+    if (slot.shadow) {
+      p.shadow = shadow_x_.get();
+      p.held_q = held_q_.get();
+      p.z = z_.get();
+      p.inertia_parts = inertia_parts_.get();
+      p.previous = previous_.get();
+      p.q_guard = q_guard_;
+      shadow_ran_ = true;
+    }
     if (bounds_live_) {
       p.rebuild = start;
       p.bounds = bounds_buf_.get();
@@ -342,6 +391,38 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     bounds_live_ = true;
   }
 
+  // The float copy starts with iteration `it` once few objects moved (shadow_after_ of them) in the
+  // iteration before last (so that the decision is known when `it` could be launched ahead), from
+  // the second at the earliest (every label set): before, most objects move, and each mover reads
+  // its row of x again. By default only with at least 20 iterations left in --loops: making the
+  // copy costs ~0.17 ms at 2^21 x 16 (an H200; it reads x and writes the copy between two
+  // iterations) and each iteration from it saves ~0.01 ms there, so it pays after ~17
+  // (plots/float_copy_s37_h200.txt: 10 iterations 1.086x the loop's wall time, 30 0.969x, 100
+  // 0.975x). Once stopped (the bounds took over, or an algebraic inertia's bound failed) it stays off.
+  bool shadow_start(int it) const {
+    if (!shadow_ || shadow_live_ || shadow_over_ || bounds_live_ || it < 2) return false;
+    if (!shadow_forced_ && this->params_.loops - it + 1 < 20) return false;
+    const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
+    return static_cast<double>(before_last) <= shadow_after_ * static_cast<double>(this->n_);
+  }
+
+  // The copy of x - z and the clusters' q sums from the labels (6_fused_delta.cuh: shadow_fill),
+  // z the centroids' mean (a point among the data, as the bounds' z: the q sums and the inertia's
+  // cancellation stay small), queued before iteration `it`'s kernel.
+  void start_shadow() {
+    const std::size_t n = this->n_;
+    CUDA_CHECK(cudaMemsetAsync(held_q_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
+    if constexpr (sizeof(T) == 8) {
+      const std::size_t blocks = std::min<std::size_t>((n + 255) / 256, 8ull * multiprocessor_count());
+      kernels::shadow_fill<<<static_cast<unsigned>(blocks), 256, 0, this->stream_>>>(
+          this->x_.get(), shadow_x_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_),
+          static_cast<int>(this->k_), this->centroids_.get(), this->labels_.get(), this->inertia_scale_, z_.get(),
+          held_q_.get());
+      CUDA_CHECK_LAUNCH();
+    }
+    shadow_live_ = true;
+  }
+
   // The report's path after "one-pass": the delta kernel's variant where it is not the plain one
   // ("d fixed", "mma", "cells", "lean", "sorted"), after "streamed" where the data are.
   std::string path() const override {
@@ -350,6 +431,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     if (delta_) {
       if (exact_) add("d fixed");
       if (tile_used_) add("staged");
+      if (shadow_ran_) add("float copy");
       if (mma_) add("mma");
       if (cells_live_) add("cells");
       if (lean_used_) add("lean");
@@ -434,6 +516,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                        static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
         tile_grid_ = grid_;
         tile_block_ = block_;
+      }
+      // The staged kernel from the float copy, where the plan has it (taken where after_setup found
+      // room for the copy, from the iteration shadow_start picks).
+      shadow_kernel_ = plan.tile && plan.shadow && !cells_side_ ? delta_shadow_kernel_for<T>(maxd) : nullptr;
+      shadow_bytes_ = plan.shadow_bytes;
+      if (shadow_kernel_) {
+        occupancy_grid(shadow_kernel_, shadow_bytes_, kernels::kDeltaThreads,
+                       static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(float))));
+        shadow_grid_ = grid_;
+        shadow_block_ = block_;
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
@@ -553,6 +645,32 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // Read in the first bounds iteration (which scores every object) but not used.
       CUDA_CHECK(cudaMemsetAsync(bounds_buf_.get(), 0, n * sizeof(float2), this->stream_));
     }
+    // The float copy of x - z (SHADOW): 4 d bytes per object, likewise where the device has room
+    // for it and no cap was given, for the staged kernel's data (n % 4 == 0, x and the labels
+    // 16-byte aligned), n d within the copy kernel's and the kernel's 64-bit indices.
+    const auto aligned = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
+    shadow_ = shadow_kernel_ && this->whole_.n == n && !this->streamed() && this->params_.device_memory == 0 &&
+              n % 4 == 0 && aligned(this->x_.get()) && aligned(this->labels_.get()) &&
+              device_budget(0) >= n * d * sizeof(float) + (64ull << 20);
+    if (shadow_) {
+      shadow_x_ = this->template device_buffer<float>(n * d);
+      if (!bounds_) {
+        held_q_ = this->template device_buffer<unsigned long long>(k);
+        z_ = this->template device_buffer<double>(d);
+        inertia_parts_ = this->template device_buffer<double>(2 * k);
+        previous_ = this->template device_buffer<double>(k * d);
+      }
+      // KMEANS_DELTA_GUARD=X: as for the bounds (prepare).
+      const char* guard = std::getenv("KMEANS_DELTA_GUARD");
+      q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+    }
+    shadow_live_ = shadow_ran_ = shadow_over_ = false;
+    // KMEANS_DELTA_SHADOW_AFTER=F: the copy from the iteration after the next once at most F of the
+    // objects moved (0.25 with 20 iterations left; 1: from the second iteration).
+    // (given, the copy starts by that rule alone, however few iterations are left)
+    const char* after = std::getenv("KMEANS_DELTA_SHADOW_AFTER");
+    shadow_after_ = after ? std::strtod(after, nullptr) : 0.25;
+    shadow_forced_ = after != nullptr;
     bounds_live_ = false;
     changed_log_.assign(1, n);  // (iteration 0: none yet)
     iteration_ = 0;
@@ -805,13 +923,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     std::int32_t* labels = sorted_live_ ? ls_.get() : this->labels_.get();
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(x) && aligned(labels);
     q.tile_offset = tile_offset_;
+    // SHADOW: the staged kernel from the float copy, with its own launch.
+    if (q.shadow && !tile_used_) throw DeviceError("--impl=fused: the float copy without the staged kernel");
+    const DeltaKernel<T> staged = q.shadow ? shadow_kernel_ : tile_kernel_;
+    const int staged_grid = q.shadow ? shadow_grid_ : tile_grid_, staged_block = q.shadow ? shadow_block_ : tile_block_;
     // The staged kernel's warps take their passes as they come to them, in double and in float at
     // register width 32 (6_fused_delta.cuh: DeltaPass::chunks, kDynamic) where a last block resets
     // the counts; null (where after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a
     // fixed share a warp.
     q.chunks = tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ &&
                        (sizeof(T) == 8 || kernels::fused_register_width(this->d_) == 32) &&
-                       kernels::delta_chunks_dynamic(tile_grid_, tile_block_)
+                       kernels::delta_chunks_dynamic(staged_grid, staged_block)
                    ? chunks_.get()
                    : nullptr;
     // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
@@ -836,8 +958,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const auto n = static_cast<std::int64_t>(this->n_);
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     if (tile_used_)
-      launch_dependent(tile_kernel_, tile_grid_, tile_block_, tile_bytes_, x, this->centroids_.get(), n, d, k, labels,
-                       q);
+      launch_dependent(staged, staged_grid, staged_block, q.shadow ? shadow_bytes_ : tile_bytes_, x,
+                       this->centroids_.get(), n, d, k, labels, q);
     else
       launch_dependent(q.work ? sorted_kernel_ : delta_kernel_, grid_, block_, bytes_, x, this->centroids_.get(), n, d,
                        k, labels, q);
@@ -960,6 +1082,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     bool bounds = false;  // the kernel ran with Hamerly's bounds
     bool ahead = false;   // queued behind the last iteration's kernel
     bool sorted = false;  // in the cells' sorted order (its skipped objects counted)
+    bool shadow = false;  // the staged kernel from the float copy (its inertia by algebra)
     unsigned long long seq = 0;  // the sequence number its last block writes
   };
   IterationSlot slots_[2];
@@ -999,6 +1122,17 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<float> drift_;
   DeviceBuffer<unsigned long long> held_q_;
   DeviceBuffer<double> z_, inertia_parts_, previous_;
+  // SHADOW (6_fused_delta.cuh): the staged kernel in double from a float copy of x - z. shadow_:
+  // the copy's room is there; shadow_live_: the copy is made and the kernel runs (from shadow_start
+  // until the bounds start or an algebraic inertia's bound fails: shadow_over_); shadow_ran_: it
+  // ran in this fit (the report's path: "float copy").
+  DeltaKernel<T> shadow_kernel_ = nullptr;
+  int shadow_grid_ = 1, shadow_block_ = 128;
+  std::size_t shadow_bytes_ = 0;
+  bool shadow_ = false, shadow_live_ = false, shadow_ran_ = false, shadow_over_ = false;
+  double shadow_after_ = 0.25;
+  bool shadow_forced_ = false;  // KMEANS_DELTA_SHADOW_AFTER given: no rule on the iterations left
+  DeviceBuffer<float> shadow_x_;
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
   float dist_factor_ = 0, dist_tiny_ = INFINITY, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends; off)
