@@ -1836,7 +1836,7 @@ void check_shadow() {
         kmtest::ScopedEnv shadow("KMEANS_DELTA_SHADOW", "1"), later("KMEANS_DELTA_SHADOW_AFTER", "0.25");
         const auto first = km::run(fused, data, p), again = km::run(fused, data, p);
         {
-          // By default (no KMEANS_DELTA_SHADOW_AFTER) only with 20 iterations left once <= 25% moved:
+          // By default (no KMEANS_DELTA_SHADOW_AFTER) only with 14 iterations left once <= 25% moved:
           // in a fit of 30 iterations, not in one of 10.
           unsetenv("KMEANS_DELTA_SHADOW_AFTER");
           km::Params longer = p, shorter = p;

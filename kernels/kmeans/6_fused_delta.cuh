@@ -76,18 +76,19 @@
 //    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
 //    tenth of the time, the tensor-core products nothing measurable.
 // 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
-//    most 25% with 20 iterations left: fused.cu, shadow_start) A float copy of x - z, z fixed for
+//    most 25% with 14 iterations left: fused.cu, shadow_start) A float copy of x - z, z fixed for
 //    the fit (the centroids' mean when it is made), replaces x in the passes: the centre is z, so
 //    x'' is the copy's value as the kernel would have rounded it, and a pass stages half the bytes
 //    and two objects a lane as in float, with no centring, conversion or distance in double. Only
-//    the close calls (a coordinate a lane, into the stage) and the movers (their lane, straight
-//    into the stage) read their rows of x; the iteration's inertia is the clusters' algebraic sum
-//    from the q sums, which the movers keep as they keep the sums (BOUNDS' arithmetic, bound and
-//    host fallback; where the bound fails, the kernel launched ahead returns at its gate and the
-//    next iteration reads x). Measured (H200, 2^21 x 16, K = 16, 10 iterations,
-//    plots/float_copy_s37_h200.txt): 0.93x the kernel's time against x, 0.88x at 2^22, 0.90x at
-//    K = 12, 0.78x at K = 9; ncu 50.9 M warp instructions against 60.8 M, the movers' rows a DRAM
-//    round trip each (long scoreboard 0.83 cycles an instruction).
+//    the close calls (a coordinate a lane, into the stage) and the movers read their rows of x: a
+//    mover's row comes by cp.async into the warp's ring (16 rows) and is summed a pass later, its
+//    DRAM round trip behind the next pass (where the ring is full, straight into the stage). The
+//    iteration's inertia is the clusters' algebraic sum from the q sums, which the movers keep as
+//    they keep the sums (BOUNDS' arithmetic, bound and host fallback; where the bound fails, the
+//    kernel launched ahead returns at its gate and the next iteration reads x). Measured (H200,
+//    2^21 x 16, K = 16, 10 iterations, plots/float_copy_s37_h200.txt): 0.87x the kernel's time
+//    against x, 0.81x at 2^22 and at K = 12, 0.72x at K = 9 (with the movers' rows in the pass:
+//    0.93x, 0.88x, 0.90x, 0.78x); ncu 51.3 M warp instructions against 60.8 M, 0.84x the cycles.
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
@@ -1169,6 +1170,35 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     }
   };
   int cur = 0;
+  // SHADOW: the warp's ring of deferred movers (rows of x, then entries) after every warp's
+  // buffers, `deferred` of them waiting (the same in every lane), summed a pass later as the
+  // stage's movers are: a lane a coordinate, their q from the row by lane 0 of each mover's lanes.
+  [[maybe_unused]] T* const ring_rows = reinterpret_cast<T*>(
+      after + warps_in_block * 32 * U * 8 + static_cast<std::size_t>(warps_in_block) * 2 * TBE * sizeof(T) +
+      static_cast<std::size_t>(warp) * delta_shadow_ring_warp_bytes(MAXD));
+  [[maybe_unused]] uint2* const ring_entries = reinterpret_cast<uint2*>(ring_rows + kShadowRing * MAXD);
+  [[maybe_unused]] int deferred = 0;
+  [[maybe_unused]] auto sum_deferred = [&]() {
+    constexpr int kPer = 32 / MAXD;
+    const int slot = lane / MAXD, j = lane % MAXD;
+    for (int m = slot; m - slot < deferred; m += kPer) {
+      if (m < deferred) {
+        const uint2 q = ring_entries[m];
+        const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
+        const unsigned long long addend = to_fixed(static_cast<double>(ring_rows[m * MAXD + j]), p.scale);
+        shared_add_u64(&dsums[label * d + j], addend);
+        if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+        if (j == 0) {
+          atomicAdd(&dcounts[label], 1);
+          if (was >= 0) atomicAdd(&dcounts[was], -1);
+          const unsigned long long qa = q_fixed(ring_rows + m * MAXD);
+          shared_add_u64(&dq[label], qa);
+          if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
+        }
+      }
+    }
+    deferred = 0;
+  };
   // TILE (not with the cell table), where given p.chunks: the warps take their passes as they come
   // to them, not a fixed share each (the blocks' loops otherwise end 8-24 us apart on an H100,
   // though each does the same passes give or take one). A warp's pass is chunk c, its 32 U objects
@@ -1189,6 +1219,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
     if (first < n) tile_issue(first, 0);
     gemm::cp_async_commit();
+    if constexpr (SHADOW) gemm::cp_async_commit();  // (the movers' group "before" the first pass: empty)
   }
   std::int64_t start = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
   if constexpr (CELLS && !TILE) {
@@ -1440,7 +1471,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         const unsigned g = blockIdx.x * warps_in_block + warp;
         chunk_count = atomicAdd(p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride, 1u);  // (the pass after next)
       }
-      gemm::cp_async_wait<1>();
+      // (SHADOW: the groups are this pass's buffer, the last pass's movers, the next buffer)
+      if constexpr (SHADOW) gemm::cp_async_wait<2>();
+      else gemm::cp_async_wait<1>();
       __syncwarp();  // every lane's copies landed and seen by the warp
       stage = tiles + cur * TBE;
       const TileT* tstage = ttiles + cur * TBT;
@@ -1802,6 +1835,13 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         }
       }
     }
+    if constexpr (SHADOW) {
+      // The last pass's movers whose rows came by cp.async while this pass loaded and scored.
+      gemm::cp_async_wait<1>();
+      __syncwarp();
+      sum_deferred();
+      __syncwarp();  // the ring read before this pass's movers' copies go there
+    }
     int queued = 0;  // the warp's movers this pass (the same in every lane)
     // Above d = 4: 32 / MAXD movers per round, a lane per coordinate: each add to a different word
     // (no retries within the warp), every lane busy, instead of d divergent adds per mover lane
@@ -1896,9 +1936,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
       // coordinates are read again (L1/L2), cheaper than a divergent pass per object; above,
       // the mover stages its coordinates in shared memory for the warp to sum one per lane.
-      // (SHADOW: a buffer holds 32 movers' rows in T, not 32 U: each u's summed in turn.)
+      // (SHADOW: a buffer holds 32 movers' rows in T, not 32 U: each u's summed in turn; where
+      // the ring has room for all of them, their rows come by cp.async and are summed a pass
+      // later, their latency behind the next pass's loads and scores.)
       const int u_first = SHADOW ? queued : 0;
       const unsigned movers = __ballot_sync(0xffffffffu, moved);
+      [[maybe_unused]] const bool defer = SHADOW && deferred + __popc(movers) <= kShadowRing;
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
         const uint2 entry = make_uint2(kMmaDynamic ? u * blockDim.x + threadIdx.x
@@ -1912,7 +1955,13 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         }
         else
           queue[at] = entry;
-        if constexpr (SHADOW) {
+        if (SHADOW && defer) {
+          const int r = deferred + __popc(movers & ((1u << lane) - 1));
+          const T* xo = x + idx[u];
+#pragma unroll
+          for (int c = 0; c < MAXD; ++c, xo += n) gemm::cp_async<sizeof(T)>(ring_rows + r * MAXD + c, xo, true);
+          ring_entries[r] = entry;
+        } else if constexpr (SHADOW) {
           // The mover's row of x straight into the stage, its q = |x - z|^2 summed on the way
           // (q_fixed's arithmetic and order: the same bits wherever the object's q is formed).
           const T* xo = x + idx[u];
@@ -1938,11 +1987,16 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       }
       queued += __popc(movers);
       if constexpr (SHADOW) {
-        __syncwarp();
-        sum_movers(u_first, queued);
-        __syncwarp();  // the stage read before the next u's movers are written there
+        if (defer) {
+          deferred += __popc(movers);
+        } else {
+          __syncwarp();
+          sum_movers(u_first, queued);
+          __syncwarp();  // the stage read before the next u's movers are written there
+        }
       }
     }
+    if constexpr (SHADOW) gemm::cp_async_commit();  // (this pass's deferred movers' group, maybe empty)
     if (!CELLS) moves += lane == 0 ? static_cast<unsigned>(queued) : 0u;  // (CELLS: in the round)
     if (!kQueue && !SHADOW) {
       __syncwarp();
@@ -2009,6 +2063,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if constexpr (CELLS)
     while (hard_pending > 0) hard_round();
   if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
+  if constexpr (SHADOW) {  // (the last pass's deferred movers)
+    __syncwarp();
+    sum_deferred();
+  }
   __syncthreads();
   KM_STAMP(4);
   // (At d = 32, K = 64 these k d atomics take most of the flush of the block that flushes last:

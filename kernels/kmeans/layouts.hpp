@@ -166,6 +166,13 @@ KM_HOST_DEVICE constexpr TileChunk tile_chunk(int maxd, int unroll, std::size_t 
 // With the staged loads (6_fused_delta.cuh, TILE), in the stage's place: per warp two buffers of
 // its 32 U objects' coordinates and old labels, (maxd + 1) rows of 32 U values of elem bytes
 // (with mma at least the stage's rows of x'').
+// SHADOW (the staged double kernel from the float copy): per warp a ring of kShadowRing movers'
+// rows of x (doubles) and their entries, after every warp's buffers, where their copies land while
+// the warp scores its next pass.
+constexpr int kShadowRing = 16;
+KM_HOST_DEVICE constexpr std::size_t delta_shadow_ring_warp_bytes(int maxd) {
+  return static_cast<std::size_t>(kShadowRing) * (static_cast<std::size_t>(maxd) * 8 + 8);
+}
 KM_HOST_DEVICE constexpr std::size_t delta_tile_warp_bytes(int maxd, std::size_t elem, int unroll, bool mma = false) {
   const std::size_t data = static_cast<std::size_t>((maxd + 1) * 32 * unroll) * elem;
   const std::size_t rows = static_cast<std::size_t>(32 * unroll * (maxd + 4)) * 4;

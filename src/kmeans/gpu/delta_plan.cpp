@@ -154,7 +154,8 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   p.shadow = elem == 8 && maxd == 16 && p.tile && !p.mma && p.cells_side == 0 && p.bits > 0 && p.exact &&
              env.shadow.value_or(true);
   if (p.shadow) {
-    p.shadow_bytes = base + delta_queue_bytes(maxd, p.queue_threads, sizeof(float), false, false, false, true);
+    p.shadow_bytes = base + delta_queue_bytes(maxd, p.queue_threads, sizeof(float), false, false, false, true) +
+                     static_cast<std::size_t>((p.queue_threads + 31) / 32) * delta_shadow_ring_warp_bytes(maxd);
     p.shadow = p.shadow_bytes <= s.shared_optin;
   }
   if (!p.shadow) p.shadow_bytes = 0;

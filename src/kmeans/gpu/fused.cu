@@ -394,14 +394,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // The float copy starts with iteration `it` once few objects moved (shadow_after_ of them) in the
   // iteration before last (so that the decision is known when `it` could be launched ahead), from
   // the second at the earliest (every label set): before, most objects move, and each mover reads
-  // its row of x again. By default only with at least 20 iterations left in --loops: making the
+  // its row of x again. By default only with at least 14 iterations left in --loops: making the
   // copy costs ~0.17 ms at 2^21 x 16 (an H200; it reads x and writes the copy between two
-  // iterations) and each iteration from it saves ~0.01 ms there, so it pays after ~17
-  // (plots/float_copy_s37_h200.txt: 10 iterations 1.086x the loop's wall time, 30 0.969x, 100
-  // 0.975x). Once stopped (the bounds took over, or an algebraic inertia's bound failed) it stays off.
+  // iterations) and each iteration from it saves ~0.017 ms of wall time there, so it pays after
+  // ~10 (plots/float_copy_s37_h200.txt: 30 iterations 0.914x the loop's wall time; before the
+  // movers' rows came a pass late, 10 iterations 1.086x, 30 0.969x, 100 0.975x). Once stopped (the
+  // bounds took over, or an algebraic inertia's bound failed) it stays off.
   bool shadow_start(int it) const {
     if (!shadow_ || shadow_live_ || shadow_over_ || bounds_live_ || it < 2) return false;
-    if (!shadow_forced_ && this->params_.loops - it + 1 < 20) return false;
+    if (!shadow_forced_ && this->params_.loops - it + 1 < 14) return false;
     const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
     return static_cast<double>(before_last) <= shadow_after_ * static_cast<double>(this->n_);
   }
@@ -666,7 +667,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     }
     shadow_live_ = shadow_ran_ = shadow_over_ = false;
     // KMEANS_DELTA_SHADOW_AFTER=F: the copy from the iteration after the next once at most F of the
-    // objects moved (0.25 with 20 iterations left; 1: from the second iteration).
+    // objects moved (0.25 with 14 iterations left; 1: from the second iteration).
     // (given, the copy starts by that rule alone, however few iterations are left)
     const char* after = std::getenv("KMEANS_DELTA_SHADOW_AFTER");
     shadow_after_ = after ? std::strtod(after, nullptr) : 0.25;
