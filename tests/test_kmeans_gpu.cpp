@@ -1851,20 +1851,15 @@ void check_shadow() {
         const auto fallback = km::run(fused, data, p);
         const kmtest::ScopedEnv x_only("KMEANS_DELTA_SHADOW", "0");
         const auto base = km::run(fused, data, p);
-        ASSERT_EQ(first.iterations, again.iterations);
+        expect_same_fit(first, again);
+        expect_same_fit(fallback, base, false);  // (the copy's close calls are its own: centred at z)
         ASSERT_EQ(first.iterations, base.iterations);
-        ASSERT_EQ(fallback.iterations, base.iterations);
-        EXPECT_EQ(first.labels, again.labels);
-        EXPECT_EQ(first.centroids, again.centroids);
-        EXPECT_EQ(fallback.labels, base.labels);
-        EXPECT_EQ(fallback.centroids, base.centroids);
         EXPECT_NE(fallback.path.find("float copy"), std::string::npos) << "the copy ran its first iteration";
         for (int it = 0; it < first.iterations; ++it) {
           SCOPED_TRACE("iteration " + std::to_string(it + 1));
           EXPECT_EQ(first.per_iteration[it].inertia, again.per_iteration[it].inertia) << "bit-reproducible";
           EXPECT_NEAR(fallback.per_iteration[it].inertia, base.per_iteration[it].inertia,
                       1e-11 * base.per_iteration[it].inertia);
-          EXPECT_EQ(fallback.per_iteration[it].changed, base.per_iteration[it].changed);
         }
       });
 }

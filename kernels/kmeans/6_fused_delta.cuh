@@ -1178,23 +1178,27 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       static_cast<std::size_t>(warp) * delta_shadow_ring_warp_bytes(MAXD));
   [[maybe_unused]] uint2* const ring_entries = reinterpret_cast<uint2*>(ring_rows + kShadowRing * MAXD);
   [[maybe_unused]] int deferred = 0;
+  // A queued mover's coordinate j (value v) out of its old cluster's sums and into its new one's,
+  // and with j = 0 its count: the warp's rounds of movers, a lane a coordinate.
+  auto move_coordinate = [&](uint2 entry, int j, T v) {
+    const int label = static_cast<int>(entry.y & 0xffffu), was = static_cast<int>(entry.y >> 16) - 1;
+    const unsigned long long addend = to_fixed(static_cast<double>(v), p.scale);
+    shared_add_u64(&dsums[label * d + j], addend);
+    if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
+    if (j == 0) {
+      atomicAdd(&dcounts[label], 1);
+      if (was >= 0) atomicAdd(&dcounts[was], -1);
+    }
+  };
   [[maybe_unused]] auto sum_deferred = [&]() {
     constexpr int kPer = 32 / MAXD;
     const int slot = lane / MAXD, j = lane % MAXD;
     for (int m = slot; m - slot < deferred; m += kPer) {
       if (m < deferred) {
-        const uint2 q = ring_entries[m];
-        const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
-        const unsigned long long addend = to_fixed(static_cast<double>(ring_rows[m * MAXD + j]), p.scale);
-        shared_add_u64(&dsums[label * d + j], addend);
-        if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-        if (j == 0) {
-          atomicAdd(&dcounts[label], 1);
-          if (was >= 0) atomicAdd(&dcounts[was], -1);
-          const unsigned long long qa = q_fixed(ring_rows + m * MAXD);
-          shared_add_u64(&dq[label], qa);
-          if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
-        }
+        const uint2 e = ring_entries[m];
+        move_coordinate(e, j, ring_rows[m * MAXD + j]);
+        if (j == 0)
+          add_q(ring_rows + m * MAXD, static_cast<int>(e.y & 0xffffu), static_cast<int>(e.y >> 16) - 1);
       }
     }
     deferred = 0;
@@ -1850,17 +1854,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     const int slot = lane / MAXD, j = lane % MAXD;
     auto sum_movers = [&](int first, int end) {  // queue entries first ... end - 1, staged from first
       for (int m = first + slot; m - slot < end; m += kPer) {
-        if (m < end && j < d) {
-          const uint2 q = queue[m];
-          const int label = static_cast<int>(q.y & 0xffffu), was = static_cast<int>(q.y >> 16) - 1;
-          const unsigned long long addend = to_fixed(static_cast<double>(stage[(m - first) * MAXD + j]), p.scale);
-          shared_add_u64(&dsums[label * d + j], addend);
-          if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-          if (j == 0) {
-            atomicAdd(&dcounts[label], 1);
-            if (was >= 0) atomicAdd(&dcounts[was], -1);
-          }
-        }
+        if (m < end && j < d) move_coordinate(queue[m], j, stage[(m - first) * MAXD + j]);
       }
     };
     // The movers the stage holds at a time (layouts.hpp: delta_stage_warp_bytes): with the
@@ -1962,20 +1956,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           for (int c = 0; c < MAXD; ++c, xo += n) gemm::cp_async<sizeof(T)>(ring_rows + r * MAXD + c, xo, true);
           ring_entries[r] = entry;
         } else if constexpr (SHADOW) {
-          // The mover's row of x straight into the stage, its q = |x - z|^2 summed on the way
-          // (q_fixed's arithmetic and order: the same bits wherever the object's q is formed).
+          // (the ring full) The mover's row of x straight into the stage, its q from there.
+          T* row = stage + (at - u_first) * MAXD;
           const T* xo = x + idx[u];
-          double q = 0;
 #pragma unroll
-          for (int c = 0; c < MAXD; ++c, xo += n) {
-            const T v = __ldcg(xo);
-            stage[(at - u_first) * MAXD + c] = v;
-            const double e = static_cast<double>(v) - zs[c];
-            q = fma(e, e, q);
-          }
-          const unsigned long long qa = to_fixed(q, p.inertia_scale);
-          shared_add_u64(&dq[label], qa);
-          if (old[u] >= 0) shared_add_u64(&dq[old[u]], 0ull - qa);
+          for (int c = 0; c < MAXD; ++c, xo += n) row[c] = __ldcg(xo);
+          add_q(row, label, old[u]);
         } else if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
 #pragma unroll
           for (int c = 0; c < MAXD; ++c)
