@@ -76,19 +76,23 @@
 //    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
 //    tenth of the time, the tensor-core products nothing measurable.
 // 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
-//    most 25% with 14 iterations left: fused.cu, shadow_start) A float copy of x - z, z fixed for
-//    the fit (the centroids' mean when it is made), replaces x in the passes: the centre is z, so
-//    x'' is the copy's value as the kernel would have rounded it, and a pass stages half the bytes
-//    and two objects a lane as in float, with no centring, conversion or distance in double. Only
-//    the close calls (a coordinate a lane, into the stage) and the movers read their rows of x: a
-//    mover's row comes by cp.async into the warp's ring (16 rows) and is summed a pass later, its
-//    DRAM round trip behind the next pass (where the ring is full, straight into the stage). The
-//    iteration's inertia is the clusters' algebraic sum from the q sums, which the movers keep as
-//    they keep the sums (BOUNDS' arithmetic, bound and host fallback; where the bound fails, the
-//    kernel launched ahead returns at its gate and the next iteration reads x). Measured (H200,
-//    2^21 x 16, K = 16, 10 iterations, plots/float_copy_s37_h200.txt): 0.87x the kernel's time
-//    against x, 0.81x at 2^22 and at K = 12, 0.72x at K = 9 (with the movers' rows in the pass:
-//    0.93x, 0.88x, 0.90x, 0.78x); ncu 51.3 M warp instructions against 60.8 M, 0.84x the cycles.
+//    most 25% with 3 iterations left: fused.cu, fill_start) A float copy of x - z, z fixed for
+//    the fit, replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel
+//    would have rounded it, and a pass stages half the bytes and two objects a lane as in float,
+//    with no centring, conversion or distance in double. Only the close calls (a coordinate a
+//    lane, into the stage) and the movers read their rows of x: a mover's row comes by cp.async
+//    into the warp's ring (16 rows) and is summed a pass later, its DRAM round trip behind the next
+//    pass (where the ring is full, straight into the stage). The iteration's inertia is the
+//    clusters' algebraic sum (BOUNDS' arithmetic, bound and host fallback; where the bound fails,
+//    the kernel launched ahead returns at its gate and the next iteration reads x) with the
+//    copy's Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers
+//    keep no q. The copy is written by the iteration before the first (FILL: the kernel reading
+//    x stores the x'' it forms anyway, a coalesced row a coordinate, z its centre, and sums Q).
+//    Measured (H200, 2^21 x 16, K = 16, 10 iterations, plots/float_copy_s37_h200.txt): 0.87x the
+//    kernel's time against x, 0.81x at 2^22 and at K = 12, 0.72x at K = 9 (with the movers' rows
+//    in the pass: 0.93x, 0.88x, 0.90x, 0.78x); ncu 51.3 M warp instructions against 60.8 M, 0.84x
+//    the cycles. (Session 37 made the copy between two iterations, ~0.17 ms, so only fits with 14
+//    iterations left took it; see plots/float_copy_fill_s38_h200.txt for the writer's cost.)
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
@@ -161,6 +165,7 @@ struct DeltaPass {
   float kap_up = 1, kap_dn = 1;
   // Each cluster's sum of q = |x - z|^2 (64-bit fixed point at inertia_scale, z fixed for the
   // fit), kept like the held sums: the iteration's inertia follows from them, Q, S and n.
+  // (SHADOW: held_q[0] is the copy's Q, the sum over every object, and z the copy's.)
   unsigned long long* held_q = nullptr;
   const double* z = nullptr;
   double q_guard = 1e-11;               // the largest error bound / inertia accepted
@@ -238,10 +243,17 @@ struct DeltaPass {
   // resets *work_count for the next table. Null: every chunk.
   const unsigned* work = nullptr;
   unsigned* work_count = nullptr;
-  // SHADOW (double, the staged kernel; fused.cu: start_shadow): x - z rounded to float, [d][n] as
+  // SHADOW (double, the staged kernel; fused.cu: fill_start): x - z rounded to float, [d][n] as
   // x, z = p.z fixed for the fit: the passes stage these instead of x, whose rows only the close
   // calls and the movers read.
   const float* shadow = nullptr;
+  // FILL (the staged kernel in double reading x, one iteration before SHADOW's first; fused.cu:
+  // fill_start): each object's x - centre rounded to float into fill_out ([d][n], the copy), the
+  // centre (the centroids' mean) into fill_z by block 0, and the objects' q = |x - centre|^2 in
+  // fixed point at inertia_scale added to *fill_q (zero before): Q, the copy's total.
+  float* fill_out = nullptr;
+  double* fill_z = nullptr;
+  unsigned long long* fill_q = nullptr;
 };
 
 // *to = v in shared memory where q != 0: one st.shared under a predicate, so that the compiler
@@ -450,7 +462,7 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false>
+          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false, bool FILL = false>
 __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
                                   (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
@@ -511,11 +523,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // queue; then the drift tables C^[k], M^ and the block's q sums [k].
   uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
   float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
-  // (SHADOW: the block's q sums in static shared memory, K <= 64: its layout has no room for them.)
-  __shared__ unsigned long long dq_shadow[SHADOW ? 64 : 1];
-  unsigned long long* dq =
-      SHADOW ? dq_shadow
-             : reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
+  // (SHADOW: no q sums per cluster, its Q the copy's total, which no move changes.)
+  unsigned long long* dq = reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
   // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
   static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
@@ -527,6 +536,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   static_assert(!SHADOW || (TILE && EXACT && PACK && !MMA && !CELLS && sizeof(T) == 8 && MAXD == 16 &&
                             delta_tile_warp_bytes(MAXD, sizeof(float), U) / 2 >= 32 * MAXD * sizeof(T)),
                 "the float copy: the staged kernel in double, d = 16, K <= 64, FMA scores");
+  static_assert(!FILL || (TILE && EXACT && PACK && !MMA && !CELLS && !SHADOW && sizeof(T) == 8 && MAXD == 16),
+                "the float copy's writer: the staged kernel in double reading x, d = 16, FMA scores");
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
                                           : after + warps_in_block * 32 * U * 8) +
                                   warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
@@ -650,10 +661,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     });
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
-  if (BOUNDS || SHADOW) {
+  if (BOUNDS)
     for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
+  if (BOUNDS || SHADOW)
     for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
-  }
   if (BOUNDS)
     for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
   __syncthreads();
@@ -682,6 +693,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // (SHADOW: z, the point the float copy was centred on, fixed for the fit; any point keeps
     // the filter exact, and z is the first centroids' mean.)
     mu[j] = SHADOW ? static_cast<T>(j < d ? p.z[j] : 0.0) : m;
+    if (FILL && blockIdx.x == 0 && j < d) p.fill_z[j] = static_cast<double>(m);  // (FILL: the copy's z)
   }
   // CELLS: the centroids again as pairs (c_0, c_1), one load a labelled object (the lean passes).
   if (CELLS)
@@ -931,7 +943,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
   // rebuilt from every object).
   auto add_q = [&](const T* v, int label, int was) {
-    if ((BOUNDS && !p.rebuild) || SHADOW) {
+    if (BOUNDS && !p.rebuild) {
       const unsigned long long qa = q_fixed(v);
       shared_add_u64(&dq[label], qa);
       if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
@@ -994,6 +1006,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   };
   unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
+  [[maybe_unused]] unsigned long long fill_q = 0;  // (FILL: the objects' q, this thread's)
   // (BOUNDS, SHADOW: the iteration's inertia from the clusters' q sums, by the last block.)
   const bool count_inertia = !BOUNDS && !SHADOW && p.inertia != nullptr;
   const float mhat = BOUNDS ? drift_s[k] : 0.0f;
@@ -1197,8 +1210,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       if (m < deferred) {
         const uint2 e = ring_entries[m];
         move_coordinate(e, j, ring_rows[m * MAXD + j]);
-        if (j == 0)
-          add_q(ring_rows + m * MAXD, static_cast<int>(e.y & 0xffffu), static_cast<int>(e.y >> 16) - 1);
       }
     }
     deferred = 0;
@@ -1549,20 +1560,31 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     }
     float xf[U][MAXD], nx[U], best[U], second[U];
     int bi[U];
+    [[maybe_unused]] double fq[FILL ? U : 1];  // (FILL: each object's q)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       nx[u] = 0;
+      if constexpr (FILL) fq[u] = 0;
 #pragma unroll
       for (int j = 0; j < MAXD; ++j) {
         xf[u][j] = 0;
         if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
         if constexpr (SHADOW) xf[u][j] = xsh[u][j];  // (x - z rounded once, as x - centre(j) would be)
         else xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
+        if constexpr (FILL) {
+          // The copy's value, a coalesced row of 32 floats a coordinate, and q in q_fixed's
+          // arithmetic and order (z = the centre).
+          const double e = static_cast<double>(xr[u][j]) - static_cast<double>(centre(j));
+          fq[u] = fma(e, e, fq[u]);
+          if (has[u]) p.fill_out[static_cast<std::int64_t>(j) * n + idx[u]] = xf[u][j];
+        }
         // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
         // both on the slow FP64 pipe in double) inside the loop over the centroids.
         asm volatile("" : "+f"(xf[u][j]));
         nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
       }
+      if constexpr (FILL)
+        if (has[u]) fill_q += to_fixed(fq[u], p.inertia_scale);
       best[u] = second[u] = INFINITY;
       bi[u] = 0;
     }
@@ -1956,12 +1978,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           for (int c = 0; c < MAXD; ++c, xo += n) gemm::cp_async<sizeof(T)>(ring_rows + r * MAXD + c, xo, true);
           ring_entries[r] = entry;
         } else if constexpr (SHADOW) {
-          // (the ring full) The mover's row of x straight into the stage, its q from there.
+          // (the ring full) The mover's row of x straight into the stage.
           T* row = stage + (at - u_first) * MAXD;
           const T* xo = x + idx[u];
 #pragma unroll
           for (int c = 0; c < MAXD; ++c, xo += n) row[c] = __ldcg(xo);
-          add_q(row, label, old[u]);
         } else if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
 #pragma unroll
           for (int c = 0; c < MAXD; ++c)
@@ -2075,6 +2096,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     flush_block_count(p.changed, moves);
     flush_block_count(p.rechecked, rechecks);
     flush_block_fixed(p.inertia, my_inertia);
+    if constexpr (FILL) {
+      __syncthreads();  // (flush_block_fixed's warp sums read before they are written again)
+      flush_block_fixed(p.fill_q, fill_q);
+    }
     if (CELLS) flush_block_count(p.looked_up, lookups);
     if (MMA && p.rescored) flush_block_count(p.rescored, rescores);
   } else {
@@ -2099,7 +2124,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       if (target[threadIdx.x] && total) atomicAdd(target[threadIdx.x], total);
     }
   }
-  if (BOUNDS || SHADOW) {
+  if (BOUNDS) {
     for (int c = threadIdx.x; c < k; c += blockDim.x)
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
   }
@@ -2197,7 +2222,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           size += __shfl_down_sync(0xffffffffu, size, off);
         }
         if (lane == 0) {
-          const double q = static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
+          // (SHADOW: Q the copy's total, one term: the sum over the clusters is what is used.)
+          const double q =
+              SHADOW && c != 0 ? 0.0 : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
           p.inertia_parts[c] = q + part;
           p.inertia_parts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
         }
@@ -2278,44 +2305,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
     if (CELLS && p.work_count) *p.work_count = 0;
   }
-}
-
-// SHADOW's copy (fused.cu: start_shadow), made between two iterations: z = the centroids' mean
-// (summed in index order, the same in every block; block 0 writes it to z_out for the kernel), per
-// object out[j n + i] = float(x[j n + i] - z[j]) (x [d][n] in double, x'' as the staged kernel
-// forms it about the centre z: the same bits) and q = |x - z|^2 in the kernel's arithmetic and
-// order (q_fixed), added in fixed point to its cluster's sum (labels[i], K <= 64): the q sums then
-// follow the held sums' membership, as the kernel's movers keep them.
-__global__ inline void __launch_bounds__(256) shadow_fill(const double* __restrict__ x, float* __restrict__ out,
-                                                          std::int64_t n, int d, int k,
-                                                          const double* __restrict__ centroids,
-                                                          const std::int32_t* __restrict__ labels,
-                                                          double inertia_scale, double* __restrict__ z_out,
-                                                          unsigned long long* __restrict__ held_q) {
-  __shared__ double z[32];
-  __shared__ unsigned long long qs[64];
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    double m = 0;
-    for (int c = 0; c < k; ++c) m += centroids[j * k + c];
-    z[j] = m / static_cast<double>(k);
-    if (blockIdx.x == 0) z_out[j] = z[j];
-  }
-  for (int c = threadIdx.x; c < k; c += blockDim.x) qs[c] = 0;
-  __syncthreads();
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    double q = 0;
-    for (int j = 0; j < d; ++j) {
-      const double v = x[j * n + i];
-      out[j * n + i] = static_cast<float>(v - z[j]);
-      const double e = v - z[j];
-      q = fma(e, e, q);
-    }
-    atomicAdd(&qs[labels[i]], to_fixed(q, inertia_scale));
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < k; c += blockDim.x)
-    if (qs[c]) atomicAdd(&held_q[c], qs[c]);
 }
 
 }  // namespace km::kernels

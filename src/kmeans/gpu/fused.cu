@@ -129,6 +129,22 @@ DeltaKernel<T> delta_shadow_kernel_for(int maxd) {
   }
 }
 
+// The staged kernel in double reading x that also writes the float copy (FILL: the iteration
+// before SHADOW's first); none in float.
+template <class T>
+DeltaKernel<T> delta_fill_kernel_for(int maxd) {
+  if constexpr (sizeof(T) == 8) {
+    using kernels::delta_unroll;
+    using kernels::fused_delta;
+    return maxd == 16 ? fused_delta<T, 16, true, delta_unroll(16, 8), false, false, false, false, true, true, false,
+                                    false, true>
+                      : nullptr;
+  } else {
+    (void)maxd;
+    return nullptr;
+  }
+}
+
 // The same with Hamerly's bounds (BOUNDS; no Elkan test).
 template <class T, bool PACK>
 DeltaKernel<T> bounds_kernel_for(int maxd) {
@@ -251,8 +267,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   // Whether iteration `it` + 1 can be queued before iteration `it`'s counters are read.
   bool ahead_allowed(int it) const {
-    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1) &&
-           !shadow_start(it + 1);
+    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1);
   }
 
   // Hamerly's bounds start with iteration `it` once few objects moved (bounds_after_ of them) in
@@ -302,13 +317,20 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       shadow_live_ = false;  // (the bounds take the q sums and z over)
       start_bounds();
     }
-    if (shadow_start(it)) start_shadow();
+    // The copy from the iteration after its writer (fill_start), which reads x as before.
+    if (shadow_made_ && !shadow_live_ && !shadow_over_ && !bounds_live_) shadow_live_ = true;
+    if (fill_start(it)) {
+      p.fill_out = shadow_x_.get();
+      p.fill_z = shadow_z_.get();
+      p.fill_q = shadow_q_.get();
+      shadow_made_ = true;
+    }
     slot.bounds = bounds_live_;
     slot.shadow = shadow_live_ && !bounds_live_;
     if (slot.shadow) {
       p.shadow = shadow_x_.get();
-      p.held_q = held_q_.get();
-      p.z = z_.get();
+      p.held_q = shadow_q_.get();
+      p.z = shadow_z_.get();
       p.inertia_parts = inertia_parts_.get();
       p.previous = previous_.get();
       p.q_guard = q_guard_;
@@ -391,37 +413,20 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     bounds_live_ = true;
   }
 
-  // The float copy starts with iteration `it` once few objects moved (shadow_after_ of them) in the
-  // iteration before last (so that the decision is known when `it` could be launched ahead), from
-  // the second at the earliest (every label set): before, most objects move, and each mover reads
-  // its row of x again. By default only with at least 14 iterations left in --loops: making the
-  // copy costs ~0.17 ms at 2^21 x 16 (an H200; it reads x and writes the copy between two
-  // iterations) and each iteration from it saves ~0.017 ms of wall time there, so it pays after
-  // ~10 (plots/float_copy_s37_h200.txt: 30 iterations 0.914x the loop's wall time; before the
-  // movers' rows came a pass late, 10 iterations 1.086x, 30 0.969x, 100 0.975x). Once stopped (the
-  // bounds took over, or an algebraic inertia's bound failed) it stays off.
-  bool shadow_start(int it) const {
-    if (!shadow_ || shadow_live_ || shadow_over_ || bounds_live_ || it < 2) return false;
-    if (!shadow_forced_ && this->params_.loops - it + 1 < 14) return false;
+  // The float copy is written by iteration `it` (FILL: the staged kernel reading x stores the
+  // x'' it forms anyway, its centre the copy's z, and sums Q) once few objects moved
+  // (shadow_after_ of them) in the iteration before last (known when `it` is launched ahead),
+  // from the second at the earliest (every label set): before, most objects move, and each mover
+  // reads its row of x again; the copy's kernel runs from the iteration after. By default only
+  // with at least 3 iterations left after the writer, which costs ~the copy's write
+  // (plots/float_copy_fill_s38_h200.txt) where session 37's copy between two iterations
+  // (reading x again) cost ~0.17 ms at 2^21 x 16 and needed 14. Once stopped (the bounds took
+  // over, or an algebraic inertia's bound failed) it stays off.
+  bool fill_start(int it) const {
+    if (!shadow_ || shadow_made_ || shadow_over_ || bounds_live_ || it < 2) return false;
+    if (!shadow_forced_ && this->params_.loops - it < 3) return false;
     const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
     return static_cast<double>(before_last) <= shadow_after_ * static_cast<double>(this->n_);
-  }
-
-  // The copy of x - z and the clusters' q sums from the labels (6_fused_delta.cuh: shadow_fill),
-  // z the centroids' mean (a point among the data, as the bounds' z: the q sums and the inertia's
-  // cancellation stay small), queued before iteration `it`'s kernel.
-  void start_shadow() {
-    const std::size_t n = this->n_;
-    CUDA_CHECK(cudaMemsetAsync(held_q_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
-    if constexpr (sizeof(T) == 8) {
-      const std::size_t blocks = std::min<std::size_t>((n + 255) / 256, 8ull * multiprocessor_count());
-      kernels::shadow_fill<<<static_cast<unsigned>(blocks), 256, 0, this->stream_>>>(
-          this->x_.get(), shadow_x_.get(), static_cast<std::int64_t>(n), static_cast<int>(this->d_),
-          static_cast<int>(this->k_), this->centroids_.get(), this->labels_.get(), this->inertia_scale_, z_.get(),
-          held_q_.get());
-      CUDA_CHECK_LAUNCH();
-    }
-    shadow_live_ = true;
   }
 
   // The report's path after "one-pass": the delta kernel's variant where it is not the plain one
@@ -519,7 +524,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         tile_block_ = block_;
       }
       // The staged kernel from the float copy, where the plan has it (taken where after_setup found
-      // room for the copy, from the iteration shadow_start picks).
+      // room for the copy, from the iteration after its writer, fill_start).
       shadow_kernel_ = plan.tile && plan.shadow && !cells_side_ ? delta_shadow_kernel_for<T>(maxd) : nullptr;
       shadow_bytes_ = plan.shadow_bytes;
       if (shadow_kernel_) {
@@ -527,6 +532,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
                        static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(float))));
         shadow_grid_ = grid_;
         shadow_block_ = block_;
+        fill_kernel_ = delta_fill_kernel_for<T>(maxd);
+        if (!fill_kernel_) throw DeviceError("--impl=fused: the float copy without its writer");
+        occupancy_grid(fill_kernel_, tile_bytes_, kernels::kDeltaThreads,
+                       static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
+        fill_grid_ = grid_;
+        fill_block_ = block_;
+        if (fill_block_ != tile_block_) throw DeviceError("--impl=fused: the float copy's writer takes another block");
       }
       occupancy_grid(delta_kernel_, bytes_, kernels::kDeltaThreads,
                      static_cast<std::size_t>(kernels::delta_unroll(maxd, sizeof(T))));
@@ -655,9 +667,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
               device_budget(0) >= n * d * sizeof(float) + (64ull << 20);
     if (shadow_) {
       shadow_x_ = this->template device_buffer<float>(n * d);
+      shadow_q_ = this->template device_buffer<unsigned long long>(1);
+      shadow_z_ = this->template device_buffer<double>(d);
+      CUDA_CHECK(cudaMemsetAsync(shadow_q_.get(), 0, sizeof(unsigned long long), this->stream_));
       if (!bounds_) {
-        held_q_ = this->template device_buffer<unsigned long long>(k);
-        z_ = this->template device_buffer<double>(d);
         inertia_parts_ = this->template device_buffer<double>(2 * k);
         previous_ = this->template device_buffer<double>(k * d);
       }
@@ -665,10 +678,10 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       const char* guard = std::getenv("KMEANS_DELTA_GUARD");
       q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
     }
-    shadow_live_ = shadow_ran_ = shadow_over_ = false;
-    // KMEANS_DELTA_SHADOW_AFTER=F: the copy from the iteration after the next once at most F of the
-    // objects moved (0.25 with 14 iterations left; 1: from the second iteration).
-    // (given, the copy starts by that rule alone, however few iterations are left)
+    shadow_live_ = shadow_ran_ = shadow_over_ = shadow_made_ = false;
+    // KMEANS_DELTA_SHADOW_AFTER=F: the copy written by the iteration after the next once at most F
+    // of the objects moved (0.25 with 3 iterations left after the writer; 1: written by the second
+    // iteration). (Given, by that rule alone, however few iterations are left.)
     const char* after = std::getenv("KMEANS_DELTA_SHADOW_AFTER");
     shadow_after_ = after ? std::strtod(after, nullptr) : 0.25;
     shadow_forced_ = after != nullptr;
@@ -924,10 +937,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     std::int32_t* labels = sorted_live_ ? ls_.get() : this->labels_.get();
     tile_used_ = tile_kernel_ && (cells_side_ == 0 || q.cells) && this->n_ % 4 == 0 && aligned(x) && aligned(labels);
     q.tile_offset = tile_offset_;
-    // SHADOW: the staged kernel from the float copy, with its own launch.
-    if (q.shadow && !tile_used_) throw DeviceError("--impl=fused: the float copy without the staged kernel");
-    const DeltaKernel<T> staged = q.shadow ? shadow_kernel_ : tile_kernel_;
-    const int staged_grid = q.shadow ? shadow_grid_ : tile_grid_, staged_block = q.shadow ? shadow_block_ : tile_block_;
+    // SHADOW: the staged kernel from the float copy, with its own launch; FILL, its writer, too.
+    if ((q.shadow || q.fill_out) && !tile_used_)
+      throw DeviceError("--impl=fused: the float copy without the staged kernel");
+    const DeltaKernel<T> staged = q.shadow ? shadow_kernel_ : q.fill_out ? fill_kernel_ : tile_kernel_;
+    const int staged_grid = q.shadow ? shadow_grid_ : q.fill_out ? fill_grid_ : tile_grid_,
+              staged_block = q.shadow ? shadow_block_ : q.fill_out ? fill_block_ : tile_block_;
     // The staged kernel's warps take their passes as they come to them, in double and in float at
     // register width 32 (6_fused_delta.cuh: DeltaPass::chunks, kDynamic) where a last block resets
     // the counts; null (where after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a
@@ -1124,16 +1139,19 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned long long> held_q_;
   DeviceBuffer<double> z_, inertia_parts_, previous_;
   // SHADOW (6_fused_delta.cuh): the staged kernel in double from a float copy of x - z. shadow_:
-  // the copy's room is there; shadow_live_: the copy is made and the kernel runs (from shadow_start
-  // until the bounds start or an algebraic inertia's bound fails: shadow_over_); shadow_ran_: it
-  // ran in this fit (the report's path: "float copy").
-  DeltaKernel<T> shadow_kernel_ = nullptr;
-  int shadow_grid_ = 1, shadow_block_ = 128;
+  // the copy's room is there; shadow_made_: its writer (FILL) is queued; shadow_live_: the
+  // copy's kernel runs (from the iteration after the writer until the bounds start or an
+  // algebraic inertia's bound fails: shadow_over_); shadow_ran_: it ran in this fit (the report's
+  // path: "float copy").
+  DeltaKernel<T> shadow_kernel_ = nullptr, fill_kernel_ = nullptr;
+  int shadow_grid_ = 1, shadow_block_ = 128, fill_grid_ = 1, fill_block_ = 128;
   std::size_t shadow_bytes_ = 0;
-  bool shadow_ = false, shadow_live_ = false, shadow_ran_ = false, shadow_over_ = false;
+  bool shadow_ = false, shadow_live_ = false, shadow_ran_ = false, shadow_over_ = false, shadow_made_ = false;
   double shadow_after_ = 0.25;
   bool shadow_forced_ = false;  // KMEANS_DELTA_SHADOW_AFTER given: no rule on the iterations left
   DeviceBuffer<float> shadow_x_;
+  DeviceBuffer<unsigned long long> shadow_q_;  // the copy's Q (fill_q, then held_q[0])
+  DeviceBuffer<double> shadow_z_;              // the copy's z (fill_z, then z)
   int bits_ = 0;
   float factor_ = 0, tiny_ = 0, mma_factor_ = 0;
   float dist_factor_ = 0, dist_tiny_ = INFINITY, dist_eta_ = 0;  // (DeltaPass: the scores' inertia addends; off)
