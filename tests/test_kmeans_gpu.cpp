@@ -1813,8 +1813,8 @@ namespace {
 // algebraic inertia "fails": the copy's first iteration's is summed from the objects by the host
 // (within 1e-11: another order of addition) and the kernel reads x from the next on, the same fit.
 // The copy written by the second iteration and read from the third (KMEANS_DELTA_SHADOW_AFTER=1;
-// by default written once the iteration before last moved at most 25%, as the uniform data's
-// repeat takes it): a wrong value in it would move the float filter's calls, a wrong Q the inertia. d = 16, K 9-16 (the staged
+// by default written by the third and read once the iteration before last moved at most 25%, as
+// the uniform data's repeat takes it): a wrong value in it would move the float filter's calls, a wrong Q the inertia. d = 16, K 9-16 (the staged
 // kernel), on uniform, blob and quantised (tie-heavy) data; the close calls and the movers read x's
 // own rows.
 void check_shadow() {
@@ -1837,9 +1837,9 @@ void check_shadow() {
         kmtest::ScopedEnv shadow("KMEANS_DELTA_SHADOW", "1"), later("KMEANS_DELTA_SHADOW_AFTER", "0.25");
         const auto first = km::run(fused, data, p), again = km::run(fused, data, p);
         {
-          // By default (no KMEANS_DELTA_SHADOW_AFTER) written once the iteration before last moved
-          // <= 25% (the third iteration at the earliest: the first moves every object), with 3
-          // iterations left after the writer: in a fit of 12 iterations, not in one of 5.
+          // By default (no KMEANS_DELTA_SHADOW_AFTER) written by the third iteration where 3
+          // iterations are left after it, and read once the iteration before last moved <= 25%:
+          // in a fit of 12 iterations, not in one of 5.
           unsetenv("KMEANS_DELTA_SHADOW_AFTER");
           km::Params longer = p, shorter = p;
           longer.loops = 12;

@@ -76,8 +76,8 @@
 //    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
 //    tenth of the time, the tensor-core products nothing measurable.
 // 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
-//    most 25% with 3 iterations left: fused.cu, fill_start) A float copy of x - z, z fixed for
-//    the fit, replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel
+//    most 25%, its copy written by the third iteration: fused.cu, fill_start, shadow_on) A float
+//    copy of x - z, z fixed for the fit, replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel
 //    would have rounded it, and a pass stages half the bytes and two objects a lane as in float,
 //    with no centring, conversion or distance in double. Only the close calls (a coordinate a
 //    lane, into the stage) and the movers read their rows of x: a mover's row comes by cp.async
@@ -604,14 +604,18 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
     // kernel before ends: one pass by default (H100, 10 iterations: 0.96-0.98x the time at d = 16
     // and 32 in double and at d = 16 in float, level elsewhere; two to four passes level or up to
-    // 1.03x slower: plots/delta_pdl_ab_s19_h100.txt).
-    const int per_line = 128 / static_cast<int>(sizeof(T));
+    // 1.03x slower: plots/delta_pdl_ab_s19_h100.txt). (SHADOW: of the float copy, which the passes
+    // read, not of x; the kernel before may be writing it: L2 holds the lines either way.)
+    constexpr int kElem = SHADOW ? static_cast<int>(sizeof(float)) : static_cast<int>(sizeof(T));
+    const char* const from = SHADOW ? reinterpret_cast<const char*>(p.shadow) : reinterpret_cast<const char*>(x);
+    const int per_line = 128 / kElem;
     const int lines = (static_cast<int>(blockDim.x) * U + per_line - 1) / per_line;
     for (int pass = 0; pass < p.prefetch_first; ++pass) {
       const std::int64_t first = (static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * blockDim.x * U;
       for (int t = threadIdx.x; t < lines * d; t += blockDim.x) {
         const std::int64_t i = first + static_cast<std::int64_t>(t % lines) * per_line;
-        if (i < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(x + static_cast<std::int64_t>(t / lines) * n + i));
+        if (i < n)
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(from + (static_cast<std::int64_t>(t / lines) * n + i) * kElem));
       }
     }
   }

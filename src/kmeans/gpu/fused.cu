@@ -317,8 +317,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       shadow_live_ = false;  // (the bounds take the q sums and z over)
       start_bounds();
     }
-    // The copy from the iteration after its writer (fill_start), which reads x as before.
-    if (shadow_made_ && !shadow_live_ && !shadow_over_ && !bounds_live_) shadow_live_ = true;
+    // The copy from the iteration after its writer (fill_start, which reads x as before) once few
+    // objects move (shadow_on).
+    if (shadow_on(it)) shadow_live_ = true;
     if (fill_start(it)) {
       p.fill_out = shadow_x_.get();
       p.fill_z = shadow_z_.get();
@@ -413,19 +414,28 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     bounds_live_ = true;
   }
 
-  // The float copy is written by iteration `it` (FILL: the staged kernel reading x stores the
-  // x'' it forms anyway, its centre the copy's z, and sums Q) once few objects moved
-  // (shadow_after_ of them) in the iteration before last (known when `it` is launched ahead),
-  // from the second at the earliest (every label set): before, most objects move, and each mover
-  // reads its row of x again; the copy's kernel runs from the iteration after. By default only
-  // with at least 3 iterations left after the writer, which costs ~the copy's write
-  // (plots/float_copy_fill_s38_h200.txt) where session 37's copy between two iterations
-  // (reading x again) cost ~0.17 ms at 2^21 x 16 and needed 14. Once stopped (the bounds took
-  // over, or an algebraic inertia's bound failed) it stays off.
+  // The float copy is written by the kernel of the iteration before the first that could read it
+  // (FILL: the staged kernel reading x stores the x'' it forms anyway, its centre the copy's z,
+  // and sums Q): the third, or the second where shadow_after_ >= 1 (shadow_on: the copy cannot
+  // run at the third otherwise, the first iteration moving every object). By default only with
+  // at least 3 iterations left after it. The writer costs ~the copy's write, 0.017-0.018 ms at
+  // 2^21 x 16, K = 16 (H200, plots/float_copy_fill_s38_h200.txt), about what one iteration with
+  // the copy saves; session 37's copy made between two iterations (reading x again) cost ~0.17
+  // ms and needed 14 iterations left.
   bool fill_start(int it) const {
-    if (!shadow_ || shadow_made_ || shadow_over_ || bounds_live_ || it < 2) return false;
-    if (!shadow_forced_ && this->params_.loops - it < 3) return false;
-    const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
+    if (!shadow_ || shadow_made_ || shadow_over_ || bounds_live_) return false;
+    if (it != (shadow_after_ >= 1 ? 2 : 3)) return false;
+    return shadow_forced_ || this->params_.loops - it >= 3;
+  }
+
+  // The copy's kernel runs from iteration `it` on once the copy is written (by an earlier
+  // iteration) and few objects moved (shadow_after_ of them, 25% by default) in the iteration
+  // before last (known when `it` is launched ahead): where many move, each mover reads its row of
+  // x as well. Once stopped (the bounds took over, or an algebraic inertia's bound failed) it
+  // stays off.
+  bool shadow_on(int it) const {
+    if (!shadow_made_ || shadow_live_ || shadow_over_ || bounds_live_ || it < 3) return false;
+    const std::size_t before_last = changed_log_[static_cast<std::size_t>(it - 2)];
     return static_cast<double>(before_last) <= shadow_after_ * static_cast<double>(this->n_);
   }
 
@@ -679,9 +689,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
     }
     shadow_live_ = shadow_ran_ = shadow_over_ = shadow_made_ = false;
-    // KMEANS_DELTA_SHADOW_AFTER=F: the copy written by the iteration after the next once at most F
-    // of the objects moved (0.25 with 3 iterations left after the writer; 1: written by the second
-    // iteration). (Given, by that rule alone, however few iterations are left.)
+    // KMEANS_DELTA_SHADOW_AFTER=F: the copy's kernel from the iteration after the next once at most
+    // F of the objects moved (0.25; 1: from the third, the copy written by the second). (Given, its
+    // writer runs however few iterations are left.)
     const char* after = std::getenv("KMEANS_DELTA_SHADOW_AFTER");
     shadow_after_ = after ? std::strtod(after, nullptr) : 0.25;
     shadow_forced_ = after != nullptr;
