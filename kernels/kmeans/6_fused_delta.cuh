@@ -76,23 +76,25 @@
 //    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
 //    tenth of the time, the tensor-core products nothing measurable.
 // 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
-//    most 25%, its copy written by the third iteration: fused.cu, fill_start, shadow_on) A float
-//    copy of x - z, z fixed for the fit, replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel
-//    would have rounded it, and a pass stages half the bytes and two objects a lane as in float,
-//    with no centring, conversion or distance in double. Only the close calls (a coordinate a
-//    lane, into the stage) and the movers read their rows of x: a mover's row comes by cp.async
-//    into the warp's ring (16 rows) and is summed a pass later, its DRAM round trip behind the next
-//    pass (where the ring is full, straight into the stage). The iteration's inertia is the
-//    clusters' algebraic sum (BOUNDS' arithmetic, bound and host fallback; where the bound fails,
-//    the kernel launched ahead returns at its gate and the next iteration reads x) with the
-//    copy's Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers
-//    keep no q. The copy is written by the iteration before the first (FILL: the kernel reading
-//    x stores the x'' it forms anyway, a coalesced row a coordinate, z its centre, and sums Q).
-//    Measured (H200, 2^21 x 16, K = 16, 10 iterations, plots/float_copy_s37_h200.txt): 0.87x the
-//    kernel's time against x, 0.81x at 2^22 and at K = 12, 0.72x at K = 9 (with the movers' rows
-//    in the pass: 0.93x, 0.88x, 0.90x, 0.78x); ncu 51.3 M warp instructions against 60.8 M, 0.84x
-//    the cycles. (Session 37 made the copy between two iterations, ~0.17 ms, so only fits with 14
-//    iterations left took it; see plots/float_copy_fill_s38_h200.txt for the writer's cost.)
+//    most 25%: fused.cu, fill_start, shadow_on) A float copy of x - z, z fixed for the fit,
+//    replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel would have
+//    rounded it, and a pass stages half the bytes and two objects a lane as in float, with no
+//    centring, conversion or distance in double. Only the close calls (a coordinate a lane, into
+//    the stage) and the movers read their rows of x: a mover's row comes by cp.async into the
+//    warp's ring (16 rows) and is summed a pass later, its DRAM round trip behind the next pass
+//    (where the ring is full, straight into the stage). The iteration's inertia is the clusters'
+//    algebraic sum (BOUNDS' arithmetic, bound and host fallback; where the bound fails, the kernel
+//    launched ahead returns at its gate and the next iteration reads x) with the copy's
+//    Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers keep no
+//    q. (FILL) The copy is written by the third iteration's kernel, which reads x anyway: it stores
+//    the x'' it forms (a coalesced row of 32 floats a coordinate), block 0 its centre as z, and it
+//    sums Q; 0.016-0.017 ms over the plain kernel at 2^21 x 16, K = 16. Measured (H200, 2^21 x 16,
+//    K = 16, 10 iterations, plots/float_copy_fill_s38_h200.txt): 0.81-0.84x the kernel's time
+//    against x by default, 0.79x at 2^22 and at K = 12, 0.72x at K = 9; the loop's wall time 0.888x
+//    at 10 iterations, 0.842x at 15, 0.814x at 20; ncu at iteration 6 47.1 M warp instructions
+//    against 60.9 M, 0.77x the cycles (plots/ncu_d16k16_double_float_copy_s38_h200.txt). Session
+//    37 made the copy in a pass of its own between two iterations (~0.17 ms) and kept per-cluster
+//    q sums: only fits with 14 iterations left took it (plots/float_copy_s37_h200.txt).
 // Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
 // 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
 // (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
