@@ -1867,8 +1867,8 @@ void check_shadow() {
 }
 
 // With the copy live when Hamerly's bounds start (KMEANS_DELTA_BOUNDS=0.05: from the second
-// iteration after one where at most 5% moved), the bounds take the q sums over: the same fit as
-// neither, bit for bit, the inertia within 1e-11.
+// iteration after one where at most 5% moved), the bounds' kernel (reading x, its own q sums and
+// z) takes over: the same fit as neither, bit for bit, the inertia within 1e-11.
 void check_shadow_then_bounds() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");

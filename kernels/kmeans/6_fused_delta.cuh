@@ -88,7 +88,7 @@
 //    Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers keep no
 //    q. (FILL) The copy is written by the third iteration's kernel, which reads x anyway: it stores
 //    the x'' it forms (a coalesced row of 32 floats a coordinate), block 0 its centre as z, and it
-//    sums Q; 0.016-0.017 ms over the plain kernel at 2^21 x 16, K = 16. Measured (H200, 2^21 x 16,
+//    sums Q; 0.016-0.018 ms over the plain kernel at 2^21 x 16, K = 16. Measured (H200, 2^21 x 16,
 //    K = 16, 10 iterations, plots/float_copy_fill_s38_h200.txt): 0.81-0.84x the kernel's time
 //    against x by default, 0.79x at 2^22 and at K = 12, 0.72x at K = 9; the loop's wall time 0.888x
 //    at 10 iterations, 0.842x at 15, 0.814x at 20; ncu at iteration 6 47.1 M warp instructions
@@ -697,7 +697,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       m /= static_cast<T>(k);
     }
     // (SHADOW: z, the point the float copy was centred on, fixed for the fit; any point keeps
-    // the filter exact, and z is the first centroids' mean.)
+    // the filter exact, and z is the writer's centroids' mean: FILL.)
     mu[j] = SHADOW ? static_cast<T>(j < d ? p.z[j] : 0.0) : m;
     if (FILL && blockIdx.x == 0 && j < d) p.fill_z[j] = static_cast<double>(m);  // (FILL: the copy's z)
   }

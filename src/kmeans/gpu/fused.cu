@@ -314,7 +314,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     const bool start = bounds_start(it);
     if (start) {
       shadow_over_ = shadow_over_ || shadow_live_;
-      shadow_live_ = false;  // (the bounds take the q sums and z over)
+      shadow_live_ = false;  // (the bounds' kernel reads x, with q sums and z of its own)
       start_bounds();
     }
     // The copy from the iteration after its writer (fill_start, which reads x as before) once few
@@ -418,7 +418,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // (FILL: the staged kernel reading x stores the x'' it forms anyway, its centre the copy's z,
   // and sums Q): the third, or the second where shadow_after_ >= 1 (shadow_on: the copy cannot
   // run at the third otherwise, the first iteration moving every object). By default only with
-  // at least 3 iterations left after it. The writer costs ~the copy's write, 0.017-0.018 ms at
+  // at least 3 iterations left after it. The writer costs ~the copy's write, 0.016-0.018 ms at
   // 2^21 x 16, K = 16 (H200, plots/float_copy_fill_s38_h200.txt), about what one iteration with
   // the copy saves; session 37's copy made between two iterations (reading x again) cost ~0.17
   // ms and needed 14 iterations left.
