@@ -464,7 +464,8 @@ using Tf32Mma = gemm::MmaTf32m16n8k8;
 // 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false, bool FILL = false>
+          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false,
+          bool FILL = false>
 __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
                                   (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
                                   (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
@@ -1013,7 +1014,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
   [[maybe_unused]] unsigned long long fill_q = 0;  // (FILL: the objects' q, this thread's)
-  // (BOUNDS, SHADOW: the iteration's inertia from the clusters' q sums, by the last block.)
+  // (BOUNDS, SHADOW: the iteration's inertia by algebra, from the q sums (SHADOW: Q), by the last block.)
   const bool count_inertia = !BOUNDS && !SHADOW && p.inertia != nullptr;
   const float mhat = BOUNDS ? drift_s[k] : 0.0f;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
@@ -1912,7 +1913,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
             dist = redone_dist[u];
           }
         } else if constexpr (SHADOW) {
-          // (no distance: the iteration's inertia comes from the clusters' q sums)
+          // (no distance: the iteration's inertia comes from the q sums, SHADOW's Q)
         } else if (known[u]) {
           dist = dold[u];
         } else if (kApproxDist && adist[kApproxDist ? u : 0] >= 0.0f) {

@@ -149,8 +149,8 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // In double, the staged kernel with the FMA scores reading a float copy of x - z (z fixed for
   // the fit) instead of x: a pass's objects are scored as in float, half the bytes staged, no
   // per-object centring, conversion or distance in double; the close calls and the movers read
-  // their rows of x, and the iteration's inertia comes from the clusters' sums of |x - z|^2
-  // (6_fused_delta.cuh, SHADOW). KMEANS_DELTA_SHADOW=0|1.
+  // their rows of x, and the iteration's inertia comes by algebra from Q, the objects' sum of
+  // |x - z|^2 (6_fused_delta.cuh, SHADOW; the copy written by FILL). KMEANS_DELTA_SHADOW=0|1.
   p.shadow = elem == 8 && maxd == 16 && p.tile && !p.mma && p.cells_side == 0 && p.bits > 0 && p.exact &&
              env.shadow.value_or(true);
   if (p.shadow) {
