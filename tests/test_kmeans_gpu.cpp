@@ -1898,10 +1898,42 @@ void check_shadow_then_bounds() {
   });
 }
 
+// The float copy's kernel with its movers' and close calls' rows from the kept row-major upload
+// (the default) against the same rows read from x [d][n] (KMEANS_DELTA_ROWS=0): the same values,
+// so the same fit bit for bit, the iteration's inertia included, on uniform, clustered and
+// quantised data. The reports must name the rows, and only where they were read.
+void check_shadow_rows() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const km::Implementation& fused = km::find_implementation("fused");
+  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0"),
+      shadow("KMEANS_DELTA_SHADOW", "1"), early("KMEANS_DELTA_SHADOW_AFTER", "1");
+  each_one_pass_case<double>({{20000, 16, 16}, {20004, 16, 12}}, [&](const SplitShape&, const km::Dataset<double>& data,
+                                                                    const km::Params& p) {
+    kmtest::ScopedEnv rows("KMEANS_DELTA_ROWS", "1");
+    const auto with = km::run(fused, data, p);
+    rows.set("0");
+    const auto without = km::run(fused, data, p);
+    EXPECT_NE(with.path.find("float copy, x rows"), std::string::npos) << with.path;
+    EXPECT_NE(without.path.find("float copy"), std::string::npos) << without.path;
+    EXPECT_EQ(without.path.find("x rows"), std::string::npos) << without.path;
+    expect_same_fit(with, without);
+    EXPECT_EQ(with.inertia, without.inertia);
+    std::int64_t moved = 0;
+    for (int it = 0; it < with.iterations && it < without.iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it + 1));
+      EXPECT_EQ(with.per_iteration[it].inertia, without.per_iteration[it].inertia);
+      EXPECT_EQ(with.per_iteration[it].shift, without.per_iteration[it].shift);
+      if (it >= 2) moved += with.per_iteration[it].changed;
+    }
+    EXPECT_GT(moved, 0) << "no mover while the copy ran: the rows were never read";
+  });
+}
+
 }  // namespace
 
 TEST(GpuFusedDelta, DoubleFloatCopyAsX) { check_shadow(); }
 TEST(GpuFusedDelta, DoubleFloatCopyThenBounds) { check_shadow_then_bounds(); }
+TEST(GpuFusedDelta, DoubleFloatCopyRowsAsX) { check_shadow_rows(); }
 
 namespace {
 

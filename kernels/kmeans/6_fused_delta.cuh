@@ -249,6 +249,10 @@ struct DeltaPass {
   // x, z = p.z fixed for the fit: the passes stage these instead of x, whose rows only the close
   // calls and the movers read.
   const float* shadow = nullptr;
+  // SHADOW: x row-major, [n][d] (d = MAXD here), where the movers and the close calls read their
+  // rows: one 128-byte line an object at d = 16, where x [d][n] costs a 32-byte sector in each
+  // of d rows (ncu: ~0.7 KB of DRAM reads a mover). Null: from x.
+  const double* rows = nullptr;
   // FILL (the staged kernel in double reading x, one iteration before SHADOW's first; fused.cu:
   // fill_start): each object's x - centre rounded to float into fill_out ([d][n], the copy), the
   // centre (the centroids' mean) into fill_z by block 0, and the objects' q = |x - centre|^2 in
@@ -1851,7 +1855,9 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           const int from = __ffs(static_cast<int>(todo)) - 1;
           if constexpr (SHADOW) {
             const std::int64_t at = __shfl_sync(0xffffffffu, idx[u], from);
-            if (lane < MAXD) stage[lane] = __ldcg(x + static_cast<std::int64_t>(lane) * n + at);
+            if (lane < MAXD)
+              stage[lane] = __ldcg(p.rows ? reinterpret_cast<const T*>(p.rows) + at * MAXD + lane
+                                          : x + static_cast<std::int64_t>(lane) * n + at);
           } else if (lane == from) {
 #pragma unroll
             for (int j = 0; j < MAXD; ++j)
@@ -1980,16 +1986,25 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           queue[at] = entry;
         if (SHADOW && defer) {
           const int r = deferred + __popc(movers & ((1u << lane) - 1));
-          const T* xo = x + idx[u];
+          if (p.rows) {
+            // (16 bytes a copy: d = MAXD, the row and the ring's slot both 16-byte aligned)
+            constexpr int V = 16 / static_cast<int>(sizeof(T));
+            const T* xo = reinterpret_cast<const T*>(p.rows) + idx[u] * MAXD;
 #pragma unroll
-          for (int c = 0; c < MAXD; ++c, xo += n) gemm::cp_async<sizeof(T)>(ring_rows + r * MAXD + c, xo, true);
+            for (int c = 0; c < MAXD; c += V) gemm::cp_async<16>(ring_rows + r * MAXD + c, xo + c, true);
+          } else {
+            const T* xo = x + idx[u];
+#pragma unroll
+            for (int c = 0; c < MAXD; ++c, xo += n) gemm::cp_async<sizeof(T)>(ring_rows + r * MAXD + c, xo, true);
+          }
           ring_entries[r] = entry;
         } else if constexpr (SHADOW) {
           // (the ring full) The mover's row of x straight into the stage.
           T* row = stage + (at - u_first) * MAXD;
-          const T* xo = x + idx[u];
+          const T* xo = p.rows ? reinterpret_cast<const T*>(p.rows) + idx[u] * MAXD : x + idx[u];
+          const std::int64_t stride = p.rows ? 1 : n;
 #pragma unroll
-          for (int c = 0; c < MAXD; ++c, xo += n) row[c] = __ldcg(xo);
+          for (int c = 0; c < MAXD; ++c, xo += stride) row[c] = __ldcg(xo);
         } else if (!kQueue && (!kMoverRounds || at < kMoverCap)) {
 #pragma unroll
           for (int c = 0; c < MAXD; ++c)

@@ -38,6 +38,7 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
   const std::size_t staging = layout_ == Layout::coord_major ? data_bytes : 0;
   check_device_memory(data_bytes + staging + n_ * sizeof(std::int32_t) + extra_bytes,
                       std::string("--impl=") + name_, "use --precision=float or fewer objects");
+  rows_ = DeviceBuffer<T>();
   x_ = device_buffer<T>(n_ * d_);
   if (layout_ == Layout::row_major) {
     cuda::upload(x_.get(), data.values.data(), data_bytes, stream_);
@@ -49,6 +50,8 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
         rows.get(), x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `rows` is freed
+    // (Kept, the staging the check above counted: the engine frees it once it knows its use.)
+    if (keep_rows(d_)) rows_ = std::move(rows);
   }
   uploaded_ = &data;
 }
@@ -56,6 +59,7 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
 template <class T>
 void GpuEngine<T>::release_data() {
   x_ = DeviceBuffer<T>();
+  rows_ = DeviceBuffer<T>();
   uploaded_ = nullptr;
 }
 

@@ -50,6 +50,9 @@ class GpuEngine : public Engine<T> {
   // data's range on the device before they choose their buffers. release_data() undoes it.
   void upload_data(const Dataset<T>& data, std::size_t extra_bytes);
   void release_data();
+  // coord_major engines: whether the row-major upload is kept past its transpose (rows_), for
+  // data of d coordinates. fused: the float copy's kernel reads its movers' rows there.
+  virtual bool keep_rows(std::size_t /*d*/) const { return false; }
   // max |x| over the uploaded data, or NaN when some value is NaN or infinite.
   double device_largest();
   // The inertia of the uploaded data for `centroids` ([k][d]) and the labels on the device
@@ -99,6 +102,7 @@ class GpuEngine : public Engine<T> {
   std::size_t n_ = 0, d_ = 0, k_ = 0;
   cuda::Stream stream_;
   DeviceBuffer<T> x_;                         // n*d, in layout_
+  DeviceBuffer<T> rows_;                      // n*d row-major, where keep_rows asked (else empty)
   DeviceBuffer<std::int32_t> labels_;         // n
   // The iteration's counters, one block on the device and one pinned copy on the host, so that
   // they are cleared by one memset and read back by one copy (and the setup makes one pinned

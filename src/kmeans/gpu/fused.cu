@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <cmath>
@@ -162,6 +163,18 @@ template <class T>
 class FusedOnePass final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedOnePass(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::coord_major) {}
+
+  // The row-major upload kept for the float copy's kernel (double, d = 16: SHADOW), whose movers
+  // and close calls read their rows of x there, one 128-byte line an object, not a 32-byte
+  // sector in each of d rows of x [d][n]; after_setup frees it where the copy is not made.
+  // Kept only where the device has room for as much again beside it (the copy, the bounds, the
+  // initialisation's buffers, which the upload's check counted on its going) and no cap was
+  // given. KMEANS_DELTA_ROWS=0: from x [d][n] as before.
+  bool keep_rows(std::size_t d) const override {
+    const char* rows = std::getenv("KMEANS_DELTA_ROWS");
+    return sizeof(T) == 8 && d == 16 && !(rows && std::strcmp(rows, "0") == 0) && this->params_.device_memory == 0 &&
+           device_budget(0) >= this->n_ * d * sizeof(T) + (256ull << 20);
+  }
 
   // The whole problem here and in device memory: one launch per iteration, the update in its
   // last block (6_fused_delta.cuh); otherwise the shared steps (partials for NCCL/MPI, chunks).
@@ -330,6 +343,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     slot.shadow = shadow_live_ && !bounds_live_;
     if (slot.shadow) {
       p.shadow = shadow_x_.get();
+      if constexpr (sizeof(T) == 8) p.rows = this->rows_.get();  // (null: the movers' rows from x)
       p.held_q = shadow_q_.get();
       p.z = shadow_z_.get();
       p.inertia_parts = inertia_parts_.get();
@@ -447,7 +461,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     if (delta_) {
       if (exact_) add("d fixed");
       if (tile_used_) add("staged");
-      if (shadow_ran_) add("float copy");
+      if (shadow_ran_) add(this->rows_.get() ? "float copy, x rows" : "float copy");
       if (mma_) add("mma");
       if (cells_live_) add("cells");
       if (lean_used_) add("lean");
@@ -656,8 +670,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
     // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
     const std::size_t n = this->n_, k = this->k_, d = this->d_;
+    // (The row-major upload, where kept, counts as room here: it goes before anything is refused
+    // for want of it.)
+    const std::size_t rows_bytes = this->rows_.get() ? this->rows_.size() * sizeof(T) : 0;
     bounds_ = bounds_wanted_ && this->whole_.n == n && !this->streamed() && this->params_.device_memory == 0 &&
-              device_budget(0) >= n * sizeof(float2) + (64ull << 20);
+              device_budget(0) + rows_bytes >= n * sizeof(float2) + (64ull << 20);
+    if (bounds_ && device_budget(0) < n * sizeof(float2) + (64ull << 20)) this->rows_ = DeviceBuffer<T>();
     if (bounds_) {
       bounds_buf_ = this->template device_buffer<float2>(n);
       drift_ = this->template device_buffer<float>(k + 1);
@@ -672,9 +690,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // for it and no cap was given, for the staged kernel's data (n % 4 == 0, x and the labels
     // 16-byte aligned), n d within the copy kernel's and the kernel's 64-bit indices.
     const auto aligned = [](const void* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; };
-    shadow_ = shadow_kernel_ && this->whole_.n == n && !this->streamed() && this->params_.device_memory == 0 &&
-              n % 4 == 0 && aligned(this->x_.get()) && aligned(this->labels_.get()) &&
-              device_budget(0) >= n * d * sizeof(float) + (64ull << 20);
+    const bool shadow_possible = shadow_kernel_ && this->whole_.n == n && !this->streamed() &&
+                                 this->params_.device_memory == 0 && n % 4 == 0 && aligned(this->x_.get()) &&
+                                 aligned(this->labels_.get());
+    const std::size_t copy_bytes = n * d * sizeof(float) + (64ull << 20);
+    if (!shadow_possible || device_budget(0) < copy_bytes) this->rows_ = DeviceBuffer<T>();  // (the copy first)
+    shadow_ = shadow_possible && device_budget(0) >= copy_bytes;
+    // The copy's kernel reads its movers' rows from the row-major upload where it was kept
+    // (keep_rows: 8 d bytes per object more, [n][d], the same values as x).
+    if (!shadow_ || this->rows_.size() != n * d || !aligned(this->rows_.get())) this->rows_ = DeviceBuffer<T>();
     if (shadow_) {
       shadow_x_ = this->template device_buffer<float>(n * d);
       shadow_q_ = this->template device_buffer<unsigned long long>(1);
