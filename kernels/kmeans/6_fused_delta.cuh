@@ -2117,7 +2117,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if constexpr (!kOneFlush) {
     flush_block_count(p.changed, moves);
     flush_block_count(p.rechecked, rechecks);
-    flush_block_fixed(p.inertia, my_inertia);
+    if constexpr (!SHADOW) flush_block_fixed(p.inertia, my_inertia);  // (SHADOW sums none: count_inertia)
     if constexpr (FILL) {
       __syncthreads();  // (flush_block_fixed's warp sums read before they are written again)
       flush_block_fixed(p.fill_q, fill_q);
@@ -2192,9 +2192,22 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     __syncthreads();
     KM_LAST_STAMP(1);
     const int warps = static_cast<int>(blockDim.x / 32);
+    // BOUNDS, SHADOW: the assignment's inertia by algebra (below), each cluster's part and bound
+    // formed in the same loop from the same shared copies, into shared memory where the table
+    // has room for 2 k more doubles (ROW >= 8 floats), else into p.inertia_parts: as one more pass
+    // over the clusters reading the held sums, counts and Q from L2 and totalled from there, it
+    // took 4.3 us of the iteration (stamps, H200, 2^21 x 16, K = 16, the float copy).
+    [[maybe_unused]] double* const iparts =
+        (BOUNDS || SHADOW) && ROW >= 8 ? reinterpret_cast<double*>(table) + 2 * k : p.inertia_parts;
+    [[maybe_unused]] const double inv_q = 1.0 / p.inertia_scale;
 #pragma unroll 4
     for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
       const long long count = counts_s[c];
+      // (SHADOW: Q the copy's total, one term: the sum over the clusters is what is used.)
+      [[maybe_unused]] const double q =
+          !(BOUNDS || SHADOW) || lane != 0 || (SHADOW && c != 0)
+              ? 0.0
+              : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
       double local = 0;
       if (lane < d && count > 0) {
         const double sum = static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale;
@@ -2205,6 +2218,21 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       }
       for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
       if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
+      if constexpr (BOUNDS || SHADOW) {
+        // (algebraic_part's arithmetic for d <= 32, the sums from the shared copy: the same bits)
+        double part = 0, size = 0;
+        if (lane < d)
+          algebraic_term(static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale,
+                         static_cast<double>(count), static_cast<double>(s[lane * k + c]), zs[lane], part, size);
+        for (int off = 16; off > 0; off /= 2) {
+          part += __shfl_down_sync(0xffffffffu, part, off);
+          size += __shfl_down_sync(0xffffffffu, size, off);
+        }
+        if (lane == 0) {
+          iparts[c] = q + part;
+          iparts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
+        }
+      }
     }
     __syncthreads();
     KM_LAST_STAMP(2);
@@ -2218,44 +2246,26 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         if (threadIdx.x == 0) largest_step = 0;
         __syncthreads();
         for (int c = threadIdx.x; c < k; c += blockDim.x) {
-          const float step_up = hamerly_step(p.shift_parts[c]);
+          const float step_up = hamerly_step(parts_s[c]);  // (p.shift_parts[c]'s value)
           p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
           atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
         }
       }
       // (SHADOW: every object's inertia so, none of them summing a distance.)
       // This assignment's inertia without the objects the bounds kept (never read): per
-      // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra. Beside
-      // it, a bound on what the algebra adds to the error: the roundings of q, of w and of
-      // this evaluation, (2d + 24) 2^-53 of the magnitudes summed, which cancellation (clusters
-      // far tighter than their distance from z) makes large against the inertia. Where it
-      // exceeds q_guard of the inertia, the host sums it from the objects instead
-      // (kInertiaUnsure). The fixed-point roundings (at most n/2 units of Q's scale, n/2 of
-      // S's per coordinate times 2|w|) are the kind the per-object sum has too, at most n/2
-      // units of the same scale, and are not part of the test.
-      const double inv_q = 1.0 / p.inertia_scale;
-      for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
-        const double count = static_cast<double>(static_cast<long long>(__ldcg(&p.held_counts[c])));
-        double part, size;
-        algebraic_part(p.held_sums + c * d, count, [&](int j) { return s[j * k + c]; }, zs, d, lane, p.inv_scale,
-                       part, size);
-        for (int off = 16; off > 0; off /= 2) {
-          part += __shfl_down_sync(0xffffffffu, part, off);
-          size += __shfl_down_sync(0xffffffffu, size, off);
-        }
-        if (lane == 0) {
-          // (SHADOW: Q the copy's total, one term: the sum over the clusters is what is used.)
-          const double q =
-              SHADOW && c != 0 ? 0.0 : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
-          p.inertia_parts[c] = q + part;
-          p.inertia_parts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
-        }
-      }
+      // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra (its
+      // parts formed in the update's loop above). Beside it, a bound on what the algebra adds
+      // to the error: the roundings of q, of w and of this evaluation, (2d + 24) 2^-53 of the
+      // magnitudes summed, which cancellation (clusters far tighter than their distance from z)
+      // makes large against the inertia. Where it exceeds q_guard of the inertia, the host sums
+      // it from the objects instead (kInertiaUnsure). The fixed-point roundings (at most n/2
+      // units of Q's scale, n/2 of S's per coordinate times 2|w|) are the kind the per-object
+      // sum has too, at most n/2 units of the same scale, and are not part of the test.
       __syncthreads();
       if (BOUNDS && threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
-      const double inertia = fixed_order_total(p.inertia_parts, k, warp_totals);
+      const double inertia = fixed_order_total(iparts, k, warp_totals);
       __syncthreads();
-      const double bound = fixed_order_total(p.inertia_parts + k, k, warp_totals);
+      const double bound = fixed_order_total(iparts + k, k, warp_totals);
       if (threadIdx.x == 0) {
         inertia_fixed = algebraic_inertia_fixed(inertia, bound, k, p.q_guard, p.inertia_scale);
         unsure_shared = inertia_fixed == kInertiaUnsure;
