@@ -82,7 +82,10 @@
 //    centring, conversion or distance in double. Only the close calls (a coordinate a lane, into
 //    the stage) and the movers read their rows of x: a mover's row comes by cp.async into the
 //    warp's ring (16 rows) and is summed a pass later, its DRAM round trip behind the next pass
-//    (where the ring is full, straight into the stage). The iteration's inertia is the clusters'
+//    (where the ring is full, straight into the stage). Both read the row-major upload the engine
+//    kept where it had room (p.rows; fused.cu: keep_rows), one 128-byte line a row, not a 32-byte
+//    sector in each of x's 16 rows: ncu at iteration 6 ~158 MB from DRAM against ~227 MB, 0.88-0.93x
+//    the kernel's time (H200, plots/rows_s39_h200.txt). The iteration's inertia is the clusters'
 //    algebraic sum (BOUNDS' arithmetic, bound and host fallback; where the bound fails, the kernel
 //    launched ahead returns at its gate and the next iteration reads x) with the copy's
 //    Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers keep no
