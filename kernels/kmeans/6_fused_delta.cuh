@@ -2222,11 +2222,10 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
       if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
       if constexpr (BOUNDS || SHADOW) {
-        // (algebraic_part's arithmetic for d <= 32, the sums from the shared copy: the same bits)
-        double part = 0, size = 0;
-        if (lane < d)
-          algebraic_term(static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale,
-                         static_cast<double>(count), static_cast<double>(s[lane * k + c]), zs[lane], part, size);
+        // (the sums from the shared copy: the same words as p.held_sums)
+        double part, size;
+        algebraic_part_of([&](int j) { return held_s[c * d + j]; }, static_cast<double>(count),
+                          [&](int j) { return s[j * k + c]; }, zs, d, lane, p.inv_scale, part, size);
         for (int off = 16; off > 0; off /= 2) {
           part += __shfl_down_sync(0xffffffffu, part, off);
           size += __shfl_down_sync(0xffffffffu, size, off);

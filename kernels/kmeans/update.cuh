@@ -92,16 +92,22 @@ __device__ inline double fixed_order_total(const double* parts, int k, double* w
 // w = c - z, Q = sum |x - z|^2, S = sum x (fixed point), n the count, exact algebra. This is
 // one lane's share of cluster c's last two terms over coordinates j = lane, lane + 32, ...
 // (centroid(j) gives c_j, z is in double), and beside it the magnitudes whose roundings the
-// evaluation carries (algebraic_inertia_fixed's bound).
+// evaluation carries (algebraic_inertia_fixed's bound). sum(j) gives S_j's fixed-point word.
+template <class S, class C>
+__device__ __forceinline__ void algebraic_part_of(S sum, double count, C centroid, const double* z, int d, int lane,
+                                                  double inv_scale, double& part, double& size) {
+  part = 0;
+  size = 0;
+  for (int j = lane; j < d; j += 32)
+    algebraic_term(static_cast<double>(static_cast<long long>(sum(j))) * inv_scale, count,
+                   static_cast<double>(centroid(j)), z[j], part, size);
+}
+// The same with the sums in global memory (read past L1: other blocks added them).
 template <class C>
 __device__ __forceinline__ void algebraic_part(const unsigned long long* sums, double count, C centroid,
                                                const double* z, int d, int lane, double inv_scale, double& part,
                                                double& size) {
-  part = 0;
-  size = 0;
-  for (int j = lane; j < d; j += 32)
-    algebraic_term(static_cast<double>(static_cast<long long>(__ldcg(&sums[j]))) * inv_scale, count,
-                   static_cast<double>(centroid(j)), z[j], part, size);
+  algebraic_part_of([&](int j) { return __ldcg(&sums[j]); }, count, centroid, z, d, lane, inv_scale, part, size);
 }
 
 // The inertia as algebraic_part's sums give it (inertia: the clusters' parts totalled; bound:
