@@ -555,15 +555,17 @@ def main():
     block_sweeps(blocks, d)
     bottleneck(blocks, d)
     roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
-    # analyze.sh writes peers.csv; plots/ holds the committed run with Flash-KMeans beside the others
-    peers(read(os.path.join(d, "peers_flash_h100.csv")) or read(os.path.join(d, "peers.csv")), d)
+    # analyze.sh writes peers.csv; plots/ holds the committed runs with Flash-KMeans beside the others (the
+    # newest: session 41's H200 call, else the H100's of session 13)
+    peers(read(os.path.join(d, "peers_s41_h200.csv")) or read(os.path.join(d, "peers_flash_h100.csv")) or
+          read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
     # analyze.sh writes real_shapes.csv; else the committed runs: the shapes with Flash-KMeans beside them
-    # (the newest: real_shapes_h100_final10.csv, the final code of the cell table's stop, the tensor path
+    # (the newest: session 41's H200 call, real_shapes_flash_s41_h200.csv; before it real_shapes_h100_final10.csv, the final code of the cell table's stop, the tensor path
     # as in final9 with the movers' scheme; double on TF32 candidates and on DMMA keys) and the crossover (crossover_movers_h100.csv, else real_shapes_crossover_h100.csv, else the
     # crossover rows of real_shapes_h200.csv).
-    committed = read(os.path.join(d, "real_shapes_h100_final10.csv")) or read(os.path.join(d, "real_shapes_h100_final9.csv")) or read(os.path.join(d, "real_shapes_tf32_h100.csv")) or [
+    committed = read(os.path.join(d, "real_shapes_flash_s41_h200.csv")) or read(os.path.join(d, "real_shapes_h100_final10.csv")) or read(os.path.join(d, "real_shapes_h100_final9.csv")) or read(os.path.join(d, "real_shapes_tf32_h100.csv")) or [
         r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "shapes"]
     crossover = (read(os.path.join(d, "crossover_movers_h100.csv")) or read(os.path.join(d, "real_shapes_crossover_h100.csv"))
                  or read(os.path.join(d, "real_shapes_h200.csv")))
