@@ -3,7 +3,10 @@
 against the memory floor (objects read once + labels written, over the read bandwidth kmeans-probe
 measures in the same call), for one or more builds, ROUNDS interleaved rounds: the median of the
 per-iteration kernel medians, its ratio to the floor and to the first build, and the same of the
-iterations' wall time (`total`, which every build times with the host's clock).
+iterations' wall time (`total`, which every build times with the host's clock). Then, from the same
+probe, the bare assignment passes at the float rows' sizes (kmeans-probe --assign, --assign-mma: loads,
+scores, the best two and the labels, nothing else), timed as the engine times its iterations (the
+kernels' own span), against the same floor: the ceiling no exact design of those scores passes.
 
 Usage: lab_rows.py name=KMEANS_BIN[,name=KMEANS_BIN...] KMEANS_PROBE_BIN [--rounds=3]"""
 import argparse
@@ -22,8 +25,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     builds = dict(b.split("=", 1) for b in a.builds.split(","))
-    probe = json.loads(subprocess.run([a.probe, "--gemm=262144,1024,128"], capture_output=True, text=True,
-                                      check=True).stdout)
+    probe = json.loads(subprocess.run([a.probe, "--gemm=262144,1024,128", f"--assign={1 << 21}",
+                                       f"--assign-mma={1 << 20}"], capture_output=True, text=True, check=True).stdout)
     bw = probe["read_bandwidth_gbs"] * 1e9
     print(f"# {probe['device']}: read bandwidth {probe['read_bandwidth_gbs']:.1f} GB/s")
     res = {}
@@ -53,6 +56,17 @@ def main():
                       f"{1e3 * fl:.4f}  ratio {m / fl:5.2f}  vs base {m / base:5.3f}  wall {1e3 * w:.4f} ms ratio {w / fl:5.2f} "
                       f"vs base {w / wall_base:5.3f}  distinct inertias "
                       f"{len(set(x[2] for x in xs))}  inertia {xs[0][2]!r}")
+    # The bare passes' spans over the probe's floor for those objects (d = 16, K = 16 and d = 32, K = 64).
+    for a_ in probe.get("assign", []):
+        for v in a_["runs"]:
+            what = f"FMA scores, U = {v['u']}" if v["scores"] else "loads and label stores only"
+            print(f"bare pass  {a_['objects']} x {a_['coords']}, K = {a_['clusters']}, float, {what}: span "
+                  f"{1e3 * v['span_seconds']:.4f} ms = {v['span_seconds'] / a_['floor_seconds']:.2f} x floor "
+                  f"(events {v['seconds'] / a_['floor_seconds']:.2f} x)")
+    for a_ in probe.get("assign_mma", []):
+        print(f"bare pass  {a_['objects']} x {a_['coords']}, K = {a_['clusters']}, float, TF32 mma scores: span "
+              f"{1e3 * a_['span_seconds']:.4f} ms = {a_['span_seconds'] / a_['floor_seconds']:.2f} x floor "
+              f"(events {a_['seconds'] / a_['floor_seconds']:.2f} x)")
     return 0
 
 
