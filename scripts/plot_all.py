@@ -556,7 +556,7 @@ def main():
     bottleneck(blocks, d)
     roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
     # analyze.sh writes peers.csv; plots/ holds the committed runs with Flash-KMeans beside the others (the
-    # newest: session 41's H200 call, else the H100's of session 13)
+    # newest: session 41's H200 call, else an earlier H100 call's)
     peers(read(os.path.join(d, "peers_s41_h200.csv")) or read(os.path.join(d, "peers_flash_h100.csv")) or
           read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
