@@ -195,6 +195,53 @@ __global__ void fill_uniform(float* x, long long count) {
   }
 }
 
+// The probe's passes' data: N uniform objects of d coordinates, x [d][n], and the first kCheck
+// of them on the host ([d][kCheck]), the centroids' source and the CPU check's objects.
+constexpr int kCheck = 4096;
+std::vector<float> uniform_objects(cudaStream_t s, const cudaDeviceProp& prop, DeviceBuffer<float>& x, long long n,
+                                   int d) {
+  fill_uniform<<<prop.multiProcessorCount * 8, 256, 0, s>>>(x.get(), n * d);
+  CUDA_CHECK_LAUNCH();
+  std::vector<float> head(static_cast<std::size_t>(d) * kCheck);
+  for (int j = 0; j < d; ++j)
+    CUDA_CHECK(cudaMemcpyAsync(head.data() + static_cast<std::size_t>(j) * kCheck, x.get() + j * n,
+                               kCheck * sizeof(float), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  return head;
+}
+
+// One pass timed both ways (events around the launch, and the kernels' own span), at the grid its
+// occupancy allows with blocks of 256; launch(grid, stamps) queues one run. Then the close calls
+// counted over every run (each timing warms up once and runs 20 times: 42 runs) and the first
+// kCheck labels.
+struct PassResult {
+  double seconds = 0, span = 0;
+  int registers = 0, blocks_per_sm = 0;
+  double close_per_run = 0;
+  std::vector<int> labels;
+};
+template <class Kernel, class Launch>
+PassResult time_pass(cudaStream_t s, const cudaDeviceProp& prop, Kernel kernel, unsigned* close, const int* labels,
+                     Launch&& launch) {
+  PassResult r;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, kernel, 256, 0));
+  const int grid = prop.multiProcessorCount * r.blocks_per_sm;
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  r.registers = attr.numRegs;
+  CUDA_CHECK(cudaMemsetAsync(close, 0, sizeof(unsigned), s));
+  DeviceBuffer<unsigned long long> scratch(2);
+  r.seconds = km::cuda::time_median(s, 20, [&] { launch(grid, scratch.get()); });
+  r.span = span_median(s, 20, [&](unsigned long long* stamps) { launch(grid, stamps); });
+  unsigned closes = 0;
+  r.labels.resize(kCheck);
+  CUDA_CHECK(cudaMemcpyAsync(&closes, close, sizeof closes, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(r.labels.data(), labels, kCheck * sizeof(int), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  r.close_per_run = closes / 42.0;
+  return r;
+}
+
 // Prints {"objects": n, ...} for n objects (n % 4 == 0), or throws on a launch error or labels
 // that differ from the CPU's.
 void assign_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n, double read_seconds_per_byte) {
@@ -203,15 +250,8 @@ void assign_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n, dou
   DeviceBuffer<int> labels(static_cast<std::size_t>(n));
   DeviceBuffer<float4> rows(kAssignK * kAssignRow / 4);
   DeviceBuffer<unsigned> close(1);
-  fill_uniform<<<prop.multiProcessorCount * 8, 256, 0, s>>>(x.get(), n * kAssignD);
-  CUDA_CHECK_LAUNCH();
-  // The centroids: the first K objects; the first 4096 objects for the CPU's check.
-  constexpr int kCheck = 4096;
-  std::vector<float> head(static_cast<std::size_t>(kAssignD) * kCheck);
-  for (int j = 0; j < kAssignD; ++j)
-    CUDA_CHECK(cudaMemcpyAsync(head.data() + j * kCheck, x.get() + j * n, kCheck * sizeof(float),
-                               cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  // The centroids: the first K objects.
+  const std::vector<float> head = uniform_objects(s, prop, x, n, kAssignD);
   std::vector<float> table(kAssignK * kAssignRow, 0.0f);
   for (int c = 0; c < kAssignK; ++c) {
     float c2 = 0;
@@ -226,29 +266,11 @@ void assign_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n, dou
   auto run = [&](auto u_tag, auto scores_tag, bool first) {
     constexpr int U = decltype(u_tag)::value;
     constexpr bool SCORES = decltype(scores_tag)::value;
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bare_assign<U, SCORES>, 256, 0));
-    const int grid = prop.multiProcessorCount * per_sm;
-    cudaFuncAttributes attr{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, bare_assign<U, SCORES>));
-    CUDA_CHECK(cudaMemsetAsync(close.get(), 0, sizeof(unsigned), s));
-    // (time_median and span_median each run the kernel once to warm up, then 20 times: 42 runs'
-    // close calls counted)
-    DeviceBuffer<unsigned long long> scratch(2);
-    const double seconds = km::cuda::time_median(s, 20, [&] {
-      bare_assign<U, SCORES><<<grid, 256, 0, s>>>(x.get(), n, rows.get(), margin, labels.get(), close.get(),
-                                                  scratch.get());
-      CUDA_CHECK_LAUNCH();
-    });
-    const double span = span_median(s, 20, [&](unsigned long long* stamps) {
-      bare_assign<U, SCORES><<<grid, 256, 0, s>>>(x.get(), n, rows.get(), margin, labels.get(), close.get(), stamps);
-      CUDA_CHECK_LAUNCH();
-    });
-    unsigned closes = 0;
-    std::vector<int> got(kCheck);
-    CUDA_CHECK(cudaMemcpyAsync(&closes, close.get(), sizeof closes, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaMemcpyAsync(got.data(), labels.get(), kCheck * sizeof(int), cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    const PassResult r =
+        time_pass(s, prop, bare_assign<U, SCORES>, close.get(), labels.get(), [&](int grid, unsigned long long* stamps) {
+          bare_assign<U, SCORES><<<grid, 256, 0, s>>>(x.get(), n, rows.get(), margin, labels.get(), close.get(), stamps);
+          CUDA_CHECK_LAUNCH();
+        });
     int wrong = 0;
     for (int o = 0; SCORES && o < kCheck; ++o) {
       float v[kAssignD];
@@ -257,12 +279,13 @@ void assign_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n, dou
       for (int c = 0; c < kAssignK; ++c) best = std::fmin(best, assign_key(&table[c * kAssignRow], v, c));
       unsigned bits;
       std::memcpy(&bits, &best, 4);
-      wrong += got[o] != static_cast<int>(bits & 15u);
+      wrong += r.labels[o] != static_cast<int>(bits & 15u);
     }
     if (wrong) throw std::runtime_error("--assign: " + std::to_string(wrong) + " of the first 4096 labels differ from the CPU's");
     std::printf("%s{\"u\": %d, \"scores\": %s, \"seconds\": %.9g, \"span_seconds\": %.9g, \"registers\": %d, "
                 "\"blocks_per_sm\": %d, \"close_per_run\": %.1f}",
-                first ? "" : ", ", U, SCORES ? "true" : "false", seconds, span, attr.numRegs, per_sm, closes / 42.0);
+                first ? "" : ", ", U, SCORES ? "true" : "false", r.seconds, r.span, r.registers, r.blocks_per_sm,
+                r.close_per_run);
   };
   run(std::integral_constant<int, 4>{}, std::false_type{}, true);
   run(std::integral_constant<int, 2>{}, std::true_type{}, false);
@@ -363,14 +386,7 @@ void assign_mma_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n,
   DeviceBuffer<float2> frags(kMmaK / 8 * kMmaD / 8 * 32);
   DeviceBuffer<float> c2(kMmaK);
   DeviceBuffer<unsigned> close(1);
-  fill_uniform<<<prop.multiProcessorCount * 8, 256, 0, s>>>(x.get(), n * kMmaD);
-  CUDA_CHECK_LAUNCH();
-  constexpr int kCheck = 4096;
-  std::vector<float> head(static_cast<std::size_t>(kMmaD) * kCheck);
-  for (int j = 0; j < kMmaD; ++j)
-    CUDA_CHECK(cudaMemcpyAsync(head.data() + j * kCheck, x.get() + j * n, kCheck * sizeof(float),
-                               cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> head = uniform_objects(s, prop, x, n, kMmaD);
   auto cv = [&](int c, int j) { return head[static_cast<std::size_t>(j) * kCheck + c]; };  // centroid c = object c
   std::vector<float> c2h(kMmaK), fr(kMmaK / 8 * kMmaD / 8 * 32 * 2);
   for (int c = 0; c < kMmaK; ++c) {
@@ -395,27 +411,12 @@ void assign_mma_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n,
   CUDA_CHECK(cudaMemcpyAsync(frags.get(), fr.data(), fr.size() * sizeof(float), cudaMemcpyHostToDevice, s));
   CUDA_CHECK(cudaMemcpyAsync(c2.get(), c2h.data(), c2h.size() * sizeof(float), cudaMemcpyHostToDevice, s));
   const float margin = 0x1p-9f;  // of the order of the TF32 filter's factor at d = 32
-  int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bare_assign_mma, 256, 0));
-  const int grid = prop.multiProcessorCount * per_sm;
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, bare_assign_mma));
-  CUDA_CHECK(cudaMemsetAsync(close.get(), 0, sizeof(unsigned), s));
-  DeviceBuffer<unsigned long long> scratch(2);
-  const double seconds = km::cuda::time_median(s, 20, [&] {
-    bare_assign_mma<<<grid, 256, 0, s>>>(x.get(), n, frags.get(), c2.get(), margin, labels.get(), close.get(),
-                                         scratch.get());
-    CUDA_CHECK_LAUNCH();
-  });
-  const double span = span_median(s, 20, [&](unsigned long long* stamps) {
-    bare_assign_mma<<<grid, 256, 0, s>>>(x.get(), n, frags.get(), c2.get(), margin, labels.get(), close.get(), stamps);
-    CUDA_CHECK_LAUNCH();
-  });
-  unsigned closes = 0;
-  std::vector<int> got(kCheck);
-  CUDA_CHECK(cudaMemcpyAsync(&closes, close.get(), sizeof closes, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaMemcpyAsync(got.data(), labels.get(), kCheck * sizeof(int), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  const PassResult r =
+      time_pass(s, prop, bare_assign_mma, close.get(), labels.get(), [&](int grid, unsigned long long* stamps) {
+        bare_assign_mma<<<grid, 256, 0, s>>>(x.get(), n, frags.get(), c2.get(), margin, labels.get(), close.get(),
+                                             stamps);
+        CUDA_CHECK_LAUNCH();
+      });
   // The CPU's exact distances in double; a label may differ only where the two best are within
   // what TF32's roundings (2^-10 of |x| |c| a coordinate, summed) could swap.
   int wrong = 0, unclear = 0;
@@ -432,15 +433,15 @@ void assign_mma_ceiling(cudaStream_t s, const cudaDeviceProp& prop, long long n,
     }
     const bool clear = b2 - b1 > 4 * 0x1p-10 * std::sqrt(xx * cmax) + 1e-4 * (xx + cmax);
     unclear += clear ? 0 : 1;
-    if (clear && got[o] != arg) ++wrong;
+    if (clear && r.labels[o] != arg) ++wrong;
   }
   if (wrong)
     throw std::runtime_error("--assign-mma: " + std::to_string(wrong) + " of the first 4096 labels differ from the CPU's where the two best are clear");
   std::printf("{\"objects\": %lld, \"coords\": %d, \"clusters\": %d, \"floor_seconds\": %.9g, \"seconds\": %.9g, "
               "\"span_seconds\": %.9g, \"registers\": %d, \"blocks_per_sm\": %d, \"close_per_run\": %.1f, "
               "\"unclear_of_4096\": %d}",
-              n, kMmaD, kMmaK, static_cast<double>(n) * (kMmaD + 1) * 4 * read_seconds_per_byte, seconds, span,
-              attr.numRegs, per_sm, closes / 42.0, unclear);
+              n, kMmaD, kMmaK, static_cast<double>(n) * (kMmaD + 1) * 4 * read_seconds_per_byte, r.seconds, r.span,
+              r.registers, r.blocks_per_sm, r.close_per_run, unclear);
 }
 
 }  // namespace
