@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Draws every analysis PNG from the CSV files in a directory (default plots/): it reads
-CSV only, never program output. Each figure carries the GPU, driver, date and commit of
-the run it shows (from the CSV's stamp columns).
+"""Draws every analysis PNG from the CSV files that scripts/analyze.sh writes into a directory
+(default plots/): it reads CSV only, never program output. Each figure carries the GPU, driver,
+date and commit of the run it shows (from the CSV's stamp columns).
 
   kmeans_blocks.csv  -> block_sweep_<config>.png, bottleneck.png, roofline.png
   ceilings.csv       -> (the roofline's ceilings)
   peers.csv          -> peers.png
-  scaling.csv (or scaling_h200x4.csv) -> scaling.png
-  streaming.csv (or streaming_h200.csv) -> streaming.png
-  mlp_h200.csv, mlp_torch_h200.csv (or mlp.csv, mlp_torch.csv)
-                     -> mlp_epoch.png, mlp_accuracy.png
+  real_shapes.csv    -> real_shapes.png (its shapes rows), fused_crossover.png (its crossover rows)
+  convergence.csv    -> convergence.png
+  mlp.csv, mlp_torch.csv -> mlp_epoch.png, mlp_accuracy.png
+  scaling.csv        -> scaling.png
+  streaming.csv      -> streaming.png
   bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
                         gemm_transfers.png, gemm_cpu_threads.png
+A missing CSV, or one without the rows a figure needs, draws no figure.
 Usage: plot_all.py [DIR]"""
 import csv
 import os
@@ -206,8 +208,8 @@ def peers(rows, out):
     finish(fig, rows, os.path.join(out, "peers.png"))
 
 
-# Flash-KMeans per iteration (ms) on an H200, from the issue that asked for the tensor path: reference
-# marks for a CSV that holds no Flash-KMeans rows of its own (bench_real_shapes.py --flash).
+# Flash-KMeans per iteration (ms) on an H200, measured outside this suite: reference marks for a
+# real_shapes.csv that holds no Flash-KMeans rows of its own (bench_real_shapes.py --flash adds them).
 FLASH_REFERENCE = {(262144, 128, 1024): {"tf32": 0.717, "fp64": 27.0}, (4194304, 128, 1024): {"tf32": 6.24, "fp64": 424},
                    (1000000, 16, 65536): {"tf32": 34.1, "fp64": 85.4}, (1000000, 128, 128): {"tf32": 0.686, "fp64": 1.88},
                    (60000, 784, 256): {"tf32": 1.90, "fp64": 3.02}}
@@ -241,7 +243,7 @@ def real_shapes(rows, out):
                               and r["who"] == "Flash-KMeans" and r["precision"] == mode), None)
                     value, label = (num(r["ms_per_iter"]) if r else None), f"Flash-KMeans {mode} (same run)"
                 else:
-                    value, label = FLASH_REFERENCE.get(key, {}).get(mode), f"Flash-KMeans {mode} (issue's H200 run)"
+                    value, label = FLASH_REFERENCE.get(key, {}).get(mode), f"Flash-KMeans {mode} (reference H200 run)"
                 if value is not None:
                     ax.plot(ki, value, marker, color="k", label=None if label in labelled else label)
                     labelled.add(label)
@@ -555,26 +557,13 @@ def main():
     block_sweeps(blocks, d)
     bottleneck(blocks, d)
     roofline(blocks, read(os.path.join(d, "ceilings.csv")), d)
-    # analyze.sh writes peers.csv; plots/ holds the committed runs with Flash-KMeans beside the others (the
-    # newest: session 41's H200 call, else an earlier H100 call's)
-    peers(read(os.path.join(d, "peers_s41_h200.csv")) or read(os.path.join(d, "peers_flash_h100.csv")) or
-          read(os.path.join(d, "peers.csv")), d)
+    peers(read(os.path.join(d, "peers.csv")), d)
     gemm_plots(gemm, d)
     convergence(read(os.path.join(d, "convergence.csv")), d)
-    # analyze.sh writes real_shapes.csv; else the committed runs: the shapes with Flash-KMeans beside them
-    # (the newest: session 41's H200 call, real_shapes_flash_s41_h200.csv; before it real_shapes_h100_final10.csv, the final code of the cell table's stop, the tensor path
-    # as in final9 with the movers' scheme; double on TF32 candidates and on DMMA keys) and the crossover (crossover_movers_h100.csv, else real_shapes_crossover_h100.csv, else the
-    # crossover rows of real_shapes_h200.csv).
-    committed = read(os.path.join(d, "real_shapes_flash_s41_h200.csv")) or read(os.path.join(d, "real_shapes_h100_final10.csv")) or read(os.path.join(d, "real_shapes_h100_final9.csv")) or read(os.path.join(d, "real_shapes_tf32_h100.csv")) or [
-        r for r in read(os.path.join(d, "real_shapes_h200.csv")) if r.get("section") == "shapes"]
-    crossover = (read(os.path.join(d, "crossover_movers_h100.csv")) or read(os.path.join(d, "real_shapes_crossover_h100.csv"))
-                 or read(os.path.join(d, "real_shapes_h200.csv")))
-    real_shapes(read(os.path.join(d, "real_shapes.csv")) or committed + [
-        r for r in crossover if r.get("section") == "crossover"], d)
-    mlp_plots(read(os.path.join(d, "mlp.csv")) or read(os.path.join(d, "mlp_h200.csv")),
-              read(os.path.join(d, "mlp_torch.csv")) or read(os.path.join(d, "mlp_torch_h200.csv")), d)
-    scaling(read(os.path.join(d, "scaling.csv")) or read(os.path.join(d, "scaling_h200x4.csv")), d)
-    streaming(read(os.path.join(d, "streaming.csv")) or read(os.path.join(d, "streaming_h200.csv")), d)
+    real_shapes(read(os.path.join(d, "real_shapes.csv")), d)
+    mlp_plots(read(os.path.join(d, "mlp.csv")), read(os.path.join(d, "mlp_torch.csv")), d)
+    scaling(read(os.path.join(d, "scaling.csv")), d)
+    streaming(read(os.path.join(d, "streaming.csv")), d)
     return 0
 
 
