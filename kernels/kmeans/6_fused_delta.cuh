@@ -1,108 +1,31 @@
-// Step 6, fused, one-pass path for small K*d: the delta kernel. It replaces the classic
-// one-pass kernel (6_fused_one_pass.cuh, still there for --impl=fused with
-// KMEANS_ONE_PASS=classic, and for data beyond 2^48 in magnitude) where its ideas apply:
-//
-// 1. Only the objects that move are accumulated. The sums are 64-bit fixed-point integers
-//    (update.cuh: to_fixed), so a cluster's sum is the same bits however it was reached: the
-//    engine keeps this rank's sums and counts across iterations ("held"), and an object that
-//    moves from a to b subtracts its addends from a and adds them to b. After the first
-//    iterations few objects move, so the per-object work is the assignment alone, and an
-//    unmoved object's label is not even written back. A warp queues its movers and sums them
-//    with every lane busy: at d <= 4 a mover per lane (its coordinates read again), above a
-//    coordinate per lane (the mover stages them in shared memory). The 64-bit shared adds are
-//    two 32-bit atomics with a carry (counters.cuh: shared_add_u64), not a CAS loop.
-// 2. The assignment is scored in float, one FMA per coordinate: f_c = |c''|^2 - 2 x''.c'' on
-//    points centred at the centroids' mean, the centroid's index written into the score's low
-//    mantissa bits for K <= 64 (then one min tracks value and index, three per centroid with
-//    the runner-up). margin.hpp (filter_bound) proves how far f may sit from seq's distance;
-//    where the runner-up is not clear of the winner by that much, the object is redone in
-//    seq's arithmetic in T over every centroid, lowest index first. So the labels are seq's,
-//    in double too, at float's instruction rate.
-// 3. With the whole problem on one engine, the last block to finish does the update: the
-//    centroids, their summed squared shift (update_centroids' and total_shift's arithmetic
-//    and order, so one GPU and several give the same bits), and the iteration's counters,
-//    written straight to pinned host memory: an iteration is one launch and one wait (no
-//    update kernel, reduction, memset or copy between them).
-// 4. (d <= 2, 32 < K <= 64, where it measured faster) Elkan's test first: an object nearer its old
-//    centroid than half the distance from that centroid to the next is not scored at all; the
-//    others are listed per warp and scored one per lane.
-// 5. (BOUNDS; by the engine from the second iteration after one where at most 1% moved)
-//    Hamerly's test first: per object an upper bound u on its distance to its centroid a and a
-//    lower bound l on its distance to any other, kept relative to the centroids' cumulative
-//    steps (drift tables C^[k], M^), so an unread object needs no write: while
-//    u' + C^[a] < l' - M^, with seq's relative error folded in (kap), seq keeps a, and the
-//    object's coordinates are not read. The others queue in a per-warp ring and are scored in
-//    full rounds. Without every object read, the iteration's inertia comes from the clusters'
-//    sums of q = |x - z|^2 (kept like the sums), the sums and counts, with an error bound the
-//    host falls back on. Measured (plots/delta_bounds_ab_h200.txt): 100 iterations at d = 2,
-//    K = 16 take 30% less time, the last ten 2x faster; ten iterations are unchanged.
-// 6. (CELLS; d = 2, K <= 64, by default from K = 8 in float, 16 in double: cells.hpp) A cell table
-//    first: each iteration delta_cells labels each cell of a grid over the data's range with the
-//    centroid seq provably gives every point of it (or kCellMixed); an object in a labelled cell
-//    takes that label from one shared-memory byte instead of K scores. The objects of mixed cells
-//    and beyond the grid, and the movers, wait in a per-warp ring and are scored (summed) 32 at a
-//    time, one per lane. Measured (H100, 256 MB, d = 2; plots/cells_ab_h100.txt): 0.73x the time
-//    without it at K = 16 in float, 0.89x in double, 0.56-0.60x at K = 64; slower below K = 8
-//    (float) / 16 (double), so off there. Where x and the labels are 16-byte aligned the whole
-//    passes are lean (see the kernel; H100: 0.79x / 0.94x at K = 16, 0.68x / 0.87x at K = 64,
-//    plots/cells_lean_ab_s20.txt; for any n since session 21: at n % 4 != 0 0.76x / 0.83x,
-//    plots/cells_ab_s21_h100.txt). Since session 34, from 1024 objects a cell, in the cells' sorted
-//    order (DeltaPass::work, cell_order.cuh): only the chunks of cells whose label changed or that
-//    are mixed are read (H200, 2^24 x 2, K = 16: 0.54x the time in double, 0.62x in float).
-// 7. (MMA; d 9-32, K <= 64, by default where measured faster: fused.cu) The scores on the tensor
-//    cores: the warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
-//    fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2,
-//    each lane's top two merged over its quad. TF32's rounding widens the margin ~45x at d = 32,
-//    K = 64 (margin.hpp: filter_bound with mma), so ~4% of the objects (uniform data there)
-//    are scored again with FMAs by the whole warp (the FMA filter's arithmetic and margin; JSON
-//    rescored) and only the FMA filter's close calls reach seq's arithmetic, as without MMA.
-//    Measured (H100, 256 MB; plots/final_s11_h100.txt): d = 32, K = 64 0.64x the FMA scores'
-//    time in float, 0.71x in double; level at K = 16, where it is off. Since session 27 the
-//    objects' TF32 operands take one integer add each (gemm::MmaTf32m16n8k8::convert_half_up)
-//    and |c''|^2 comes as the accumulators' start, loaded as a float4: 4.1% fewer instructions at
-//    d = 32, K = 64, and in float 0.962-0.965x the time at d = 16, K = 64, level at d = 32
-//    (K = 24-64), where the scores wait on latency, not on issue; and the margin's TF32 term is
-//    charged as 2 |x''| (2^-10 R'' + D), D the block's centroids' own largest TF32 rounding
-//    (margin.hpp: mma_root2), not in S^2: 0.57x the objects re-scored at d = 32, K = 64 (39.5 k
-//    -> 22.4 k an iteration), 0.925x the time there in float, 0.938x in double, 0.922x at d = 16,
-//    K = 64 in float (plots/mma_lean_ab_s27_h100.txt). Since session 28 its warps at d = 17-32
-//    (one object a lane) take their passes from the chunk counters, as the staged kernel's
-//    (kMmaDynamic), their bases through a warp reduction so that they stay in uniform registers:
-//    the blocks' main loops end 73-81 us after the release, not 63-86, and the time is 0.977-0.982x
-//    in float, 0.967-0.974x in double at d = 32, K = 64 (plots/dynamic_ab_s28_h100.txt,
-//    stamps_dynamic_s28_h100.txt). Since session 29 a close call's FMA re-score scores its lane's
-//    two centroids side by side and, at width 32, takes the warp's top two by two warp reductions:
-//    0.989x in float, 0.988x in double there (plots/rescore_pair_ab_s29_h100.txt). Measured by
-//    compiling parts out (KMEANS_ABLATE, plots/ablation_s29_h100.txt): the re-scores cost about a
-//    tenth of the time, the tensor-core products nothing measurable.
-// 8. (SHADOW; double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at
-//    most 25%: fused.cu, fill_start, shadow_on) A float copy of x - z, z fixed for the fit,
-//    replaces x in the passes: the centre is z, so x'' is the copy's value as the kernel would have
-//    rounded it, and a pass stages half the bytes and two objects a lane as in float, with no
-//    centring, conversion or distance in double. Only the close calls (a coordinate a lane, into
-//    the stage) and the movers read their rows of x: a mover's row comes by cp.async into the
-//    warp's ring (16 rows) and is summed a pass later, its DRAM round trip behind the next pass
-//    (where the ring is full, straight into the stage). Both read the row-major upload the engine
-//    kept where it had room (p.rows; fused.cu: keep_rows), one 128-byte line a row, not a 32-byte
-//    sector in each of x's 16 rows: ncu at iteration 6 ~158 MB from DRAM against ~227 MB, 0.88-0.93x
-//    the kernel's time (H200, plots/rows_s39_h200.txt). The iteration's inertia is the clusters'
-//    algebraic sum (BOUNDS' arithmetic, bound and host fallback; where the bound fails, the kernel
-//    launched ahead returns at its gate and the next iteration reads x) with the copy's
-//    Q = sum over every object of |x - z|^2 as one term: no move changes it, so the movers keep no
-//    q. (FILL) The copy is written by the third iteration's kernel, which reads x anyway: it stores
-//    the x'' it forms (a coalesced row of 32 floats a coordinate), block 0 its centre as z, and it
-//    sums Q; 0.016-0.018 ms over the plain kernel at 2^21 x 16, K = 16. Measured (H200, 2^21 x 16,
-//    K = 16, 10 iterations, plots/float_copy_fill_s38_h200.txt): 0.81-0.84x the kernel's time
-//    against x by default, 0.79x at 2^22 and at K = 12, 0.72x at K = 9; the loop's wall time 0.888x
-//    at 10 iterations, 0.842x at 15, 0.814x at 20; ncu at iteration 6 47.1 M warp instructions
-//    against 60.9 M, 0.77x the cycles (plots/ncu_d16k16_double_float_copy_s38_h200.txt). Session
-//    37 made the copy in a pass of its own between two iterations (~0.17 ms) and kept per-cluster
-//    q sums: only fits with 14 iterations left took it (plots/float_copy_s37_h200.txt).
-// Measured on an H200 (README, plots/one_pass_delta_ab_h200.csv): 2.1x the classic kernel at
-// 256 MB, d = 2, K = 16 and 2.9x at d = 16. With the movers a coordinate per lane, on an H100
-// (plots/one_pass_final_h100.txt): 1.99x the memory floor at d = 2 and 1.61x at d = 16 in
-// double, 3.1x and 2.6x in float; d = 2 is bound by instructions (the 4 ALU operations per
-// object and centroid of the scores), not by DRAM.
+// Step 6, fused, one-pass path for small K*d: the delta kernel. It replaces the classic one-pass
+// kernel (6_fused_one_pass.cuh, still there for --impl=fused with KMEANS_ONE_PASS=classic, and for
+// data beyond 2^48 in magnitude) where its ideas apply (docs/fused.md explains them in full):
+// 1. Only the objects that move are accumulated, in 64-bit fixed point (the same bits however a
+//    sum was reached), into sums the engine keeps across iterations.
+// 2. The assignment is scored in float, one FMA a coordinate, on points centred at the centroids'
+//    mean; where the runner-up is not provably clear of the winner (margin.hpp: filter_bound), the
+//    object is redone in seq's arithmetic: the labels are seq's, in double too.
+// 3. The last block to finish does the update and writes the iteration's counters to pinned host
+//    memory: an iteration is one launch and one wait.
+// Features, each a template switch (named in DeltaTraits, fused/traits.cuh):
+//   BALL    Elkan's test first (d <= 2, 32 < K <= 64)
+//   BOUNDS  Hamerly's bounds (from the second iteration after one where at most 1% moved): 100
+//           iterations at d = 2, K = 16 take 30% less time
+//   CELLS   a cell table (d = 2, K <= 64; delta_cells): H100, 256 MB, 0.73x the time at K = 16 in
+//           float, 0.89x in double, 0.56-0.60x at K = 64; SORTED: in the cells' sorted order, only
+//           the chunks of changed or mixed cells read (H200, 2^24 x 2, K = 16: 0.54x in double)
+//   MMA     the scores on the tensor cores (d 9-32, K <= 64): H100, 256 MB, d = 32, K = 64 0.64x
+//           the FMA scores' time in float, 0.71x in double
+//   TILE    the staged loads (cp.async, two buffers a warp)
+//   SHADOW  the passes from a float copy of x - z (double, d = 16): H200, 2^21 x 16, K = 16,
+//           0.81-0.84x the kernel's time; FILL: the kernel that writes the copy
+// The launch's arguments and the host's side of the protocol: fused/delta_pass.cuh; the device
+// side (dependent launch, release flag, gate, sequence number): fused/protocol.cuh.
+// Measured on an H200: 2.1x the classic kernel at 256 MB, d = 2, K = 16 and 2.9x at d = 16. On an
+// H100: 1.99x the memory floor at d = 2 and 1.61x at d = 16 in double, 3.1x and 2.6x in float;
+// d = 2 is bound by instructions (the 4 ALU operations an object and centroid of the scores), not
+// by DRAM.
 #pragma once
 
 #include <cfloat>
@@ -114,278 +37,30 @@
 #include "kernels/kmeans/cell_order.cuh"
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/fused/delta_pass.cuh"
+#include "kernels/kmeans/fused/primitives.cuh"
+#include "kernels/kmeans/fused/protocol.cuh"
+#include "kernels/kmeans/fused/traits.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
 #include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/stop_rule.hpp"
 #include "kernels/kmeans/update.cuh"
 
-// KMEANS_ABLATE (experiments only, never in a build that is used: with 1 or 2 some labels are
-// wrong): the tensor-core kernel's parts switched off or doubled at compile time, to time what
-// each costs (scripts/ablate.sh): 1 no re-score of the close calls, 2 no runner-up (the minimum
-// alone: no close calls either), 4 the tensor-core products twice (the minimum of the two kept:
-// the same values, the labels seq's).
-#ifndef KMEANS_ABLATE
-#define KMEANS_ABLATE 0
-#endif
-
 namespace km::kernels {
-
-constexpr int kDeltaThreads = kDeltaMaxThreads;  // the most threads per block (launch bounds)
-
-// Everything the delta kernel needs beyond the ladder's arguments.
-struct DeltaPass {
-  float factor = 0, tiny = 0;  // the filter's test (margin.hpp: filter_bound)
-  int index_bits = 0;          // > 0: the index rides in the score's low bits
-  double scale = 1;            // 2^E of the fixed-point sums
-  // This rank's sums [k][d] and counts [k], kept across iterations (two's complement).
-  unsigned long long* held_sums = nullptr;
-  unsigned long long* held_counts = nullptr;
-  // The iteration's tallies the blocks add to (null: not counted, the final E-step).
-  unsigned long long* changed = nullptr;
-  unsigned long long* inertia = nullptr;
-  unsigned long long* rechecked = nullptr;  // objects redone in seq's arithmetic
-  double inertia_scale = 0;
-  // The last block (counted in *done, which it resets) copies the held sums to sums_out /
-  // counts_out when they are given (the engine's partials, all-reduced or updated by others),
-  // and with `update` applies the update itself: centroid = sum / count (unchanged when the
-  // cluster is empty, as update_centroids), writes the shift and moves the tallies to the
-  // *_out counters, clearing them for the next iteration.
-  unsigned* done = nullptr;
-  unsigned long long* sums_out = nullptr;
-  unsigned long long* counts_out = nullptr;
-  bool update = false;
-  double inv_scale = 1;
-  double* shift_parts = nullptr;  // [k]: each cluster's squared shift, as update_centroids'
-  double* shift_out = nullptr;
-  unsigned long long* changed_out = nullptr;
-  unsigned long long* inertia_out = nullptr;
-  unsigned long long* rechecked_out = nullptr;
-  // BOUNDS (Hamerly's test, see the kernel): per object (u', l'), per cluster the cumulative
-  // inflated shifts C^[k] and, at [k], the cumulative largest shift M^ (floats, rounded up);
-  // kap_up >= sqrt(1 + g), kap_dn <= sqrt(1 - g), g = gamma_{d+2}(u_T) (seq's relative error).
-  float2* bounds = nullptr;
-  bool rebuild = false;  // the first iteration with bounds: every object scored, the q sums rebuilt
-  float* drift = nullptr;
-  float kap_up = 1, kap_dn = 1;
-  // Each cluster's sum of q = |x - z|^2 (64-bit fixed point at inertia_scale, z fixed for the
-  // fit), kept like the held sums: the iteration's inertia follows from them, Q, S and n.
-  // (SHADOW: held_q[0] is the copy's Q, the sum over every object, and z the copy's.)
-  unsigned long long* held_q = nullptr;
-  const double* z = nullptr;
-  double q_guard = 1e-11;               // the largest error bound / inertia accepted
-  double* inertia_parts = nullptr;      // [2k] scratch: each cluster's inertia, its error bound
-  double* previous = nullptr;           // [k][d]: the centroids of an iteration whose bound failed
-  unsigned long long* skipped = nullptr;      // objects the bounds kept without reading them
-  unsigned long long* skipped_out = nullptr;
-  // CELLS: this iteration's cell table (side^2 labels, delta_cells) and its grid; null: none
-  // (every object scored).
-  const unsigned char* cells = nullptr;
-  CellGrid grid;
-  // Per cell its candidates (delta_cells: cell_label_warp's mask), for the lean passes' objects
-  // of mixed cells; null: every centroid scored.
-  const unsigned long long* candidates = nullptr;
-  // The same up to K = 16 as 16 bits a cell, which the kernel copies after its table into shared
-  // memory (the plan's cell_masks); null: none (the rounds then read `candidates`, if given).
-  const unsigned short* cell_masks = nullptr;
-  // CELLS: the ring's entries have their coordinates beside them (the plan's ring_xy).
-  bool ring_xy = false;
-  unsigned long long* looked_up = nullptr;      // objects labelled from the table
-  unsigned long long* looked_up_out = nullptr;
-  // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
-  // with FMAs and this factor (filter_bound without mma) before seq's arithmetic decides.
-  float fma_factor = 0;
-  int prefetch = 0;  // MMA: the warp's next pass prefetched before its scores (1: into L1, 2: into L2)
-  unsigned long long* rescored = nullptr;  // objects scored again with FMAs
-  unsigned long long* rescored_out = nullptr;
-  unsigned tile_offset = 0;  // TILE with CELLS: where the warps' buffers start in shared memory
-  // Launched ahead (fused.cu: iterate): where *gate is nonzero the kernel returns after its
-  // prologue, having written nothing. The last block leaves its verdict on the driver's stop rule
-  // (changed <= stop_changed, or shift <= stop_shift where that is >= 0) in *gate_out, for the
-  // kernel queued behind it, and in *stopped_out.
-  const unsigned* gate = nullptr;
-  unsigned* gate_out = nullptr;
-  double stop_changed = -1, stop_shift = -1;
-  unsigned long long* stopped_out = nullptr;
-  // Without events around the kernel (fused.cu: launch_iteration), device stamps of
-  // %globaltimer (ns): block 0 writes its start to *start_ns_out once the kernel before has
-  // ended, the last block its end to *end_ns_out and, after the counters and a system fence,
-  // `seq` to *seq_out, which the host spins on before reading the rest.
-  unsigned long long* start_ns_out = nullptr;
-  unsigned long long* end_ns_out = nullptr;
-  unsigned long long* seq_out = nullptr;
-  unsigned long long seq = 0;
-  // Launched as a programmatic dependent: the block's first pass of x (which no kernel writes)
-  // asked into L2 before the wait for the kernel before.
-  int prefetch_first = 0;  // (passes)
-  // Released early (fused.cu: launch_iteration): the last block, once the centroids, the gate,
-  // the tallies and *done are ready for the next kernel, writes `release_value` to *release
-  // (fenced: cooperative groups' grid barrier's pattern); a kernel given `acquire_value` waits
-  // for that value there (one thread a block, an acquire load, then the block's barrier)
-  // instead of for the kernel before to end (griddepcontrol.wait), or after it where
-  // `wait_grid` (the cell table's kernel between the two).
-  unsigned* release = nullptr;
-  unsigned release_value = 0, acquire_value = 0;
-  bool wait_grid = false;
-  // CELLS: the lean passes (the kernel's main loop) may run: x and labels 16-byte aligned, so a
-  // lane's U objects' values are whole 16-byte loads (the second coordinate's too where
-  // n sizeof(T) % 16 == 0, else one load a value).
-  bool vector_cells = false;
-  // TILE in double, with `done`: kDeltaChunkCounters counts (kDeltaChunkStride apart, each on its
-  // own L2 line) of the passes the warps took beyond their first two, zero at the kernel's start,
-  // reset by the last block; null: a fixed share of passes a warp. (Last, so that the fields
-  // before it keep their offsets.)
-  unsigned* chunks = nullptr;
-  // In float with the FMA scores (kApproxDist): the inertia's addend of an object the filter
-  // called is nx + its winner's score where fl(dist_factor (nx + r2) + dist_tiny) <= fl(dist_eta a)
-  // (margin.hpp: approx_dist_bound, dist_eta its eta_test); dist_tiny = inf (the default): the
-  // distance in T always (0 <= 0 would take every addend unproved).
-  float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
-  // SORTED (CELLS, the lean dynamic passes; fused.cu: start_sorted, cell_order.cuh): x and labels
-  // in the order of the objects' cells, and the whole chunks to read this iteration listed by the
-  // cell table's kernel in work[0 ... *work_count); the rest lie in cells whose label held (their
-  // objects keep their labels; their inertia and count went to the tallies there). The last block
-  // resets *work_count for the next table. Null: every chunk.
-  const unsigned* work = nullptr;
-  unsigned* work_count = nullptr;
-  // SHADOW (double, the staged kernel; fused.cu: fill_start): x - z rounded to float, [d][n] as
-  // x, z = p.z fixed for the fit: the passes stage these instead of x, whose rows only the close
-  // calls and the movers read.
-  const float* shadow = nullptr;
-  // SHADOW: x row-major, [n][d] (d = MAXD here), where the movers and the close calls read their
-  // rows: one 128-byte line an object at d = 16, where x [d][n] costs a 32-byte sector in each
-  // of d rows (ncu: ~0.7 KB of DRAM reads a mover). Null: from x.
-  const double* rows = nullptr;
-  // FILL (the staged kernel in double reading x, one iteration before SHADOW's first; fused.cu:
-  // fill_start): each object's x - centre rounded to float into fill_out ([d][n], the copy), the
-  // centre (the centroids' mean) into fill_z by block 0, and the objects' q = |x - centre|^2 in
-  // fixed point at inertia_scale added to *fill_q (zero before): Q, the copy's total.
-  float* fill_out = nullptr;
-  double* fill_z = nullptr;
-  unsigned long long* fill_q = nullptr;
-};
-
-// *to = v in shared memory where q != 0: one st.shared under a predicate, so that the compiler
-// cannot turn it into a branch and the lanes with q == 0 move no bytes. (uint2, float2.)
-__device__ __forceinline__ void predicated_shared_store(unsigned q, uint2* to, uint2 v) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.u32 [%1], {%2, %3};\n\t}" ::"r"(q),
-               "r"(static_cast<unsigned>(__cvta_generic_to_shared(to))), "r"(v.x), "r"(v.y)
-               : "memory");
-}
-__device__ __forceinline__ void predicated_shared_store(unsigned q, float2* to, float2 v) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.v2.f32 [%1], {%2, %3};\n\t}" ::"r"(q),
-               "r"(static_cast<unsigned>(__cvta_generic_to_shared(to))), "f"(v.x), "f"(v.y)
-               : "memory");
-}
-
-// U consecutive values from p (16-byte aligned, U sizeof(V) a multiple of 16) in 16-byte loads,
-// straight into the values' registers.
-template <int U, class V>
-__device__ __forceinline__ void load_run(const V* p, V (&v)[U]) {
-  static_assert(U * sizeof(V) % 16 == 0, "whole 16-byte loads");
-  if constexpr (sizeof(V) == 8) {
-#pragma unroll
-    for (int q = 0; q < U / 2; ++q) {
-      const double2 w = reinterpret_cast<const double2*>(p)[q];
-      v[2 * q] = w.x;
-      v[2 * q + 1] = w.y;
-    }
-  } else {
-#pragma unroll
-    for (int q = 0; q < U / 4; ++q) {
-      const float4 w = reinterpret_cast<const float4*>(p)[q];
-      v[4 * q] = w.x;
-      v[4 * q + 1] = w.y;
-      v[4 * q + 2] = w.z;
-      v[4 * q + 3] = w.w;
-    }
-  }
-}
-
-// Waits until *flag == value, an acquire at GPU scope by thread 0, then the block's barrier.
-__device__ __forceinline__ void block_acquire(const unsigned* flag, unsigned value) {
-  if (threadIdx.x == 0) {
-    unsigned seen;
-    for (;;) {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
-      if (seen == value) break;
-      __nanosleep(64);
-    }
-  }
-  __syncthreads();
-}
-
-// Programmatic dependent launch (sm_90; fused.cu: launch_dependent). The trigger lets the kernel
-// queued behind this one start its blocks as this one's leave (the delta kernel's blocks all
-// trigger at their start: they are all resident, one wave); the wait holds until the kernel
-// before has ended and its writes are visible, so nothing it writes is read before. Both are
-// no-ops where the kernel was launched without the attribute or nothing is queued behind it.
-__device__ __forceinline__ void dependent_launch_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void dependent_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-#ifdef KMEANS_STAMPS
-// Instrumented builds (-DKMEANS_STAMPS; scripts/stamps_phases.py): each block's thread 0 stamps
-// %globaltimer at the kernel's entry, once it may read the centroids, at the prologue's end, the
-// main loop's end, the rings drained and the sums flushed (KM_STAMP 0-5), the last block also once
-// the update is done (before the release) and at its end, and each block its SM (scripts/
-// stamps_balance.py); the cell table's kernel at its blocks' entry, acquire and end. Slot
-// g_launch % 8 (the last block moves g_launch on before it releases the next launch, which reads
-// it after its acquire). A few percent slower: never for timings.
-__device__ unsigned long long g_stamps[8][2048][9];  // [8]: the block's SM (%smid)
-// The last block's update in steps (session 28): once it knows it is last, its held sums in shared
-// memory, the centroids written, the shifts' total (the release is g_stamps' [6]).
-__device__ unsigned long long g_last_stamps[8][4];
-#define KM_LAST_STAMP(i) \
-  do {                   \
-    if (threadIdx.x == 0) g_last_stamps[stamp_slot][i] = global_ns(); \
-  } while (0)
-__device__ unsigned long long g_cell_stamps[8][4096][3];
-// Each block's flush in steps: its sums' atomics issued, its counts' (F lines).
-__device__ unsigned long long g_flush_stamps[8][2048][2];
-__device__ unsigned g_launch;
-#define KM_STAMP(i) (stamp_[i] = global_ns())
-#else
-#define KM_STAMP(i) ((void)0)
-#define KM_LAST_STAMP(i) ((void)0)
-#endif
 
 // CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
 // cell_label_warp, cell_label's byte). (Launched as a dependent of the last delta kernel, it
 // waits for it; it does not trigger its own dependent early: where all its blocks triggered at
 // their start, the delta kernel behind it took 1.21-1.25x the time in double (H100, 2^24 x 2,
-// K = 16; level in float), where triggering as its blocks exit took 0.98x:
-// plots/delta_pdl_ab_s19_h100.txt.)
+// K = 16; level in float), where triggering as its blocks exit took 0.98x.)
 template <class T>
 __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
                             unsigned long long* __restrict__ candidates, unsigned short* __restrict__ masks,
                             const unsigned* release, unsigned acquire_value, CellSkip skip) {
   __shared__ T cs[2 * 64];
-#ifdef KMEANS_STAMPS
-  const unsigned long long e0 = global_ns();
-#endif
   if (acquire_value) block_acquire(release, acquire_value);
   else dependent_wait();
-#ifdef KMEANS_STAMPS
-  if (threadIdx.x == 0 && blockIdx.x < 4096) {
-    const unsigned slot = *(volatile unsigned*)&g_launch % 8;
-    g_cell_stamps[slot][blockIdx.x][0] = e0;
-    g_cell_stamps[slot][blockIdx.x][1] = global_ns();
-  }
-#endif
   for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
   __syncthreads();
   const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
@@ -403,83 +78,17 @@ __global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, 
   if (skip.work)
     list_cell_chunks<T>(skip, g, cell, lane, static_cast<unsigned char>(__shfl_sync(0xffffffffu, label, 0)),
                         static_cast<unsigned char>(__shfl_sync(0xffffffffu, before, 0)), cs, k);
-#ifdef KMEANS_STAMPS
-  __syncwarp();
-  if (lane == 0 && blockIdx.x < 4096) g_cell_stamps[*(volatile unsigned*)&g_launch % 8][blockIdx.x][2] = global_ns();
-#endif
 }
 
-// count elements over the block: store(t, load(t)), B loads in flight a thread before their
-// stores. (As plain loops, a load and its store an iteration, the prologue's copies waited one
-// L2 round trip an element: at d = 32, K = 64, 8 centroid values and 9 row values a thread were
-// most of the kernel's first 8.4 us (H100, globaltimer), and the last block's 8 held sums a
-// thread most of its 6 us update.)
-template <int B, class L, class S>
-__device__ __forceinline__ void block_batched(int count, L load, S store) {
-  for (int t0 = static_cast<int>(threadIdx.x); t0 < count; t0 += B * static_cast<int>(blockDim.x)) {
-    decltype(load(0)) v[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      const int t = t0 + b * static_cast<int>(blockDim.x);
-      if (t < count) v[b] = load(t);
-    }
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      const int t = t0 + b * static_cast<int>(blockDim.x);
-      if (t < count) store(t, v[b]);
-    }
-  }
-}
-
-// kInertiaUnsure (update.cuh): the algebraic inertia's error bound failed (the host sums it).
-
-// f(std::integral_constant<int, m>) with m = min(slots, U), at least 1: the round's filled slots
-// as a constant, so each count gets its own unrolled loop.
-template <int U, class F>
-__device__ __forceinline__ void with_slots(int slots, F&& f) {
-  if constexpr (U == 1) {
-    f(std::integral_constant<int, 1>{});
-  } else {
-    if (slots >= U) f(std::integral_constant<int, U>{});
-    else with_slots<U - 1>(slots, f);
-  }
-}
-
-// MMA's operands and products: the GEMM ladder's TF32 m16n8k8 (the centroids' operands by
-// cvt.rna, the objects' by convert_half_up: one integer add, the same rounding as read).
-using Tf32Mma = gemm::MmaTf32m16n8k8;
-
-// (MMA in float at d <= 16, two objects a thread: at most 128 registers, 12 bytes spilled; H100,
-// 2^21 x 16, K = 64: 0.88x the time with 170 registers. At d = 32 the same cap cost 7%. EXACT at
-// d = 16 likewise: without the cap ptxas took 164-166 registers (3 blocks of 128 an SM, not 4),
-// where d at run time came to 128 on its own. Elsewhere 0, no minimum, as if none were given: an
-// explicit 1 changes ptxas's register choices. Not for the staged loads in double at d = 16, FMA
-// scores: under the cap they spilled 100 bytes with the centre in registers; with it in shared
-// memory, since session 36, ptxas takes 128 registers there on its own, 12 bytes spilled.) The
-// cell table's kernel in double (not staged): a minimum of 3 blocks, under which ptxas takes 80
-// registers, not 64, and the SM holds 3 blocks of 256, not 4 (H100, 2^24 x 2: 0.89-0.91x the
-// time at K = 16, 0.84x at K = 64, level at K = 32; 4 blocks of the 64-register kernel 0.99x, 3 of
-// them 0.91-0.92x, a minimum of 2 level or 1.18x slower; in float a minimum of 3 took 1.09x:
-// plots/cells_ab_s21_h100.txt).
-// In double at width 32, K <= 64, not staged (the tensor-core or the FMA scores; not the bounds'
-// kernel): at most 192 threads (layouts.hpp: delta_max_threads) and a minimum of 2 blocks, so at
-// most 168 registers (16 bytes spilled at d = 32 with the tensor-core scores) where ptxas took
-// 157-217 and an SM held one block of 256: 8 warps (tensor-core scores at d = 32, K = 64: issue
-// 0.37 a scheduler, ncu, H200). With the tensor-core scores' stage at its rows of x'' (the movers
-// in rounds) two blocks of 192 fit an SM at K = 64: 12 warps, and on an H200 0.955x the time at
-// 256 MB, d = 32, K = 64, 0.91-0.94x at K = 24-48, 0.81-0.83x at d = 20-28; with the FMA scores
-// 0.86-0.89x at d = 20-32, K = 8-16 (plots/d32_double_occupancy_s31_h200.txt).
+// Launch bounds: DeltaTraits::kMaxThreads and kMinBlocks (fused/traits.cuh), where the measurements
+// behind them are.
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
 template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
           bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false,
           bool FILL = false>
-__global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE),
-                                  (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2 :
-                                  (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
-                                          (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA)) ||
-                                          (SHADOW && MAXD == 16)
-                                      ? 2
-                                      : (CELLS && !TILE && sizeof(T) == 8) ? 3 : 0)
+__global__ void __launch_bounds__(
+    DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>::kMaxThreads,
+    DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>::kMinBlocks)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
@@ -493,9 +102,8 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // (16-byte aligned, so that nvcc may merge its reads into 16-byte vector loads: in the staged
   // float kernel at d = 16 4 loads of the centre where 16 took a value each; H200, 10 iterations,
   // 5 rounds: that kernel 0.976x the time at 2^21 objects, 0.969x at 2^22, the other lab rows level
-  // within 0.6%; plots/mu_aligned_s36_h200.txt. The double kernels' loads an object stay scalar
-  // behind the register pins of x''; made vectors by hand they measured level,
-  // plots/mu_vector_loads_s36_h200.txt.)
+  // within 0.6%. The double kernels' loads an object stay scalar behind the register pins of x'';
+  // made vectors by hand they measured level.)
   __shared__ __align__(16) T mu[MAXD];
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
@@ -575,14 +183,14 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // TILE in double (kDynamic, below), given p.chunks: each warp's next pass. Likewise the
   // tensor-core scores' kernel, not staged, a warp's pass its 32 objects (U = 1: d = 32, both
   // precisions), where the fixed shares left the blocks' main loops ending 60-88 us apart at
-  // d = 32, K = 64 in float (plots/stamps_pairs_s26_h100.txt: ideal 72.7 us, last 86.8).
+  // d = 32, K = 64 in float (ideal 72.7 us, last 86.8).
   constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BOUNDS && !BALL && U == 1;
   // (In float the staged kernel takes them at d 17-32 only: at d = 16, at 128 registers, the code
-  // cost 8% against 3% that the balance gave back, H100, session 28: plots/dynamic_ab_s28_h100.txt.)
+  // cost 8% against 3% that the balance gave back, H100.)
   constexpr bool kDynamic = (TILE && !CELLS && (sizeof(T) == 8 || MAXD == 32)) || kMmaDynamic;
   // The cell table's lean passes, given p.chunks: the same, a warp's chunk its 32 U objects (see
   // there; H100, 2^24 x 2, double: 0.967x the time at K = 16, 0.973x at K = 64, the blocks' main
-  // loops ending 4.7 us apart, not 12; plots/prologue_ab_s23_h100.txt, stamps_s23_h100.txt). In
+  // loops ending 4.7 us apart, not 12). In
   // float the kernel keeps its 64 registers (4 blocks an SM; 4 bytes spilled).
   constexpr bool kLeanDynamic = CELLS && !TILE;
   __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
@@ -596,17 +204,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // the thread's index, the pass's loop and its addressing ran on the vector registers and pipes
   // (the tensor-core kernel at d = 32, K = 64: 3-7% slower). Not in the staged kernel in double,
   // whose dynamic passes predate it: there it measured level or 1% slower (1.008x and 1.011x at
-  // d = 16, K = 16, 0.996x at d = 32; H100, session 28). (Whole warps: --block is a multiple of 32.)
+  // d = 16, K = 16, 0.996x at d = 32; H100). (Whole warps: --block is a multiple of 32.)
   constexpr bool kUniformBase = kMmaDynamic || (kDynamic && sizeof(T) == 4);
   const int warp_u = kUniformBase ? static_cast<int>(__reduce_max_sync(0xffffffffu, threadIdx.x / 32)) : warp;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
-#ifdef KMEANS_STAMPS
-  unsigned long long stamp_[8] = {};
-  unsigned long long flush_stamp_[2] = {};
-  __shared__ unsigned stamp_slot;
-#endif
-  KM_STAMP(0);
   dependent_launch_trigger();
   // (BOUNDS: never launched ahead, fused.cu: ahead_allowed; without this code ptxas spilled
   // nothing more in those kernels)
@@ -614,7 +216,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
     // kernel before ends: one pass by default (H100, 10 iterations: 0.96-0.98x the time at d = 16
     // and 32 in double and at d = 16 in float, level elsewhere; two to four passes level or up to
-    // 1.03x slower: plots/delta_pdl_ab_s19_h100.txt). (SHADOW: of the float copy, which the passes
+    // 1.03x slower). (SHADOW: of the float copy, which the passes
     // read, not of x; the kernel before may be writing it: L2 holds the lines either way.)
     constexpr int kElem = SHADOW ? static_cast<int>(sizeof(float)) : static_cast<int>(sizeof(T));
     const char* const from = SHADOW ? reinterpret_cast<const char*>(p.shadow) : reinterpret_cast<const char*>(x);
@@ -631,10 +233,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   }
   if (BOUNDS || p.wait_grid || !p.acquire_value) dependent_wait();
   if (!BOUNDS && p.acquire_value) block_acquire(p.release, p.acquire_value);
-  KM_STAMP(1);
-#ifdef KMEANS_STAMPS
-  if (threadIdx.x == 0) stamp_slot = *(volatile unsigned*)&g_launch % 8;
-#endif
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
@@ -643,8 +241,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if constexpr (CELLS) {
     // The centroids, the table and the masks in one batch (cells_s and masks_s are adjacent:
     // the masks start side^2 bytes after the table, a multiple of 16): one L2 round trip where
-    // each took its own (H100, 2^24 x 2, K = 16: 0.99x the time in both precisions;
-    // plots/prologue_ab_s23_h100.txt).
+    // each took its own (H100, 2^24 x 2, K = 16: 0.99x the time in both precisions).
     const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
     const int all = p.cell_masks ? 3 * words : words, kd = k * d;
     for (int t0 = static_cast<int>(threadIdx.x); t0 < max(all, kd); t0 += 8 * static_cast<int>(blockDim.x)) {
@@ -784,16 +381,14 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   const float r2 = r2_shared;
   // MMA: the margin's TF32 term, root_b^2 (margin.hpp: filter_bound with mma, mma_root2).
   const float root2 = MMA ? mma_root2(r2, rounding_shared) : 0.0f;
-  KM_STAMP(2);
   if (gated) return;  // (the whole grid: the last iteration met the stop rule, or SHADOW's inertia failed)
   // The centre, read from shared memory where an object is centred rather than held in
   // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
-  // (H100, 10 iterations; plots/delta_mu_shared_ab_s17_h100.txt): in double, d = 16, K = 32-64
-  // 0.96-0.97x, d = 4 0.95x, level elsewhere; the staged kernel at d = 16 too since session 36
+  // (H100, 10 iterations): in double, d = 16, K = 32-64
+  // 0.96-0.97x, d = 4 0.95x, level elsewhere; the staged kernel at d = 16 too
   // (164 -> 128 registers: in blocks of 256 (delta_plan.cpp) 16 warps an SM, not 12; H200, 2^21 x
   // 16, K = 16 0.975x the time, 2^22 0.970x, K = 12 0.987x, K = 8-64 level; in blocks of 192
-  // 1.04x; on an H100 in session 17, an older kernel in blocks of 128, 1.01-1.03x;
-  // plots/d16_double_mu_shared_s36_h200.txt); in float from width 4 but
+  // 1.04x; on an H100 an older kernel in blocks of 128, 1.01-1.03x); in float from width 4 but
   // for the tensor-core scores at width 16 (1.05x) and the staged kernels (d = 32, K = 16 1.04x):
   // width 32 with the tensor-core scores 166 -> 126 registers, and in blocks of 256
   // (delta_plan.cpp) 0.89-0.93x; d = 4 0.97x, d = 16, K = 16 0.98x. At width 2 (the cell table's
@@ -819,8 +414,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // and addressing a pair of centroids, against 76 of scoring them for 2 objects), in the staged
   // kernel in float at d = 16 (H100, 10 iterations, six calls: 2^21 x 16, K = 16 0.985-0.991x the
   // time in five, 1.002x in one, 2^22 0.986-0.995x, K = 20 0.990x, K = 24 0.977-0.991x; K = 10-15
-  // within 1.7% either way; unrolled by 8, 1.01-1.03x slower; plots/score_unroll_ab_s24_h100.txt,
-  // lab_rows_s24_final_h100.txt). Elsewhere as nvcc
+  // within 1.7% either way; unrolled by 8, 1.01-1.03x slower). Elsewhere as nvcc
   // chooses: unrolling by 4 there changed most kernels' registers (the staged kernel in double at
   // d = 32: 172 -> 212).
   constexpr bool kScoreUnroll4 = TILE && !MMA && sizeof(T) == 4 && MAXD == 16;
@@ -828,7 +422,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // their error is provably within dist_eta of it (margin.hpp: approx_dist_bound), not a distance
   // computed again in T from the centroid's row (H100, 2^21 objects, 10 iterations: d = 16, K = 16
   // 0.962-0.968x the time, K = 24 0.980-0.987x, K = 12 0.985x, d = 32, K = 16 0.949-0.959x; at
-  // width 8, where the distance is 8 FMAs, 1.022x, so not there: plots/approx_dist_ab_s25_h100.txt).
+  // width 8, where the distance is 8 FMAs, 1.022x, so not there).
   constexpr bool kApproxDist = sizeof(T) == 4 && !MMA && !BOUNDS && !CELLS && !BALL && MAXD >= 16;
   // MMA: the warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32
   // operands, FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row
@@ -869,11 +463,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // k-step's started from |c''|^2. (Software-pipelined, the next pair's products issued before
     // this pair's scores were folded in, it took 1.048x the time at d = 32, K = 64 in float under a
     // 128-register cap (165 registers without it: one block an SM) and 1.56x at d = 16, K = 64;
-    // H100, session 27, plots/mma_lean_ab_s27_h100.txt.)
+    // H100.)
 #pragma unroll 1
     for (int n0 = 0; n0 < k; n0 += 16) {
       const float2* bt = btab + (n0 / 8) * KS * 32 + lane;
-      // The pair of n-tiles' products into out (KMEANS_ABLATE 4: twice).
+      // The pair of n-tiles' products into out.
       auto products = [&](float (&out)[2][MT][4]) {
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
@@ -892,16 +486,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       };
       float acc[2][MT][4];
       products(acc);
-      if constexpr ((KMEANS_ABLATE & 4) != 0) {
-        float again[2][MT][4];
-        products(again);
-#pragma unroll
-        for (int p = 0; p < 2; ++p)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[p][mt][e] = fminf(acc[p][mt][e], again[p][mt][e]);
-      }
       // Columns past K hold FLT_MAX (B = 0 there): never a winner; the runner-up only at K = 1.
 #pragma unroll
       for (int p = 0; p < 2; ++p)
@@ -913,7 +497,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
             for (int e = 0; e < 2; ++e) {
               const float f =
                   __int_as_float((__float_as_int(acc[p][mt][2 * h + e]) & ~mask) | (n0 + 8 * p + 2 * t + e));
-              if constexpr ((KMEANS_ABLATE & 2) == 0) run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
+              run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
               top[mt][h] = fminf(top[mt][h], f);
             }
     }
@@ -981,12 +565,12 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // the warp sums their addends by shuffles and one lane adds the sums: 32 lanes' shared atomics on
   // the same words serialised, so that the first iteration (every object a mover) took 1.47x the
   // time in double, 1.67x in float in that order (H200, 2^24 x 2, K = 16); summed by the warp,
-  // 0.236 ms / 0.184 ms against 0.256 / 0.202 in the objects' order (plots/sorted_detail_s34_h200.txt).
+  // 0.236 ms / 0.184 ms against 0.256 / 0.202 in the objects' order.
   // Else each lane its own. (Integers: the same bits either way.) SORTED alone (a kernel of its
   // own, not a test at run time): in the objects' order a round's movers hardly ever share a move,
   // and the test in the one kernel cost 1.035x the time in float at 2^20 and 2^24 x 2, K = 16 (H200;
   // skipped at run time 1.020-1.034x); each order with its own kernel, the objects' order 0.98x
-  // session 34's first commit's time, the sorted order level (0.99-1.01x; plots/sorted_ab_s35_h200.txt).
+  // the one kernel's time, the sorted order level (0.99-1.01x).
   auto add_moves = [&](const T* v, int to, int was) {
     if constexpr (!SORTED) {
       if (to >= 0) add_move(v, to, was);
@@ -1078,7 +662,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // Where the plan made room (p.ring_xy), each entry's coordinates beside it, after the ring:
   // the round reads them there instead of from L1 or L2 (H100, 2^24 x 2, K = 16: 0.97-0.98x the
   // time in float, 0.96-0.97x in double; with 128 x 128 cells, K = 32 and 64, 1.00-1.05x in
-  // float, 1.04x in double, so not in double there: delta_plan.cpp, plots/cells_ab_s21_h100.txt).
+  // float, 1.04x in double, so not in double there: delta_plan.cpp).
   const bool ring_xy = p.ring_xy;
   using XY = std::conditional_t<sizeof(T) == 8, double2, float2>;
   XY* hard_xy = reinterpret_cast<XY*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
@@ -1238,7 +822,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   // in registers. Which warp sums an object does not show in the fixed-point sums. In double only
   // (kDynamic): H100, 10 iterations, 0.96x the time at 2^21 x 16, K = 16, 0.93x at 2^20 x 32,
   // K = 16; in float the staged d = 16 kernel, at 128 registers, lost more to the added code than
-  // it gained (1.05x; plots/delta_tile_ab_s22_h100.txt).
+  // it gained (1.05x).
   const bool dynamic = kDynamic && p.chunks != nullptr && p.done != nullptr && blockDim.x % 32 == 0;
   unsigned chunk_count = 0;  // (lane 0's, from its counter)
   if (dynamic && lane == 0)
@@ -1262,14 +846,11 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // 0.98x the time in float, level in double) and the movers (summed there) go to the warp's ring, the
     // lane's count in three ballots. Every whole pass; the last, part of one, in the general loop
     // below. The same labels, sums and inertia, bit for bit, as the general loop, whose per-object
-    // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu,
-    // plots/ncu_delta_s14_h100.txt; now ~56 M warp instructions an iteration against 82 M, H100:
-    // 0.79x the time in float, 0.94x in double at K = 16; plots/cells_lean_ab_s20.txt). Since
-    // session 32 ~51 M (H200, 2^24 x 2, K = 16, against 58 M: 0.924x the time in float, 0.969x in
-    // double; plots/lab_rows_s32_h200.txt), and the L1 (the shared-memory pipe), not the issue,
-    // is the kernel's busiest unit (ncu: 69% in float, 88% in double; DRAM 46% / 53%). An inertia
+    // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu; now
+    // ~51 M warp instructions an iteration against 82 M, H200, 2^24 x 2, K = 16), and the L1 (the
+    // shared-memory pipe), not the issue, is the kernel's busiest unit (ncu: 69% in float, 88% in double; DRAM 46% / 53%). An inertia
     // by algebra in double-double that took every addend away (17% fewer instructions) was no
-    // faster (plots/cells_algebra_ab_s32_h200.txt).
+    // faster.
     if (cell_side && p.vector_cells) {
       const int first = (warp * 32 + lane) * U;
       const float inertia_scale_f = static_cast<float>(p.inertia_scale);
@@ -1344,8 +925,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
           // stores, those not queueing to a spare slot (free: fewer than 32 entries wait before
           // a pass and it adds at most 32 U, so from head + 32 + 32 U on the slots are free).
           // H200, 2^24 x 2, K = 16-64, against the spare slots: in float 0.976-0.995x the time
-          // (ncu: L1/TEX 80% -> 69% busy), in double 1.001-1.017x though L1/TEX went 88% -> 79%
-          // (plots/cells_lean2_ab_s32_h200.txt).
+          // (ncu: L1/TEX 80% -> 69% busy), in double 1.001-1.017x though L1/TEX went 88% -> 79%.
           static_assert(kHardRing - 32 >= 32 + 32 * U, "a spare ring slot a lane");
 #pragma unroll
           for (int u = 0; u < U; ++u) {
@@ -1665,7 +1245,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         if constexpr (MMA) {
           const float l = (second[u] - best[u]) - (p.factor * (nx[u] + r2) + p.tiny);
           close[u] = !(l > 0.0f && l * l > root2 * nx[u]);
-          if constexpr ((KMEANS_ABLATE & 1) != 0) close[u] = false;
           // kMmaDynamic: the pass after next counted here, after the scores (in flight through
           // them, its result's register pushed the 128-register kernel to spill), its round trip
           // behind the rest of the pass.
@@ -1762,7 +1341,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       // Double at 8 < d <= 16: the coordinates read again (from L1/L2, just loaded) for the
       // distance, the re-check and the stage, so that their doubles are not live through the
       // scores (H100, 256 MB, double: d = 16, K = 16 0.155 -> 0.145 ms, d = 12, K = 32 0.259 ->
-      // 0.236; at d = 8 3% and at d = 32 10% slower, so not there; plots/one_pass_movers_ab_h100.txt).
+      // 0.236; at d = 8 3% and at d = 32 10% slower, so not there).
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if constexpr (TILE && !MMA) {  // (TILE: still in this pass's buffer, zero past n; MMA wrote rows there)
@@ -2091,7 +1670,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     else if constexpr (kDynamic) base = next_base;
     else base += step;
   }
-  KM_STAMP(3);
   if constexpr (CELLS)
     while (hard_pending > 0) hard_round();
   if constexpr (TILE) gemm::cp_async_wait<0>();  // (none should be left: the last pass issued none)
@@ -2100,22 +1678,13 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     sum_deferred();
   }
   __syncthreads();
-  KM_STAMP(4);
   // (At d = 32, K = 64 these k d atomics take most of the flush of the block that flushes last:
   // 6.3 us in float, 9.1 in double, against 0.4-0.6 for the counts and 0.6-0.8 for the tallies;
-  // starting each block's at a different entry changed nothing: plots/flush_s33_h200.txt.)
+  // starting each block's at a different entry changed nothing.)
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);
-#ifdef KMEANS_STAMPS
-  __syncthreads();  // (instrumented builds: the flush in steps, F lines)
-  if (threadIdx.x == 0) flush_stamp_[0] = global_ns();
-#endif
   for (int c = threadIdx.x; c < k; c += blockDim.x)
     if (dcounts[c]) atomicAdd(&p.held_counts[c], static_cast<unsigned long long>(static_cast<long long>(dcounts[c])));
-#ifdef KMEANS_STAMPS
-  __syncthreads();
-  if (threadIdx.x == 0) flush_stamp_[1] = global_ns();
-#endif
   constexpr bool kOneFlush = MMA && !TILE;
   if constexpr (!kOneFlush) {
     flush_block_count(p.changed, moves);
@@ -2132,7 +1701,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
     // where one counter after another took 3 barriers each. With the tensor-core scores only, not
     // staged (H100, 2^20 x 32, K = 64: 0.97x the time in float, 0.98x in double); elsewhere it measured
     // slower (1.01-1.04x at d = 2, 1.09-1.13x with the staged loads at d = 16, where the
-    // kernels' main loops slowed too; plots/prologue_ab_s23_h100.txt).
+    // kernels' main loops slowed too).
     unsigned long long v[5] = {moves, rechecks, my_inertia, CELLS ? lookups : 0u, rescores};
 #pragma unroll
     for (int q = 0; q < 5; ++q)
@@ -2154,17 +1723,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
   }
   if (BOUNDS) flush_block_count(p.skipped, skips);
-  KM_STAMP(5);
-#ifdef KMEANS_STAMPS
-  if (threadIdx.x == 0 && blockIdx.x < 2048) {
-    for (int q = 0; q < 6; ++q) g_stamps[stamp_slot][blockIdx.x][q] = stamp_[q];
-    g_flush_stamps[stamp_slot][blockIdx.x][0] = flush_stamp_[0];
-    g_flush_stamps[stamp_slot][blockIdx.x][1] = flush_stamp_[1];
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    g_stamps[stamp_slot][blockIdx.x][8] = sm;
-  }
-#endif
   if (!p.done) return;
   // The last block to get here sees every block's atomics (each fenced before counting in).
   __threadfence();
@@ -2172,7 +1730,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
   if (threadIdx.x == 0) last_shared = atomicAdd(p.done, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!last_shared) return;
-  KM_LAST_STAMP(0);
   __threadfence();
   if (p.sums_out) {
     for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.sums_out[t] = __ldcg(&p.held_sums[t]);
@@ -2193,7 +1750,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
                      [&](int t, unsigned long long v) { held_s[t] = v; });
     for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
     __syncthreads();
-    KM_LAST_STAMP(1);
     const int warps = static_cast<int>(blockDim.x / 32);
     // BOUNDS, SHADOW: the assignment's inertia by algebra (below), each cluster's part and bound
     // formed in the same loop from the same shared copies, into shared memory where the table
@@ -2237,9 +1793,7 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
       }
     }
     __syncthreads();
-    KM_LAST_STAMP(2);
     const double total = fixed_order_total(parts_s, k, warp_totals);
-    KM_LAST_STAMP(3);
     unsigned long long inertia_fixed = 0;
     if constexpr (BOUNDS || SHADOW) {
       if constexpr (BOUNDS) {
@@ -2312,10 +1866,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         *p.rescored_out = rescored;
         *p.rescored = 0;
       }
-#ifdef KMEANS_STAMPS
-      g_stamps[stamp_slot][blockIdx.x][6] = global_ns();
-      g_launch = g_launch + 1;
-#endif
       if (p.release) {
         // The next kernel may start here: everything it reads from this one is written.
         *p.done = 0;
@@ -2326,9 +1876,6 @@ __global__ void __launch_bounds__(BOUNDS ? kDeltaThreads : delta_max_threads(siz
         asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
       }
       if (p.end_ns_out) *p.end_ns_out = global_ns();
-#ifdef KMEANS_STAMPS
-      g_stamps[stamp_slot][blockIdx.x][7] = global_ns();
-#endif
       __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
       if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
     }
