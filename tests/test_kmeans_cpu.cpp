@@ -19,7 +19,7 @@
 #include "kernels/kmeans/stop_rule.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
-#include "kmeans/gpu/delta_plan.hpp"
+#include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
@@ -778,7 +778,7 @@ TEST(Registry, ListAnswersForAShape) {
 namespace {
 
 km::gpu::DeltaPlan plan_for(std::size_t d, std::size_t k, std::size_t elem, std::size_t optin = 227 * 1024,
-                            const km::gpu::DeltaOverrides& env = {}, std::size_t n = 1 << 20, double max_abs = 1.0,
+                            const km::FusedConfig& env = {}, std::size_t n = 1 << 20, double max_abs = 1.0,
                             int block = 128, bool block_given = false) {
   return km::gpu::plan_delta({n, d, k, elem, max_abs, block, block_given, optin}, env);
 }
@@ -808,7 +808,7 @@ void expect_fits(const km::gpu::DeltaPlan& p, std::size_t optin) {
 
 }  // namespace
 
-// The delta kernel's variant per shape (delta_plan.cpp), where the engine and --list both take it:
+// The delta kernel's variant per shape (fused_plan.cpp), where the engine and --list both take it:
 // the lab's rows as measured (plots/delta_*_ab_*), each KMEANS_* override, and the limits.
 TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(2, 16, 4).describe(), "cells");
@@ -859,7 +859,7 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_TRUE(no_xy.cell_masks);
   EXPECT_FALSE(no_xy.ring_xy);
   EXPECT_EQ(full.bytes - no_xy.bytes, xy);
-  km::gpu::DeltaOverrides side128;
+  km::FusedConfig side128;
   side128.cells = 128;
   const auto masked = plan_for(2, 16, 4, 227 * 1024, side128);
   EXPECT_TRUE(masked.cell_masks);
@@ -902,18 +902,18 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(km::kernels::delta_stage_warp_bytes(32, 8, 1, false), 32u * 32 * 8);
   EXPECT_EQ(km::kernels::delta_stage_warp_bytes(16, 4, 2, true), 64u * 20 * 4) << "float: the rows, as before";
   EXPECT_EQ(km::kernels::delta_stage_warp_bytes(16, 8, 1, true), 32u * 16 * 8) << "double at width 16: plain";
-  km::gpu::DeltaOverrides both;
-  both.mma = both.tile = true;
+  km::FusedConfig both;
+  both.mma = both.staged = true;
   EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 256) << "mma forced, staged: the staged kernel's 256";
-  both.tile = false;
+  both.staged = false;
   EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, both).block, 192) << "mma forced, not staged";
   EXPECT_EQ(plan_for(16, 64, 8).block, 256);
   EXPECT_EQ(plan_for(2, 16, 8).block, 256);
   EXPECT_EQ(plan_for(16, 16, 8).block, 256) << "the staged double d = 16 kernel, its centre in shared memory (H200: 0.97x of 192)";
   EXPECT_TRUE(plan_for(16, 16, 4).tile);
   EXPECT_EQ(plan_for(16, 16, 4).block, 256) << "the staged float d = 16 kernel: 256 (128 1.03x, 192 1.07x)";
-  km::gpu::DeltaOverrides unstaged;
-  unstaged.tile = false;
+  km::FusedConfig unstaged;
+  unstaged.staged = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, unstaged).block, 256);
   EXPECT_TRUE(plan_for(32, 16, 4).tile);
   EXPECT_EQ(plan_for(32, 16, 4).block, 192) << "float, d = 17-32 up to K = 64 where the staged kernel is planned";
@@ -941,7 +941,7 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   // The shared memory is sized for the block chosen: 256 threads' queues are larger.
   EXPECT_GT(plan_for(32, 64, 8).bytes, plan_for(32, 64, 8, 227 * 1024, {}, 1 << 20, 1.0, 128, true).bytes);
   const auto classic = [] {
-    km::gpu::DeltaOverrides o;
+    km::FusedConfig o;
     o.classic = true;
     return o;
   }();
@@ -1030,9 +1030,9 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
         for (int block : {64, 128, 256})
           for (int side : {0, 4, 64, 128, 256})
             for (int tile : {0, 1}) {
-              km::gpu::DeltaOverrides env;
+              km::FusedConfig env;
               if (side) env.cells = side;
-              if (tile) env.tile = true;
+              if (tile) env.staged = true;
               const auto p = plan_for(2, k, elem, optin, env, 1 << 20, 1.0, block, true);
               if (!p.delta || !p.cells_side) continue;
               SCOPED_TRACE("elem " + std::to_string(elem) + " k " + std::to_string(k) + " optin " +
@@ -1061,38 +1061,38 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
 }
 
 TEST(DeltaPlan, OverridesAndLimits) {
-  km::gpu::DeltaOverrides env;
+  km::FusedConfig env;
   env.classic = true;
   EXPECT_FALSE(plan_for(16, 16, 8, 227 * 1024, env).delta);
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "");
   env = {};
-  env.no_exact = true;
+  env.fixed_width = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "") << "the staged kernel needs d fixed";
   env = {};
-  env.tile = false;
+  env.staged = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed") << "no float copy without the staged kernel";
-  env.tile = true;
+  env.staged = true;
   EXPECT_EQ(plan_for(16, 8, 4, 227 * 1024, env).describe(), "d fixed, staged");
   EXPECT_EQ(plan_for(2, 16, 4, 227 * 1024, env).describe(), "staged, cells");
   env = {};
   env.mma = true;
   EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, staged, mma") << "staged there by default";
-  env.tile = false;
+  env.staged = false;
   EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, mma");
-  env.tile.reset();
+  env.staged.reset();
   EXPECT_EQ(plan_for(8, 16, 4, 227 * 1024, env).describe(), "d fixed") << "no mma at width 8";
   env.mma = false;
   EXPECT_EQ(plan_for(32, 64, 4, 227 * 1024, env).describe(), "d fixed");
   env = {};
-  env.shadow = false;
+  env.float_copy = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "KMEANS_DELTA_SHADOW=0";
-  env.shadow = true;
+  env.float_copy = true;
   EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, staged") << "no float copy in float";
   EXPECT_EQ(plan_for(16, 24, 8, 227 * 1024, env).describe(), "d fixed, mma") << "nor with the tensor-core scores";
   EXPECT_EQ(plan_for(16, 8, 8, 227 * 1024, env).describe(), "d fixed") << "nor where no staged kernel runs";
   EXPECT_EQ(plan_for(12, 16, 8, 227 * 1024, env).describe(), "") << "nor with d at run time";
   EXPECT_EQ(plan_for(32, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "nor at d = 32";
-  env.tile = true;
+  env.staged = true;
   EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).describe(), "staged, cells") << "nor with the cell table";
   env = {};
   env.cells = 0;
@@ -1122,8 +1122,8 @@ TEST(DeltaPlan, OverridesAndLimits) {
       for (std::size_t k : {16, 64})
         for (std::size_t elem : {4, 8}) {
           SCOPED_TRACE("optin " + std::to_string(optin) + " d " + std::to_string(d) + " k " + std::to_string(k));
-          km::gpu::DeltaOverrides all;
-          all.tile = true;
+          km::FusedConfig all;
+          all.staged = true;
           all.mma = true;
           all.cells = 256;
           expect_fits(plan_for(d, k, elem, optin, all), optin);

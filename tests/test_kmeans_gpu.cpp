@@ -22,7 +22,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/fixed_point.hpp"
-#include "kmeans/gpu/delta_plan.hpp"
+#include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
 #include "kmeans/gpu/tensor_nearest.hpp"
 #include "kmeans/init.hpp"
@@ -122,7 +122,7 @@ void check_against_seq(const Case& c) {
     // The report names the path the registry predicts, and may say more after a comma (fused:
     // "tensor, wgmma" where the GPU and the data's room allow; the one-pass variants, which
     // depend on n and the data, are checked where they hold: GpuFusedDelta.*ListNamesThePathTaken).
-    std::string predicted = impl->path ? impl->path(static_cast<std::size_t>(s.k), s.d, sizeof(T)) : "";
+    std::string predicted = impl->path ? impl->path(static_cast<std::size_t>(s.k), s.d, sizeof(T), km::FusedConfig{}) : "";
     predicted = predicted.substr(0, predicted.find(','));
     EXPECT_TRUE(got.path == predicted || got.path.rfind(predicted + ", ", 0) == 0)
         << "the report names the path the registry predicts: " << got.path << " vs " << predicted;
@@ -356,7 +356,7 @@ void check_recheck_exercised(bool dmma = false) {
     for (std::size_t j = 0; j < s.d; ++j)
       p.given_centroids[c * s.d + j] = data.row(c >= s.k - 3 ? 0 : static_cast<std::size_t>(c))[j];
   const auto& fused = km::find_implementation("fused");
-  ASSERT_EQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T)), "tensor");
+  ASSERT_EQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T), km::FusedConfig{}).rfind("tensor", 0), 0u);
   if (dmma) setenv("KMEANS_TENSOR_DOUBLE", "dmma", 1);
   const auto got = km::run(fused, data, p);
   unsetenv("KMEANS_TENSOR_DOUBLE");
@@ -1607,7 +1607,7 @@ TEST(GpuFusedDelta, FloatCellsRefusedFallBack) { check_cells_refused<float>(); }
 
 namespace {
 
-// --list's path for a shape (delta_plan.cpp, the plan the engine takes too) is the path a run of
+// --list's path for a shape (fused_plan.cpp, the plan the engine takes too) is the path a run of
 // that shape reports, on data the staged loads and the cell table take (n % 4 == 0, spread
 // points): the lab's variants (cells, d fixed, staged, mma) and K > 64 (nothing but d fixed),
 // with and without an override.
@@ -1637,7 +1637,7 @@ void check_list_path() {
       // not within these two iterations.)
       if (const auto at = taken.find(", sorted"); at != std::string::npos) taken.erase(at, 8);
       if (const auto at = taken.find(", float copy"); at != std::string::npos) taken.erase(at, 12);
-      const std::string listed = fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T));
+      const std::string listed = fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T), p.fused);
       if (sizeof(T) == 8 && s.d == 16 && s.k == 16 && *mma != '1') {
         EXPECT_NE(listed.find(", float copy"), std::string::npos) << listed;
       }
@@ -1652,7 +1652,7 @@ void check_list_path() {
       const km::gpu::DeltaPlan plan =
           km::gpu::plan_delta({data.n, s.d, static_cast<std::size_t>(s.k), sizeof(T), 1.0, p.block, false,
                                km::gpu_info().shared_optin},
-                              km::gpu::DeltaOverrides::from_environment());
+                              p.fused);
       EXPECT_EQ(got.block, plan.block);
       km::Params given = p;
       given.block = 64;

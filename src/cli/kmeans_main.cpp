@@ -135,11 +135,18 @@ int main(int argc, char** argv) {
   }
 
   if (o.list && !root) return 0;
-  if (o.list) {  // with --coords and --clusters: whether each runs that shape here, and its path
+  if (o.list) {  // with --coords and --clusters: whether each runs that shape here, its path and plan
+    km::FusedConfig config;
+    try {
+      km::apply_fused_config(config, o.fused_config);
+    } catch (const km::UsageError& e) {
+      std::fprintf(stderr, "kmeans: error: %s\n", e.what());
+      return 2;
+    }
     const bool shape = app.count("--coords") && app.count("--clusters") && o.coords > 0 && o.clusters > 0;
     std::printf("%s\n", km::registry_json(shape ? static_cast<std::size_t>(o.clusters) : 0,
                                           shape ? static_cast<std::size_t>(o.coords) : 0,
-                                          o.precision == "float" ? 4 : 8)
+                                          o.precision == "float" ? 4 : 8, config)
                             .c_str());
     return 0;
   }

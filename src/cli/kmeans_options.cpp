@@ -6,6 +6,7 @@
 #include "common/errors.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
+#include "kmeans/init.hpp"
 #include "kmeans/registry.hpp"
 
 namespace km::cli {
@@ -88,11 +89,14 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
+  // Hidden: fused's tuning fields for measurement tools (docs/configuration.md, kmeans/tuning.hpp).
+  app.add_option("--fused-config", o.fused_config, "fused's tuning: name=value,... (docs/configuration.md)")
+      ->group("");
+  app.add_flag("--init-timings", o.init_timings, "k-means||: its phases' times on stderr")->group("");
   app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit; "
                                  "with --coords and --clusters (and --precision) also whether each runs that "
-                                 "shape here and the path it takes (fused: one-pass or tensor; on one pass the "
-                                 "delta kernel's variants, as the JSON report names them: d fixed, staged (taken "
-                                 "where n % 4 == 0), mma, cells (where the data's range gives a grid))");
+                                 "shape here, the path it takes and fused's whole plan (\"plan\": the path and "
+                                 "why, the kernel's variant, launch shape and each feature on or off)");
   size->excludes(objects);
   input->excludes(size)->excludes(objects)->excludes(generator);
 }
@@ -175,6 +179,8 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.threads = to_int(o.threads, "--threads");
   params.gpus = to_int(o.gpus, "--gpus");
   if (!o.device_memory.empty()) params.device_memory = parse_bytes(o.device_memory, "--device-memory");
+  apply_fused_config(params.fused, o.fused_config);
+  set_parallel_verbose(o.init_timings);
   validate(params);
   if (!o.output.empty()) check_output_path(o.output, o.input);
   return params;

@@ -29,6 +29,8 @@ struct KmeansOptions {
   double oversampling = 0.5;  // k-means||: about oversampling * K objects drawn a round
   long long init_rounds = 5;
   long long block = 128, threads = 0, gpus = 1;
+  bool init_timings = false; // --init-timings: k-means|| prints its phases' times (diagnostics)
+  std::string fused_config;   // --fused-config=name=value,... (measurement tools: kmeans/tuning.hpp)
   std::string device_memory;  // --device-memory: bytes, or with a K, M, G or T suffix (powers of 1024)
   bool quiet = false;
   bool list = false;

@@ -40,15 +40,9 @@ void textbook(const GemmArgs<T>& g, int threads) {
 
 // ---- blocked kernel -------------------------------------------------------------------
 constexpr int kMaxMR = 8;  // most rows per register tile
-// Panel depth and width (NB a multiple of every NR). KMEANS_GEMM_KB / KMEANS_GEMM_NB override
-// them for tuning experiments.
-int env_or(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  const int x = v ? std::atoi(v) : 0;
-  return x >= 16 && x <= 4096 && x % 64 == 0 ? x : fallback;
-}
-const int kKB = env_or("KMEANS_GEMM_KB", 256);
-const int kNB = env_or("KMEANS_GEMM_NB", 256);
+// Panel depth and width (NB a multiple of every NR).
+constexpr int kKB = 256;
+constexpr int kNB = 256;
 
 // One register tile: tile[MR][NR] (MR rows: 8 with 32 vector registers, else 4) = Σ_p ap[p][r] · bp[p][c], ap packed kb×MR, bp kb×NR.
 // NR = 2 vectors of VB bytes. Defined once per instruction set.

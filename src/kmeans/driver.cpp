@@ -25,12 +25,6 @@ StopLimits stop_limits(std::size_t n, const Params& params) {
   return {params.threshold * static_cast<double>(n), params.tol ? *params.tol : -1.0};
 }
 
-// KMEANS_PRELOAD=0: no kernels loaded ahead (for measuring what it saves).
-static bool preload_wanted() {
-  const char* v = std::getenv("KMEANS_PRELOAD");
-  return !(v && std::string(v) == "0");
-}
-
 template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
   Result<T> result;
@@ -40,7 +34,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
       engine.on_gpu() && (params.init == Init::kmeanspp || params.init == Init::kmeans_parallel);
   // k-means|| on the GPU: its kernels load while the data goes up (KernelPreload).
   KernelPreload preload;
-  if (gpu_init && params.init == Init::kmeans_parallel && preload_wanted()) preload.start_parallel<T>(data.d);
+  if (gpu_init && params.init == Init::kmeans_parallel && params.gpu_init.preload) preload.start_parallel<T>(data.d);
   const T* staged = gpu_init ? engine.stage(data, static_cast<std::size_t>(params.k)) : nullptr;
   preload.wait();
   const double staging = watch.seconds();

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/support.hpp"
 #include "cuda/device.hpp"
@@ -25,7 +27,10 @@ struct Implementation {
   // device `gpu`; nullptr: it takes every shape.
   Support (*supports)(std::size_t k, std::size_t d, std::size_t elem, const GpuInfo& gpu) = nullptr;
   // The path this implementation takes for K, d and elem, in Engine::path's words; nullptr: it has one.
-  std::string (*path)(std::size_t k, std::size_t d, std::size_t elem) = nullptr;
+  std::string (*path)(std::size_t k, std::size_t d, std::size_t elem, const FusedConfig& config) = nullptr;
+  // Every decision of its plan as (name, value) pairs (fused: fused_plan.hpp); nullptr: none.
+  std::vector<std::pair<std::string, std::string>> (*plan)(std::size_t k, std::size_t d, std::size_t elem,
+                                                           const FusedConfig& config) = nullptr;
 
   bool needs_gpu() const { return where == Where::gpu; }
   template <class T>
@@ -39,14 +44,17 @@ struct Implementation {
 template <template <class> class E>
 constexpr Implementation describe(const char* name, const char* description, Where where,
                                   Support (*supports)(std::size_t, std::size_t, std::size_t, const GpuInfo&) = nullptr,
-                                  std::string (*path)(std::size_t, std::size_t, std::size_t) = nullptr) {
+                                  std::string (*path)(std::size_t, std::size_t, std::size_t, const FusedConfig&) = nullptr,
+                                  std::vector<std::pair<std::string, std::string>> (*plan)(
+                                      std::size_t, std::size_t, std::size_t, const FusedConfig&) = nullptr) {
   return {name,
           description,
           where,
           [](const Params& p) -> std::unique_ptr<Engine<float>> { return std::make_unique<E<float>>(p); },
           [](const Params& p) -> std::unique_ptr<Engine<double>> { return std::make_unique<E<double>>(p); },
           supports,
-          path};
+          path,
+          plan};
 }
 
 }  // namespace km

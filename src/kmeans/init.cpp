@@ -1,6 +1,7 @@
 #include "kmeans/init.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -230,10 +231,12 @@ CandidateSums<T> pick_candidate_sums() {
 
 }  // namespace
 
-bool parallel_verbose() {
-  const char* v = std::getenv("KMEANS_PARALLEL_VERBOSE");
-  return v && *v == '1';
-}
+namespace {
+std::atomic<bool> g_parallel_verbose{false};
+}  // namespace
+
+bool parallel_verbose() { return g_parallel_verbose.load(std::memory_order_relaxed); }
+void set_parallel_verbose(bool on) { g_parallel_verbose.store(on, std::memory_order_relaxed); }
 
 // The walk of one draw (init.hpp: PlusPlusSteps::Draw) over closest[n].
 std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, double r, std::size_t chunk_size) {
@@ -838,7 +841,7 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
         std::fprintf(stderr, "k-means||: the steps begin %.4f s after the init's call\n",
                      std::chrono::duration<double>(began - entered).count());
       if (on_gpu && team.size() == 1)
-        steps = gpu_parallel_steps(local, device_rows, centred);
+        steps = gpu_parallel_steps(local, device_rows, centred, params.gpu_init);
       else
         steps = std::make_unique<CpuParallel<T>>(local, split, team);
       if (parallel_verbose())

@@ -132,10 +132,13 @@ std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>
 
 // KMEANS_PARALLEL_VERBOSE=1: k-means|| prints its phases' times and candidates on stderr.
 bool parallel_verbose();
+// k-means|| prints its phases' times on stderr (kmeans --init-timings; diagnostics only).
+void set_parallel_verbose(bool on);
 
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr,
-                                                  const CentredRows* centred = nullptr);
+                                                  const CentredRows* centred = nullptr,
+                                                  const GpuInitConfig& config = {});
 
 // Loads the kernels of k-means|| on the GPU for d coordinates in T (kmeanspp.cu) on a thread of
 // its own, on the calling thread's device: under CUDA's lazy loading each would otherwise load at

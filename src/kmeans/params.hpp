@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kmeans/tuning.hpp"
 #include "timing/timer.hpp"
 
 namespace km {
@@ -38,6 +39,11 @@ struct Params {
   // Init::given: K x given_d centroids, row-major (read from a file: --init=PATH, --predict).
   std::vector<double> given_centroids;
   std::size_t given_d = 0;
+  // Tuning (kmeans/tuning.hpp): the measured defaults; tests and measurement tools set them.
+  FusedConfig fused;                // fused's choices (--fused-config=name=value,...)
+  GpuInitConfig gpu_init;           // k-means|| on the GPU
+  std::size_t stream_rows = 0;      // GPU engines: stream the data in chunks of this many rows
+                                    // whatever the memory (0: only when it does not fit)
 };
 
 // Seconds outside the loop. load is filled by the caller that loads the data.

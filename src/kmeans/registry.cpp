@@ -55,7 +55,7 @@ Support supports(const Implementation& impl, std::size_t k, std::size_t d, std::
   return impl.supports ? impl.supports(k, d, elem, gpu) : Support{};
 }
 
-std::string registry_json(std::size_t k, std::size_t d, std::size_t elem) {
+std::string registry_json(std::size_t k, std::size_t d, std::size_t elem, const FusedConfig& config) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   int order = 0;
   for (const Implementation* impl : implementations()) {
@@ -67,7 +67,12 @@ std::string registry_json(std::size_t k, std::size_t d, std::size_t elem) {
       const Support s = supports(*impl, k, d, elem);
       e["runs"] = s.ok;
       if (!s.ok) e["reason"] = s.reason;
-      if (impl->path) e["path"] = impl->path(k, d, elem);
+      if (impl->path) e["path"] = impl->path(k, d, elem, config);
+      if (impl->plan) {
+        nlohmann::ordered_json plan = nlohmann::ordered_json::object();
+        for (const auto& [name, value] : impl->plan(k, d, elem, config)) plan[name] = value;
+        e["plan"] = std::move(plan);
+      }
     }
     list.push_back(std::move(e));
   }

@@ -29,7 +29,7 @@ Support supports(const Implementation& impl, std::size_t k, std::size_t d, std::
 // The registry as one JSON array: name, description, where it runs, ladder order; given a
 // shape (k, d > 0), also whether each implementation runs it here ("runs", and "reason" when
 // not) and the path it would take ("path", for those that have several).
-std::string registry_json(std::size_t k = 0, std::size_t d = 0, std::size_t elem = 8);
+std::string registry_json(std::size_t k = 0, std::size_t d = 0, std::size_t elem = 8, const FusedConfig& config = {});
 
 // Checks the problem once (parameters, K against the data, the implementation's limits),
 // then fits. Throws UsageError for anything the caller can change.

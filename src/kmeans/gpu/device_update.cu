@@ -39,7 +39,7 @@ const T* DeviceUpdateEngine<T>::stage(const Dataset<T>& data, std::size_t k) {
   if (this->layout_ != Layout::row_major) return nullptr;
   if (this->uploaded_ != &data) {
     // A part of the rows (the whole problem is larger), or streamed on request.
-    if ((whole_.n != 0 && whole_.n != data.n) || std::getenv("KMEANS_STREAM_ROWS")) return nullptr;
+    if ((whole_.n != 0 && whole_.n != data.n) || this->params_.stream_rows) return nullptr;
     const std::size_t need = data.n * data.d * sizeof(T) + data.n * sizeof(std::int32_t) + buffer_bytes(k, data.d);
     if (need > device_budget(this->params_.device_memory)) return nullptr;  // out of core
     this->upload_data(data, buffer_bytes(k, data.d));
@@ -55,8 +55,8 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   this->d_ = d;
   const std::size_t budget = device_budget(this->params_.device_memory);
   const std::size_t data_bytes = data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1);
-  // KMEANS_STREAM_ROWS=R streams in chunks of R rows whatever the memory (for the tests).
-  const char* forced = std::getenv("KMEANS_STREAM_ROWS");
+  // Params::stream_rows = R streams in chunks of R rows whatever the memory (for the tests).
+  const std::size_t forced = this->params_.stream_rows;
   if (whole_.n == 0) {
     // The range check, left to this engine (checks_range): when the data fits, on the device
     // right after the upload (the host then reads the data once, for the copy: on Fashion-MNIST
@@ -84,7 +84,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   const std::size_t extra = prepare(data);
   if (forced || data_bytes + data.n * sizeof(std::int32_t) + buffer_bytes(k, d) + extra > budget) {
     this->release_data();  // uploaded for the range check, but the engine's buffers do not fit beside it
-    setup_streamed(data, extra, budget, forced ? std::max<std::size_t>(1, std::strtoull(forced, nullptr, 10)) : 0);
+    setup_streamed(data, extra, budget, forced);
   } else {
     this->setup_common(data, k, buffer_bytes(k, d) + extra);
   }

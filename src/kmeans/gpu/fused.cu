@@ -32,12 +32,23 @@
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
-#include "kmeans/gpu/delta_plan.hpp"
+#include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/gpu/device_update.hpp"
 #include "kmeans/gpu/fused_wgmma.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
 
 namespace km::gpu {
+
+// This GPU's facts for the plan (without a GPU, an H100's).
+DeviceFacts device_facts() {
+  const GpuInfo& gpu = gpu_info();
+  DeviceFacts f;
+  if (gpu.present) {
+    f.shared_optin = gpu.shared_optin;
+    f.compute_capability = gpu.compute_capability;
+  }
+  return f;
+}
 
 template <class T>
 using OnePassKernel = void (*)(const T*, const T*, std::int64_t, int, int, std::int32_t*, unsigned long long*,
@@ -171,8 +182,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // initialisation's buffers, which the upload's check counted on its going) and no cap was
   // given. KMEANS_DELTA_ROWS=0: from x [d][n] as before.
   bool keep_rows(std::size_t d) const override {
-    const char* rows = std::getenv("KMEANS_DELTA_ROWS");
-    return sizeof(T) == 8 && d == 16 && !(rows && std::strcmp(rows, "0") == 0) && this->params_.device_memory == 0 &&
+    return sizeof(T) == 8 && d == 16 && this->params_.fused.copy_rows && this->params_.device_memory == 0 &&
            device_budget(0) >= this->n_ * d * sizeof(T) + (256ull << 20);
   }
 
@@ -482,11 +492,12 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t prepare(const Dataset<T>& data) override {
     const int maxd = kernels::fused_register_width(this->d_);
     const auto& gpu = gpu_info();
-    // The delta kernel's variant and its shared memory (delta_plan.cpp: the measured defaults and
-    // the KMEANS_* overrides; `--list` answers from the same plan).
-    const DeltaPlan plan = plan_delta({data.n, this->d_, this->k_, sizeof(T), this->whole_.max_abs, this->params_.block,
-                                       this->params_.block_given, gpu.shared_optin},
-                                      DeltaOverrides::from_environment());
+    // The delta kernel's variant and its shared memory (fused_plan.cpp: the measured defaults and
+    // the configuration; `--list` answers from the same plan).
+    plan_ = plan_fused({data.n, this->d_, this->k_, sizeof(T), this->whole_.max_abs, this->params_.block,
+                        this->params_.block_given, gpu.shared_optin},
+                       device_facts(), this->params_.fused);
+    const DeltaPlan& plan = plan_.delta;
     // (the delta kernel's threads per block: --block where given, else the plan's measured choice;
     // the bounds kernel keeps --block, 128 by default: the choice was not measured for it)
     int threads_wanted = plan.delta ? plan.block : this->params_.block;
@@ -499,9 +510,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       block_ = std::min({threads_wanted, attr.maxThreadsPerBlock / 32 * 32, cap});
       int per_sm = 0;
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_, bytes));
-      // KMEANS_DELTA_PER_SM=N: at most N blocks an SM (A/B runs; plots/delta_block_ab_s15_h100.txt)
-      if (const char* cap_env = std::getenv("KMEANS_DELTA_PER_SM"))
-        per_sm = std::min(per_sm, std::max(1, std::atoi(cap_env)));
       const std::size_t objects = per_block_objects * static_cast<std::size_t>(block_);
       const std::size_t blocks_needed = (data.n + objects - 1) / objects;
       grid_ = static_cast<int>(std::max<std::size_t>(
@@ -585,9 +593,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       // from the first iteration, =F after at most F of the objects moved. Only for the whole
       // problem on one device (the bounds follow the drift the last block applies), and only
       // with room for them (after_setup).
-      const char* bounds = std::getenv("KMEANS_DELTA_BOUNDS");
-      const double by_default = sizeof(T) == 8 || maxd <= 8 ? 0.01 : 0.0;
-      bounds_after_ = bounds ? (std::string(bounds) == "1" ? 2.0 : std::strtod(bounds, nullptr)) : by_default;
+      bounds_after_ = plan_.bounds_after;
       const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
       bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_, sizeof(T));
       bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
@@ -604,19 +610,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         block_ = main_block;
         grid_ = main_grid;
         kernels::hamerly_kappa(this->d_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, kap_up_, kap_dn_);
-        // KMEANS_DELTA_GUARD=X: the largest error bound / inertia the algebraic inertia may
-        // have (the tests set 0 to take the host's sum instead).
-        const char* guard = std::getenv("KMEANS_DELTA_GUARD");
-        q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+        q_guard_ = this->params_.fused.guard;
       }
       const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
       factor_ = static_cast<float>(b.factor);
       tiny_ = static_cast<float>(b.tiny);
       // In float the FMA-scored kernels' inertia addends from their scores where provably within
       // 2^-15 (margin.hpp: approx_dist_bound; the kernels without it ignore these).
-      // KMEANS_DELTA_INERTIA=exact: every addend a distance in T, as seq's.
-      const char* inertia_env = std::getenv("KMEANS_DELTA_INERTIA");
-      const bool exact_addends = sizeof(T) == 8 || (inertia_env && std::string(inertia_env) == "exact");
+      // (FusedConfig::exact_addends: every addend a distance in T, as seq's.)
+      const bool exact_addends = sizeof(T) == 8 || this->params_.fused.exact_addends;
       const kernels::ApproxDistBound ab = kernels::approx_dist_bound(this->d_, bits_);
       // (off: an infinite bound, which no addend meets)
       dist_factor_ = exact_addends ? 0.0f : static_cast<float>(ab.factor);
@@ -708,29 +710,22 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
         inertia_parts_ = this->template device_buffer<double>(2 * k);
         previous_ = this->template device_buffer<double>(k * d);
       }
-      // KMEANS_DELTA_GUARD=X: as for the bounds (prepare).
-      const char* guard = std::getenv("KMEANS_DELTA_GUARD");
-      q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+      q_guard_ = this->params_.fused.guard;
     }
     shadow_live_ = shadow_ran_ = shadow_over_ = shadow_made_ = false;
     // KMEANS_DELTA_SHADOW_AFTER=F: the copy's kernel from the iteration after the next once at most
     // F of the objects moved (0.25; 1: from the third, the copy written by the second). (Given, its
     // writer runs however few iterations are left.)
-    const char* after = std::getenv("KMEANS_DELTA_SHADOW_AFTER");
-    shadow_after_ = after ? std::strtod(after, nullptr) : 0.25;
-    shadow_forced_ = after != nullptr;
+    shadow_after_ = this->params_.fused.float_copy_after.value_or(0.25);
+    shadow_forced_ = this->params_.fused.float_copy_after.has_value();
     bounds_live_ = false;
     changed_log_.assign(1, n);  // (iteration 0: none yet)
     iteration_ = 0;
     ahead_ = false;
-    const auto env_off = [](const char* name) {
-      const char* v = std::getenv(name);
-      return v && std::string(v) == "0";
-    };
-    ahead_wanted_ = !env_off("KMEANS_LAUNCH_AHEAD");
-    dependent_wanted_ = !env_off("KMEANS_PDL") && compute_capability() >= 90;  // (sm_90 and later)
-    const char* pf_env = std::getenv("KMEANS_PDL_PREFETCH");
-    prefetch_first_ = pf_env ? std::max(0, std::atoi(pf_env)) : 1;
+    const FusedConfig& config = this->params_.fused;
+    ahead_wanted_ = config.launch_ahead;
+    dependent_wanted_ = config.dependent_launch && compute_capability() >= 90;  // (sm_90 and later)
+    prefetch_first_ = config.prefetch_first;
     last_end_ns_ = 0;
     const StopLimits limits = stop_limits(n, this->params_);
     stop_changed_ = limits.changed;
@@ -740,9 +735,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     release_ = this->template device_buffer<unsigned>(1);
     CUDA_CHECK(cudaMemsetAsync(release_.get(), 0, sizeof(unsigned), this->stream_));
     release_seq_ = last_release_ = 0;
-    early_release_ = !env_off("KMEANS_EARLY_RELEASE");
-    lean_cells_ = !env_off("KMEANS_CELLS_LEAN");
-    dynamic_chunks_ = !env_off("KMEANS_DELTA_DYNAMIC");
+    early_release_ = config.early_release;
+    lean_cells_ = config.lean_cells;
+    dynamic_chunks_ = config.dynamic_chunks;
     cells_live_ = false;
     lean_used_ = false;
     if (cells_side_) start_cells();
@@ -759,8 +754,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     slots_[0].mapped = mapped_;
     slots_[1].host = mapped_ ? ahead_counters_.get() : this->counters_host_.get();
     slots_[1].mapped = mapped_ ? static_cast<typename GpuEngine<T>::Counters*>(ahead_view) : nullptr;
-    const char* events_env = std::getenv("KMEANS_ITERATION_EVENTS");
-    events_ = !mapped_ || (events_env && std::string(events_env) == "1");
+    events_ = !mapped_ || this->params_.fused.iteration_events;
     slots_[0].host->seq = slots_[1].host->seq = 0;
   }
 
@@ -797,15 +791,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     // float, 1.03x in double; from shared memory, H100, K = 16: 0.98x the time in float, level in
     // double, plots/cells_ab_s21_h100.txt). KMEANS_CELLS_CANDIDATES=0|1|global: never, always
     // (A/B runs), always the 8 bytes from L2.
-    const char* cand_env = std::getenv("KMEANS_CELLS_CANDIDATES");
-    const std::string cand = cand_env ? cand_env : "";
+    using Candidates = FusedConfig::Candidates;
+    const Candidates cand = this->params_.fused.cell_candidates;
     const auto cells = static_cast<std::size_t>(cells_side_) * cells_side_;
     candidates_ = DeviceBuffer<unsigned long long>();
     cell_masks_ = DeviceBuffer<unsigned short>();
-    if (cand != "0") {
-      if (cell_masks_planned_ && cand != "global")
+    if (cand != Candidates::off) {
+      if (cell_masks_planned_ && cand != Candidates::global)
         cell_masks_ = this->template device_buffer<unsigned short>(cells);
-      else if (this->k_ > 16 || !cand.empty())
+      else if (this->k_ > 16 || cand != Candidates::automatic)
         candidates_ = this->template device_buffer<unsigned long long>(cells);
     }
     cells_live_ = true;
@@ -826,12 +820,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // K = 64) slower (plots/sorted_ab_s34_h200.txt). KMEANS_CELLS_SORTED=0: never; =1: wherever it can.
   void start_sorted() {
     sorted_live_ = table_held_ = false;
-    const char* env = std::getenv("KMEANS_CELLS_SORTED");
-    const std::string setting = env ? env : "";
-    if (setting == "0") return;
+    const std::optional<bool> setting = this->params_.fused.sorted;
+    if (setting == false) return;
     const std::size_t n = this->n_;
     const int cells = cells_side_ * cells_side_;
-    if (setting != "1" && n < 1024ull * static_cast<std::size_t>(cells)) return;
+    if (setting != true && n < 1024ull * static_cast<std::size_t>(cells)) return;
     const unsigned chunk = kernels::kCellChunk;
     if (!cells_live_ || !sorted_kernel_ || !lean_cells_ || !dynamic_chunks_ || !chunks_.get() || tile_kernel_ ||
         !kernels::delta_chunks_dynamic(grid_, block_) || n < chunk || n > 0xffffffffull ||
@@ -920,15 +913,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
       q.factor = mma_factor_;
       q.fma_factor = factor_;
     }
-    // The next pass's lines into L1 before the scores where they measured faster: with the
-    // tensor-core scores at d 17-32 (level at d <= 16, plots/delta_mma_ab_h100.txt) and with the
-    // FMA scores in float at d 9-16 (H100, 2^21 x 16, K = 16: 0.97x the time; level or slower
-    // with the tensor-core scores at K = 64, at d = 2 (1.02-1.11x, the cell table's kernel) and
-    // in double; plots/delta_prefetch_ab_s17_h100.txt). KMEANS_DELTA_PREFETCH=0|1|2: none, into
-    // L1, into L2, for any delta kernel but the staged and the bounds ones.
-    const int width = kernels::fused_register_width(this->d_);
-    const char* pf = std::getenv("KMEANS_DELTA_PREFETCH");
-    q.prefetch = pf ? std::atoi(pf) : (mma_ && width == 32) || (!mma_ && width == 16 && sizeof(T) == 4) ? 1 : 0;
+    // The next pass's lines into L1 before the scores where the plan has it (fused_plan.cpp).
+    q.prefetch = plan_.prefetch;
     if (cells_live_ && !this->streamed()) {
       // This iteration's table from the centroids the last iteration left, a warp per cell (ncu,
       // H100, 64 x 64 cells, K = 16: 5.0 us with its launch, a thread per cell 7.1-7.5 us, its K
@@ -1035,47 +1021,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   }
 
   void assign(bool accumulate) override {
-#ifdef KMEANS_STAMPS
-    // (Instrumented builds, -DKMEANS_STAMPS: before the final E-step, the delta kernels' stamps of
-    // the last 8 launches into KMEANS_STAMPS_FILE, for scripts/stamps_phases.py. A line a block:
-    // B slot block entry acquire prologue loop drain flush release end sm, in ns of %globaltimer
-    // (release and end the last block's only); the cell table's kernel's blocks C slot block
-    // entry acquire end. The first 2048 blocks, the table kernel's first 4096. Then the last
-    // block's update in steps, L slot done sums centroids total: once it knew it was last, its
-    // held sums in shared memory, the centroids written, the shifts' total. After each B line, the
-    // block's flush in steps, F slot block sums counts: its sums' atomics issued, its counts'.)
-    if (!accumulate)
-      if (const char* f = std::getenv("KMEANS_STAMPS_FILE")) {
-        CUDA_CHECK(cudaStreamSynchronize(this->stream_));
-        static unsigned long long st[8][2048][9], cs[8][4096][3], ls[8][4];
-        unsigned launches = 0;
-        CUDA_CHECK(cudaMemcpyFromSymbol(st, kernels::g_stamps, sizeof st));
-        CUDA_CHECK(cudaMemcpyFromSymbol(ls, kernels::g_last_stamps, sizeof ls));
-        CUDA_CHECK(cudaMemcpyFromSymbol(cs, kernels::g_cell_stamps, sizeof cs));
-        static unsigned long long fs[8][2048][2];
-        CUDA_CHECK(cudaMemcpyFromSymbol(fs, kernels::g_flush_stamps, sizeof fs));
-        CUDA_CHECK(cudaMemcpyFromSymbol(&launches, kernels::g_launch, sizeof launches));
-        if (FILE* o = std::fopen(f, "w")) {
-          std::fprintf(o, "launches %u grid %d tile_grid %d tile_used %d\n", launches, grid_, tile_grid_, tile_used_ ? 1 : 0);
-          for (int sl = 0; sl < 8; ++sl) {
-            for (int b = 0; b < 2048; ++b)
-              if (st[sl][b][0]) {
-                std::fprintf(o, "B %d %d", sl, b);
-                for (int q = 0; q < 9; ++q) std::fprintf(o, " %llu", st[sl][b][q]);
-                std::fprintf(o, "\n");
-                std::fprintf(o, "F %d %d %llu %llu\n", sl, b, fs[sl][b][0], fs[sl][b][1]);
-              }
-            for (int b = 0; b < 4096; ++b)
-              if (cs[sl][b][0]) std::fprintf(o, "C %d %d %llu %llu %llu\n", sl, b, cs[sl][b][0], cs[sl][b][1], cs[sl][b][2]);
-            if (ls[sl][0])
-              std::fprintf(o, "L %d %llu %llu %llu %llu\n", sl, ls[sl][0], ls[sl][1], ls[sl][2], ls[sl][3]);
-          }
-          std::fclose(o);
-        } else {
-          std::fprintf(stderr, "kmeans: cannot write the stamps to KMEANS_STAMPS_FILE=%s\n", f);
-        }
-      }
-#endif
     // The kernel below keeps neither the bounds nor the q sums: none from here on.
     bounds_ = bounds_live_ = false;
     if (delta_) {
@@ -1148,6 +1093,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   unsigned release_seq_ = 0, last_release_ = 0;
   bool early_release_ = true;
   bool dynamic_chunks_ = true;           // the staged kernel's passes taken as the warps come to them
+  FusedPlan plan_;                       // this shape's plan (prepare)
   DeviceBuffer<unsigned> chunks_;        // their counters (kernels::kDeltaChunkCounters)
   // SORTED (start_sorted): x and the labels in the cells' order, each cell's first object in it,
   // its single chunks' sums, the table kernel's list of chunks to read and its length.
@@ -1227,7 +1173,7 @@ TensorKernels<typename Mma::T> tensor_kernels_for(std::size_t d) {
 }
 
 template <class T>
-TensorKernels<T> tensor_kernels(std::size_t d) {
+TensorKernels<T> tensor_kernels(std::size_t d, bool wgmma) {
   namespace g = kernels::gemm;
   if constexpr (std::is_same_v<T, double>) {
     // sm_90, d > 16: 32-deep slices in three stages (221 KB of shared memory; half the barriers
@@ -1242,9 +1188,8 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
   else if (d > 32) {  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
     // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab.txt)
     TensorKernels<T> r = tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
-    // From the centred copy, on sm_90 with 32 < d <= 128: wgmma (KMEANS_TENSOR_WGMMA=0: mma.sync).
-    const char* env = std::getenv("KMEANS_TENSOR_WGMMA");
-    if (!(env && std::string(env) == "0"))
+    // From the centred copy, on sm_90 with 32 < d <= 128: wgmma (FusedConfig::wgmma off: mma.sync).
+    if (wgmma)
       if (const WgmmaAssign w = wgmma_assign(d); w.kernel) {
         r.wgmma_kernel = w.kernel;
         r.wgmma_ceiling = w.ceiling_kernel;
@@ -1259,8 +1204,8 @@ TensorKernels<T> tensor_kernels(std::size_t d) {
     return tensor_kernels_for<g::MmaTf32m16n8k8>(d);
 }
 
-template TensorKernels<float> tensor_kernels(std::size_t);
-template TensorKernels<double> tensor_kernels(std::size_t);
+template TensorKernels<float> tensor_kernels(std::size_t, bool);
+template TensorKernels<double> tensor_kernels(std::size_t, bool);
 
 template <class T>
 class FusedTensor final : public DeviceUpdateEngine<T> {
@@ -1330,8 +1275,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     staged_norms_ = DeviceBuffer<double>();
     staged_mu_ = DeviceBuffer<T>();
     shared_ = CentredRows{};
-    const char* env = std::getenv("KMEANS_SHARE_COPY");
-    if (!x || this->params_.init != Init::kmeans_parallel || (env && std::string(env) == "0") ||
+    if (!x || this->params_.init != Init::kmeans_parallel || !this->params_.fused.share_copy ||
         this->params_.device_memory != 0 || compute_capability() < 80 || data.n > INT32_MAX)
       return x;
     const std::size_t n = data.n, d = data.d, copy = n * d * sizeof(float) + n * sizeof(double);
@@ -1366,7 +1310,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
  private:
   std::size_t prepare(const Dataset<T>& data) override {
-    kernels_ = tensor_kernels<T>(data.d);
+    kernels_ = tensor_kernels<T>(data.d, this->params_.fused.wgmma);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
     if (kernels_.wgmma)
       cuda::opt_in_shared(kernels_.wgmma_kernel, kernels_.pre_smem, "--impl=fused");
@@ -1374,7 +1318,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     if constexpr (std::is_same_v<T, double>) {  // the TF32 candidates' kernels, should the copy fit (after_setup)
-      tf32_kernels_ = tensor_kernels<float>(data.d);
+      tf32_kernels_ = tensor_kernels<float>(data.d, this->params_.fused.wgmma);
       if (tf32_kernels_.wgmma)
         cuda::opt_in_shared(tf32_kernels_.wgmma_kernel, tf32_kernels_.pre_smem, "--impl=fused");
       else
@@ -1440,12 +1384,11 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // -- 1.1-3.0x faster than FP64 DMMA keys on the real-data rows (H100, plots/real_shapes_tf32_h100.csv). Needs the
     // copy (4 bytes per coordinate) in free memory, the whole problem in memory, no
     // --device-memory cap, and every |x| and initial |c| at most 2^48 (float's range for the
-    // keys). KMEANS_TENSOR_DOUBLE=dmma keeps FP64 DMMA keys.
+    // keys). FusedConfig::tf32_in_double off keeps FP64 DMMA keys.
     tf32_ = false;
     if constexpr (std::is_same_v<T, double>) {
-      const char* env = std::getenv("KMEANS_TENSOR_DOUBLE");
       const std::size_t copy = (n + this->k_) * this->d_ * sizeof(float) + (this->k_ + this->d_) * sizeof(float);
-      tf32_ = !(env && std::string(env) == "dmma") && !this->streamed() && this->params_.device_memory == 0 &&
+      tf32_ = this->params_.fused.tf32_in_double && !this->streamed() && this->params_.device_memory == 0 &&
               this->whole_.max_abs <= 0x1p48 && initial_max_ <= 0x1p48 && device_budget(0) + staged_bytes >= copy;
       if (tf32_) {
         operand32_ = staged ? std::move(staged_rows_) : this->template device_buffer<float>(n * this->d_);
@@ -1460,13 +1403,11 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
     // The movers' scheme (iterate): z = mu in double, each cluster's q sum, the inertia's parts,
     // the centroids kept for the host when the algebraic inertia's bound fails.
-    // KMEANS_TENSOR_MOVERS=F: from the iteration after one in which at most F of the objects
-    // moved (0: never; 1: from the second iteration); KMEANS_DELTA_GUARD as for the one pass.
+    // FusedConfig::movers_after: from the iteration after one in which at most that fraction of
+    // the objects moved (0: never; 1: from the second iteration); the guard as for the one pass.
     {
-      const char* env = std::getenv("KMEANS_TENSOR_MOVERS");
-      movers_after_ = env ? std::strtod(env, nullptr) : kMoversAfter;
-      const char* guard = std::getenv("KMEANS_DELTA_GUARD");
-      q_guard_ = guard ? std::strtod(guard, nullptr) : 1e-11;
+      movers_after_ = this->params_.fused.movers_after.value_or(kMoversAfter);
+      q_guard_ = this->params_.fused.guard;
       held_ = movers_ = this->keep_sums_ = false;
       last_changed_ = 0;
       z64_ = this->template device_buffer<double>(this->d_);
@@ -1488,13 +1429,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // Float, in memory: the objects centred and rounded to TF32 once, in a copy the assignment
     // reads with ldmatrix (no subtraction and conversion per fragment element and tile), when
     // the copy fits in what is free. Out of core, under --device-memory, or with
-    // KMEANS_TENSOR_COPY=0 the assignment forms them itself (the same operands bit for bit).
-    const char* copy_env = std::getenv("KMEANS_TENSOR_COPY");
+    // FusedConfig::tensor_copy off the assignment forms them itself (the same operands bit for bit).
     // (Float: stage()'s copy is this one, float rows centred on the same mu and rounded alike;
     // the rounding flag below changes only |x'|^2, which the launch writes afresh.)
     bool adopted = tf32_ && staged;
     if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
-        !(copy_env && std::string(copy_env) == "0") && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
+        this->params_.fused.tensor_copy && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
       if constexpr (std::is_same_v<T, float>) {
         adopted = staged;
         operand_ = staged ? std::move(staged_rows_) : this->template device_buffer<T>(n * this->d_);
@@ -1694,33 +1634,22 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   double mu_norm_ = 0;
 };
 
-// KMEANS_FUSED_PATH=one-pass|tensor forces a path (for measuring the crossover; one-pass
-// still needs d <= 32 and its shared memory).
-bool one_pass_for(std::size_t k, std::size_t d, std::size_t elem) {
-  const char* forced = std::getenv("KMEANS_FUSED_PATH");
-  if (forced && std::string(forced) == "tensor") return false;
-  if (forced && std::string(forced) == "one-pass")
-    return d <= static_cast<std::size_t>(kernels::kFusedMaxCoords) &&
-           kernels::block_sums_layout<std::size_t>(k, d, elem).bytes <= gpu_info().shared_optin;
-  if (!kernels::fused_one_pass(k, d, elem)) return false;
-  // Above K*d = 1024 (d > 8) one pass wins only through the delta kernel: where its shared memory
-  // does not fit this GPU, the classic kernel it would fall back to loses to the tensor path
-  // (H100, d = 32, K = 256: 10.6 against 0.94 ms). On sm_90 (227 KB) it always fits there.
-  const auto& gpu = gpu_info();
-  return d <= 8 || k * d <= 1024 || !gpu.present || kernels::delta_shared_bytes(k, d, elem) <= gpu.shared_optin;
+// The plan for K clusters of d coordinates of `elem` bytes on this GPU (without one, an H100's),
+// for any n and data within 2^48 (--list, make_path).
+FusedPlan plan_for(std::size_t k, std::size_t d, std::size_t elem, const FusedConfig& config) {
+  return plan_fused({0, d, k, elem, 0.0, Params{}.block, false, 0}, device_facts(), config);
 }
 
-// The path for --list, as the report words it: on the one-pass path with the delta kernel its
-// variant from the same plan as the engine's (delta_plan.cpp), for data within 2^48 and the
-// default --block, on this GPU's shared memory (without one, an H100's); "staged" is taken
-// where n % 4 == 0, "cells" once the data's range gives a grid.
-std::string fused_path(std::size_t k, std::size_t d, std::size_t elem) {
-  if (!one_pass_for(k, d, elem)) return "tensor";
-  const auto& gpu = gpu_info();
-  const std::size_t optin = gpu.present ? gpu.shared_optin : std::size_t{232448};
-  const std::string variant =
-      plan_delta({0, d, k, elem, 0.0, Params{}.block, false, optin}, DeltaOverrides::from_environment()).describe();
-  return variant.empty() ? "one-pass" : "one-pass, " + variant;
+// The path for --list, as the report words it ("staged" is taken where n % 4 == 0, "cells" once
+// the data's range gives a grid).
+std::string fused_path(std::size_t k, std::size_t d, std::size_t elem, const FusedConfig& config) {
+  return plan_for(k, d, elem, config).describe();
+}
+
+// Every decision of the plan, for --list's "plan" object.
+std::vector<std::pair<std::string, std::string>> fused_plan_fields(std::size_t k, std::size_t d, std::size_t elem,
+                                                                   const FusedConfig& config) {
+  return plan_for(k, d, elem, config).fields();
 }
 
 template <class T>
@@ -1764,8 +1693,9 @@ class FusedEngine final : public Engine<T> {
 
  private:
   void make_path(std::size_t k, std::size_t d) {
-    path_name_ = one_pass_for(k, d, sizeof(T)) ? "one-pass" : "tensor";
-    if (one_pass_for(k, d, sizeof(T)))
+    const bool one_pass = plan_for(k, d, sizeof(T), params_.fused).path == FusedPlan::Path::one_pass;
+    path_name_ = one_pass ? "one-pass" : "tensor";
+    if (one_pass)
       path_ = std::make_unique<FusedOnePass<T>>(params_);
     else
       path_ = std::make_unique<FusedTensor<T>>(params_);
@@ -1786,5 +1716,5 @@ namespace km {
 extern const Implementation fused_implementation = describe<gpu::FusedEngine>(
     "fused", "fastest: one pass for small K*d (float scores with a proven margin, only the objects that move accumulated, the update in the last block); otherwise exact distances + arg-min fused on the tensor cores", Where::gpu,
     [](std::size_t k, std::size_t d, std::size_t, const GpuInfo&) { return gpu::fits_int_indexing(k, d); },
-    gpu::fused_path);
+    gpu::fused_path, gpu::fused_plan_fields);
 }  // namespace km

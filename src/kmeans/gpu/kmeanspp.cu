@@ -225,9 +225,10 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
 
  public:
-  GpuParallel(const Dataset<T>& data, const T* device_rows, const CentredRows* centred)
+  GpuParallel(const Dataset<T>& data, const T* device_rows, const CentredRows* centred, const GpuInitConfig& config)
       : B(data, device_rows, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
-          "--init=kmeans|| on the GPU", kParallelChunk) {
+          "--init=kmeans|| on the GPU", kParallelChunk),
+        config_(config) {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
     nearest_ = DeviceBuffer<std::int32_t>(n_, stream_);
@@ -240,8 +241,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
                                           drawn_.get(), drawn_count_.get(), static_cast<std::int64_t>(n_), stream_));
     select_temp_ = DeviceBuffer<unsigned char>(temp, stream_);
     CUDA_CHECK(cudaMemsetAsync(rechecked_.get(), 0, sizeof(unsigned long long), stream_));
-    const char* forced = std::getenv("KMEANS_PARALLEL_NEAREST");
-    if (!(forced && std::string(forced) == "gemm")) {
+    if (config_.nearest != GpuInitConfig::Nearest::gemm) {
       // Every |x_ij| bounded from the tensor path's own centred copy (no pass of its own), or
       // known from the host's range check.
       // The engine's centred copy when it made one (only of the rows this reads).
@@ -380,9 +380,9 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   std::vector<std::size_t> reduce(const std::vector<std::size_t>& cands, const std::vector<double>& weights,
                                   std::size_t k, std::uint64_t seed, std::uint64_t stream) override {
     const std::size_t d = d_;
-    const char* forced = std::getenv("KMEANS_PARALLEL_REDUCE");  // host, or gpu (for the tests: never the host)
-    if (forced && std::string(forced) == "host") return {};
-    const bool must = forced && std::string(forced) == "gpu";
+    // (GpuInitConfig::reduce: host, or gpu — the tests' "never the host")
+    if (config_.reduce == GpuInitConfig::Reduce::host) return {};
+    const bool must = config_.reduce == GpuInitConfig::Reduce::gpu;
     auto refuse = [&](const char* why) -> std::vector<std::size_t> {
       if (must) throw DeviceError(strprintf("k-means||: the reduction of %zu candidates to %zu on the GPU: %s",
                                             weights.size(), k, why));
@@ -392,8 +392,8 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
     if (m > INT32_MAX / 2 || k < 2 || trials > static_cast<std::size_t>(kernels::kReduceMaxTrials))
       return refuse("out of the kernel's range");
-    // KMEANS_PARALLEL_REDUCE_PER=p: at least p chunks a block (the tests' several-chunks path).
-    const char* at_least = std::getenv("KMEANS_PARALLEL_REDUCE_PER");
+    // GpuInitConfig::reduce_chunks_per_block = p: at least p chunks a block (the tests' several-chunks path).
+    const int at_least = config_.reduce_chunks_per_block;
     int cooperative = 0, device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
@@ -403,7 +403,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     const std::size_t chunks = (m + kernels::kReduceChunkMax - 1) / kernels::kReduceChunkMax;
     if (kernels::reduce_top(static_cast<int>(chunks)) > kernels::kReduceMaxTop)
       return refuse("more chunks of candidates than the kernel's tree holds");
-    std::size_t per = at_least ? std::max<std::size_t>(1, std::strtoull(at_least, nullptr, 10)) : 1, shared = 0,
+    std::size_t per = at_least > 0 ? static_cast<std::size_t>(at_least) : 1, shared = 0,
                 blocks = 0;
     for (per = std::min(per, chunks);; ++per) {
       blocks = (chunks + per - 1) / per;
@@ -546,6 +546,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     return static_cast<unsigned>(std::min<std::size_t>((n_ + 255) / 256, multiprocessor_count() * 8));
   }
 
+  GpuInitConfig config_;
   std::unique_ptr<cuda::CublasHandle> blas_;  // made at the first GEMM: none on the tensor path
   std::unique_ptr<gpu::TensorNearest<T>> tensor_;
   DeviceBuffer<std::int32_t> round_labels_;
@@ -636,11 +637,13 @@ template void KernelPreload::start_parallel<double>(std::size_t);
 
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows,
-                                                  const CentredRows* centred) {
-  return std::make_unique<GpuParallel<T>>(data, device_rows, centred);
+                                                  const CentredRows* centred, const GpuInitConfig& config) {
+  return std::make_unique<GpuParallel<T>>(data, device_rows, centred, config);
 }
 
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*, const CentredRows*);
-template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*, const CentredRows*);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*, const CentredRows*,
+                                                           const GpuInitConfig&);
+template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*, const CentredRows*,
+                                                           const GpuInitConfig&);
 
 }  // namespace km

@@ -34,7 +34,7 @@ struct TensorKernels {
 
 // The table for d coordinates on this GPU (fused.cu; float and double).
 template <class T>
-TensorKernels<T> tensor_kernels(std::size_t d);
+TensorKernels<T> tensor_kernels(std::size_t d, bool wgmma = true);
 
 // The tensor path's centre: the mean of objects spread evenly over the first n of the data, in
 // double, rounded to T (fused.cu). Any centre keeps the labels exact (margin.hpp); a central one keeps the

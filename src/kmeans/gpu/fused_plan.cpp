@@ -1,7 +1,7 @@
-#include "kmeans/gpu/delta_plan.hpp"
+#include "kmeans/gpu/fused_plan.hpp"
 
 #include <algorithm>
-#include <cstdlib>
+#include <cstdio>
 
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/layouts.hpp"
@@ -10,39 +10,7 @@ namespace km::gpu {
 
 namespace {
 
-std::optional<bool> flag(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
-  return std::string(v) == "1";
-}
-
-}  // namespace
-
-DeltaOverrides DeltaOverrides::from_environment() {
-  DeltaOverrides o;
-  const char* which = std::getenv("KMEANS_ONE_PASS");
-  o.classic = which && std::string(which) == "classic";
-  const char* exact = std::getenv("KMEANS_DELTA_EXACT");
-  o.no_exact = exact && std::string(exact) == "0";
-  if (const char* ball = std::getenv("KMEANS_DELTA_BALL")) {
-    // (only 0 and 1 mean anything here: another value leaves the default)
-    if (std::string(ball) == "1") o.ball = true;
-    else if (std::string(ball) == "0") o.ball = false;
-  }
-  if (const char* cells = std::getenv("KMEANS_DELTA_CELLS")) {
-    const long side = std::strtol(cells, nullptr, 10);
-    o.cells = side >= 4 && side <= kernels::kCellMaxSide && side % 4 == 0 ? static_cast<int>(side) : 0;
-  }
-  o.mma = flag("KMEANS_DELTA_MMA");
-  o.tile = flag("KMEANS_DELTA_TILE");
-  o.ring_xy = flag("KMEANS_CELLS_XY");
-  o.shadow = flag("KMEANS_DELTA_SHADOW");
-  return o;
-}
-
-namespace {
-
-DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
+DeltaPlan plan_for_block(const DeltaShape& s, const FusedConfig& config) {
   using namespace km::kernels;
   DeltaPlan p;
   p.block = s.block;
@@ -51,21 +19,21 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   p.maxd = maxd;
   // The delta kernel unless told otherwise (for A/B runs), or unless its float filter could
   // overflow (max|x| > 2^48: margin.hpp), or its shared memory does not fit.
-  p.delta = !env.classic && s.max_abs <= 0x1p48 && k < 65535 && delta_shared_bytes(k, d, elem) <= s.shared_optin;
+  p.delta = !config.classic && s.max_abs <= 0x1p48 && k < 65535 && delta_shared_bytes(k, d, elem) <= s.shared_optin;
   if (!p.delta) return p;
   const std::size_t delta_bytes = delta_layout<std::size_t>(k, d, elem).bytes;
   p.bits = delta_index_bits(k);
   // d filling its register width (4, 8, 16, 32): the kernel with d a constant; at d = 4 only up
   // to K = 64, where it measured faster (H100, 256 MB: K = 16 0.95x in float, 0.97x in double;
   // K = 1024 1.03x / 1.01x; plots/delta_exact_ab_h100.txt).
-  p.exact = maxd >= 4 && static_cast<int>(d) == maxd && (maxd > 4 || k <= 64) && !env.no_exact;
+  p.exact = maxd >= 4 && static_cast<int>(d) == maxd && (maxd > 4 || k <= 64) && config.fixed_width;
   // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
   // K scores for the objects of cells one centroid provably wins; u32 indices in its rings.
-  if (d == 2 && k <= 64 && s.n < (std::size_t{1} << 32)) p.cells_side = env.cells ? *env.cells : cell_side_for(k, elem);
+  if (d == 2 && k <= 64 && s.n < (std::size_t{1} << 32)) p.cells_side = config.cells ? *config.cells : cell_side_for(k, elem);
   // Elkan's test before the scores where it measured faster: d <= 2 and 32 < K <= 64 (H200,
   // 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30% slower;
   // plots/delta_ball_ab_h200.txt); not with the cell table.
-  p.ball_wanted = maxd <= 2 && k <= 64 && env.ball.value_or(k > 32);
+  p.ball_wanted = maxd <= 2 && k <= 64 && config.ball.value_or(k > 32);
   p.ball = p.cells_side == 0 && p.ball_wanted;
   // The scores on the tensor cores (MMA) at register widths 16 and 32, K <= 64, where they
   // measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt): d = 17..32 above
@@ -81,7 +49,7 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   const std::size_t base = (delta_bytes + 15) / 16 * 16;
   const std::size_t mma_bytes = base + delta_queue_bytes(maxd, p.queue_threads, elem, false, false, true) +
                                 delta_mma_table_bytes(k, maxd);
-  p.mma = !p.ball && p.cells_side == 0 && delta_mma_possible(maxd, p.bits > 0) && env.mma.value_or(mma_by_default) &&
+  p.mma = !p.ball && p.cells_side == 0 && delta_mma_possible(maxd, p.bits > 0) && config.mma.value_or(mma_by_default) &&
           mma_bytes <= s.shared_optin;
   p.bytes = p.mma ? mma_bytes : base + delta_queue_bytes(maxd, p.queue_threads, elem, p.ball, p.cells_side > 0);
   if (p.cells_side) {
@@ -103,7 +71,7 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
     // in double at K = 64 1.046x; plots/cells_xy_ab_s32_h200.txt).
     // KMEANS_CELLS_XY=0|1: without them, or with them wherever they fit.
     const std::size_t xy = delta_ring_xy_bytes(p.queue_threads, elem);
-    const bool xy_wanted = env.ring_xy ? *env.ring_xy : k <= 16;
+    const bool xy_wanted = config.ring_xy ? *config.ring_xy : k <= 16;
     if (xy_wanted && p.bytes + xy <= s.shared_optin) {
       p.bytes += xy;
       p.ring_xy = true;
@@ -130,7 +98,7 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // aligned.
   const bool tile_by_default =
       k > 8 && (maxd == 32 || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 56));
-  const bool tile_wanted = env.tile.value_or(tile_by_default);
+  const bool tile_wanted = config.staged.value_or(tile_by_default);
   if (tile_wanted && p.cells_side > 0) {
     // (with the cell table at d = 2: the buffers after it)
     p.tile_offset = static_cast<unsigned>((p.bytes + 15) / 16 * 16);
@@ -152,7 +120,7 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
   // their rows of x, and the iteration's inertia comes by algebra from Q, the objects' sum of
   // |x - z|^2 (6_fused_delta.cuh, SHADOW; the copy written by FILL). KMEANS_DELTA_SHADOW=0|1.
   p.shadow = elem == 8 && maxd == 16 && p.tile && !p.mma && p.cells_side == 0 && p.bits > 0 && p.exact &&
-             env.shadow.value_or(true);
+             config.float_copy.value_or(true);
   if (p.shadow) {
     p.shadow_bytes = base + delta_queue_bytes(maxd, p.queue_threads, sizeof(float), false, false, false, true) +
                      static_cast<std::size_t>((p.queue_threads + 31) / 32) * delta_shadow_ring_warp_bytes(maxd);
@@ -164,16 +132,16 @@ DeltaPlan plan_for_block(const DeltaShape& s, const DeltaOverrides& env) {
 
 }  // namespace
 
-DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
+DeltaPlan plan_delta(const DeltaShape& s, const FusedConfig& config) {
   if (s.block_given) {
     // --block, up to the most threads the planned kernel takes (its launch bounds), so that the
     // queues are sized for the block that runs.
-    const DeltaPlan given = plan_for_block(s, env);
+    const DeltaPlan given = plan_for_block(s, config);
     const int most = kernels::delta_max_threads(s.elem, given.maxd, given.bits > 0, given.tile);
     if (!given.delta || s.block <= most) return given;
     DeltaShape capped = s;
     capped.block = most;
-    return plan_for_block(capped, env);
+    return plan_for_block(capped, config);
   }
   // Without --block, the threads per block that measured faster (H100, 256 MB-class data, 10
   // iterations, 128, 192 and 256 in one call; plots/delta_block_ab_s15_h100.txt): 256 in double
@@ -199,8 +167,8 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   // staged take 192 (delta_max_threads).
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
-  const DeltaPlan at256 = plan_for_block(wide, env);
-  if (!at256.delta) return plan_for_block(s, env);
+  const DeltaPlan at256 = plan_for_block(wide, config);
+  if (!at256.delta) return plan_for_block(s, config);
   const int maxd = at256.maxd;
   int block = 256;
   if (s.elem == 4 && maxd >= 4 && maxd <= 8 && s.k <= 16) block = 128;
@@ -211,7 +179,7 @@ DeltaPlan plan_delta(const DeltaShape& s, const DeltaOverrides& env) {
   if (block == 256) return at256;
   DeltaShape chosen = s;
   chosen.block = block;
-  return plan_for_block(chosen, env);
+  return plan_for_block(chosen, config);
 }
 
 std::string DeltaPlan::describe() const {
@@ -224,6 +192,139 @@ std::string DeltaPlan::describe() const {
   if (mma) add("mma");
   if (cells_side) add("cells");
   return out;
+}
+
+
+namespace {
+
+// wgmma's objects' tile holds d whole in shared memory up to this (6_fused_wgmma.cuh: MAX_D).
+constexpr std::size_t kWgmmaMaxCoords = 128;
+
+// The path: one pass where its kernels fit and measured faster (layouts.hpp: fused_one_pass, the
+// crossover), else the tensor cores; FusedConfig::path forces one (one pass still needs d <= 32
+// and its shared memory).
+FusedPlan::Path choose_path(const DeltaShape& s, const DeviceFacts& device, const FusedConfig& config,
+                            const char*& why) {
+  using namespace km::kernels;
+  const std::size_t k = s.k, d = s.d, elem = s.elem;
+  if (config.path == FusedConfig::Path::tensor) {
+    why = "forced (path=tensor)";
+    return FusedPlan::Path::tensor;
+  }
+  if (config.path == FusedConfig::Path::one_pass) {
+    const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
+                      block_sums_layout<std::size_t>(k, d, elem).bytes <= device.shared_optin;
+    why = fits ? "forced (path=one-pass)" : "path=one-pass asked, but its kernels do not fit this shape";
+    return fits ? FusedPlan::Path::one_pass : FusedPlan::Path::tensor;
+  }
+  if (!fused_one_pass(k, d, elem)) {
+    why = d > static_cast<std::size_t>(kFusedMaxCoords) ? "d > 32" : "K*d above the one-pass crossover";
+    return FusedPlan::Path::tensor;
+  }
+  // Above K*d = 1024 (d > 8) one pass wins only through the delta kernel: where its shared memory
+  // does not fit the GPU, the classic kernel it would fall back to loses to the tensor path
+  // (H100, d = 32, K = 256: 10.6 against 0.94 ms). On sm_90 (227 KB) it always fits there.
+  if (d <= 8 || k * d <= 1024 || delta_shared_bytes(k, d, elem) <= device.shared_optin) {
+    why = "small K*d: one read of the data an iteration";
+    return FusedPlan::Path::one_pass;
+  }
+  why = "the delta kernel's shared memory does not fit this GPU";
+  return FusedPlan::Path::tensor;
+}
+
+// The tensor cores' scores for the shape (fused.cu: tensor_kernels, the same choices).
+const char* tensor_scores(const DeltaShape& s, const DeviceFacts& device, const FusedConfig& config) {
+  const std::size_t d = s.d;
+  const bool wgmma = config.wgmma && device.compute_capability == 90 && d > 32 && d <= kWgmmaMaxCoords && d % 4 == 0;
+  if (s.elem == 4) {
+    if (d <= 16) return "TF32 mma.sync m16n8k8, 16-deep slices";
+    if (d <= 32) return "TF32 mma.sync m16n8k8";
+    return wgmma ? "TF32 wgmma from the centred copy" : "TF32 mma.sync m16n8k8, 64-deep slices";
+  }
+  if (config.tf32_in_double)
+    return wgmma ? "TF32 wgmma keys, FP64 re-check of close calls (where room; else FP64 DMMA)"
+                 : "TF32 mma.sync keys, FP64 re-check of close calls (where room; else FP64 DMMA)";
+  if (device.compute_capability >= 90) return d > 16 ? "FP64 DMMA m16n8k4, 32-deep slices" : "FP64 DMMA m16n8k4";
+  return "FP64 DMMA m8n8k4";
+}
+
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+}  // namespace
+
+FusedPlan plan_fused(const DeltaShape& s, const DeviceFacts& device, const FusedConfig& config) {
+  FusedPlan p;
+  p.path = choose_path(s, device, config, p.path_reason);
+  if (p.path == FusedPlan::Path::tensor) {
+    p.scores = tensor_scores(s, device, config);
+    p.tensor_copy = s.elem == 4 && config.tensor_copy;
+    p.movers_after = config.movers_after.value_or(0.2);
+    return p;
+  }
+  DeltaShape shape = s;
+  shape.shared_optin = device.shared_optin;
+  p.delta = plan_delta(shape, config);
+  const int maxd = km::kernels::fused_register_width(s.d);
+  // Hamerly's bounds from the second iteration after one where at most 1% of the objects moved:
+  // before, they cost more than they save. Not in float above d = 8, where they never paid (H200,
+  // 100 iterations: d = 16, K = 16 2% slower in all). Only for the whole problem on one device and
+  // where the device has room for them (the engine's after_setup).
+  p.bounds_after = p.delta.delta ? config.bounds_after.value_or(s.elem == 8 || maxd <= 8 ? 0.01 : 0.0) : 0.0;
+  // The software prefetch of the next pass into L1: with the tensor-core scores at d 17-32 and
+  // with the FMA scores in float at d 9-16 (H100, 2^21 x 16, K = 16: 0.97x the time; level or
+  // slower elsewhere). Not for the staged or the bounds kernels.
+  p.prefetch = config.prefetch.value_or((p.delta.mma && maxd == 32) || (!p.delta.mma && maxd == 16 && s.elem == 4));
+  p.float_copy_after = config.float_copy_after.value_or(0.25);
+  p.launch_ahead = config.launch_ahead;
+  p.dependent_launch = config.dependent_launch && device.compute_capability >= 90;
+  p.early_release = config.early_release;
+  return p;
+}
+
+std::string FusedPlan::describe() const {
+  if (path == Path::tensor) return std::string("tensor, ") + scores;
+  const std::string variant = delta.describe();
+  return variant.empty() ? "one-pass" : "one-pass, " + variant;
+}
+
+std::vector<std::pair<std::string, std::string>> FusedPlan::fields() const {
+  std::vector<std::pair<std::string, std::string>> f;
+  const auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  f.emplace_back("path", path == Path::tensor ? "tensor" : "one-pass");
+  f.emplace_back("why", path_reason);
+  if (path == Path::tensor) {
+    f.emplace_back("scores", scores);
+    f.emplace_back("tensor_copy", tensor_copy ? "yes (where room)" : "no");
+    f.emplace_back("movers_after", number(movers_after));
+    return f;
+  }
+  f.emplace_back("kernel", delta.delta ? "delta" : "classic (data beyond 2^48, K >= 65535, or no room)");
+  if (!delta.delta) return f;
+  f.emplace_back("block", std::to_string(delta.block));
+  f.emplace_back("register_width", std::to_string(delta.maxd));
+  f.emplace_back("index_bits", std::to_string(delta.bits));
+  f.emplace_back("fixed_width", yes(delta.exact));
+  f.emplace_back("scores", delta.mma ? "TF32 mma.sync m16n8k8, FMA re-score of close calls" : "float FMA");
+  f.emplace_back("staged", delta.tile ? "yes (where n % 4 == 0 and aligned)" : "no");
+  f.emplace_back("float_copy", delta.shadow ? "yes (where room), after " + number(float_copy_after) + " moved" : "no");
+  f.emplace_back("elkan", yes(delta.ball));
+  f.emplace_back("cells", delta.cells_side ? std::to_string(delta.cells_side) + " x " + std::to_string(delta.cells_side) +
+                                                 " (once the data's range gives a grid)"
+                                           : "no");
+  if (delta.cells_side) {
+    f.emplace_back("cell_masks", yes(delta.cell_masks));
+    f.emplace_back("ring_xy", yes(delta.ring_xy));
+  }
+  f.emplace_back("bounds", bounds_after > 0 ? "after " + number(bounds_after) + " moved (where room)" : "no");
+  f.emplace_back("prefetch", prefetch == 0 ? "none" : prefetch == 1 ? "L1" : "L2");
+  f.emplace_back("shared_bytes", std::to_string(delta.bytes));
+  f.emplace_back("launch_ahead", launch_ahead ? (dependent_launch ? "yes, dependent launch" : "yes") : "no");
+  f.emplace_back("early_release", yes(early_release));
+  return f;
 }
 
 }  // namespace km::gpu
