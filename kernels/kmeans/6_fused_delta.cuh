@@ -37,9 +37,16 @@
 #include "kernels/kmeans/cell_order.cuh"
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/fused/bounds.cuh"
+#include "kernels/kmeans/fused/cell_table.cuh"
 #include "kernels/kmeans/fused/delta_pass.cuh"
+#include "kernels/kmeans/fused/filter_scores.cuh"
+#include "kernels/kmeans/fused/float_copy.cuh"
+#include "kernels/kmeans/fused/mma_scores.cuh"
+#include "kernels/kmeans/fused/movers.cuh"
 #include "kernels/kmeans/fused/primitives.cuh"
 #include "kernels/kmeans/fused/protocol.cuh"
+#include "kernels/kmeans/fused/staged_loads.cuh"
 #include "kernels/kmeans/fused/traits.cuh"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/margin.hpp"
@@ -48,37 +55,6 @@
 #include "kernels/kmeans/update.cuh"
 
 namespace km::kernels {
-
-// CELLS: the cell table for the centroids [2][k] (k <= 64), a warp per cell (cells.hpp:
-// cell_label_warp, cell_label's byte). (Launched as a dependent of the last delta kernel, it
-// waits for it; it does not trigger its own dependent early: where all its blocks triggered at
-// their start, the delta kernel behind it took 1.21-1.25x the time in double (H100, 2^24 x 2,
-// K = 16; level in float), where triggering as its blocks exit took 0.98x.)
-template <class T>
-__global__ void delta_cells(const T* __restrict__ centroids, int k, CellGrid g, unsigned char* __restrict__ out,
-                            unsigned long long* __restrict__ candidates, unsigned short* __restrict__ masks,
-                            const unsigned* release, unsigned acquire_value, CellSkip skip) {
-  __shared__ T cs[2 * 64];
-  if (acquire_value) block_acquire(release, acquire_value);
-  else dependent_wait();
-  for (int t = threadIdx.x; t < 2 * k; t += blockDim.x) cs[t] = centroids[t];
-  __syncthreads();
-  const int cell = static_cast<int>(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32), lane = threadIdx.x & 31;
-  if (cell >= g.side * g.side) return;  // (the whole warp)
-  unsigned long long mask = 0;
-  const unsigned char label = cell_label_warp(cs, k, cell % g.side, cell / g.side, g, lane, &mask);
-  unsigned char before = kCellMixed;
-  if (lane == 0) {
-    before = out[cell];  // (the last table's byte: no kernel reads the table now)
-    out[cell] = label;
-    if (candidates) candidates[cell] = mask;
-    if (masks) masks[cell] = static_cast<unsigned short>(mask);  // (K <= 16)
-  }
-  // SORTED (cell_order.cuh): the cell's chunks for the delta kernel to read.
-  if (skip.work)
-    list_cell_chunks<T>(skip, g, cell, lane, static_cast<unsigned char>(__shfl_sync(0xffffffffu, label, 0)),
-                        static_cast<unsigned char>(__shfl_sync(0xffffffffu, before, 0)), cs, k);
-}
 
 // Launch bounds: DeltaTraits::kMaxThreads and kMinBlocks (fused/traits.cuh), where the measurements
 // behind them are.
@@ -91,6 +67,7 @@ __global__ void __launch_bounds__(
     DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>::kMinBlocks)
     fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
+  using C = DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>;
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
   // or where it fills the width (EXACT): the coordinate loops then test nothing (at d = 16, K = 16
   // in float compares were 7.9% of the kernel's instructions, most of them a coordinate tested
@@ -432,133 +409,22 @@ __global__ void __launch_bounds__(
   // 2 x (K / 8) scores per row of an m-tile, its quad merges them, and the results reach the
   // objects' lanes through the movers' queue (not yet in use). The filter's margin is widened for
   // the TF32 operands and the tensor cores' accumulation (margin.hpp: filter_bound).
-  constexpr int RS = MAXD + 4, MT = 2 * U;
+  constexpr int RS = C::RS;  // MMA: the stage's rows of x'' (fused/mma_scores.cuh)
   auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
-    float* xs = reinterpret_cast<float*>(stage);
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int q = 0; q < MAXD / 4; ++q)
-        reinterpret_cast<float4*>(xs + (u * 32 + lane) * RS)[q] =
-            make_float4(xv[u][4 * q], xv[u][4 * q + 1], xv[u][4 * q + 2], xv[u][4 * q + 3]);
-    __syncwarp();
-    const int g = lane >> 2, t = lane & 3;
-    // The A fragments of every m-tile and k-step, held through the loop over the centroids.
-    unsigned a[MT][KS][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        const float* r0 = xs + (16 * mt + g) * RS + 8 * ks + t;
-        a[mt][ks][0] = Tf32Mma::convert_half_up(r0[0]);
-        a[mt][ks][1] = Tf32Mma::convert_half_up(r0[8 * RS]);
-        a[mt][ks][2] = Tf32Mma::convert_half_up(r0[4]);
-        a[mt][ks][3] = Tf32Mma::convert_half_up(r0[8 * RS + 4]);
-      }
-    // Each lane's running top two per row it holds (row g and g + 8 of each m-tile).
-    float top[MT][2], run[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) top[mt][0] = top[mt][1] = run[mt][0] = run[mt][1] = INFINITY;
-    // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight, the first
-    // k-step's started from |c''|^2. (Software-pipelined, the next pair's products issued before
-    // this pair's scores were folded in, it took 1.048x the time at d = 32, K = 64 in float under a
-    // 128-register cap (165 registers without it: one block an SM) and 1.56x at d = 16, K = 64;
-    // H100.)
-#pragma unroll 1
-    for (int n0 = 0; n0 < k; n0 += 16) {
-      const float2* bt = btab + (n0 / 8) * KS * 32 + lane;
-      // The pair of n-tiles' products into out.
-      auto products = [&](float (&out)[2][MT][4]) {
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-#pragma unroll
-          for (int p = 0; p < 2; ++p) {
-            const float2 bv = bt[(p * KS + ks) * 32];
-            const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
-            const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              if (ks == 0) Tf32Mma::mma_from(out[p][mt], a[mt][ks], b, cc);
-              else Tf32Mma::mma(out[p][mt], a[mt][ks], b);
-            }
-          }
-        }
-      };
-      float acc[2][MT][4];
-      products(acc);
-      // Columns past K hold FLT_MAX (B = 0 there): never a winner; the runner-up only at K = 1.
-#pragma unroll
-      for (int p = 0; p < 2; ++p)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float f =
-                  __int_as_float((__float_as_int(acc[p][mt][2 * h + e]) & ~mask) | (n0 + 8 * p + 2 * t + e));
-              run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
-              top[mt][h] = fminf(top[mt][h], f);
-            }
-    }
-    float2* res = reinterpret_cast<float2*>(queue);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float b = top[mt][h], sc = run[mt][h];
-#pragma unroll
-        for (int off = 1; off < 4; off *= 2) {
-          const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
-          sc = fminf(fmaxf(b, ob), fminf(sc, os));
-          b = fminf(b, ob);
-        }
-        if (t == 0) res[16 * mt + 8 * h + g] = make_float2(b, sc);
-      }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const float2 mine = res[u * 32 + lane];
-      out_best[u] = mine.x;
-      out_second[u] = mine.y;
-    }
-    __syncwarp();  // the results read before the queue takes the movers, the stage read before it is reused
+    mma_warp_scores<C>(xv, out_best, out_second, stage, btab, ctab, queue, k, mask, lane);
   };
   // An object's q = |x - z|^2 in fixed point (BOUNDS), the same bits wherever it is summed.
   auto q_fixed = [&](const T* v) {
-    double q = 0;
-#pragma unroll
-    for (int j = 0; j < MAXD; ++j) {
-      if (j < d) {
-        const double e = static_cast<double>(v[j]) - zs[j];
-        q = fma(e, e, q);
-      }
-    }
-    return to_fixed(q, p.inertia_scale);
+    return object_q_fixed<C>(v, d, zs, p);
   };
   // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
   // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
   // rebuilt from every object).
   auto add_q = [&](const T* v, int label, int was) {
-    if (BOUNDS && !p.rebuild) {
-      const unsigned long long qa = q_fixed(v);
-      shared_add_u64(&dq[label], qa);
-      if (was >= 0) shared_add_u64(&dq[was], 0ull - qa);
-    }
+    add_q_move<C>(v, label, was, p, dq, q_fixed);
   };
   auto add_move = [&](const T* v, int label, int was) {
-#pragma unroll
-    for (int j = 0; j < MAXD; ++j) {
-      if (j < d) {
-        const unsigned long long addend = to_fixed(static_cast<double>(v[j]), p.scale);
-        shared_add_u64(&dsums[label * d + j], addend);
-        if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-      }
-    }
-    atomicAdd(&dcounts[label], 1);
-    if (was >= 0) atomicAdd(&dcounts[was], -1);
-    add_q(v, label, was);
+    add_move_sums<C>(v, label, was, d, p, dsums, dcounts, add_q);
   };
   // A warp's moves (to >= 0: the lane's object from `was` to `to`; the whole warp calls it). Where
   // they are all one move (the cells' sorted order: a round's objects mostly one cell's, one label)
@@ -572,35 +438,7 @@ __global__ void __launch_bounds__(
   // skipped at run time 1.020-1.034x); each order with its own kernel, the objects' order 0.98x
   // the one kernel's time, the sorted order level (0.99-1.01x).
   auto add_moves = [&](const T* v, int to, int was) {
-    if constexpr (!SORTED) {
-      if (to >= 0) add_move(v, to, was);
-      return;
-    }
-    const unsigned movers = __ballot_sync(0xffffffffu, to >= 0);
-    if (movers == 0) return;
-    const int leader = __ffs(movers) - 1;
-    const int key = to >= 0 ? to * 256 + was + 1 : -1;
-    const int first_key = __shfl_sync(0xffffffffu, key, leader);
-    if (!BOUNDS && __popc(movers) > 1 && __all_sync(0xffffffffu, to < 0 || key == first_key)) {
-#pragma unroll
-      for (int j = 0; j < MAXD; ++j) {
-        if (j < d) {
-          unsigned long long a = to >= 0 ? to_fixed(static_cast<double>(v[j]), p.scale) : 0ull;
-          for (int off = 16; off > 0; off /= 2) a += __shfl_xor_sync(0xffffffffu, a, off);
-          if (lane == leader) {
-            shared_add_u64(&dsums[to * d + j], a);
-            if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - a);
-          }
-        }
-      }
-      if (lane == leader) {
-        const int c = __popc(movers);
-        atomicAdd(&dcounts[to], c);
-        if (was >= 0) atomicAdd(&dcounts[was], -c);
-      }
-    } else if (to >= 0) {
-      add_move(v, to, was);
-    }
+    add_warp_moves<C>(v, to, was, d, lane, p, dsums, dcounts, add_move);
   };
   unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
@@ -614,35 +452,20 @@ __global__ void __launch_bounds__(
   int next_label[U];
   float2 next_bounds[U];
   auto fetch = [&](std::int64_t from) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t i = from + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-      next_label[u] = i < n ? labels[i] : -2;
-      next_bounds[u] = i < n ? p.bounds[i] : make_float2(0.0f, 0.0f);
-    }
+    fetch_bounds<C>(from, n, labels, p, next_label, next_bounds);
   };
   if (BOUNDS) fetch(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
   // BALL, CELLS: one object's packed score against centroid c folded into the least (b) and the
   // runner-up (sc); score_one over every centroid, score_some over those of mask m only, lowest
   // index first.
   auto score_step = [&](float x0, float x1, int c, float& b, float& sc) {
-    const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
-    float f = fmaf(v.y, x0, v.x);
-    if (MAXD > 1) f = fmaf(v.z, x1, f);
-    f = __int_as_float((__float_as_int(f) & ~mask) | c);
-    sc = fminf(sc, fmaxf(b, f));
-    b = fminf(b, f);
+    score_pair_step<C>(x0, x1, c, b, sc, table, mask);
   };
   auto score_one = [&](float x0, float x1, float& b, float& sc) {
-    b = sc = INFINITY;
-    for (int c = 0; c < k; ++c) score_step(x0, x1, c, b, sc);
+    score_all<C>(x0, x1, b, sc, k, score_step);
   };
   auto score_some = [&](float x0, float x1, auto m, float& b, float& sc) {
-    b = sc = INFINITY;
-    for (; m; m &= m - 1) {
-      if constexpr (sizeof(m) == 8) score_step(x0, x1, __ffsll(static_cast<long long>(m)) - 1, b, sc);
-      else score_step(x0, x1, __ffs(static_cast<int>(m)) - 1, b, sc);
-    }
+    score_set<C>(x0, x1, m, b, sc, score_step);
   };
   // CELLS: the objects of mixed cells (and beyond the grid) and the movers of labelled cells wait
   // in the warp's one ring until 32 are there, then a round scores (or sums) one per lane, every
@@ -668,69 +491,9 @@ __global__ void __launch_bounds__(
   XY* hard_xy = reinterpret_cast<XY*>(after + warps_in_block * 64 * U * 8) + warp * kHardRing;
   int hard_pending = 0, hard_head = 0;
   auto hard_round = [&]() {
-    const int taken = min(hard_pending, 32);
-    const bool mine = lane < taken;
-    const uint2 e = mine ? hard_ring[(hard_head + lane) & (kHardRing - 1)] : make_uint2(0u, 0u);
-    const std::int64_t i = e.x;
-    const int was = static_cast<int>((e.y >> 16) & 0x3fffu) - 1;
-    // A lean pass's entry (kLeanHardEntry) names the cell: a mover where its byte is a label.
-    const bool lean = CELLS && (e.y & kLeanHardEntry) != 0;
-    int moved_to = static_cast<int>(e.y & 0xffffu);
-    if constexpr (CELLS)
-      if (mine && lean) moved_to = cells_s[e.y & 0xffffu];
-    const bool mixed = lean && moved_to == kCellMixed;
-    const bool mover = (e.y & kMoverEntry) != 0 || (lean && !mixed);
-    T v[MAXD];
-    float vf[MAXD], nv = 0;
-    if (ring_xy) {
-      const XY c = mine ? hard_xy[(hard_head + lane) & (kHardRing - 1)] : XY{0, 0};
-      v[0] = c.x;
-      v[MAXD - 1] = c.y;
-    }
-#pragma unroll
-    for (int j = 0; j < MAXD; ++j) {
-      if (!ring_xy) v[j] = mine && j < d ? x[j * n + i] : T(0);
-      vf[j] = static_cast<float>(v[j] - centre(j));
-      nv = fmaf(vf[j], vf[j], nv);
-    }
-    float b = INFINITY, sc = INFINITY;
-    // A lean pass's object of a mixed cell: its cell's candidates alone (cells.hpp:
-    // cell_label_warp; at K = 16 and 64 x 64 cells mostly 2 or 3 of the 16); others every centroid.
-    // (Up to K = 16 the masks from shared memory, p.cell_masks: from L2 each round's load cost
-    // what the scores saved.)
-    const bool some = CELLS && (p.candidates || p.cell_masks) && mixed;
-    if (__any_sync(0xffffffffu, mine && !mover && !some)) score_one(vf[0], vf[MAXD - 1], b, sc);
-    if (mine && some) {
-      if (p.cell_masks) score_some(vf[0], vf[MAXD - 1], static_cast<unsigned>(masks_s[e.y & 0xffffu]), b, sc);
-      else score_some(vf[0], vf[MAXD - 1], p.candidates[e.y & 0xffffu], b, sc);
-    }
-    int label = __float_as_int(b) & mask;
-    T dist = 0;
-    if (mine && mixed) --lookups;
-    int to = -1;  // the lane's move (add_moves): to `to` from `was`
-    if (mine && mover) {
-      ++moves;
-      to = moved_to;
-    } else if (mine) {
-      if (!(sc - b > p.factor * (nv + r2) + p.tiny)) {
-        ++rechecks;  // too close to call in float: seq's arithmetic over every centroid
-        label = nearest_in_registers<T, MAXD>(v, s, d, k, dist);
-      } else {
-#pragma unroll
-        for (int j = 0; j < MAXD; ++j)
-          if (j < d) dist = fused_square_add(v[j] - s[j * k + label], dist);
-      }
-      if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
-      if (was != label) {
-        labels[i] = label;
-        ++moves;
-        to = label;
-      }
-    }
-    add_moves(v, to, was);
-    __syncwarp();  // the ring's slots are read before they are written again
-    hard_head = (hard_head + taken) & (kHardRing - 1);
-    hard_pending -= taken;
+    cell_ring_round<C>(hard_pending, hard_head, lane, hard_ring, cells_s, ring_xy, hard_xy, x, n, d, centre, score_one,
+                       score_some, p, masks_s, mask, lookups, moves, rechecks, r2, s, k, count_inertia, my_inertia,
+                       labels, add_moves);
   };
   // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
   // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
@@ -746,39 +509,7 @@ __global__ void __launch_bounds__(
   constexpr int TBT = TBE * static_cast<int>(sizeof(T) / sizeof(TileT));  // a buffer, in TileT
   TileT* const ttiles = reinterpret_cast<TileT*>(tiles);
   auto tile_issue = [&](std::int64_t from, int which) {
-    // A row of 32 U values is RC chunks, so a step of the warp copies 32 / RC rows; lane l always
-    // takes chunk l % RC of row l / RC (+ 32 / RC each step): one base address a pass, then a
-    // constant stride (at d = 16 in float 9 chunks a lane, 124 instructions a pass before).
-    // (layouts.hpp: tile_chunk, the plan a CPU test checks covers every chunk once)
-    constexpr int RC = tile_row_chunks(U, sizeof(TileT)), EC = 16 / static_cast<int>(sizeof(TileT));
-    constexpr int RPS = RC <= 32 ? 32 / RC : 1, STEPS = tile_copy_steps(MAXD, U, sizeof(TileT));
-    static_assert(!TILE || STEPS > 0, "the staged loads' copy plan");
-    const std::int64_t wbase = from + warp_u * 32 * U;
-    if constexpr (RC <= 32) {
-      const TileChunk first = tile_chunk(MAXD, U, sizeof(TileT), 0, lane);
-      const int r0 = first.row, q = first.col;
-      const bool in = wbase + q * EC < n;  // (n % 4 == 0: a chunk is wholly in or out)
-      const TileT* src;
-      if constexpr (SHADOW) src = p.shadow + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
-      else src = x + static_cast<std::int64_t>(r0) * n + (in ? wbase + q * EC : 0);
-      TileT* dst = ttiles + which * TBT + r0 * 32 * U + q * EC;
-      const std::int64_t stride = static_cast<std::int64_t>(RPS) * n;
-#pragma unroll
-      for (int r = 0; r < STEPS; ++r) gemm::cp_async<16>(dst + r * RPS * 32 * U, src + r * stride, in);
-    } else {  // (d = 2 in double: a row is RC / 32 steps)
-#pragma unroll
-      for (int st = 0; st < STEPS; ++st) {
-        const TileChunk c = tile_chunk(MAXD, U, sizeof(T), st, lane);
-        const bool in = wbase + c.col * EC < n;
-        gemm::cp_async<16>(tiles + which * TBE + c.row * 32 * U + c.col * EC,
-                           x + static_cast<std::int64_t>(c.row) * n + (in ? wbase + c.col * EC : 0), in);
-      }
-    }
-    if (lane < 8 * U) {  // the old labels: 32 U of 4 bytes
-      const bool lin = wbase + lane * 4 < n;
-      gemm::cp_async<16>(reinterpret_cast<std::int32_t*>(ttiles + which * TBT + MAXD * 32 * U) + lane * 4,
-                         labels + (lin ? wbase + lane * 4 : 0), lin);
-    }
+    issue_tile_copies<C>(from, which, warp_u, lane, n, p, x, ttiles, tiles, labels);
   };
   int cur = 0;
   // SHADOW: the warp's ring of deferred movers (rows of x, then entries) after every warp's
@@ -792,25 +523,10 @@ __global__ void __launch_bounds__(
   // A queued mover's coordinate j (value v) out of its old cluster's sums and into its new one's,
   // and with j = 0 its count: the warp's rounds of movers, a lane a coordinate.
   auto move_coordinate = [&](uint2 entry, int j, T v) {
-    const int label = static_cast<int>(entry.y & 0xffffu), was = static_cast<int>(entry.y >> 16) - 1;
-    const unsigned long long addend = to_fixed(static_cast<double>(v), p.scale);
-    shared_add_u64(&dsums[label * d + j], addend);
-    if (was >= 0) shared_add_u64(&dsums[was * d + j], 0ull - addend);
-    if (j == 0) {
-      atomicAdd(&dcounts[label], 1);
-      if (was >= 0) atomicAdd(&dcounts[was], -1);
-    }
+    move_mover_coordinate<C>(entry, j, v, p, dsums, d, dcounts);
   };
   [[maybe_unused]] auto sum_deferred = [&]() {
-    constexpr int kPer = 32 / MAXD;
-    const int slot = lane / MAXD, j = lane % MAXD;
-    for (int m = slot; m - slot < deferred; m += kPer) {
-      if (m < deferred) {
-        const uint2 e = ring_entries[m];
-        move_coordinate(e, j, ring_rows[m * MAXD + j]);
-      }
-    }
-    deferred = 0;
+    sum_deferred_movers<C>(lane, deferred, ring_entries, ring_rows, move_coordinate);
   };
   // TILE (not with the cell table), where given p.chunks: the warps take their passes as they come
   // to them, not a fixed share each (the blocks' loops otherwise end 8-24 us apart on an H100,

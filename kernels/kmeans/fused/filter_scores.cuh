@@ -1,0 +1,43 @@
+// The assignment scored in float, one FMA a coordinate: f_c = |c''|^2 - 2 x''.c'' on points
+// centred at the centroids' mean, the centroid's index written into the score's low mantissa bits
+// for K <= 64 (PACK: then one min tracks value and index, three a centroid with the runner-up).
+// margin.hpp (filter_bound) proves how far f may sit from seq's distance; where the runner-up is
+// not clear of the winner by that much (a close call), the object is redone in seq's arithmetic
+// in T over every centroid, lowest index first. So the labels are seq's, in double too, at
+// float's instruction rate.
+#pragma once
+
+
+namespace km::kernels {
+
+// BALL, CELLS (d <= 2): one object's packed score against centroid c folded into the least (b) and
+// the runner-up (sc).
+template <class C>
+__device__ __forceinline__ void score_pair_step(float x0, float x1, int c, float& b, float& sc, float* const& table, const int& mask) {
+  constexpr int ROW = C::ROW, MAXD = C::MAXD;
+  const float4 v = reinterpret_cast<const float4*>(table + c * ROW)[0];
+  float f = fmaf(v.y, x0, v.x);
+  if (MAXD > 1) f = fmaf(v.z, x1, f);
+  f = __int_as_float((__float_as_int(f) & ~mask) | c);
+  sc = fminf(sc, fmaxf(b, f));
+  b = fminf(b, f);
+}
+
+
+// ... over every centroid,
+template <class C, class ScoreStep>
+__device__ __forceinline__ void score_all(float x0, float x1, float& b, float& sc, const int& k, ScoreStep& score_step) {
+  b = sc = INFINITY;
+  for (int c = 0; c < k; ++c) score_step(x0, x1, c, b, sc);
+}
+
+// ... over those of mask m only, lowest index first.
+template <class C, class M, class ScoreStep>
+__device__ __forceinline__ void score_set(float x0, float x1, M m, float& b, float& sc, ScoreStep& score_step) {
+  b = sc = INFINITY;
+  for (; m; m &= m - 1) {
+    if constexpr (sizeof(m) == 8) score_step(x0, x1, __ffsll(static_cast<long long>(m)) - 1, b, sc);
+    else score_step(x0, x1, __ffs(static_cast<int>(m)) - 1, b, sc);
+  }
+}
+}  // namespace km::kernels

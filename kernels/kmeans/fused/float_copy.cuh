@@ -1,0 +1,26 @@
+// SHADOW (double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at most
+// 25%: fused.cu, fill_start, shadow_on): a float copy of x - z, z fixed for the fit, replaces x in
+// the passes; FILL: the kernel one iteration before writes it. See the kernel's header comment.
+#pragma once
+
+
+namespace km::kernels {
+
+// SHADOW: the movers deferred a pass (their rows of x by cp.async into the warp's ring) summed, a
+// lane a coordinate.
+template <class C, class MoveCoordinate>
+__device__ __forceinline__ void sum_deferred_movers(const int& lane, int& deferred, uint2* const& ring_entries,
+                                             typename C::T* const& ring_rows, MoveCoordinate& move_coordinate) {
+  constexpr int MAXD = C::MAXD;
+  constexpr int kPer = 32 / MAXD;
+  const int slot = lane / MAXD, j = lane % MAXD;
+  for (int m = slot; m - slot < deferred; m += kPer) {
+    if (m < deferred) {
+      const uint2 e = ring_entries[m];
+      move_coordinate(e, j, ring_rows[m * MAXD + j]);
+    }
+  }
+  deferred = 0;
+}
+
+}  // namespace km::kernels

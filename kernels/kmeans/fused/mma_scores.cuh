@@ -1,0 +1,125 @@
+// MMA (d 9-32, K <= 64, by default where measured faster: fused.cu): the scores on the tensor
+// cores. The warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
+// fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2, each
+// lane's top two merged over its quad. The objects' TF32 operands take one integer add each
+// (gemm::MmaTf32m16n8k8::convert_half_up). TF32's rounding widens the margin (margin.hpp:
+// filter_bound with mma; its TF32 term charged as 2 |x''| (2^-10 R'' + D), D the block's
+// centroids' own largest TF32 rounding: mma_root2), so a few percent of the objects (uniform
+// data, d = 32, K = 64) are scored again with FMAs by the whole warp (the FMA filter's arithmetic
+// and margin; JSON rescored) and only the FMA filter's close calls reach seq's arithmetic.
+// Measured (H100, 256 MB): d = 32, K = 64 0.64x the FMA scores' time in float, 0.71x in double;
+// level at K = 16, where it is off. Compiled out in turn, the re-scores cost about a tenth of the
+// time, the tensor-core products nothing measurable.
+#pragma once
+
+#include "kernels/kmeans/fused/primitives.cuh"
+
+namespace km::kernels {
+
+// The warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32 operands,
+// FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row of MAXD + 4
+// floats (fragment reads without bank conflicts; rounded to TF32 as they are read, so that the
+// rows stay x'' for the FMA re-score), the table's fragments give -2 c'' (rounded likewise) and
+// |c''|^2; each lane keeps the top two of its 2 x (K / 8) scores a row of an m-tile, its quad
+// merges them, and the results reach the objects' lanes through the movers' queue (not yet in
+// use). The filter's margin is widened for the TF32 operands and the tensor cores' accumulation
+// (margin.hpp: filter_bound).
+template <class C>
+__device__ __forceinline__ void mma_warp_scores(const float (&xv)[C::U][C::MAXD], float (&out_best)[C::U],
+                                                float (&out_second)[C::U], typename C::T* const& stage,
+                                                float2* const& btab, float4* const& ctab, uint2* const& queue, int k,
+                                                const int& mask, const int& lane) {
+  constexpr int U = C::U, MAXD = C::MAXD, KS = C::KS, RS = C::RS, MT = C::MT;
+  float* xs = reinterpret_cast<float*>(stage);
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int q = 0; q < MAXD / 4; ++q)
+      reinterpret_cast<float4*>(xs + (u * 32 + lane) * RS)[q] =
+          make_float4(xv[u][4 * q], xv[u][4 * q + 1], xv[u][4 * q + 2], xv[u][4 * q + 3]);
+  __syncwarp();
+  const int g = lane >> 2, t = lane & 3;
+  // The A fragments of every m-tile and k-step, held through the loop over the centroids.
+  unsigned a[MT][KS][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const float* r0 = xs + (16 * mt + g) * RS + 8 * ks + t;
+      a[mt][ks][0] = Tf32Mma::convert_half_up(r0[0]);
+      a[mt][ks][1] = Tf32Mma::convert_half_up(r0[8 * RS]);
+      a[mt][ks][2] = Tf32Mma::convert_half_up(r0[4]);
+      a[mt][ks][3] = Tf32Mma::convert_half_up(r0[8 * RS + 4]);
+    }
+  // Each lane's running top two per row it holds (row g and g + 8 of each m-tile).
+  float top[MT][2], run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) top[mt][0] = top[mt][1] = run[mt][0] = run[mt][1] = INFINITY;
+  // Two n-tiles (16 centroids) at a time: 2 MT independent accumulators in flight, the first
+  // k-step's started from |c''|^2. (Software-pipelined, the next pair's products issued before
+  // this pair's scores were folded in, it took 1.048x the time at d = 32, K = 64 in float under a
+  // 128-register cap (165 registers without it: one block an SM) and 1.56x at d = 16, K = 64;
+  // H100.)
+#pragma unroll 1
+  for (int n0 = 0; n0 < k; n0 += 16) {
+    const float2* bt = btab + (n0 / 8) * KS * 32 + lane;
+    // The pair of n-tiles' products into out.
+    auto products = [&](float (&out)[2][MT][4]) {
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          const float2 bv = bt[(p * KS + ks) * 32];
+          const unsigned b[2] = {__float_as_uint(bv.x), __float_as_uint(bv.y)};
+          const float4 cc = ks == 0 ? ctab[(n0 / 8 + p) * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            if (ks == 0) Tf32Mma::mma_from(out[p][mt], a[mt][ks], b, cc);
+            else Tf32Mma::mma(out[p][mt], a[mt][ks], b);
+          }
+        }
+      }
+    };
+    float acc[2][MT][4];
+    products(acc);
+    // Columns past K hold FLT_MAX (B = 0 there): never a winner; the runner-up only at K = 1.
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float f =
+                __int_as_float((__float_as_int(acc[p][mt][2 * h + e]) & ~mask) | (n0 + 8 * p + 2 * t + e));
+            run[mt][h] = fminf(run[mt][h], fmaxf(top[mt][h], f));
+            top[mt][h] = fminf(top[mt][h], f);
+          }
+  }
+  float2* res = reinterpret_cast<float2*>(queue);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float b = top[mt][h], sc = run[mt][h];
+#pragma unroll
+      for (int off = 1; off < 4; off *= 2) {
+        const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
+        sc = fminf(fmaxf(b, ob), fminf(sc, os));
+        b = fminf(b, ob);
+      }
+      if (t == 0) res[16 * mt + 8 * h + g] = make_float2(b, sc);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const float2 mine = res[u * 32 + lane];
+    out_best[u] = mine.x;
+    out_second[u] = mine.y;
+  }
+  __syncwarp();  // the results read before the queue takes the movers, the stage read before it is reused
+}
+
+}  // namespace km::kernels
