@@ -809,7 +809,7 @@ void expect_fits(const km::gpu::DeltaPlan& p, std::size_t optin) {
 }  // namespace
 
 // The delta kernel's variant per shape (fused_plan.cpp), where the engine and --list both take it:
-// the lab's rows as measured (plots/delta_*_ab_*), each KMEANS_* override, and the limits.
+// the lab's rows as measured (plots/delta_*_ab_*), each FusedConfig override, and the limits.
 TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(2, 16, 4).describe(), "cells");
   EXPECT_EQ(plan_for(2, 16, 8).describe(), "cells");
@@ -1085,7 +1085,7 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_EQ(plan_for(32, 64, 4, 227 * 1024, env).describe(), "d fixed");
   env = {};
   env.float_copy = false;
-  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "KMEANS_DELTA_SHADOW=0";
+  EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, env).describe(), "d fixed, staged") << "float_copy=0";
   env.float_copy = true;
   EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, staged") << "no float copy in float";
   EXPECT_EQ(plan_for(16, 24, 8, 227 * 1024, env).describe(), "d fixed, mma") << "nor with the tensor-core scores";
@@ -1102,10 +1102,10 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).cells_side, 256);
   env = {};
   env.ring_xy = false;
-  EXPECT_FALSE(plan_for(2, 16, 8, 227 * 1024, env).ring_xy) << "KMEANS_CELLS_XY=0";
+  EXPECT_FALSE(plan_for(2, 16, 8, 227 * 1024, env).ring_xy) << "ring_xy=0";
   EXPECT_FALSE(plan_for(2, 16, 4, 227 * 1024, env).ring_xy);
   env.ring_xy = true;
-  EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ring_xy) << "KMEANS_CELLS_XY=1: in double at 128 x 128 cells too";
+  EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ring_xy) << "ring_xy=1: in double at 128 x 128 cells too";
   env = {};
   env.ball = false;
   EXPECT_FALSE(plan_for(1, 64, 8, 227 * 1024, env).ball);

@@ -340,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, GpuExactLabels, ::testing::ValuesIn(gpu_imple
 // centroid), some objects are queued with their candidates and some against every centroid
 // (the JSON's "rechecked" / "rechecked_all"), and the first iteration still equals omp's.
 // Double by default scores on TF32 candidates (4 keys kept, as float); with
-// KMEANS_TENSOR_DOUBLE=dmma on FP64 DMMA keys (2 kept).
+// FusedConfig::tf32_in_double off on FP64 DMMA keys (2 kept).
 template <class T>
 void check_recheck_exercised(bool dmma = false) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -355,11 +355,10 @@ void check_recheck_exercised(bool dmma = false) {
   for (int c = 0; c < s.k; ++c)
     for (std::size_t j = 0; j < s.d; ++j)
       p.given_centroids[c * s.d + j] = data.row(c >= s.k - 3 ? 0 : static_cast<std::size_t>(c))[j];
+  p.fused.tf32_in_double = !dmma;
   const auto& fused = km::find_implementation("fused");
-  ASSERT_EQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T), km::FusedConfig{}).rfind("tensor", 0), 0u);
-  if (dmma) setenv("KMEANS_TENSOR_DOUBLE", "dmma", 1);
+  ASSERT_EQ(fused.path(static_cast<std::size_t>(s.k), s.d, sizeof(T), p.fused).rfind("tensor", 0), 0u);
   const auto got = km::run(fused, data, p);
-  unsetenv("KMEANS_TENSOR_DOUBLE");
   const auto ref = km::run(km::find_implementation("omp"), data, p);
   ASSERT_GE(got.per_iteration.size(), 1u);
   EXPECT_EQ(got.path.find("tf32 candidates") != std::string::npos, sizeof(T) == 8 && !dmma) << got.path;
@@ -393,29 +392,30 @@ void expect_same_fit(const R& with, const R& without, bool same_keys = true) {
   }
 }
 
-// Whole fits of fused (5 iterations; uniform, blobs, quantised data) with an environment switch
-// at its default and at `name`=`value` agree bit for bit: labels, centroids, and per iteration
-// the change counts and (with `same_keys`) the re-check counts. `paths` checks what the two
-// reports name.
+// Whole fits of fused (5 iterations; uniform, blobs, quantised data) with the configuration
+// `base` and with `base` and the FusedConfig field `field`=`value` agree bit for bit: labels,
+// centroids, and per iteration the change counts and (with `same_keys`) the re-check counts.
+// `paths` checks what the two reports name.
 template <class T = float, class Paths>
-void check_same_fits_without(const char* name, const std::vector<LabelShape>& shapes, Paths paths,
-                             const char* value = "0", bool same_keys = true) {
+void check_same_fits_without(const km::FusedConfig& base, const std::string& field,
+                             const std::vector<LabelShape>& shapes, Paths paths, const std::string& value = "0",
+                             bool same_keys = true) {
   const km::Implementation& fused = km::find_implementation("fused");
   each_label_case<T>(shapes, [&](const LabelShape& s, const km::Dataset<T>& data) {
     km::Params p;
     p.k = s.k;
     p.loops = 5;
+    p.fused = base;
     const auto with = km::run(fused, data, p);
-    setenv(name, value, 1);
+    km::apply_fused_config(p.fused, field + "=" + value);
     const auto without = km::run(fused, data, p);
-    unsetenv(name);
     paths(with.path, without.path);
     expect_same_fit(with, without, same_keys);
   });
 }
 
 // Float's tensor path reads its objects from a centred, TF32-rounded copy when it fits, and
-// forms the same operands itself when not (out of core, --device-memory, KMEANS_TENSOR_COPY=0):
+// forms the same operands itself when not (out of core, --device-memory, tensor_copy=0):
 // the two give the same keys, so the same labels, centroids, change counts and re-check
 // counts, bit for bit; short d (16-deep slices), d not a multiple of 4 (4-byte copies), long d.
 // With the copy and several stages of centroids (d = 16, K = 1500) the kernel also starts each
@@ -449,27 +449,28 @@ TEST(GpuTf32, HalfUpReadsAsRna) {
 
 TEST(GpuTensorCopy, FloatSameAsFormed) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  setenv("KMEANS_FUSED_PATH", "tensor", 1);
-  check_same_fits_without("KMEANS_TENSOR_COPY",
+  km::FusedConfig tensor;
+  tensor.path = km::FusedConfig::Path::tensor;
+  check_same_fits_without(tensor, "tensor_copy",
                           quick() ? std::vector<LabelShape>{{2500, 64, 1024}, {6000, 16, 1500}}
                                   : std::vector<LabelShape>{{3000, 3, 100}, {4000, 16, 300}, {2500, 64, 1024},
                                                             {1500, 784, 256}, {6000, 16, 1500}, {5000, 30, 1100}},
                           [](const std::string& copied, const std::string&) {
                             EXPECT_EQ(copied.rfind("tensor", 0), 0u) << copied;
                           });
-  unsetenv("KMEANS_FUSED_PATH");
 }
 
 // Double on the tensor path scores its candidates on TF32 tensor cores from a float copy by
-// default (margin.hpp: tf32_candidates_bound) and on FP64 DMMA with KMEANS_TENSOR_DOUBLE=dmma.
+// default (margin.hpp: tf32_candidates_bound) and on FP64 DMMA with tf32_in_double=0.
 // Both give seq's labels from the same centroids, so whole fits agree bit for bit: labels,
 // centroids and change counts (not the re-check counts: the keys differ). Shapes: short d (the
 // 16-deep float kernel), d not a multiple of 4, d in wgmma's range, long d, K past a tile.
 TEST(GpuTensorDouble, Tf32CandidatesSameAsDmma) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  km::FusedConfig tensor;
+  tensor.path = km::FusedConfig::Path::tensor;
   check_same_fits_without<double>(
-      "KMEANS_TENSOR_DOUBLE",
+      tensor, "tf32_in_double",
       quick() ? std::vector<LabelShape>{{3000, 100, 129}}
               : std::vector<LabelShape>{{4000, 16, 300}, {3000, 3, 100}, {3000, 100, 129}, {1500, 784, 256},
                                         {6000, 16, 1500}},
@@ -477,15 +478,13 @@ TEST(GpuTensorDouble, Tf32CandidatesSameAsDmma) {
         EXPECT_EQ(tf32.rfind("tensor, tf32 candidates", 0), 0u) << tf32;
         EXPECT_EQ(dmma, "tensor");
       },
-      "dmma", false);
-  unsetenv("KMEANS_FUSED_PATH");
+      "0", false);
 }
 
 // Double data beyond 2^48 in magnitude would leave float's range in the TF32 keys: such data
 // keeps its FP64 DMMA keys (the report's path "tensor"), and its labels are still omp's.
 TEST(GpuTensorDouble, LargeMagnitudesKeepDmmaKeys) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  setenv("KMEANS_FUSED_PATH", "tensor", 1);
   const LabelShape s{3000, 16, 300};
   for (double scale : {1.0, 0x1p50}) {
     auto data = label_data<double>(1, s);
@@ -493,16 +492,16 @@ TEST(GpuTensorDouble, LargeMagnitudesKeepDmmaKeys) {
     km::Params p;
     p.k = s.k;
     p.loops = 3;
+    p.fused.path = km::FusedConfig::Path::tensor;
     const auto got = km::run(km::find_implementation("fused"), data, p);
     const auto ref = km::run(km::find_implementation("omp"), data, p);
     EXPECT_EQ(got.path, scale > 1 ? "tensor" : "tensor, tf32 candidates") << "scale " << scale;
     EXPECT_EQ(got.labels, ref.labels) << "scale " << scale;
   }
-  unsetenv("KMEANS_FUSED_PATH");
 }
 
 // Float on a Hopper GPU (compute capability 9.0) with 32 < d <= 128, d a multiple of 4, takes
-// the wgmma assignment (6_fused_wgmma.cuh); KMEANS_TENSOR_WGMMA=0 takes the mma.sync one. Both
+// the wgmma assignment (6_fused_wgmma.cuh); wgmma=0 takes the mma.sync one. Both
 // give seq's labels from the same centroids, so whole fits agree bit for bit; and the two
 // kernels' tensor cores sum the same products alike on sm_90, so the keys, and with them the
 // re-check counts, agree too (the thresholds, from iteration 2, leave out only keys the margin
@@ -513,7 +512,7 @@ TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   if (km::gpu_info().compute_capability != 90)
     GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
-  check_same_fits_without("KMEANS_TENSOR_WGMMA",
+  check_same_fits_without({}, "wgmma",
                           quick() ? std::vector<LabelShape>{{3000, 100, 129}, {2000, 64, 50}}
                                   : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000}, {3000, 100, 129},
                                                             {5000, 128, 1024}, {4000, 128, 128}, {3000, 48, 7}},
@@ -535,7 +534,7 @@ namespace {
 //   data's ties as the CPU does); K = 2000 draws about 5000 candidates, more than one GEMM block
 //   of them.
 template <class T>
-void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes) {
+void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes, const km::GpuInitConfig& config = {}) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{3000, 8, 20}} : full_shapes;
   for (const LabelShape& s : shapes)
@@ -546,6 +545,7 @@ void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes) {
       p.k = s.k;
       p.init = init;
       p.seed = 99;
+      p.gpu_init = config;
       const auto cpu = km::initial_centroids(data, p, false);
       const auto gpu = km::initial_centroids(data, p, true);
       const auto again = km::initial_centroids(data, p, true);
@@ -560,33 +560,26 @@ const std::vector<LabelShape> kParallelShapes = {
     {50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}, {30000, 16, 2000}, {5000, 1000, 50}, {30000, 64, 400}};
 TEST(GpuKmeansPlusPlus, Double) { check_gpu_init<double>(km::Init::kmeanspp, kPlusPlusShapes); }
 TEST(GpuKmeansPlusPlus, Float) { check_gpu_init<float>(km::Init::kmeanspp, kPlusPlusShapes); }
-// k-means||'s reduction runs on the GPU here (KMEANS_PARALLEL_REDUCE=gpu: never left to the host).
-TEST(GpuKmeansParallel, Double) {
-  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
-  check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes);
-  unsetenv("KMEANS_PARALLEL_REDUCE");
+// k-means||'s reduction runs on the GPU here (GpuInitConfig::reduce = gpu: never left to the host).
+km::GpuInitConfig reduce_on_gpu(int chunks_per_block = 0) {
+  km::GpuInitConfig c;
+  c.reduce = km::GpuInitConfig::Reduce::gpu;
+  c.reduce_chunks_per_block = chunks_per_block;
+  return c;
 }
-TEST(GpuKmeansParallel, Float) {
-  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
-  check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes);
-  unsetenv("KMEANS_PARALLEL_REDUCE");
-}
-// The reduction's blocks each owning several chunks of candidates (KMEANS_PARALLEL_REDUCE_PER=3:
+TEST(GpuKmeansParallel, Double) { check_gpu_init<double>(km::Init::kmeans_parallel, kParallelShapes, reduce_on_gpu()); }
+TEST(GpuKmeansParallel, Float) { check_gpu_init<float>(km::Init::kmeans_parallel, kParallelShapes, reduce_on_gpu()); }
+// The reduction's blocks each owning several chunks of candidates (reduce_chunks_per_block = 3:
 // the path of a GPU with fewer resident blocks than chunks), the last block fewer, the last
 // chunk part of one.
 TEST(GpuKmeansParallel, SeveralChunksABlock) {
-  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
-  setenv("KMEANS_PARALLEL_REDUCE_PER", "3", 1);
-  check_gpu_init<double>(km::Init::kmeans_parallel, {{30000, 16, 2000}, {40000, 3, 1000}});
-  unsetenv("KMEANS_PARALLEL_REDUCE_PER");
-  unsetenv("KMEANS_PARALLEL_REDUCE");
+  check_gpu_init<double>(km::Init::kmeans_parallel, {{30000, 16, 2000}, {40000, 3, 1000}}, reduce_on_gpu(3));
 }
 // Fewer distinct points than K among more candidates than K (60 points, each object repeated 500
 // times; oversampling 2 draws copies of the same point in one round): the reduction's potential
 // reaches zero, and its later draws are uniform over the candidates, as the host's.
 TEST(GpuKmeansParallel, DuplicatesPastZeroPotential) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
   const auto points = km::generate_uniform<double>(60, 8, 3);
   km::Dataset<double> data(30000, 8, "repeated points");
   for (std::size_t i = 0; i < data.n; ++i) std::copy_n(points.row(i % 60), 8, data.values.data() + i * 8);
@@ -595,15 +588,15 @@ TEST(GpuKmeansParallel, DuplicatesPastZeroPotential) {
   p.init = km::Init::kmeans_parallel;
   p.oversampling = 2;
   p.seed = 7;
+  p.gpu_init = reduce_on_gpu();
   const auto cpu = km::initial_centroids(data, p, false);
   const auto gpu = km::initial_centroids(data, p, true);
   EXPECT_EQ(gpu, cpu);
-  unsetenv("KMEANS_PARALLEL_REDUCE");
 }
 // For --init=kmeans|| fused's tensor path makes its centred TF32 copy while it stages the data
 // (Engine::centred_rows), and the initialisation's rounds read that copy instead of making their
 // own: the centres are still the CPU's bit for bit, and the whole fit (whose loop adopts the copy
-// rather than writing it again) is the fit without the sharing (KMEANS_SHARE_COPY=0) bit for bit:
+// rather than writing it again) is the fit without the sharing (share_copy=0) bit for bit:
 // centroids, labels, inertia, and per iteration the change and re-check counts. Shapes: wgmma's
 // d, long d, the 16-deep kernel's, d not a multiple of 4.
 template <class T>
@@ -612,8 +605,6 @@ void check_shared_copy() {
   if (km::gpu_info().compute_capability < 80)
     GTEST_SKIP() << "the centred TF32 copy needs compute capability 8.0; this GPU has "
                  << km::gpu_info().compute_capability;
-  setenv("KMEANS_FUSED_PATH", "tensor", 1);
-  setenv("KMEANS_PARALLEL_REDUCE", "gpu", 1);
   const km::Implementation& fused = km::find_implementation("fused");
   const std::vector<LabelShape> shapes =
       quick() ? std::vector<LabelShape>{{6000, 64, 100}}
@@ -624,6 +615,8 @@ void check_shared_copy() {
     p.init = km::Init::kmeans_parallel;
     p.seed = 5;
     p.loops = 4;
+    p.fused.path = km::FusedConfig::Path::tensor;
+    p.gpu_init = reduce_on_gpu();
     {
       auto engine = fused.make<T>(p);
       const T* x = engine->stage(data, s.k);
@@ -638,31 +631,29 @@ void check_shared_copy() {
           << "the centres from the engine's copy differ from the CPU's";
     }
     const auto with = km::run(fused, data, p);
-    setenv("KMEANS_SHARE_COPY", "0", 1);
+    p.fused.share_copy = false;
     const auto without = km::run(fused, data, p);
-    unsetenv("KMEANS_SHARE_COPY");
     EXPECT_EQ(with.path.rfind("tensor", 0), 0u) << with.path;
     EXPECT_EQ(with.path, without.path);
     EXPECT_EQ(with.inertia, without.inertia);
     expect_same_fit(with, without);
   });
-  unsetenv("KMEANS_PARALLEL_REDUCE");
-  unsetenv("KMEANS_FUSED_PATH");
 }
 TEST(GpuKmeansParallel, DoubleSharedCopy) { check_shared_copy<double>(); }
 TEST(GpuKmeansParallel, FloatSharedCopy) { check_shared_copy<float>(); }
 
-// The same through cuBLAS GEMMs (KMEANS_PARALLEL_NEAREST=gemm), the path taken where the tensor
+// The same through cuBLAS GEMMs (GpuInitConfig::nearest = gemm), the path taken where the tensor
 // cores' cannot be (no TF32, |x| > 2^48, no room for the float copy).
+km::GpuInitConfig nearest_by_gemm() {
+  km::GpuInitConfig c;
+  c.nearest = km::GpuInitConfig::Nearest::gemm;
+  return c;
+}
 TEST(GpuKmeansParallel, DoubleGemm) {
-  setenv("KMEANS_PARALLEL_NEAREST", "gemm", 1);
-  check_gpu_init<double>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {30000, 16, 2000}});
-  unsetenv("KMEANS_PARALLEL_NEAREST");
+  check_gpu_init<double>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {30000, 16, 2000}}, nearest_by_gemm());
 }
 TEST(GpuKmeansParallel, FloatGemm) {
-  setenv("KMEANS_PARALLEL_NEAREST", "gemm", 1);
-  check_gpu_init<float>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {5000, 1000, 50}});
-  unsetenv("KMEANS_PARALLEL_NEAREST");
+  check_gpu_init<float>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {5000, 1000, 50}}, nearest_by_gemm());
 }
 
 // The tensor path's centre from the rows on the device is the host's, bit for bit (the same
@@ -927,9 +918,9 @@ TEST(GpuSplit, RefusedWhereItCannotRun) {
 namespace {
 
 // Each shape with each of label_data's kinds (uniform, clustered, quantised), traced, with
-// the one-pass tests' parameters (K, 20 iterations): body(shape, data, params).
+// the one-pass tests' parameters (K, 20 iterations, fused's `config`): body(shape, data, params).
 template <class T, class F>
-void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
+void each_one_pass_case(const std::vector<SplitShape>& shapes, const km::FusedConfig& config, F&& body) {
   for (const SplitShape& s : shapes) {
     for (int kind = 0; kind < 3; ++kind) {
       SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " data " + std::to_string(kind));
@@ -937,13 +928,14 @@ void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
       km::Params p;
       p.k = s.k;
       p.loops = 20;
+      p.fused = config;
       body(s, data, p);
     }
   }
 }
 
 // The delta kernel (only movers accumulated, float filter, the update in its last block)
-// against the classic one-pass kernel (KMEANS_ONE_PASS=classic): the same labels, centroids and
+// against the classic one-pass kernel (FusedConfig::classic): the same labels, centroids and
 // change counts bit for bit over 20 iterations (both sum the same fixed-point integers), the
 // shift bit for bit (one fixed order: update.cuh, total_shift), the inertia to 1e-11 (in float
 // 1e-6 + 2^-15: once the bounds start, the delta kernel's is the clusters' algebraic sum in
@@ -952,26 +944,27 @@ void each_one_pass_case(const std::vector<SplitShape>& shapes, F&& body) {
 // and omp's centroids and labels bit for bit.
 // Shapes with the index in the score's bits (K <= 64) and without (K = 100, 128, 256), d = 1 ... 32,
 // the largest K*d the dispatch gives one pass (4096), and with Elkan's test before the scores
-// (d = 2, K = 64; KMEANS_DELTA_BALL=1 runs it on every d <= 2). Above d = 4 the close calls are
+// (d = 2, K = 64; ball=1 runs it on every d <= 2). Above d = 4 the close calls are
 // re-checked by the whole warp (K = 64, 128, 256: several centroids per lane); some must occur.
 template <class T>
 void check_delta_as_classic() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
+  km::FusedConfig one_pass;
+  one_pass.path = km::FusedConfig::Path::one_pass;
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{3001, 2, 16}, {2001, 3, 100}, {2001, 24, 64}}
               : std::vector<SplitShape>{{20011, 1, 2},  {20011, 2, 16}, {20011, 2, 64}, {9001, 3, 100},
                                         {9001, 8, 64},  {9001, 16, 16}, {5003, 32, 16}, {5003, 24, 64},
                                         {9001, 16, 256}, {5003, 32, 128}};
   std::int64_t warp_rechecks = 0;  // above d = 4 the warp re-checks together (nearest_warp)
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+  each_one_pass_case<T>(shapes, one_pass, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const auto delta = km::run(fused, data, p);
     for (const auto& it : delta.per_iteration)
       if (s.d > 4) warp_rechecks += it.rechecked;
-    setenv("KMEANS_ONE_PASS", "classic", 1);
-    const auto classic = km::run(fused, data, p);
-    unsetenv("KMEANS_ONE_PASS");
+    km::Params classic_p = p;
+    classic_p.fused.classic = true;
+    const auto classic = km::run(fused, data, classic_p);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
     EXPECT_TRUE(delta.path.starts_with("one-pass")) << delta.path;
     EXPECT_EQ(delta.centroids, classic.centroids);
@@ -988,7 +981,6 @@ void check_delta_as_classic() {
     EXPECT_EQ(delta.centroids, omp.centroids) << "omp's run, bit for bit (the split test's claim)";
     EXPECT_EQ(delta.labels, omp.labels);
   });
-  unsetenv("KMEANS_FUSED_PATH");
   EXPECT_GT(warp_rechecks, 0) << "no close call above d = 4: the warp's re-check went untested";
 }
 
@@ -1024,38 +1016,40 @@ bool expect_same_fit(const R& on, const R& off, const R& omp, double inertia_sla
   return true;
 }
 
-// A one-pass kernel variant switched by the environment variable `env` (each of `settings` in
-// turn) against the same kernel with env = `off` ("0" unless given; the bounds kept off): for each
-// shape and data kind (each_one_pass_case's uniform, blobs, quantised), the fit without the variant
-// and omp's, then with each setting: expect_same_fit, then check(shape, on, off, uniform data?,
-// setting).
+// A one-pass kernel variant switched by the FusedConfig field `field` (each of `settings` in
+// turn) against the same kernel with field = `off` ("0" unless given; the bounds kept off; `also`:
+// more fields, "name=value,...", for both): for each shape and data kind (each_one_pass_case's
+// uniform, blobs, quantised), the fit without the variant and omp's, then with each setting:
+// expect_same_fit, then check(shape, on, off, uniform data?, setting).
 template <class T, class Check>
-void check_variant_against_off(const char* env, const std::vector<SplitShape>& shapes,
-                               const std::vector<std::string>& settings, Check&& check, const char* off_value = "0") {
+void check_variant_against_off(const std::string& field, const std::vector<SplitShape>& shapes,
+                               const std::vector<std::string>& settings, Check&& check,
+                               const std::string& off_value = "0", const std::string& also = "") {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
   // (the float copy in double, whose inertia is the clusters' algebraic sum, off unless it is the
   // variant: the others are compared bit for bit, inertia included)
-  const kmtest::ScopedEnv copy("KMEANS_DELTA_SHADOW", "0");
-  kmtest::ScopedEnv variant(env, off_value);
+  km::FusedConfig base;
+  km::apply_fused_config(base, "path=one-pass,bounds_after=0,float_copy=0," + also);
   int call = 0;
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+  each_one_pass_case<T>(shapes, base, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const bool uniform = call++ % 3 == 0;
-    variant.set(off_value);
-    const auto off = km::run(fused, data, p);
+    km::Params variant = p;
+    km::apply_fused_config(variant.fused, field + "=" + off_value);
+    const auto off = km::run(fused, data, variant);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
     for (const std::string& setting : settings) {
-      SCOPED_TRACE(std::string(env) + "=" + setting);
-      variant.set(setting.c_str());
-      const auto on = km::run(fused, data, p);
+      SCOPED_TRACE(field + "=" + setting);
+      variant.fused = p.fused;
+      km::apply_fused_config(variant.fused, field + "=" + setting);
+      const auto on = km::run(fused, data, variant);
       if (expect_same_fit<T>(on, off, omp)) check(s, on, off, uniform, setting);
     }
   });
 }
 
 // The cell table at d = 2 (6_fused_delta.cuh, CELLS; cells.hpp) against the same kernel without
-// it (KMEANS_DELTA_CELLS=0: the scores, or Elkan's test at K > 32): labels, centroids, change
+// it (cells=0: the scores, or Elkan's test at K > 32): labels, centroids, change
 // counts and shifts bit for bit over 20 iterations (the bounds kept off), the inertia within
 // 1e-11 (1e-6 in float; see below), omp's labels; at 4 x 4 (the grid's coarsest, few
 // cells labelled), 128 x 128 (the default) and 256 x 256 cells (the most), and K = 1 (every cell one
@@ -1067,7 +1061,7 @@ void check_cells() {
                                                  : std::vector<SplitShape>{{30011, 2, 1}, {30011, 2, 5},
                                                                            {30011, 2, 16}, {20011, 2, 64}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_CELLS", shapes, {"4", "128", "256"},
+      "cells", shapes, {"4", "128", "256"},
       [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string& side) {
         std::int64_t looked_up = 0;
         for (int it = 0; it < on.iterations; ++it) {
@@ -1087,7 +1081,7 @@ void check_cells() {
 }
 
 // The cell table's lean passes (6_fused_delta.cuh: a lane's objects in 16-byte loads, one ballot
-// an object; p.vector_cells) against the general loop alone (KMEANS_CELLS_LEAN=0): the same
+// an object; p.vector_cells) against the general loop alone (lean_cells=0): the same
 // labels, centroids, change counts and shifts (expect_same_fit), and per iteration the same
 // inertia bit for bit (the same per-object arithmetic and fixed-point sums), at least as many
 // lookups and at most as many re-checks (within n / 1000). The lean passes run every block's
@@ -1097,8 +1091,6 @@ void check_cells() {
 // shared memory, above from L2.
 template <class T>
 void check_cells_lean() {
-  // (In the objects' own order: the sorted order's held cells take an inertia by algebra.)
-  const kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{30012, 2, 16}, {30013, 2, 16}}
                                                  : std::vector<SplitShape>{{30012, 2, 16},
                                                                            {30013, 2, 16},
@@ -1108,7 +1100,7 @@ void check_cells_lean() {
                                                                            {(1u << 20) + 12, 2, 16},
                                                                            {(1u << 20) + 14, 2, 16}};
   check_variant_against_off<T>(
-      "KMEANS_CELLS_LEAN", shapes, {"1"}, [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
+      "lean_cells", shapes, {"1"}, [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_NE(on.path.find("cells, lean"), std::string::npos) << on.path;
         EXPECT_EQ(off.path.find("lean"), std::string::npos) << off.path;
         std::int64_t looked_up = 0;
@@ -1129,13 +1121,15 @@ void check_cells_lean() {
           looked_up += a.looked_up;
         }
         EXPECT_GT(looked_up, 0) << "no object took a cell's label";
-      });
+      },
+      // (In the objects' own order: the sorted order's held cells take an inertia by algebra.)
+      "0", "sorted=0");
 }
 
-// The cells' sorted order (fused.cu: start_sorted; cell_order.cuh; forced, KMEANS_CELLS_SORTED=1:
+// The cells' sorted order (fused.cu: start_sorted; cell_order.cuh; forced, sorted=1:
 // by default only from 1024 objects a cell): the objects sorted by cell once per fit, each
 // iteration the chunks of the cells whose label held left unread, against the objects' own order
-// (KMEANS_CELLS_SORTED=0): labels (back in the objects' order), centroids,
+// (sorted=0): labels (back in the objects' order), centroids,
 // change counts and shifts bit for bit, omp's labels, and the inertia within expect_same_fit's
 // tolerance plus the fixed-point tally's roundings (fixed_point.hpp: a unit of 2^-E): a held cell
 // adds its objects' inertia by algebra (within 2^-40 of it, its error bound, cell_order.cuh)
@@ -1154,19 +1148,21 @@ template <class T>
 void check_cells_sorted() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
+  km::FusedConfig base;
+  base.path = km::FusedConfig::Path::one_pass;
+  base.bounds_after = 0;
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{(1u << 20) + 13, 2, 16}}
               : std::vector<SplitShape>{{(1u << 20) + 13, 2, 16}, {(1u << 21) + 128, 2, 16}, {(1u << 21) + 7, 2, 64}};
   int call = 0;
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+  each_one_pass_case<T>(shapes, base, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const bool uniform = call++ % 3 == 0;
-    sorted.set("0");
-    const auto off = km::run(fused, data, p);
+    km::Params unsorted = p, sorted = p;
+    unsorted.fused.sorted = false;
+    sorted.fused.sorted = true;
+    const auto off = km::run(fused, data, unsorted);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
-    sorted.set("1");
-    const auto on = km::run(fused, data, p);
+    const auto on = km::run(fused, data, sorted);
     double largest = 0;
     for (std::size_t i = 0; i < data.n * data.d; ++i)
       largest = std::max(largest, std::fabs(static_cast<double>(data.values.data()[i])));
@@ -1206,16 +1202,17 @@ template <class T>
 void check_cells_sorted_stop() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
-  kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
   const auto data = label_data<T>(0, {(1u << 20) + 13, 2, 16});
   km::Params p;
   p.k = 16;
   p.loops = 60;
   p.threshold = 0.002;
+  p.fused.path = km::FusedConfig::Path::one_pass;
+  p.fused.bounds_after = 0;
+  p.fused.sorted = false;
   const auto off = km::run(fused, data, p);
   const auto omp = km::run(km::find_implementation("omp"), data, p);
-  sorted.set("1");
+  p.fused.sorted = true;
   const auto on = km::run(fused, data, p);
   EXPECT_LT(on.iterations, p.loops) << "the stop rule ended the fit";
   expect_same_fit<T>(on, off, omp);
@@ -1231,7 +1228,7 @@ namespace {
 
 // The delta kernel's scores on the tensor cores (6_fused_delta.cuh, MMA: TF32 mma, the filter's
 // margin widened for it, the objects it cannot call scored again with FMAs) against the same
-// kernel with FMA scores (KMEANS_DELTA_MMA=0): labels, centroids, change counts and shifts bit for
+// kernel with FMA scores (mma=0): labels, centroids, change counts and shifts bit for
 // bit over 20 iterations (bounds off), the inertia within 1e-11 (1e-6 + 2^-15 in float: an object
 // re-checked in seq's arithmetic adds its unfused distance, and the FMA scores' kernel takes most
 // addends from its scores), omp's labels; K = 1 (every column but one past
@@ -1246,7 +1243,7 @@ void check_mma() {
               : std::vector<SplitShape>{{20011, 32, 64}, {20011, 32, 1}, {20011, 24, 33}, {20011, 16, 16},
                                         {20011, 12, 5},  {20011, 20, 64}, {20011, 32, 16}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_MMA", shapes, {"1"},
+      "mma", shapes, {"1"},
       [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string&) {
         std::int64_t rescored = 0, rechecked = 0;
         for (int it = 0; it < on.iterations; ++it) {
@@ -1289,7 +1286,7 @@ void expect_same_counts(const R& on, const R& off) {
 
 // The delta kernel with d a constant where d fills its register width (EXACT: d = 4, 8, 16, 32;
 // the FMA scores, the index packed or not (K > 64), and the tensor-core scores at d = 16 and 32)
-// against the same kernel with d at run time (KMEANS_DELTA_EXACT=0): the same arithmetic, so
+// against the same kernel with d at run time (fixed_width=0): the same arithmetic, so
 // labels, centroids, change counts, shifts, the objects re-checked and re-scored, and the inertia
 // all bit for bit, omp's labels; the report's path names the variant that ran ("d fixed"), so a
 // run where the engine did not take it fails. d = 12 (width 16, not filled) must not take it.
@@ -1300,7 +1297,7 @@ void check_exact() {
               : std::vector<SplitShape>{{20011, 4, 16}, {20011, 8, 5},  {20011, 16, 16}, {20011, 16, 33},
                                         {20011, 32, 64}, {20011, 16, 70}, {20011, 12, 16}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_EXACT", shapes, {"1"},
+      "fixed_width", shapes, {"1"},
       [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_EQ(off.path.find("d fixed"), std::string::npos) << off.path;
         if (s.d == 12) EXPECT_EQ(on.path.find("d fixed"), std::string::npos) << on.path;
@@ -1317,7 +1314,7 @@ TEST(GpuFusedDelta, FloatExactAsRuntimeD) { check_exact<float>(); }
 namespace {
 
 // The staged loads (TILE: each warp's next pass by cp.async into shared memory, its objects 32 U
-// consecutive ones) against the loads into registers (KMEANS_DELTA_TILE=0): the same arithmetic
+// consecutive ones) against the loads into registers (staged=0): the same arithmetic
 // on the same objects, so labels, centroids, change counts, shifts, the objects re-checked and
 // re-scored and the inertia bit for bit, omp's labels; with the FMA and the tensor-core scores. n a multiple of 4 but not of a pass (the last pass's
 // chunks partly past n, zero-filled), the index packed (K <= 64) and not (K = 70), d = 16 and 32
@@ -1327,19 +1324,13 @@ namespace {
 // chunks would cross n.
 template <class T>
 void check_tile(bool mma) {
-  // (mma: the tensor-core scores forced on, d = 16 and 32, K <= 64; they write their rows of x''
-  // into the pass's buffer once its data are in registers.)
-  const kmtest::ScopedEnv scores("KMEANS_DELTA_MMA", mma ? "1" : "0");
-  // (At d = 2 in the objects' order: the staged kernel reads x in place, and the cells' sorted
-  // order's held cells take their inertia by algebra; check_cells_sorted.)
-  const kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
   const std::vector<SplitShape> shapes =
       quick() ? (mma ? std::vector<SplitShape>{{20012, 16, 16}} : std::vector<SplitShape>{{20012, 16, 16}, {30012, 2, 16}})
       : mma   ? std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 64}, {4004, 32, 5}, {20012, 16, 40}}
               : std::vector<SplitShape>{{20012, 16, 16}, {20012, 32, 16}, {20012, 16, 70}, {4004, 32, 5},
                                         {20011, 16, 16}, {30012, 2, 16}, {20012, 2, 64}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_TILE", shapes, {"1"},
+      "staged", shapes, {"1"},
       [mma](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
         if (s.k <= 64) {
           EXPECT_EQ(on.path.find("mma") != std::string::npos, mma) << on.path;
@@ -1351,12 +1342,17 @@ void check_tile(bool mma) {
           EXPECT_NE(on.path.find("staged"), std::string::npos) << on.path;
         }
         expect_same_counts(on, off);
-      });
+      },
+      // (mma: the tensor-core scores forced on, d = 16 and 32, K <= 64; they write their rows of
+      // x'' into the pass's buffer once its data are in registers. At d = 2 in the objects' order:
+      // the staged kernel reads x in place, and the cells' sorted order's held cells take their
+      // inertia by algebra; check_cells_sorted.)
+      "0", mma ? "mma=1,sorted=0" : "mma=0,sorted=0");
 }
 
 // The staged kernel's warps taking their passes as they come to them (DeltaPass::chunks, 16
 // counters; the default; in float since session 28) against a fixed share a warp
-// (KMEANS_DELTA_DYNAMIC=0): which warp sums
+// (dynamic_chunks=0): which warp sums
 // an object must not show, so labels, centroids, change counts, shifts, re-checks and the inertia
 // bit for bit, omp's labels. n large enough that most passes come from the counters (beyond the
 // grid's first two passes: ~2 x 3168 warps of 32 objects a pass on an H100), n a multiple of 4
@@ -1364,7 +1360,6 @@ void check_tile(bool mma) {
 // small n, where no warp gets a third pass. A lost or repeated chunk changes the sums.
 template <class T>
 void check_dynamic_chunks() {
-  const kmtest::ScopedEnv staged("KMEANS_DELTA_TILE", "1");
   // (In float the staged kernel takes the counters at register width 32 only: d 17-32.)
   const std::vector<SplitShape> shapes =
       sizeof(T) == 8 ? (quick() ? std::vector<SplitShape>{{(1 << 20) + 12, 16, 16}}
@@ -1378,16 +1373,17 @@ void check_dynamic_chunks() {
                                                           {(1 << 19) + 4, 32, 70},
                                                           {20012, 32, 16}});
   check_variant_against_off<T>(
-      "KMEANS_DELTA_DYNAMIC", shapes, {"1"},
+      "dynamic_chunks", shapes, {"1"},
       [](const SplitShape&, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_NE(on.path.find("staged"), std::string::npos) << on.path;
         EXPECT_EQ(on.path, off.path);
         expect_same_counts(on, off);
-      });
+      },
+      "0", "staged=1");
 }
 
 // The cell table's lean passes taking their warps' chunks as they come to them (the
-// default) against a fixed share (KMEANS_DELTA_DYNAMIC=0), as above: the same labels, centroids,
+// default) against a fixed share (dynamic_chunks=0), as above: the same labels, centroids,
 // counts, shifts and inertia bit for bit. The lookups may differ, by at most the objects the
 // general loop takes in either (it looks an object within rounding of a cell's edge up in the cell
 // beside, where the lean passes may find it mixed: check_cells_lean): past the whole chunks, under
@@ -1398,17 +1394,13 @@ void check_dynamic_chunks() {
 // (the candidates from L2) and a small n (no warp gets a third chunk).
 template <class T>
 void check_lean_dynamic_chunks() {
-  const kmtest::ScopedEnv unstaged("KMEANS_DELTA_TILE", "0");
-  // (In the objects' order: the cells' sorted order needs the chunks as they come, and its held
-  // cells' inertia by algebra is not the objects' addends bit for bit; check_cells_sorted.)
-  const kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{(1 << 22) + 12, 2, 16}}
                                                  : std::vector<SplitShape>{{(1 << 22) + 12, 2, 16},
                                                                            {(1 << 21) + 13, 2, 16},
                                                                            {(1 << 21) + 12, 2, 64},
                                                                            {30012, 2, 16}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_DYNAMIC", shapes, {"1"},
+      "dynamic_chunks", shapes, {"1"},
       [](const SplitShape& s, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_NE(on.path.find("cells, lean"), std::string::npos) << on.path;
         EXPECT_EQ(on.path, off.path);
@@ -1420,33 +1412,35 @@ void check_lean_dynamic_chunks() {
           EXPECT_LE(a > b ? a - b : b - a, slack);
           EXPECT_LE(a, static_cast<std::int64_t>(s.n));
         }
-      });
+      },
+      // (In the objects' order: the cells' sorted order needs the chunks as they come, and its
+      // held cells' inertia by algebra is not the objects' addends bit for bit; check_cells_sorted.)
+      "0", "staged=0,sorted=0");
 }
 
 // The tensor-core scores' kernel (not staged) at register width 32, its warps taking their passes
 // of 32 objects as they come to them (the default) against a fixed share a warp
-// (KMEANS_DELTA_DYNAMIC=0), as above: the same labels, centroids, counts, shifts, re-scores,
+// (dynamic_chunks=0), as above: the same labels, centroids, counts, shifts, re-scores,
 // re-checks and inertia bit for bit, omp's labels. 2^19 objects and more (2^14 chunks and more
 // against ~2 x 2112 warps on an H100: most from the counters), n not a multiple of 32 (the last
 // chunk partly past n), d = 32 and 24 (the width's loads tested against d), K = 64 and 5, and a
 // small n (no warp gets a third pass).
 template <class T>
 void check_mma_dynamic_chunks() {
-  const kmtest::ScopedEnv unstaged("KMEANS_DELTA_TILE", "0");
-  const kmtest::ScopedEnv scores("KMEANS_DELTA_MMA", "1");
   const std::vector<SplitShape> shapes = quick() ? std::vector<SplitShape>{{(1 << 19) + 13, 32, 64}}
                                                  : std::vector<SplitShape>{{(1 << 19) + 13, 32, 64},
                                                                            {(1 << 20) + 7, 24, 64},
                                                                            {(1 << 19) + 4, 32, 5},
                                                                            {20011, 32, 16}};
   check_variant_against_off<T>(
-      "KMEANS_DELTA_DYNAMIC", shapes, {"1"},
+      "dynamic_chunks", shapes, {"1"},
       [](const SplitShape&, const auto& on, const auto& off, bool, const std::string&) {
         EXPECT_NE(on.path.find("mma"), std::string::npos) << on.path;
         EXPECT_EQ(on.path.find("staged"), std::string::npos) << on.path;
         EXPECT_EQ(on.path, off.path);
         expect_same_counts(on, off);
-      });
+      },
+      "0", "staged=0,mma=1");
 }
 
 }  // namespace
@@ -1458,30 +1452,31 @@ TEST(GpuFusedDelta, FloatStagedPassesAsFixedShares) { check_dynamic_chunks<float
 TEST(GpuFusedDelta, DoubleLeanCellPassesAsFixedShares) { check_lean_dynamic_chunks<double>(); }
 TEST(GpuFusedDelta, FloatLeanCellPassesAsFixedShares) { check_lean_dynamic_chunks<float>(); }
 
-// The next pass's lines prefetched before the scores (KMEANS_DELTA_PREFETCH: by default into L1
+// The next pass's lines prefetched before the scores (prefetch: by default into L1
 // in float at d 9-16 with the FMA scores and with the tensor-core scores at d 17-32) against none
 // and against L2: whole fits bit for bit (labels, centroids, change and re-check counts); the
 // prefetch's addresses past n (the last pass) are skipped, never read.
 TEST(GpuFusedDelta, PrefetchAsWithout) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const kmtest::ScopedEnv one_pass("KMEANS_FUSED_PATH", "one-pass");
   const auto same_path = [](const std::string& a, const std::string& b) { EXPECT_EQ(a, b); };
   // (the staged loads, which have no prefetch, off: odd n never takes them anyway)
-  const kmtest::ScopedEnv registers("KMEANS_DELTA_TILE", "0");
+  km::FusedConfig base;
+  base.path = km::FusedConfig::Path::one_pass;
+  base.staged = false;
   const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
                                                  : std::vector<LabelShape>{{20011, 16, 16}, {20011, 12, 8},
                                                                            {10007, 32, 64}, {30011, 2, 16}};
   for (const char* value : {"0", "2"}) {
-    SCOPED_TRACE(std::string("KMEANS_DELTA_PREFETCH=") + value);
-    check_same_fits_without<float>("KMEANS_DELTA_PREFETCH", shapes, same_path, value);
+    SCOPED_TRACE(std::string("prefetch=") + value);
+    check_same_fits_without<float>(base, "prefetch", shapes, same_path, value);
   }
   // (double: off by default)
-  check_same_fits_without<double>("KMEANS_DELTA_PREFETCH", shapes, same_path, "1");
+  check_same_fits_without<double>(base, "prefetch", shapes, same_path, "1");
 }
 
 // Each iteration's kernel queued behind the last one before the last one's counters are read,
 // gated by the stop rule its last block evaluates (fused.cu: iterate), against one launch at a
-// time (KMEANS_LAUNCH_AHEAD=0): the same fits bit for bit (labels, centroids, the iteration
+// time (launch_ahead=0): the same fits bit for bit (labels, centroids, the iteration
 // count, each iteration's changes, shift, inertia and re-checks) where the fit stops on the lab
 // rule (changed <= 1%), on scikit-learn's (a shift no larger than one seen mid-fit, while objects
 // still move: a kernel run past the stop would move the centroids again), at --loops (3: a
@@ -1495,11 +1490,6 @@ template <class T>
 void check_launch_ahead() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv one_pass("KMEANS_FUSED_PATH", "one-pass");
-  kmtest::ScopedEnv ahead("KMEANS_LAUNCH_AHEAD", "0");
-  kmtest::ScopedEnv pdl("KMEANS_PDL", "1");
-  kmtest::ScopedEnv events("KMEANS_ITERATION_EVENTS", "0");
-  kmtest::ScopedEnv early("KMEANS_EARLY_RELEASE", "1");
   const std::vector<LabelShape> shapes = quick() ? std::vector<LabelShape>{{20011, 16, 16}}
                                                  : std::vector<LabelShape>{{20011, 16, 16}, {30011, 2, 16},
                                                                            {10007, 32, 64}};
@@ -1507,7 +1497,8 @@ void check_launch_ahead() {
     km::Params base;
     base.k = s.k;
     base.loops = 30;
-    ahead.set("0");
+    base.fused.path = km::FusedConfig::Path::one_pass;
+    base.fused.launch_ahead = false;
     const auto probe = km::run(fused, data, base);
     std::vector<km::Params> rules(4, base);
     rules[0].threshold = 0.01;
@@ -1516,9 +1507,7 @@ void check_launch_ahead() {
     rules[3].threshold = 0.001;  // (the bounds, by default in double and at d <= 8, may start)
     for (std::size_t r = 0; r < rules.size(); ++r) {
       SCOPED_TRACE("rule " + std::to_string(r));
-      ahead.set("0");
       const auto off = km::run(fused, data, rules[r]);
-      ahead.set("1");
       // Launched ahead as the defaults have it (programmatic dependent launches released early
       // by the last block's flag, the first pass prefetched, the kernel phase from the device's
       // stamps), then as dependents waiting for the kernel before to end, then with plain
@@ -1527,10 +1516,12 @@ void check_launch_ahead() {
         const bool plain = mode == 2;
         SCOPED_TRACE(mode == 0 ? "dependent launches released early, stamps"
                                : mode == 1 ? "dependent launches, griddepcontrol.wait" : "plain launches, events");
-        pdl.set(plain ? "0" : "1");
-        events.set(plain ? "1" : "0");
-        early.set(mode == 0 ? "1" : "0");
-        const auto on = km::run(fused, data, rules[r]);
+        km::Params ahead = rules[r];
+        ahead.fused.launch_ahead = true;
+        ahead.fused.dependent_launch = !plain;
+        ahead.fused.iteration_events = plain;
+        ahead.fused.early_release = mode == 0;
+        const auto on = km::run(fused, data, ahead);
         ASSERT_EQ(on.iterations, off.iterations);
         EXPECT_EQ(on.inertia, off.inertia);
         expect_same_fit(on, off);     // labels, centroids, each iteration's changes and re-checks
@@ -1578,7 +1569,6 @@ template <class T>
 void check_cells_refused() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0");
   for (int kind = 0; kind < 2; ++kind)
     for (const int k : {16, 64})
       for (const int block : {128, 256}) {
@@ -1593,6 +1583,8 @@ void check_cells_refused() {
         p.k = k;
         p.loops = 10;
         p.block = block;
+        p.fused.path = km::FusedConfig::Path::one_pass;
+        p.fused.bounds_after = 0;
         const auto got = km::run(fused, data, p);
         const auto omp = km::run(km::find_implementation("omp"), data, p);
         EXPECT_EQ(got.path, "one-pass");
@@ -1615,10 +1607,7 @@ template <class T>
 void check_list_path() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv bounds("KMEANS_DELTA_BOUNDS", "0");
   for (const char* mma : {"", "0", "1"}) {
-    std::unique_ptr<kmtest::ScopedEnv> forced;
-    if (*mma) forced = std::make_unique<kmtest::ScopedEnv>("KMEANS_DELTA_MMA", mma);
     for (const SplitShape& s : std::vector<SplitShape>{{20012, 2, 16}, {20012, 16, 16}, {20012, 32, 16},
                                                        {20012, 32, 64}, {20012, 16, 70}, {20012, 12, 33}}) {
       SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " mma=" + mma);
@@ -1626,6 +1615,8 @@ void check_list_path() {
       km::Params p;
       p.k = s.k;
       p.loops = 2;
+      p.fused.bounds_after = 0;
+      if (*mma) p.fused.mma = *mma == '1';
       const auto got = km::run(fused, data, p);
       // (", lean": the cell table's lean passes, which the run takes where its buffers are 16-byte
       // aligned and, in float, the inertia's scale below 2^126, facts of the run `--list` does
@@ -1673,37 +1664,38 @@ TEST(GpuFusedDelta, FloatListNamesThePathTaken) { check_list_path<float>(); }
 
 namespace {
 
-// Hamerly's bounds in the delta kernel (KMEANS_DELTA_BOUNDS=1) against the same kernel without
-// them (=0): labels, centroids, change counts and shifts bit for bit over 20 iterations (an
+// Hamerly's bounds in the delta kernel (bounds_after=1: from the first iteration) against the
+// same kernel without them (=0): labels, centroids, change counts and shifts bit for bit over 20 iterations (an
 // object the bounds keep is one seq keeps), omp's labels, the algebraic inertia within 1e-11
 // (1e-6 in float, whose per-object sum adds float distances), and the bounds must keep some
-// objects unread once the centroids settle (so a test that never exercised them fails). With KMEANS_DELTA_GUARD=0 every inertia bound
-// "fails": the host sums the first iteration's inertia from the objects and the bounds go off.
-// With KMEANS_DELTA_BOUNDS=0.05 they start mid-fit (the default's path, at 1%): the second
+// objects unread once the centroids settle (so a test that never exercised them fails). With
+// guard=0 every inertia bound "fails": the host sums the first iteration's inertia from the
+// objects and the bounds go off. With bounds_after=0.05 they start mid-fit (the default's path, at 1%): the second
 // iteration after the first with at most 5% moved scores every object and rebuilds the q sums.
 template <class T>
 void check_bounds() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  setenv("KMEANS_FUSED_PATH", "one-pass", 1);
-  setenv("KMEANS_DELTA_BALL", "0", 1);  // Elkan's test (d <= 2, K > 32) and the bounds exclude each other
+  km::FusedConfig base;
+  base.path = km::FusedConfig::Path::one_pass;
+  base.ball = false;  // Elkan's test (d <= 2, K > 32) and the bounds exclude each other
   // (and at d = 2 the cells' sorted order, which keeps unread what the bounds would)
-  const kmtest::ScopedEnv sorted("KMEANS_CELLS_SORTED", "0");
+  base.sorted = false;
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{30011, 2, 16}, {20011, 16, 16}}
               : std::vector<SplitShape>{{30011, 1, 2},  {30011, 2, 16}, {30011, 2, 64}, {20011, 3, 100},
                                         {20011, 8, 64}, {20011, 16, 16}, {10007, 32, 16}};
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
-    setenv("KMEANS_DELTA_BOUNDS", "1", 1);
-    const auto on = km::run(fused, data, p);
-    setenv("KMEANS_DELTA_GUARD", "0", 1);
-    const auto fallback = km::run(fused, data, p);
-    unsetenv("KMEANS_DELTA_GUARD");
-    setenv("KMEANS_DELTA_BOUNDS", "0.05", 1);  // from the second iteration after one with <= 5% moved
-    const auto later = km::run(fused, data, p);
-    setenv("KMEANS_DELTA_BOUNDS", "0", 1);
-    const auto off = km::run(fused, data, p);
-    unsetenv("KMEANS_DELTA_BOUNDS");
+  each_one_pass_case<T>(shapes, base, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    km::Params q = p;
+    q.fused.bounds_after = 1.0;  // from the first iteration
+    const auto on = km::run(fused, data, q);
+    q.fused.guard = 0;
+    const auto fallback = km::run(fused, data, q);
+    q.fused.guard = p.fused.guard;
+    q.fused.bounds_after = 0.05;  // from the second iteration after one with <= 5% moved
+    const auto later = km::run(fused, data, q);
+    q.fused.bounds_after = 0;
+    const auto off = km::run(fused, data, q);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
     EXPECT_EQ(on.centroids, off.centroids);
     EXPECT_EQ(on.labels, off.labels);
@@ -1751,8 +1743,6 @@ void check_bounds() {
       EXPECT_GT(skipped, 0) << "the bounds never kept an object";
     }
   });
-  unsetenv("KMEANS_DELTA_BALL");
-  unsetenv("KMEANS_FUSED_PATH");
 }
 
 }  // namespace
@@ -1763,7 +1753,7 @@ TEST(GpuFusedBounds, FloatAsWithout) { check_bounds<float>(); }
 namespace {
 
 // The inertia's addends from the float scores (margin.hpp: approx_dist_bound; in float with the
-// FMA scores at widths 16 and 32) against every addend a distance in T (KMEANS_DELTA_INERTIA=exact), the
+// FMA scores at widths 16 and 32) against every addend a distance in T (exact_addends=1), the
 // bounds off: labels, centroids, change counts, shifts and re-checks bit for bit (the assignment is
 // the same), omp's labels, each iteration's inertia within 2^-15 (the addends' proved bound) plus
 // 1e-6 (the per-object sum's own float roundings), and on uniform data some iteration's inertia in
@@ -1776,9 +1766,9 @@ void check_approx_inertia() {
       quick() ? std::vector<SplitShape>{{20000, 16, 16}, {10007, 32, 16}}
               : std::vector<SplitShape>{{20000, 16, 16}, {20011, 16, 16}, {10000, 32, 16},
                                         {20011, 8, 16},  {20011, 12, 5},  {10007, 16, 100}};
-  // ("scores", any value but "exact": the default)
+  // (exact_addends=0: the default)
   check_variant_against_off<T>(
-      "KMEANS_DELTA_INERTIA", shapes, {"scores"},
+      "exact_addends", shapes, {"0"},
       [](const SplitShape& s, const auto& from_scores, const auto& exact, bool uniform, const std::string&) {
         expect_same_fit(from_scores, exact);  // (the re-checks too)
         bool differs = false;
@@ -1794,7 +1784,7 @@ void check_approx_inertia() {
           EXPECT_TRUE(differs) << "every iteration's inertia in the exact addends' bits: none came from the scores";
         }
       },
-      "exact");
+      "1");
 }
 
 }  // namespace
@@ -1804,26 +1794,25 @@ TEST(GpuFusedDelta, DoubleInertiaFromScoresAsExact) { check_approx_inertia<doubl
 
 namespace {
 
-// The staged kernel in double from the float copy of x - z (KMEANS_DELTA_SHADOW=1, the default
+// The staged kernel in double from the float copy of x - z (float_copy=1, the default
 // where it fits) against the same kernel reading x (=0), the bounds off: labels (omp's too),
 // centroids, change counts and shifts bit for bit over 20 iterations; each iteration's inertia
 // (the clusters' algebraic sum in double against the objects' sum) within 1e-11, the final one
 // (the final E-step reads x either way) the same bits, and a second run the same bits throughout;
-// the report names the copy where it ran and not where it did not. With KMEANS_DELTA_GUARD=0 every
+// the report names the copy where it ran and not where it did not. With guard=0 every
 // algebraic inertia "fails": the copy's first iteration's is summed from the objects by the host
 // (within 1e-11: another order of addition) and the kernel reads x from the next on, the same fit.
-// The copy written by the second iteration and read from the third (KMEANS_DELTA_SHADOW_AFTER=1;
+// The copy written by the second iteration and read from the third (float_copy_after=1;
 // by default written by the third and read once the iteration before last moved at most 25%, as
 // the uniform data's repeat takes it): a wrong value in it would move the float filter's calls, a wrong Q the inertia. d = 16, K 9-16 (the staged
 // kernel), on uniform, blob and quantised (tie-heavy) data; the close calls and the movers read x's
 // own rows.
 void check_shadow() {
-  const kmtest::ScopedEnv early("KMEANS_DELTA_SHADOW_AFTER", "1");
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{20000, 16, 16}, {20004, 16, 12}}
               : std::vector<SplitShape>{{20000, 16, 16}, {20004, 16, 12}, {20000, 16, 9}, {40000, 16, 16}};
   check_variant_against_off<double>(
-      "KMEANS_DELTA_SHADOW", shapes, {"1"},
+      "float_copy", shapes, {"1"},
       [](const SplitShape& s, const auto& on, const auto& off, bool uniform, const std::string&) {
         EXPECT_NE(on.path.find("staged, float copy"), std::string::npos) << on.path;
         EXPECT_EQ(off.path.find("float copy"), std::string::npos) << off.path;
@@ -1833,25 +1822,25 @@ void check_shadow() {
         km::Params p;
         p.k = s.k;
         p.loops = 20;
+        km::apply_fused_config(p.fused, "path=one-pass,bounds_after=0,float_copy=1,float_copy_after=0.25");
         const auto data = label_data<double>(0, {s.n, s.d, s.k});
-        kmtest::ScopedEnv shadow("KMEANS_DELTA_SHADOW", "1"), later("KMEANS_DELTA_SHADOW_AFTER", "0.25");
         const auto first = km::run(fused, data, p), again = km::run(fused, data, p);
         {
-          // By default (no KMEANS_DELTA_SHADOW_AFTER) written by the third iteration where 3
+          // By default (float_copy_after not given) written by the third iteration where 3
           // iterations are left after it, and read once the iteration before last moved <= 25%:
           // in a fit of 12 iterations, not in one of 5.
-          unsetenv("KMEANS_DELTA_SHADOW_AFTER");
           km::Params longer = p, shorter = p;
+          longer.fused.float_copy_after.reset();
+          shorter.fused.float_copy_after.reset();
           longer.loops = 12;
           shorter.loops = 5;
           const auto in_long = km::run(fused, data, longer), in_short = km::run(fused, data, shorter);
           EXPECT_NE(in_long.path.find("float copy"), std::string::npos) << in_long.path;
           EXPECT_EQ(in_short.path.find("float copy"), std::string::npos) << in_short.path;
-          later.set("0.25");
         }
-        const kmtest::ScopedEnv guard("KMEANS_DELTA_GUARD", "0");
+        p.fused.guard = 0;
         const auto fallback = km::run(fused, data, p);
-        const kmtest::ScopedEnv x_only("KMEANS_DELTA_SHADOW", "0");
+        p.fused.float_copy = false;
         const auto base = km::run(fused, data, p);
         expect_same_fit(first, again);
         expect_same_fit(fallback, base, false);  // (the copy's close calls are its own: centred at z)
@@ -1863,24 +1852,25 @@ void check_shadow() {
           EXPECT_NEAR(fallback.per_iteration[it].inertia, base.per_iteration[it].inertia,
                       1e-11 * base.per_iteration[it].inertia);
         }
-      });
+      },
+      "0", "float_copy_after=1");
 }
 
-// With the copy live when Hamerly's bounds start (KMEANS_DELTA_BOUNDS=0.05: from the second
+// With the copy live when Hamerly's bounds start (bounds_after=0.05: from the second
 // iteration after one where at most 5% moved), the bounds' kernel (reading x, its own q sums and
 // z) takes over: the same fit as neither, bit for bit, the inertia within 1e-11.
 void check_shadow_then_bounds() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass");
-  each_one_pass_case<double>({{20000, 16, 16}}, [&](const SplitShape&, const km::Dataset<double>& data,
-                                                    const km::Params& p) {
-    kmtest::ScopedEnv bounds("KMEANS_DELTA_BOUNDS", "0.05"), shadow("KMEANS_DELTA_SHADOW", "1"),
-        early("KMEANS_DELTA_SHADOW_AFTER", "1");
-    const auto both = km::run(fused, data, p);
-    bounds.set("0");
-    shadow.set("0");
-    const auto neither = km::run(fused, data, p);
+  km::FusedConfig one_pass;
+  one_pass.path = km::FusedConfig::Path::one_pass;
+  each_one_pass_case<double>({{20000, 16, 16}}, one_pass, [&](const SplitShape&, const km::Dataset<double>& data,
+                                                              const km::Params& p) {
+    km::Params q = p;
+    km::apply_fused_config(q.fused, "bounds_after=0.05,float_copy=1,float_copy_after=1");
+    const auto both = km::run(fused, data, q);
+    km::apply_fused_config(q.fused, "bounds_after=0,float_copy=0");
+    const auto neither = km::run(fused, data, q);
     EXPECT_NE(both.path.find("float copy"), std::string::npos) << both.path;
     EXPECT_EQ(both.labels, neither.labels);
     EXPECT_EQ(both.centroids, neither.centroids);
@@ -1899,20 +1889,21 @@ void check_shadow_then_bounds() {
 }
 
 // The float copy's kernel with its movers' and close calls' rows from the kept row-major upload
-// (the default) against the same rows read from x [d][n] (KMEANS_DELTA_ROWS=0): the same values,
+// (the default) against the same rows read from x [d][n] (copy_rows=0): the same values,
 // so the same fit bit for bit, the iteration's inertia included, on uniform, clustered and
 // quantised data. The reports must name the rows, and only where they were read.
 void check_shadow_rows() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  const kmtest::ScopedEnv path("KMEANS_FUSED_PATH", "one-pass"), bounds("KMEANS_DELTA_BOUNDS", "0"),
-      shadow("KMEANS_DELTA_SHADOW", "1"), early("KMEANS_DELTA_SHADOW_AFTER", "1");
-  each_one_pass_case<double>({{20000, 16, 16}, {20004, 16, 12}}, [&](const SplitShape&, const km::Dataset<double>& data,
-                                                                    const km::Params& p) {
-    kmtest::ScopedEnv rows("KMEANS_DELTA_ROWS", "1");
-    const auto with = km::run(fused, data, p);
-    rows.set("0");
-    const auto without = km::run(fused, data, p);
+  km::FusedConfig copy;
+  km::apply_fused_config(copy, "path=one-pass,bounds_after=0,float_copy=1,float_copy_after=1");
+  each_one_pass_case<double>({{20000, 16, 16}, {20004, 16, 12}}, copy,
+                             [&](const SplitShape&, const km::Dataset<double>& data, const km::Params& p) {
+    km::Params q = p;
+    q.fused.copy_rows = true;
+    const auto with = km::run(fused, data, q);
+    q.fused.copy_rows = false;
+    const auto without = km::run(fused, data, q);
     EXPECT_NE(with.path.find("float copy, x rows"), std::string::npos) << with.path;
     EXPECT_NE(without.path.find("float copy"), std::string::npos) << without.path;
     EXPECT_EQ(without.path.find("x rows"), std::string::npos) << without.path;
@@ -1937,13 +1928,13 @@ TEST(GpuFusedDelta, DoubleFloatCopyRowsAsX) { check_shadow_rows(); }
 
 namespace {
 
-// The tensor path's movers scheme (KMEANS_TENSOR_MOVERS=1: from the second iteration, the
+// The tensor path's movers scheme (movers_after=1: from the second iteration, the
 // kept sums and only the movers through them) against every object summed afresh (=0):
 // labels, centroids, change counts and shifts bit for bit (integer sums), and omp's labels;
 // the iteration's inertia (the clusters' algebraic sum against the per-object sum, both in
 // double) within 1e-11. `summed` says which scheme ran: every object, or the movers only, and
 // the movers must be fewer than the objects somewhere (else the test exercised nothing).
-// With KMEANS_DELTA_GUARD=0 the second iteration's bound "fails": the host sums that inertia
+// With guard=0 the second iteration's bound "fails": the host sums that inertia
 // from the objects, and every later iteration sums every object. The default (0.2) starts
 // mid-fit. Shapes: mma.sync's short slices (d = 16), wgmma's range on Hopper (d = 64; double:
 // TF32 candidates), d not a multiple of 4 with K past a tile, and d past a warp (d = 100).
@@ -1951,19 +1942,20 @@ template <class T>
 void check_tensor_movers() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const km::Implementation& fused = km::find_implementation("fused");
-  setenv("KMEANS_FUSED_PATH", "tensor", 1);
+  km::FusedConfig tensor;
+  tensor.path = km::FusedConfig::Path::tensor;
   const std::vector<SplitShape> shapes =
       quick() ? std::vector<SplitShape>{{4001, 16, 16}, {3001, 64, 100}}
               : std::vector<SplitShape>{{4001, 16, 16}, {3001, 64, 100}, {2003, 33, 300}, {3001, 100, 20}};
-  each_one_pass_case<T>(shapes, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
-    setenv("KMEANS_TENSOR_MOVERS", "1", 1);
-    const auto on = km::run(fused, data, p);
-    setenv("KMEANS_DELTA_GUARD", "0", 1);
-    const auto fallback = km::run(fused, data, p);
-    unsetenv("KMEANS_DELTA_GUARD");
-    setenv("KMEANS_TENSOR_MOVERS", "0", 1);
-    const auto off = km::run(fused, data, p);
-    unsetenv("KMEANS_TENSOR_MOVERS");
+  each_one_pass_case<T>(shapes, tensor, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
+    km::Params q = p;
+    q.fused.movers_after = 1.0;  // from the second iteration
+    const auto on = km::run(fused, data, q);
+    q.fused.guard = 0;
+    const auto fallback = km::run(fused, data, q);
+    q.fused.guard = p.fused.guard;
+    q.fused.movers_after = 0;  // never
+    const auto off = km::run(fused, data, q);
     const auto by_default = km::run(fused, data, p);
     const auto omp = km::run(km::find_implementation("omp"), data, p);
     const auto n = static_cast<std::int64_t>(s.n);
@@ -1992,7 +1984,6 @@ void check_tensor_movers() {
     }
     EXPECT_TRUE(fewer) << "the movers never went alone";
   });
-  unsetenv("KMEANS_FUSED_PATH");
 }
 
 }  // namespace
@@ -2006,7 +1997,7 @@ namespace {
 
 // Streamed (rows from pinned host memory in chunks, the sums carried across chunks) against
 // in memory: the same bits, for fused's two paths, offload-block and offload, in chunks of
-// 4,096 rows and of an odd 5,003 (KMEANS_STREAM_ROWS), on random, clustered and quantised data.
+// 4,096 rows and of an odd 5,003 (Params::stream_rows), on random, clustered and quantised data.
 template <class T>
 void check_streamed(const char* name) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -2021,10 +2012,10 @@ void check_streamed(const char* name) {
       p.loops = 5;
       p.init = km::Init::kmeanspp;
       const auto in_memory = km::run(impl, data, p);
-      for (const char* rows : {"4096", "5003"}) {
-        setenv("KMEANS_STREAM_ROWS", rows, 1);
-        const auto streamed = km::run(impl, data, p);
-        unsetenv("KMEANS_STREAM_ROWS");
+      for (const std::size_t rows : {4096, 5003}) {
+        km::Params chunked = p;
+        chunked.stream_rows = rows;
+        const auto streamed = km::run(impl, data, chunked);
         EXPECT_NE(streamed.path.find("streamed"), std::string::npos) << streamed.path;
         EXPECT_EQ(streamed.centroids, in_memory.centroids) << "chunks of " << rows;
         EXPECT_EQ(streamed.labels, in_memory.labels);
@@ -2091,9 +2082,9 @@ void check_final_inertia(const km::Implementation& impl) {
       p.loops = 4;
       p.init = km::Init::first;
       for (bool streamed : {false, true}) {
-        if (streamed) setenv("KMEANS_STREAM_ROWS", "4096", 1);
-        const auto r = km::run(impl, data, p);
-        unsetenv("KMEANS_STREAM_ROWS");
+        km::Params run_p = p;
+        if (streamed) run_p.stream_rows = 4096;
+        const auto r = km::run(impl, data, run_p);
         const double host = km::inertia(data, r.centroids.data(), r.labels.data());
         EXPECT_EQ(std::memcmp(&r.inertia, &host, sizeof(double)), 0)
             << (streamed ? "streamed " : "") << r.inertia << " vs the host's " << host;
@@ -2143,9 +2134,8 @@ void check_device_range(const char* name) {
     SCOPED_TRACE(host);
     EXPECT_NE(host, "(no error)");
     EXPECT_EQ(message(impl), host) << "in memory";
-    setenv("KMEANS_STREAM_ROWS", "4096", 1);
+    p.stream_rows = 4096;
     EXPECT_EQ(message(impl), host) << "out of core";
-    unsetenv("KMEANS_STREAM_ROWS");
   }
   auto data = km::generate_uniform<T>(20000, 8, 3);  // and valid data still runs, as before
   km::Params p;

@@ -18,30 +18,6 @@
 
 namespace kmtest {
 
-// An environment variable set for a scope and restored after it (its old value, or unset), an
-// exception's exit included, so that a failing test cannot leak a setting into the next.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      had_ = true;
-      old_ = old;
-    }
-    set(value);
-  }
-  void set(const char* value) { setenv(name_.c_str(), value, 1); }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
 // Runs fn, which must throw E whose message contains `needle` and is one line.
 template <class E = km::InputError, class F>
 void expect_error(F&& fn, const std::string& needle) {
