@@ -37,6 +37,7 @@
 #include "kernels/kmeans/cell_order.cuh"
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
+#include "kernels/kmeans/fused/ball.cuh"
 #include "kernels/kmeans/fused/bounds.cuh"
 #include "kernels/kmeans/fused/cell_table.cuh"
 #include "kernels/kmeans/fused/delta_pass.cuh"
@@ -304,57 +305,9 @@ __global__ void __launch_bounds__(
     row[0] = static_cast<float>(cc);
     atomicMax(reinterpret_cast<int*>(&r2_shared), __float_as_int(row[0]));  // cc >= 0: int order
   }
-  if (BALL) {
-    // Elkan's test: an object within half the distance from its centroid c to c's nearest other
-    // centroid is nearer c than any other. ball[c] = (1 - eps) min_c' |c - c'|^2 / 4 in double,
-    // eps = 64 (d + 2) u_T far above the roundings of this sum and of the object's distance (so
-    // seq's sums order them the same way, with no tie); 0 (no object passes) for coincident or
-    // subnormal-close centroids. K <= 64 here.
-    const double eps = 64.0 * (d + 2) * (sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
-    for (int c = threadIdx.x; c < k; c += blockDim.x) {
-      double m = INFINITY;
-      for (int o = 0; o < k; ++o) {
-        if (o == c) continue;
-        double q = 0;
-        for (int j = 0; j < d; ++j) {
-          const double e = static_cast<double>(s[j * k + c]) - static_cast<double>(s[j * k + o]);
-          q += e * e;
-        }
-        m = fmin(m, q);
-      }
-      ball[c] = m > 1e-250 && m < INFINITY ? 0.25 * m * (1 - eps) : 0.0;
-    }
-  }
+  if constexpr (BALL) ball_radii<C>(s, ball, k, d);
   __syncthreads();
-  if constexpr (MMA) {
-    // Lane g, t of n-tile nt, k-step ks: B = -2 c'' of centroid 8 nt + g at coordinates 8 ks + t
-    // and + 4, rounded to TF32 (0 past K); |c''|^2 of centroids 8 nt + 2 t and + 1 (FLT_MAX past K).
-    const int tiles = (k + 15) / 16 * 2;
-    for (int e = threadIdx.x; e < tiles * KS * 32; e += blockDim.x) {
-      const int l = e & 31, ks = (e >> 5) % KS, c = 8 * (e / (32 * KS)) + (l >> 2);
-      const float* row = table + c * ROW + AOFF + 8 * ks + (l & 3);
-      btab[e] = c < k ? make_float2(__uint_as_float(Tf32Mma::convert(row[0])), __uint_as_float(Tf32Mma::convert(row[4])))
-                      : make_float2(0.0f, 0.0f);
-    }
-    for (int e = threadIdx.x; e < tiles * 32; e += blockDim.x) {
-      const int c = 8 * (e >> 5) + 2 * (e & 3);
-      const float c0 = c < k ? table[c * ROW] : FLT_MAX, c1 = c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX;
-      ctab[e] = make_float4(c0, c1, c0, c1);
-    }
-    // Each centroid's B operands' roundings, sum_p (ã_p - a_p)^2 (each difference exact), their
-    // largest for the margin's TF32 term (margin.hpp: mma_root2).
-    for (int c = threadIdx.x; c < k; c += blockDim.x) {
-      const float* row = table + c * ROW + AOFF;
-      float sum = 0;
-#pragma unroll 8
-      for (int j = 0; j < MAXD; ++j) {
-        const float rounded = __uint_as_float(Tf32Mma::convert(row[j])) - row[j];
-        sum = fmaf(rounded, rounded, sum);
-      }
-      atomicMax(reinterpret_cast<int*>(&rounding_shared), __float_as_int(sum));  // >= 0: int order
-    }
-    __syncthreads();
-  }
+  if constexpr (MMA) mma_tables<C>(table, btab, ctab, k, rounding_shared);
   const float r2 = r2_shared;
   // MMA: the margin's TF32 term, root_b^2 (margin.hpp: filter_bound with mma, mma_root2).
   const float root2 = MMA ? mma_root2(r2, rounding_shared) : 0.0f;
@@ -382,34 +335,10 @@ __global__ void __launch_bounds__(
   };
   const int mask = PACK ? (1 << p.index_bits) - 1 : 0;
 
-  constexpr bool kQueue = MAXD <= 4;
-  constexpr bool kReload = sizeof(T) == 8 && MAXD == 16 && !BOUNDS;
-  // Independent FMA chains per score: 2 at d = 32 (H100, 2^20 objects, K = 32 and 64: 2-5%
-  // faster; level at d = 16, and 4 chains slower at both).
-  constexpr int kChains = MAXD == 32 ? 2 : 1;
-  // The FMA scores' loop over the centroids 4 at a time (nvcc took 2: 7 instructions of counting
-  // and addressing a pair of centroids, against 76 of scoring them for 2 objects), in the staged
-  // kernel in float at d = 16 (H100, 10 iterations, six calls: 2^21 x 16, K = 16 0.985-0.991x the
-  // time in five, 1.002x in one, 2^22 0.986-0.995x, K = 20 0.990x, K = 24 0.977-0.991x; K = 10-15
-  // within 1.7% either way; unrolled by 8, 1.01-1.03x slower). Elsewhere as nvcc
-  // chooses: unrolling by 4 there changed most kernels' registers (the staged kernel in double at
-  // d = 32: 172 -> 212).
-  constexpr bool kScoreUnroll4 = TILE && !MMA && sizeof(T) == 4 && MAXD == 16;
-  // In float with the FMA scores at widths 16 and 32: the inertia's addend from the scores where
-  // their error is provably within dist_eta of it (margin.hpp: approx_dist_bound), not a distance
-  // computed again in T from the centroid's row (H100, 2^21 objects, 10 iterations: d = 16, K = 16
-  // 0.962-0.968x the time, K = 24 0.980-0.987x, K = 12 0.985x, d = 32, K = 16 0.949-0.959x; at
-  // width 8, where the distance is 8 FMAs, 1.022x, so not there).
-  constexpr bool kApproxDist = sizeof(T) == 4 && !MMA && !BOUNDS && !CELLS && !BALL && MAXD >= 16;
-  // MMA: the warp's 32 U objects against every centroid on the tensor cores (mma.m16n8k8, TF32
-  // operands, FP32 accumulators started at |c''|^2): each object's x'' goes to the stage as a row
-  // of MAXD + 4 floats (fragment reads without bank conflicts; rounded to TF32 as they are read,
-  // so that the rows stay x'' for the FMA re-score below), the table's rows give -2 c'' (rounded
-  // likewise) and |c''|^2; each lane keeps the top two of its
-  // 2 x (K / 8) scores per row of an m-tile, its quad merges them, and the results reach the
-  // objects' lanes through the movers' queue (not yet in use). The filter's margin is widened for
-  // the TF32 operands and the tensor cores' accumulation (margin.hpp: filter_bound).
-  constexpr int RS = C::RS;  // MMA: the stage's rows of x'' (fused/mma_scores.cuh)
+  // (fused/traits.cuh says why each is what it is.)
+  constexpr bool kQueue = C::kQueue, kReload = C::kReload, kApproxDist = C::kApproxDist;
+  constexpr int kChains = C::kChains;
+  constexpr int RS = C::RS;  // MMA: the stage's rows of x''
   auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
     mma_warp_scores<C>(xv, out_best, out_second, stage, btab, ctab, queue, k, mask, lane);
   };
@@ -480,7 +409,7 @@ __global__ void __launch_bounds__(
   // once a pass, not once an object), the low 16 bits its cell (side <= 256): a mover where the
   // cell's byte is a label, else an object of a mixed cell, its lookup taken back.
   constexpr int kHardRing = 64 * U;
-  constexpr unsigned kMoverEntry = 0x80000000u, kLeanHardEntry = 0x40000000u;
+  constexpr unsigned kMoverEntry = CellRing<C>::kMoverEntry;
   uint2* hard_ring = reinterpret_cast<uint2*>(after) + warp * kHardRing;
   // Where the plan made room (p.ring_xy), each entry's coordinates beside it, after the ring:
   // the round reads them there instead of from L1 or L2 (H100, 2^24 x 2, K = 16: 0.97-0.98x the
@@ -586,80 +515,9 @@ __global__ void __launch_bounds__(
         // One whole pass of the warp's 32 U objects: the lane's U from pa (coordinate 0), pb
         // (coordinate 1) and pl (labels; held, their old values), i0 the first one's index.
         auto lean_pass = [&](const T* pa, const T* pb, std::int32_t* pl, const int4 held, const unsigned i0) {
-          T a[U], b[U];
-          const int o[U] = {held.x, held.y, held.z, held.w};
-          load_run<U>(pa, a);
-          if constexpr (B_WHOLE) {
-            load_run<U>(pb, b);
-          } else {
-#pragma unroll
-            for (int u = 0; u < U; ++u) b[u] = pb[u];
-          }
-          lookups += U;  // (less the lean entries of mixed cells, in the rounds)
-          unsigned queued = 0, entry[U];  // bit u: object u to the ring, as (i0 + u, entry[u])
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            // (cells.hpp: cell_in_range, its constants hoisted)
-            const int cell =
-                cell_index_in_range<T>(b[u] - lo1, inv1, side) * side + cell_index_in_range<T>(a[u] - lo0, inv0, side);
-            const int lab = cells_s[cell];
-            const bool settled = lab != kCellMixed;
-            // seq's distance to its centroid (the general loop's arithmetic), its fixed-point addend
-            // the general loop's bits: in float dist 2^E exactly (a power of two; p.vector_cells
-            // asks 2^E < 2^126), rounded to an integer as to_fixed rounds the same value in double.
-            using Pair = std::conditional_t<sizeof(T) == 8, double2, float2>;
-            const Pair cc = reinterpret_cast<const Pair*>(cpair)[settled ? lab : 0];
-            const T dist = fused_square_add(b[u] - cc.y, fused_square_add(a[u] - cc.x, T(0)));
-            unsigned long long addend;
-            if constexpr (sizeof(T) == 8) addend = to_fixed(dist, p.inertia_scale);
-            else addend = static_cast<unsigned long long>(__float2ll_rn(dist * inertia_scale_f));
-            // (Masked, not branched on: the addend is formed for every object; H100, 2^24 x 2,
-            // K = 16: 0.977x the time in float, level in double.)
-            my_inertia += addend & (0ull - static_cast<unsigned long long>(settled));
-            // To the ring where the cell's byte is not the old label: a mover of a labelled cell
-            // (its label stored here, its move counted in the round that sums it) or an object
-            // of a mixed cell (kCellMixed is no label). The entry is the same either way, the
-            // cell and the old label (kLeanHardEntry): the round reads the cell's byte again, so
-            // that a pass forms one word an object, not a choice of two.
-            const bool to_ring = lab != o[u];
-            if (to_ring && settled) pl[u] = lab;
-            queued |= to_ring ? 1u << u : 0u;
-            entry[u] = kLeanHardEntry + (static_cast<unsigned>(o[u] + 1) << 16) + static_cast<unsigned>(cell);
-          }
-          // The pass's queued objects into the ring, each lane's after those of the lanes below:
-          // its count (0 ... U <= 7) in three ballots, not a ballot an object (13 instructions an
-          // object where most warps queue one).
-          static_assert(U <= 7, "a lane's count in three ballots");
-          const int mine = __popc(queued);
-          const unsigned c0 = __ballot_sync(0xffffffffu, mine & 1), c1 = __ballot_sync(0xffffffffu, mine & 2),
-                         c2 = __ballot_sync(0xffffffffu, mine & 4);
-          int at = hard_head + hard_pending + __popc(c0 & below) + 2 * __popc(c1 & below) + 4 * __popc(c2 & below);
-          // The queued objects' entries into the ring without a branch: a branch an object ran
-          // in nearly every pass (some lane queues most objects' u) with ~3 lanes of 32 and its
-          // bookkeeping (~50 instructions a pass). In float by predicated stores (st.shared
-          // under a predicate: the lanes not queueing move no bytes); in double every lane
-          // stores, those not queueing to a spare slot (free: fewer than 32 entries wait before
-          // a pass and it adds at most 32 U, so from head + 32 + 32 U on the slots are free).
-          // H200, 2^24 x 2, K = 16-64, against the spare slots: in float 0.976-0.995x the time
-          // (ncu: L1/TEX 80% -> 69% busy), in double 1.001-1.017x though L1/TEX went 88% -> 79%.
-          static_assert(kHardRing - 32 >= 32 + 32 * U, "a spare ring slot a lane");
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const unsigned q = queued >> u & 1u;
-            if constexpr (sizeof(T) == 4) {
-              const int slot = at & (kHardRing - 1);
-              predicated_shared_store(q, hard_ring + slot, make_uint2(i0 + u, entry[u]));
-              if (ring_xy) predicated_shared_store(q, hard_xy + slot, XY{a[u], b[u]});
-            } else {
-              const int slot = (q ? at : hard_head + kHardRing - 32 + lane) & (kHardRing - 1);
-              hard_ring[slot] = make_uint2(i0 + u, entry[u]);
-              if (ring_xy) hard_xy[slot] = XY{a[u], b[u]};
-            }
-            at += static_cast<int>(q);
-          }
-          hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
-          __syncwarp();
-          while (hard_pending >= 32) hard_round();
+          lean_cell_pass<C, B_WHOLE>(pa, pb, pl, held, i0, lookups, lo0, lo1, inv0, inv1, side, cells_s, cpair, p,
+                                             inertia_scale_f, my_inertia, below, lane, hard_head, hard_pending,
+                                             hard_ring, ring_xy, hard_xy, hard_round);
         };
         bool taken = false;  // (the dynamic passes ran)
         // (The lane's pointers at chunk c from its pointers at chunk 0, one 32 x 32-bit
@@ -907,49 +765,7 @@ __global__ void __launch_bounds__(
     if (!BALL && !CELLS) {
       // The first NU slots against every centroid (each table row read once for all of them).
       auto score = [&](auto slots) {
-        constexpr int NU = decltype(slots)::value;
-        // Centroid c (its table row at rowp) against the slots.
-        auto score_centroid = [&](int c, const float* rowp) {
-          float a[ROW];
-#pragma unroll
-          for (int q = 0; q < ROW / 4; ++q) {
-            const float4 v = reinterpret_cast<const float4*>(rowp)[q];
-            a[4 * q] = v.x;
-            a[4 * q + 1] = v.y;
-            a[4 * q + 2] = v.z;
-            a[4 * q + 3] = v.w;
-          }
-#pragma unroll
-          for (int u = 0; u < NU; ++u) {
-            // kChains independent FMA chains (coordinates j = r mod kChains in chain r), then
-            // their sum: more in flight for the FMA pipe's latency. filter_bound's error term
-            // holds for any order of the d + 1 terms' additions.
-            float part[kChains];
-#pragma unroll
-            for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? a[0] : 0.0f;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(a[AOFF + j], xf[u][j], part[j % kChains]);
-#pragma unroll
-            for (int w = 1; w < kChains; w *= 2)
-#pragma unroll
-              for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
-            float f = part[0];
-            if (PACK) {
-              f = __int_as_float((__float_as_int(f) & ~mask) | c);
-            } else if (f < best[u]) {
-              bi[u] = c;
-            }
-            second[u] = fminf(second[u], fmaxf(best[u], f));
-            best[u] = fminf(best[u], f);
-          }
-        };
-        if constexpr (kScoreUnroll4) {
-          const float* rowp = table;
-#pragma unroll 4
-          for (int c = 0; c < k; ++c, rowp += ROW) score_centroid(c, rowp);
-        } else {
-          for (int c = 0; c < k; ++c) score_centroid(c, table + c * ROW);
-        }
+        score_slots<C, decltype(slots)::value>(table, k, mask, xf, best, second, bi);
       };
       // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
       if constexpr (MMA) mma_scores(xf, best, second);

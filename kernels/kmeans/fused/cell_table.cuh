@@ -17,6 +17,7 @@
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/fused/delta_pass.cuh"
 #include "kernels/kmeans/fused/protocol.cuh"
+#include "kernels/kmeans/fused/primitives.cuh"
 #include "kernels/kmeans/nearest.cuh"
 #include "kernels/kmeans/update.cuh"
 
@@ -154,4 +155,107 @@ __device__ __forceinline__ void cell_ring_round(
   hard_pending -= taken;
 }
 
+
+// The lean passes (where the host vouches for 16-byte aligned x and labels: p.vector_cells): one
+// whole pass of the warp's 32 U objects, a lane U consecutive ones from pa (coordinate 0), pb
+// (coordinate 1) and pl (labels; held, their old values), i0 the first one's index, each
+// coordinate's and the labels' U values in one or two 16-byte loads (B_WHOLE: the second
+// coordinate's row 16-byte aligned, n sizeof(T) % 16 == 0; else one load a value: level in time,
+// H100). Per object the cell (one FMA toward zero a coordinate, no test: cells.hpp,
+// cell_in_range), its byte, the distance to that centroid for the inertia; then the objects of
+// mixed cells (scored in the ring's round against the cell's candidates) and the movers (summed
+// there) go to the warp's ring, the lane's count in three ballots. The same labels, sums and
+// inertia, bit for bit, as the general loop, whose per-object flags, lists and 12 loads a pass made
+// it ~157 instructions an object in float (ncu; now ~51 M warp instructions an iteration against
+// 82 M, H200, 2^24 x 2, K = 16), and the L1 (the shared-memory pipe), not the issue, is the
+// kernel's busiest unit (ncu: 69% in float, 88% in double; DRAM 46% / 53%). An inertia by algebra
+// in double-double that took every addend away (17% fewer instructions) was no faster.
+template <class C, bool B_WHOLE, class CPair, class HardRound>
+__device__ __forceinline__ void lean_cell_pass(
+    const typename C::T* pa, const typename C::T* pb, std::int32_t* pl, const int4 held, const unsigned i0,
+    unsigned& lookups, const typename C::T& lo0, const typename C::T& lo1, const typename C::T& inv0,
+    const typename C::T& inv1, const int& side, unsigned char* const& cells_s, CPair& cpair, const DeltaPass& p,
+    const float& inertia_scale_f, unsigned long long& my_inertia, const unsigned& below, const int& lane,
+    int& hard_head,
+    int& hard_pending, uint2* const& hard_ring, const bool& ring_xy, typename CellRing<C>::XY* const& hard_xy,
+    HardRound& hard_round) {
+  using T = typename C::T;
+  using XY = typename CellRing<C>::XY;
+  constexpr int U = C::U, kHardRing = CellRing<C>::kHardRing;
+  constexpr unsigned kLeanHardEntry = CellRing<C>::kLeanHardEntry;
+        T a[U], b[U];
+        const int o[U] = {held.x, held.y, held.z, held.w};
+        load_run<U>(pa, a);
+        if constexpr (B_WHOLE) {
+          load_run<U>(pb, b);
+        } else {
+#pragma unroll
+          for (int u = 0; u < U; ++u) b[u] = pb[u];
+        }
+        lookups += U;  // (less the lean entries of mixed cells, in the rounds)
+        unsigned queued = 0, entry[U];  // bit u: object u to the ring, as (i0 + u, entry[u])
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          // (cells.hpp: cell_in_range, its constants hoisted)
+          const int cell =
+              cell_index_in_range<T>(b[u] - lo1, inv1, side) * side + cell_index_in_range<T>(a[u] - lo0, inv0, side);
+          const int lab = cells_s[cell];
+          const bool settled = lab != kCellMixed;
+          // seq's distance to its centroid (the general loop's arithmetic), its fixed-point addend
+          // the general loop's bits: in float dist 2^E exactly (a power of two; p.vector_cells
+          // asks 2^E < 2^126), rounded to an integer as to_fixed rounds the same value in double.
+          using Pair = std::conditional_t<sizeof(T) == 8, double2, float2>;
+          const Pair cc = reinterpret_cast<const Pair*>(cpair)[settled ? lab : 0];
+          const T dist = fused_square_add(b[u] - cc.y, fused_square_add(a[u] - cc.x, T(0)));
+          unsigned long long addend;
+          if constexpr (sizeof(T) == 8) addend = to_fixed(dist, p.inertia_scale);
+          else addend = static_cast<unsigned long long>(__float2ll_rn(dist * inertia_scale_f));
+          // (Masked, not branched on: the addend is formed for every object; H100, 2^24 x 2,
+          // K = 16: 0.977x the time in float, level in double.)
+          my_inertia += addend & (0ull - static_cast<unsigned long long>(settled));
+          // To the ring where the cell's byte is not the old label: a mover of a labelled cell
+          // (its label stored here, its move counted in the round that sums it) or an object
+          // of a mixed cell (kCellMixed is no label). The entry is the same either way, the
+          // cell and the old label (kLeanHardEntry): the round reads the cell's byte again, so
+          // that a pass forms one word an object, not a choice of two.
+          const bool to_ring = lab != o[u];
+          if (to_ring && settled) pl[u] = lab;
+          queued |= to_ring ? 1u << u : 0u;
+          entry[u] = kLeanHardEntry + (static_cast<unsigned>(o[u] + 1) << 16) + static_cast<unsigned>(cell);
+        }
+        // The pass's queued objects into the ring, each lane's after those of the lanes below:
+        // its count (0 ... U <= 7) in three ballots, not a ballot an object (13 instructions an
+        // object where most warps queue one).
+        static_assert(U <= 7, "a lane's count in three ballots");
+        const int mine = __popc(queued);
+        const unsigned c0 = __ballot_sync(0xffffffffu, mine & 1), c1 = __ballot_sync(0xffffffffu, mine & 2),
+                       c2 = __ballot_sync(0xffffffffu, mine & 4);
+        int at = hard_head + hard_pending + __popc(c0 & below) + 2 * __popc(c1 & below) + 4 * __popc(c2 & below);
+        // The queued objects' entries into the ring without a branch: a branch an object ran
+        // in nearly every pass (some lane queues most objects' u) with ~3 lanes of 32 and its
+        // bookkeeping (~50 instructions a pass). In float by predicated stores (st.shared
+        // under a predicate: the lanes not queueing move no bytes); in double every lane
+        // stores, those not queueing to a spare slot (free: fewer than 32 entries wait before
+        // a pass and it adds at most 32 U, so from head + 32 + 32 U on the slots are free).
+        // H200, 2^24 x 2, K = 16-64, against the spare slots: in float 0.976-0.995x the time
+        // (ncu: L1/TEX 80% -> 69% busy), in double 1.001-1.017x though L1/TEX went 88% -> 79%.
+        static_assert(kHardRing - 32 >= 32 + 32 * U, "a spare ring slot a lane");
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const unsigned q = queued >> u & 1u;
+          if constexpr (sizeof(T) == 4) {
+            const int slot = at & (kHardRing - 1);
+            predicated_shared_store(q, hard_ring + slot, make_uint2(i0 + u, entry[u]));
+            if (ring_xy) predicated_shared_store(q, hard_xy + slot, XY{a[u], b[u]});
+          } else {
+            const int slot = (q ? at : hard_head + kHardRing - 32 + lane) & (kHardRing - 1);
+            hard_ring[slot] = make_uint2(i0 + u, entry[u]);
+            if (ring_xy) hard_xy[slot] = XY{a[u], b[u]};
+          }
+          at += static_cast<int>(q);
+        }
+        hard_pending += __popc(c0) + 2 * __popc(c1) + 4 * __popc(c2);
+        __syncwarp();
+        while (hard_pending >= 32) hard_round();
+}
 }  // namespace km::kernels

@@ -40,4 +40,56 @@ __device__ __forceinline__ void score_set(float x0, float x1, M m, float& b, flo
     else score_step(x0, x1, __ffs(static_cast<int>(m)) - 1, b, sc);
   }
 }
+
+// The FMA scores: the first NU slots against every centroid (each table row read once for all of
+// them), the least score and the runner-up a slot (!PACK: the least one's centroid in bi).
+template <class C, int NU>
+__device__ __forceinline__ void score_slots(float* const& table, const int& k, const int& mask,
+                                            float (&xf)[C::U][C::MAXD], float (&best)[C::U], float (&second)[C::U],
+                                            int (&bi)[C::U]) {
+  constexpr int ROW = C::ROW, AOFF = C::AOFF, MAXD = C::MAXD, kChains = C::kChains;
+  constexpr bool PACK = C::PACK, kScoreUnroll4 = C::kScoreUnroll4;
+          // Centroid c (its table row at rowp) against the slots.
+      auto score_centroid = [&](int c, const float* rowp) {
+        float a[ROW];
+#pragma unroll
+        for (int q = 0; q < ROW / 4; ++q) {
+          const float4 v = reinterpret_cast<const float4*>(rowp)[q];
+          a[4 * q] = v.x;
+          a[4 * q + 1] = v.y;
+          a[4 * q + 2] = v.z;
+          a[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int u = 0; u < NU; ++u) {
+          // kChains independent FMA chains (coordinates j = r mod kChains in chain r), then
+          // their sum: more in flight for the FMA pipe's latency. filter_bound's error term
+          // holds for any order of the d + 1 terms' additions.
+          float part[kChains];
+#pragma unroll
+          for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? a[0] : 0.0f;
+#pragma unroll
+          for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(a[AOFF + j], xf[u][j], part[j % kChains]);
+#pragma unroll
+          for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+            for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
+          float f = part[0];
+          if (PACK) {
+            f = __int_as_float((__float_as_int(f) & ~mask) | c);
+          } else if (f < best[u]) {
+            bi[u] = c;
+          }
+          second[u] = fminf(second[u], fmaxf(best[u], f));
+          best[u] = fminf(best[u], f);
+        }
+      };
+      if constexpr (kScoreUnroll4) {
+        const float* rowp = table;
+#pragma unroll 4
+        for (int c = 0; c < k; ++c, rowp += ROW) score_centroid(c, rowp);
+      } else {
+        for (int c = 0; c < k; ++c) score_centroid(c, table + c * ROW);
+      }
+}
 }  // namespace km::kernels

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "kernels/kmeans/fused/primitives.cuh"
+#include <cfloat>
 
 namespace km::kernels {
 
@@ -120,6 +121,41 @@ __device__ __forceinline__ void mma_warp_scores(const float (&xv)[C::U][C::MAXD]
     out_second[u] = mine.y;
   }
   __syncwarp();  // the results read before the queue takes the movers, the stage read before it is reused
+}
+
+// The prologue's fragments (layouts.hpp: delta_mma_table_bytes): the B operands and |c''|^2 in
+// fragment order, as float4s {c0, c1, c0, c1} (the accumulators' start, both rows, in one load and
+// the mma's C registers as loaded, where a float2 took four register copies a pair of tiles).
+template <class C>
+__device__ __forceinline__ void mma_tables(const float* table, float2* btab, float4* ctab, int k, float& rounding_shared) {
+  constexpr int KS = C::KS, ROW = C::ROW, AOFF = C::AOFF, MAXD = C::MAXD;
+  // Lane g, t of n-tile nt, k-step ks: B = -2 c'' of centroid 8 nt + g at coordinates 8 ks + t
+  // and + 4, rounded to TF32 (0 past K); |c''|^2 of centroids 8 nt + 2 t and + 1 (FLT_MAX past K).
+  const int tiles = (k + 15) / 16 * 2;
+  for (int e = threadIdx.x; e < tiles * KS * 32; e += blockDim.x) {
+    const int l = e & 31, ks = (e >> 5) % KS, c = 8 * (e / (32 * KS)) + (l >> 2);
+    const float* row = table + c * ROW + AOFF + 8 * ks + (l & 3);
+    btab[e] = c < k ? make_float2(__uint_as_float(Tf32Mma::convert(row[0])), __uint_as_float(Tf32Mma::convert(row[4])))
+                    : make_float2(0.0f, 0.0f);
+  }
+  for (int e = threadIdx.x; e < tiles * 32; e += blockDim.x) {
+    const int c = 8 * (e >> 5) + 2 * (e & 3);
+    const float c0 = c < k ? table[c * ROW] : FLT_MAX, c1 = c + 1 < k ? table[(c + 1) * ROW] : FLT_MAX;
+    ctab[e] = make_float4(c0, c1, c0, c1);
+  }
+  // Each centroid's B operands' roundings, sum_p (ã_p - a_p)^2 (each difference exact), their
+  // largest for the margin's TF32 term (margin.hpp: mma_root2).
+  for (int c = threadIdx.x; c < k; c += blockDim.x) {
+    const float* row = table + c * ROW + AOFF;
+    float sum = 0;
+#pragma unroll 8
+    for (int j = 0; j < MAXD; ++j) {
+      const float rounded = __uint_as_float(Tf32Mma::convert(row[j])) - row[j];
+      sum = fmaf(rounded, rounded, sum);
+    }
+    atomicMax(reinterpret_cast<int*>(&rounding_shared), __float_as_int(sum));  // >= 0: int order
+  }
+  __syncthreads();
 }
 
 }  // namespace km::kernels

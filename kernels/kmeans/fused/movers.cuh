@@ -91,4 +91,5 @@ __device__ __forceinline__ void move_mover_coordinate(uint2 entry, int j, typena
     if (was >= 0) atomicAdd(&dcounts[was], -1);
   }
 }
+
 }  // namespace km::kernels
