@@ -46,6 +46,7 @@
 #include "kernels/kmeans/fused/mma_scores.cuh"
 #include "kernels/kmeans/fused/movers.cuh"
 #include "kernels/kmeans/fused/primitives.cuh"
+#include "kernels/kmeans/fused/prologue.cuh"
 #include "kernels/kmeans/fused/protocol.cuh"
 #include "kernels/kmeans/fused/staged_loads.cuh"
 #include "kernels/kmeans/fused/traits.cuh"
@@ -86,8 +87,7 @@ __global__ void __launch_bounds__(
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
   __shared__ unsigned long long tallies_s[MMA && !TILE ? 5 : 1][MMA && !TILE ? kDeltaMaxThreads / 32 : 1];  // (the flush)
-  constexpr int ROW = delta_row(MAXD), AOFF = delta_row_offset(MAXD);
-  static_assert(ROW >= 4, "the update stages 2 k doubles in the score table's k ROW floats");
+  constexpr int ROW = C::ROW, AOFF = C::AOFF;  // the score table's rows (the checks: DeltaTraits)
   const DeltaLayout<int> layout = delta_layout<int>(k, d, sizeof(T));
   unsigned long long* dsums = reinterpret_cast<unsigned long long*>(smem);
   int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(
   // Above d = 2, the centroids again as rows [k][SROW] in T, zero past d (layouts.hpp:
   // delta_centroid_row): the label's distance reads its centroid with 16-byte loads and no test
   // against d, where [d][k] took a load, an address and a test per coordinate.
-  constexpr int SROW = delta_centroid_row(MAXD, sizeof(T));
+  constexpr int SROW = C::SROW;
   const bool has_rows = delta_has_rows(MAXD, static_cast<std::size_t>(k));  // the same in the whole grid
   T* srow = reinterpret_cast<T*>(smem + layout.rows_offset);
   // This warp's movers: (offset in the pass, (old label + 1) << 16 | new label); with BALL, its
@@ -111,7 +111,6 @@ __global__ void __launch_bounds__(
   // CELLS: the cell table (cells.hpp), after the rings (64 U entries of 8 bytes a warp) and their
   // coordinates (p.ring_xy); the same offsets as layouts.hpp: delta_cells_layout, which the
   // plan's bytes are tested against.
-  static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
   unsigned char* cells_s = after + warps_in_block * 64 * U * (8 + (p.ring_xy ? 2 * sizeof(T) : 0));
   // ... and after it, where given (p.cell_masks, K <= 16), each cell's candidates as 16 bits.
   unsigned short* masks_s = reinterpret_cast<unsigned short*>(cells_s + (CELLS && p.cells ? p.grid.side * p.grid.side : 0));
@@ -123,17 +122,6 @@ __global__ void __launch_bounds__(
   unsigned long long* dq = reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
   // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
-  static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
-                "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test, bounds or cells");
-  static_assert(!SORTED || (CELLS && !TILE && !BOUNDS), "the sorted order: the cell table's lean passes");
-  static_assert(!TILE || (!BOUNDS && !BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
-                "the staged loads: d a constant from 8 (or the cells at d = 2), no bounds or Elkan test");
-  // (d = 16: a buffer holds 34 movers' rows in T, each u's 32 at most; at d = 32 it would hold 16.)
-  static_assert(!SHADOW || (TILE && EXACT && PACK && !MMA && !CELLS && sizeof(T) == 8 && MAXD == 16 &&
-                            delta_tile_warp_bytes(MAXD, sizeof(float), U) / 2 >= 32 * MAXD * sizeof(T)),
-                "the float copy: the staged kernel in double, d = 16, K <= 64, FMA scores");
-  static_assert(!FILL || (TILE && EXACT && PACK && !MMA && !CELLS && !SHADOW && sizeof(T) == 8 && MAXD == 16),
-                "the float copy's writer: the staged kernel in double reading x, d = 16, FMA scores");
   T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
                                           : after + warps_in_block * 32 * U * 8) +
                                   warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
@@ -143,14 +131,12 @@ __global__ void __launch_bounds__(
   // pass in the other, which then serves as this pass's stage (its data are in registers by then).
   // (MMA: a buffer also holds the pass's rows of x'', written once its data are in registers.)
   // (SHADOW: buffers of floats, so as many bytes a warp at U = 2 as the double kernel's at U = 1.)
-  constexpr int TBE =
-      static_cast<int>(delta_tile_warp_bytes(MAXD, SHADOW ? sizeof(float) : sizeof(T), U, MMA) / 2 / sizeof(T));
+  constexpr int TBE = C::TBE;
   // (CELLS: after the cell table, at p.tile_offset.)
   T* const tiles = reinterpret_cast<T*>(CELLS ? smem + p.tile_offset : after + warps_in_block * 32 * U * 8) + warp * 2 * TBE;
   // MMA: the B operands and |c''|^2 in fragment order (layouts.hpp: delta_mma_table_bytes).
-  constexpr int KS = MAXD >= 8 ? MAXD / 8 : 1;
-  constexpr std::size_t kStageWarp =
-      TILE ? delta_tile_warp_bytes(MAXD, sizeof(T), U, MMA) : delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA);
+  constexpr int KS = C::KS;
+  constexpr std::size_t kStageWarp = C::kStageWarp;
   float2* btab = reinterpret_cast<float2*>(after + warps_in_block * 32 * U * 8 + warps_in_block * kStageWarp);
   // (|c''|^2 as float4s {c0, c1, c0, c1}: the accumulators' start, both rows, in one load and
   // the mma's C registers as loaded, where a float2 took four register copies per pair of tiles.)
@@ -158,32 +144,15 @@ __global__ void __launch_bounds__(
   __shared__ double zs[MAXD];
   __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
   __shared__ int largest_step;
-  // TILE in double (kDynamic, below), given p.chunks: each warp's next pass. Likewise the
-  // tensor-core scores' kernel, not staged, a warp's pass its 32 objects (U = 1: d = 32, both
-  // precisions), where the fixed shares left the blocks' main loops ending 60-88 us apart at
-  // d = 32, K = 64 in float (ideal 72.7 us, last 86.8).
-  constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BOUNDS && !BALL && U == 1;
-  // (In float the staged kernel takes them at d 17-32 only: at d = 16, at 128 registers, the code
-  // cost 8% against 3% that the balance gave back, H100.)
-  constexpr bool kDynamic = (TILE && !CELLS && (sizeof(T) == 8 || MAXD == 32)) || kMmaDynamic;
-  // The cell table's lean passes, given p.chunks: the same, a warp's chunk its 32 U objects (see
-  // there; H100, 2^24 x 2, double: 0.967x the time at K = 16, 0.973x at K = 64, the blocks' main
-  // loops ending 4.7 us apart, not 12). In
-  // float the kernel keeps its 64 registers (4 blocks an SM; 4 bytes spilled).
-  constexpr bool kLeanDynamic = CELLS && !TILE;
+  // The passes from the chunk counters (kDynamic, kMmaDynamic, kLeanDynamic) and the warp's index in
+  // a uniform register (kUniformBase): fused/traits.cuh.
+  constexpr bool kMmaDynamic = C::kMmaDynamic, kDynamic = C::kDynamic, kLeanDynamic = C::kLeanDynamic;
   __shared__ int next_chunk_s[kDynamic ? kDeltaMaxThreads / 32 : 1];
   // kMmaDynamic: the warp's first object this pass, read again where its labels are written (the
   // pass's base, a warp's own with the dynamic passes, no longer in uniform registers, held through
   // the pass pushed the 128-register kernel to spill).
   __shared__ std::int64_t warp_first_s[kMmaDynamic ? kDeltaMaxThreads / 32 : 1];
-  // kUniformBase (the dynamic passes in float and in the tensor-core kernel): the warp's index and
-  // its passes' bases through a warp reduction (REDUX), which ptxas keeps in uniform registers, as
-  // the fixed shares' base (gridDim, blockIdx, a step) is: read from shared memory or derived from
-  // the thread's index, the pass's loop and its addressing ran on the vector registers and pipes
-  // (the tensor-core kernel at d = 32, K = 64: 3-7% slower). Not in the staged kernel in double,
-  // whose dynamic passes predate it: there it measured level or 1% slower (1.008x and 1.011x at
-  // d = 16, K = 16, 0.996x at d = 32; H100). (Whole warps: --block is a multiple of 32.)
-  constexpr bool kUniformBase = kMmaDynamic || (kDynamic && sizeof(T) == 4);
+  constexpr bool kUniformBase = C::kUniformBase;
   const int warp_u = kUniformBase ? static_cast<int>(__reduce_max_sync(0xffffffffu, threadIdx.x / 32)) : warp;
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
@@ -257,15 +226,7 @@ __global__ void __launch_bounds__(
   if (BOUNDS)
     for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
   __syncthreads();
-  if constexpr (SROW > 0) {
-    // The rows from the shared copy, read in its order (t = j k + c: no bank conflicts; read in the
-    // rows' order, a stride of k, 32 lanes hit one bank at K = 64), and zero past d.
-    if (has_rows) {
-      for (int t = threadIdx.x; t < k * d; t += blockDim.x) srow[(t % k) * SROW + t / k] = s[t];
-      for (int t = threadIdx.x; t < k * (SROW - d); t += blockDim.x) srow[(t / (SROW - d)) * SROW + d + t % (SROW - d)] = T(0);
-      __syncthreads();
-    }
-  }
+  if constexpr (SROW > 0) centroid_rows<C>(has_rows, k, d, srow, s);
   // The centre: the centroids' mean, summed in index order (any point would be exact; the
   // mean keeps |x''| and |c''|, and with them the filter's margin, small). (From the rows where
   // there are rows: thread j reading s[j k + c] put all 32 lanes on one bank at K = 64, 64 loads
@@ -312,18 +273,7 @@ __global__ void __launch_bounds__(
   // MMA: the margin's TF32 term, root_b^2 (margin.hpp: filter_bound with mma, mma_root2).
   const float root2 = MMA ? mma_root2(r2, rounding_shared) : 0.0f;
   if (gated) return;  // (the whole grid: the last iteration met the stop rule, or SHADOW's inertia failed)
-  // The centre, read from shared memory where an object is centred rather than held in
-  // registers through the whole loop (MAXD of them, 2 MAXD in double), where that measured faster
-  // (H100, 10 iterations): in double, d = 16, K = 32-64
-  // 0.96-0.97x, d = 4 0.95x, level elsewhere; the staged kernel at d = 16 too
-  // (164 -> 128 registers: in blocks of 256 (delta_plan.cpp) 16 warps an SM, not 12; H200, 2^21 x
-  // 16, K = 16 0.975x the time, 2^22 0.970x, K = 12 0.987x, K = 8-64 level; in blocks of 192
-  // 1.04x; on an H100 an older kernel in blocks of 128, 1.01-1.03x); in float from width 4 but
-  // for the tensor-core scores at width 16 (1.05x) and the staged kernels (d = 32, K = 16 1.04x):
-  // width 32 with the tensor-core scores 166 -> 126 registers, and in blocks of 256
-  // (delta_plan.cpp) 0.89-0.93x; d = 4 0.97x, d = 16, K = 16 0.98x. At width 2 (the cell table's
-  // kernel) level.
-  constexpr bool kMuShared = sizeof(T) == 8 || (MAXD >= 4 && !(MMA && MAXD == 16) && !TILE);
+  constexpr bool kMuShared = C::kMuShared;  // the centre from shared memory (fused/traits.cuh)
   T mur[kMuShared ? 1 : MAXD];
   if constexpr (!kMuShared) {
 #pragma unroll
@@ -624,7 +574,7 @@ __global__ void __launch_bounds__(
     std::int64_t idx[U];
     bool has[U];
     if constexpr (BOUNDS) {
-#pragma unroll
+    #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int e = u * 32 + lane;
         has[u] = e < taken;
@@ -632,7 +582,7 @@ __global__ void __launch_bounds__(
         idx[u] = v.x;
         old[u] = static_cast<int>(v.y);
         const T* xo = x + idx[u];
-#pragma unroll
+    #pragma unroll
         for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
       }
     } else if constexpr (TILE) {
