@@ -461,75 +461,10 @@ __global__ void __launch_bounds__(
       // the loops, so that a pass issues only its own loads (a run-time test issued the other
       // kind's four loads predicated off, ~2% of the pass).
       auto lean_loops = [&](auto b_whole_tag) {
-        constexpr bool B_WHOLE = decltype(b_whole_tag)::value;
-        // One whole pass of the warp's 32 U objects: the lane's U from pa (coordinate 0), pb
-        // (coordinate 1) and pl (labels; held, their old values), i0 the first one's index.
-        auto lean_pass = [&](const T* pa, const T* pb, std::int32_t* pl, const int4 held, const unsigned i0) {
-          lean_cell_pass<C, B_WHOLE>(pa, pb, pl, held, i0, lookups, lo0, lo1, inv0, inv1, side, cells_s, cpair, p,
-                                             inertia_scale_f, my_inertia, below, lane, hard_head, hard_pending,
-                                             hard_ring, ring_xy, hard_xy, hard_round);
-        };
-        bool taken = false;  // (the dynamic passes ran)
-        // (The lane's pointers at chunk c from its pointers at chunk 0, one 32 x 32-bit
-        // multiply-add each: the ring's indices are 32-bit, so n < 2^32 and c < 2^32 / (32 U).)
-        const std::int32_t lane_first = lane * U;
-        const T* const xa0 = x + lane_first;
-        const T* const xb0 = xa0 + n;
-        std::int32_t* const la0 = labels + lane_first;
-        if constexpr (kLeanDynamic) {
-          if (p.chunks != nullptr && p.done != nullptr) {
-            taken = true;
-            // The warps take their passes as they come to them (as the staged kernel in double,
-            // below): chunk c is objects c 32 U ... + 32 U - 1, a warp's first two chunks g and g + G
-            // (the grid's warp g of G), then 2 G + v C + g % C for the v-th count of counter g % C,
-            // taken a pass ahead. The whole chunks here; the rest (under 32 U objects) in the general
-            // loop below, by block 0.
-            const unsigned whole_chunks = static_cast<unsigned>(n / (32 * U));
-            // SORTED (p.work): the v-th pass reads chunk work[v] of the listed ones, not chunk v.
-            const unsigned* const work = p.work;
-            const unsigned chunks = work ? __ldcg(p.work_count) : whole_chunks;
-            const auto chunk_at = [work](unsigned v) { return work ? __ldcg(work + v) : v; };
-            const unsigned g = blockIdx.x * warps_in_block + warp, grid_warps = gridDim.x * warps_in_block;
-            unsigned* const counter = p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride;
-            unsigned c = g, following = g + grid_warps;
-            unsigned count = 0;
-            if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
-            unsigned at = c < chunks ? chunk_at(c) : 0u, at_following = following < chunks ? chunk_at(following) : 0u;
-            int4 ahead = c < chunks ? *reinterpret_cast<const int4*>(la0 + at * std::uint64_t{32 * U}) : make_int4(0, 0, 0, 0);
-            while (c < chunks) {
-              const std::uint64_t i = at * std::uint64_t{32 * U};
-              const int4 now = ahead;
-              if (following < chunks) ahead = *reinterpret_cast<const int4*>(la0 + at_following * std::uint64_t{32 * U});
-              lean_pass(xa0 + i, xb0 + i, la0 + i, now, static_cast<unsigned>(i) + lane_first);
-              c = following;
-              at = at_following;
-              if (c < chunks) {  // (its count was taken with it: the chunk after it)
-                following = 2 * grid_warps + __shfl_sync(0xffffffffu, count, 0) * kDeltaChunkCounters +
-                            g % kDeltaChunkCounters;
-                if (lane == 0 && following < chunks) count = atomicAdd(counter, 1u);
-                if (following < chunks) at_following = chunk_at(following);
-              }
-            }
-            start = blockIdx.x == 0 ? static_cast<std::int64_t>(whole_chunks) * 32 * U : n;
-          }
-        }
-        if (!taken) {
-          // (Pointers stepped, not formed from the index each pass: 64-bit products and adds.)
-          const T* xa = x + start + first;
-          const T* xb = xa + n;
-          std::int32_t* la = labels + start + first;
-          const std::int64_t lstep = step;
-          // The labels one pass ahead (4 registers): their load sits a pass before its use. Issued
-          // with the coordinates', nvcc and ptxas placed it after the objects' lookups, just before
-          // the first use: a second memory round trip a pass (ncu, float: 15% of the stall samples
-          // on that use). (All three one pass ahead: 1.04-1.09x the time, H200, 2^24 x 2.)
-          int4 ahead = start <= whole ? *reinterpret_cast<const int4*>(la) : make_int4(0, 0, 0, 0);
-          for (; start <= whole; start += step, xa += lstep, xb += lstep, la += lstep) {
-            const int4 now = ahead;
-            if (start + step <= whole) ahead = *reinterpret_cast<const int4*>(la + lstep);
-            lean_pass(xa, xb, la, now, static_cast<unsigned>(start + first));
-          }
-        }
+        lean_cell_passes<C, decltype(b_whole_tag)::value>(
+            lookups, lo0, lo1, inv0, inv1, side, cells_s, cpair, p, inertia_scale_f, my_inertia, below, lane, hard_head,
+            hard_pending, hard_ring, ring_xy, hard_xy, hard_round, x, n, labels, warp, warps_in_block, start, step, first,
+            whole);
       };
       if (n * static_cast<std::int64_t>(sizeof(T)) % 16 == 0) lean_loops(std::true_type{});
       else lean_loops(std::false_type{});
