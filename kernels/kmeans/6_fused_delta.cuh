@@ -20,8 +20,22 @@
 //   TILE    the staged loads (cp.async, two buffers a warp)
 //   SHADOW  the passes from a float copy of x - z (double, d = 16): H200, 2^21 x 16, K = 16,
 //           0.81-0.84x the kernel's time; FILL: the kernel that writes the copy
-// The launch's arguments and the host's side of the protocol: fused/delta_pass.cuh; the device
-// side (dependent launch, release flag, gate, sequence number): fused/protocol.cuh.
+// Where the parts live (kernels/kmeans/fused/; the kernel's lambdas call them with its variables
+// by reference, and they are __forceinline__, so the compiler sees one function):
+//   delta_pass.cuh     DeltaPass: the launch's arguments, the host's side of the protocol
+//   protocol.cuh       dependent launch, the release flag (block_acquire)
+//   traits.cuh         DeltaTraits: the switches by name, derived constants, launch bounds
+//   primitives.cuh     predicated stores, 16-byte runs, batched block copies, TF32 mma
+//   prologue.cuh       the centroids' rows
+//   filter_scores.cuh  the float filter's scores (FMA; d <= 2 one object at a time)
+//   mma_scores.cuh     MMA: the tensor-core tables and scores
+//   ball.cuh           BALL: the radii
+//   bounds.cuh         BOUNDS: the labels and bounds a pass ahead, the q sums
+//   cell_table.cuh     CELLS: delta_cells, the warp's ring and its rounds, the lean passes
+//   staged_loads.cuh   TILE: the cp.async copies of a pass
+//   movers.cuh         the movers' fixed-point sums (SORTED: by the warp)
+//   float_copy.cuh     SHADOW: the deferred movers' sums
+// The pass loop, the flush and the last block's update are still in the kernel below.
 // Measured on an H200: 2.1x the classic kernel at 256 MB, d = 2, K = 16 and 2.9x at d = 16. On an
 // H100: 1.99x the memory floor at d = 2 and 1.61x at d = 16 in double, 3.1x and 2.6x in float;
 // d = 2 is bound by instructions (the 4 ALU operations an object and centroid of the scores), not
@@ -305,17 +319,6 @@ __global__ void __launch_bounds__(
   auto add_move = [&](const T* v, int label, int was) {
     add_move_sums<C>(v, label, was, d, p, dsums, dcounts, add_q);
   };
-  // A warp's moves (to >= 0: the lane's object from `was` to `to`; the whole warp calls it). Where
-  // they are all one move (the cells' sorted order: a round's objects mostly one cell's, one label)
-  // the warp sums their addends by shuffles and one lane adds the sums: 32 lanes' shared atomics on
-  // the same words serialised, so that the first iteration (every object a mover) took 1.47x the
-  // time in double, 1.67x in float in that order (H200, 2^24 x 2, K = 16); summed by the warp,
-  // 0.236 ms / 0.184 ms against 0.256 / 0.202 in the objects' order.
-  // Else each lane its own. (Integers: the same bits either way.) SORTED alone (a kernel of its
-  // own, not a test at run time): in the objects' order a round's movers hardly ever share a move,
-  // and the test in the one kernel cost 1.035x the time in float at 2^20 and 2^24 x 2, K = 16 (H200;
-  // skipped at run time 1.020-1.034x); each order with its own kernel, the objects' order 0.98x
-  // the one kernel's time, the sorted order level (0.99-1.01x).
   auto add_moves = [&](const T* v, int to, int was) {
     add_warp_moves<C>(v, to, was, d, lane, p, dsums, dcounts, add_move);
   };
@@ -346,18 +349,7 @@ __global__ void __launch_bounds__(
   auto score_some = [&](float x0, float x1, auto m, float& b, float& sc) {
     score_set<C>(x0, x1, m, b, sc, score_step);
   };
-  // CELLS: the objects of mixed cells (and beyond the grid) and the movers of labelled cells wait
-  // in the warp's one ring until 32 are there, then a round scores (or sums) one per lane, every
-  // lane busy: at ~5% of the objects (128 x 128 cells, K = 16) a pass of 128 had a round with ~6
-  // lanes busy before (ncu: 17% of the kernel's instructions), and at ~3% movers a movers' round
-  // with ~4 (9%). Fewer than 32 wait between passes and a pass adds at most 32 U (an object is
-  // one or the other), so the ring's 64 U entries never overflow. (The movers had a second ring
-  // of their own before: 16 KB a block of 256 more.)
-  // An entry: (index, kind << 30 | (old label + 1) << 16 | new label or cell): kind 0, an object
-  // to score (the general loop); kind 2, a mover of a labelled cell, summed in the round without
-  // a score, its move counted there; kind 1 (the lean passes, which count an object's lookup
-  // once a pass, not once an object), the low 16 bits its cell (side <= 256): a mover where the
-  // cell's byte is a label, else an object of a mixed cell, its lookup taken back.
+  // CELLS: the warp's ring of objects to score and movers to sum (fused/cell_table.cuh: CellRing).
   constexpr int kHardRing = 64 * U;
   constexpr unsigned kMoverEntry = CellRing<C>::kMoverEntry;
   uint2* hard_ring = reinterpret_cast<uint2*>(after) + warp * kHardRing;
@@ -431,21 +423,8 @@ __global__ void __launch_bounds__(
   }
   std::int64_t start = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U;
   if constexpr (CELLS && !TILE) {
-    // The lean passes (where the host vouches for 16-byte aligned x and labels: p.vector_cells):
-    // a lane takes U consecutive objects of its warp's 32 U, each coordinate's and the labels' U
-    // values in one or two 16-byte loads (the labels a pass ahead; the second coordinate one load
-    // a value where its row is not 16-byte aligned, n sizeof(T) % 16 != 0: level in time, H100);
-    // per object the cell (one FMA toward zero a coordinate, no test: cells.hpp, cell_in_range),
-    // its byte, the distance to that centroid for the inertia; then the objects of mixed cells
-    // (scored in the round against the cell's candidates: up to K = 16 from shared memory, H100
-    // 0.98x the time in float, level in double) and the movers (summed there) go to the warp's ring, the
-    // lane's count in three ballots. Every whole pass; the last, part of one, in the general loop
-    // below. The same labels, sums and inertia, bit for bit, as the general loop, whose per-object
-    // flags, lists and 12 loads a pass made it ~157 instructions an object in float (ncu; now
-    // ~51 M warp instructions an iteration against 82 M, H200, 2^24 x 2, K = 16), and the L1 (the
-    // shared-memory pipe), not the issue, is the kernel's busiest unit (ncu: 69% in float, 88% in double; DRAM 46% / 53%). An inertia
-    // by algebra in double-double that took every addend away (17% fewer instructions) was no
-    // faster.
+    // The lean passes (fused/cell_table.cuh: lean_cell_pass, lean_cell_passes): every whole pass;
+    // the last, part of one, in the general loop below.
     if (cell_side && p.vector_cells) {
       const int first = (warp * 32 + lane) * U;
       const float inertia_scale_f = static_cast<float>(p.inertia_scale);
