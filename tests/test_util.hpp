@@ -1,8 +1,10 @@
-// Helpers for tests that make their own small files.
+// Helpers the tests share: quick mode, a run by name, errors expected, distances, data, and
+// small files of every format made in a temporary directory.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -15,8 +17,37 @@
 
 #include "common/errors.hpp"
 #include "io/generate.hpp"
+#include "kmeans/driver.hpp"
+#include "kmeans/registry.hpp"
 
 namespace kmtest {
+
+// KMEANS_TEST_QUICK=1 (for the sanitizers, which slow kernels down a hundredfold): the tests
+// that honour it take fewer shapes that still reach every kernel path.
+inline bool quick() {
+  const char* v = std::getenv("KMEANS_TEST_QUICK");
+  return v && std::string(v) == "1";
+}
+
+// OpenMP's thread count set for a scope and restored after it (an ASSERT's return included), so
+// that a test cannot change the threads of the tests after it in the same process.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int threads) : old_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  void set(int threads) { omp_set_num_threads(threads); }
+  ~ScopedThreads() { omp_set_num_threads(old_); }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int old_;
+};
+
+// The registry's implementation `name` run on the data.
+template <class T>
+km::Result<T> run_impl(const std::string& name, const km::Dataset<T>& data, const km::Params& p) {
+  return km::run(km::find_implementation(name), data, p);
+}
 
 // Runs fn, which must throw E whose message contains `needle` and is one line.
 template <class E = km::InputError, class F>

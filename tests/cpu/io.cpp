@@ -35,8 +35,6 @@ void expect_values(const km::Dataset<T>& data, std::size_t n, std::size_t d, con
 
 const std::vector<double> kSix = {1.5, -2, 3.25, 4e-3, 5, 6.125};
 
-}  // namespace
-
 // ------------------------------------------------------------------ readers, happy paths
 
 TEST(Csv, ReadsWithAndWithoutHeader) {
@@ -371,3 +369,5 @@ TEST(Load, RankSharesMakeTheWholeFile) {
       for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(joined[i], static_cast<double>(values[i])) << i;
     }
 }
+
+}  // namespace

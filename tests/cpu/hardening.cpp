@@ -263,7 +263,7 @@ TEST(TextReaders, ParallelPartsReadEveryRowInPlace) {
   }
   kmtest::write_text(dir.file("rows.csv"), csv);
   kmtest::write_text(dir.file("rows.txt"), txt);
-  omp_set_num_threads(2);
+  const kmtest::ScopedThreads threads(2);
   const auto a = km::load<double>(dir.file("rows.csv"));
   ASSERT_EQ(a.n, rows);
   for (std::size_t i = 0; i < rows; i += 997) {

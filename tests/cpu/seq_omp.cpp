@@ -1,0 +1,237 @@
+// seq, the reference, against brute force; omp against seq over a table of shapes, both
+// precisions, uniform and blobs, exactly seq's labels on larger data and the same bits on any
+// thread count; the 64-bit fixed-point sums the GPU rungs share with omp; the CPU steps.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "io/generate.hpp"
+#include "kmeans/cpu_steps.hpp"
+#include "kmeans/driver.hpp"
+#include "kmeans/fixed_point.hpp"
+#include "kmeans/init.hpp"
+#include "kmeans/registry.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace kmtest;
+
+TEST(Seq, OneIterationMatchesBruteForceMeans) {
+  auto data = km::generate_uniform<double>(1001, 3, 5);
+  km::Params p;
+  p.k = 7;
+  p.loops = 1;
+  auto r = run_impl("seq", data, p);
+  // Brute force: assign to the first 7 objects, average.
+  std::vector<double> sum(21, 0.0);
+  std::vector<int> count(7, 0);
+  for (std::size_t i = 0; i < data.n; ++i) {
+    int best = 0;
+    for (int c = 1; c < 7; ++c)
+      if (dist2(data.row(i), data.row(c), 3) < dist2(data.row(i), data.row(best), 3)) best = c;
+    ++count[best];
+    for (int j = 0; j < 3; ++j) sum[best * 3 + j] += data.row(i)[j];
+  }
+  for (int c = 0; c < 7; ++c)
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(r.centroids[c * 3 + j], sum[c * 3 + j] / count[c], 1e-15);
+  EXPECT_EQ(r.per_iteration.at(0).changed, 1001) << "every object changes on the first iteration";
+}
+
+TEST(Seq, FinalLabelsAndInertiaMatchBruteForce) {
+  for (std::size_t d : {1, 2, 16}) {
+    auto data = km::generate_uniform<double>(2003, d, 11);
+    km::Params p;
+    p.k = 16;
+    p.loops = 4;
+    auto r = run_impl("seq", data, p);
+    double inertia = 0;
+    for (std::size_t i = 0; i < data.n; ++i) {
+      double best = INFINITY;
+      for (int c = 0; c < p.k; ++c) best = std::min(best, dist2(data.row(i), &r.centroids[c * d], d));
+      // The returned label is a nearest final centroid (to rounding).
+      EXPECT_NEAR(dist2(data.row(i), &r.centroids[r.labels[i] * d], d), best, 1e-12) << "object " << i;
+      inertia += best;
+    }
+    // Relative 1e-12: both sum ~2000 non-negative terms in double; the orders differ.
+    EXPECT_NEAR(r.inertia, inertia, 1e-12 * inertia) << "d=" << d;
+  }
+}
+
+// ------------------------------------------------------------------ omp equals seq
+
+struct Shape {
+  std::size_t d;
+  int k;
+  bool blobs;
+};
+
+class OmpMatchesSeq : public ::testing::TestWithParam<Shape> {};
+
+template <class T>
+void check_omp_matches_seq(const Shape& s) {
+  const std::size_t n = 2503;  // prime: not a multiple of any block, lane or thread count
+  auto data = make_data<T>(s.blobs, n, s.d, static_cast<std::size_t>(s.k), 3);
+  km::Params p;
+  p.k = s.k;
+  p.loops = 5;
+  p.threads = 3;  // uneven ranges over the threads
+  auto ref = run_impl("seq", data, p);
+  auto got = run_impl("omp", data, p);
+  ASSERT_EQ(got.iterations, ref.iterations);
+  for (int i = 0; i < ref.iterations; ++i) EXPECT_EQ(got.per_iteration[i].changed, ref.per_iteration[i].changed);
+  // Distances are computed in the same order as seq, so labels are identical; only the
+  // centroid sums are added in another order (per-thread partials), which moves the
+  // centroids by a few ulps. A label may differ only where that could matter: an object
+  // whose two candidate distances agree to within that rounding.
+  const double rel = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (got.labels[i] == ref.labels[i]) continue;
+    ++differ;
+    const double a = dist2(data.row(i), &ref.centroids[ref.labels[i] * s.d], s.d);
+    const double b = dist2(data.row(i), &ref.centroids[got.labels[i] * s.d], s.d);
+    EXPECT_NEAR(a, b, rel * a + 1e-30) << "object " << i << " changed label without a near-tie";
+  }
+  EXPECT_LE(differ, n / 1000);
+  for (std::size_t i = 0; i < ref.centroids.size(); ++i)
+    EXPECT_NEAR(got.centroids[i], ref.centroids[i], rel * (1 + std::abs(ref.centroids[i]))) << "at " << i;
+  EXPECT_NEAR(got.inertia, ref.inertia, rel * ref.inertia);
+}
+
+TEST_P(OmpMatchesSeq, Double) { check_omp_matches_seq<double>(GetParam()); }
+TEST_P(OmpMatchesSeq, Float) { check_omp_matches_seq<float>(GetParam()); }
+
+std::vector<Shape> omp_shapes() {
+  std::vector<Shape> shapes;
+  for (std::size_t d : {1, 2, 3, 16, 100})
+    for (int k : {1, 2, 16, 200})
+      for (bool blobs : {false, true}) shapes.push_back({d, k, blobs});
+  return shapes;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OmpMatchesSeq, ::testing::ValuesIn(omp_shapes()),
+                         [](const ::testing::TestParamInfo<Shape>& param_info) {
+                           // (appended piece by piece: GCC 12's -Wrestrict misfires on "d" + std::string&&)
+                           std::string name = "d";
+                           name += std::to_string(param_info.param.d);
+                           name += "_k";
+                           name += std::to_string(param_info.param.k);
+                           name += param_info.param.blobs ? "_blobs" : "_uniform";
+                           return name;
+                         });
+
+TEST(Omp, ExactlySeqLabelsOnLargerData) {
+  // The vector kernels (AVX-512/AVX2/baseline, 4-object groups, centroid chunks) must
+  // reproduce seq's distances bit for bit: compare the final labels of the same centroids.
+  auto data = km::generate_uniform<double>(40009, 16, 8);
+  km::Params p;
+  p.k = 300;  // several centroid chunks
+  p.loops = 1;
+  auto seq = km::find_implementation("seq").make<double>(p);
+  auto omp = km::find_implementation("omp").make<double>(p);
+  const auto init = km::initial_centroids(data, p);
+  seq->setup(data, init);
+  omp->setup(data, init);
+  std::vector<std::int32_t> a, b;
+  seq->final_labels(a);
+  omp->final_labels(b);
+  EXPECT_EQ(a, b);
+}
+
+// The sums are fixed point (kmeans/fixed_point.hpp): the same bits on any thread count,
+// on random, clustered and quantised (tie-heavy) data (double sums per thread would not be: 1 and 3 threads
+// add the objects in different groups).
+template <class T>
+void check_omp_thread_independent() {
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE(kind);
+    auto data = make_data<T>(kind == 1, 4099, 5, 12, 21);
+    if (kind == 2)
+      for (std::size_t i = 0; i < data.n * data.d; ++i) data.values[i] = std::round(data.values[i] * 4) / 4;
+    km::Params p;
+    p.k = 12;
+    p.loops = 8;
+    p.init = km::Init::kmeanspp;
+    p.threads = 1;
+    const auto one = run_impl("omp", data, p);
+    for (int threads : {2, 3, 7}) {
+      p.threads = threads;
+      const auto many = run_impl("omp", data, p);
+      EXPECT_EQ(many.centroids, one.centroids) << threads << " threads";
+      EXPECT_EQ(many.labels, one.labels);
+      EXPECT_EQ(many.inertia, one.inertia);
+      ASSERT_EQ(many.iterations, one.iterations);
+      for (int it = 0; it < one.iterations; ++it) {
+        EXPECT_EQ(many.per_iteration[it].inertia, one.per_iteration[it].inertia);
+        EXPECT_EQ(many.per_iteration[it].shift, one.per_iteration[it].shift);
+      }
+    }
+  }
+}
+
+TEST(Omp, SameBitsOnAnyThreadCountDouble) { check_omp_thread_independent<double>(); }
+TEST(Omp, SameBitsOnAnyThreadCountFloat) { check_omp_thread_independent<float>(); }
+
+TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
+  EXPECT_EQ(km::to_fixed(2.5, 1.0), 2);  // ties to even, as __double2ll_rn
+  EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);
+  EXPECT_EQ(km::to_fixed(-2.5, 1.0), -2);
+  EXPECT_EQ(km::to_fixed(0.375, 8.0), 3);
+  // The vectorised rounding is to_fixed's, ties and negatives included, up to 2^50.
+  std::uint64_t h = 1;
+  for (int i = 0; i < 100000; ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    const double v = (static_cast<double>(h >> 11) * 0x1p-53 - 0.5) * 0x1p51;
+    const double tie = std::floor(v) + 0.5;
+    for (double w : {v, tie, -tie, std::floor(v)}) ASSERT_EQ(km::to_fixed_small(w, 1.0), km::to_fixed(w, 1.0)) << w;
+  }
+  const auto s = km::fixed_scales(3.0, 1000, 4);
+  EXPECT_LT(3.0 * 1000 * s.sum, 0x1p61);
+  EXPECT_GE(3.0 * 1000 * s.sum, 0x1p60);
+  EXPECT_EQ(s.sum * s.inv_sum, 1.0);
+  // Two clusters of d = 2: sums 3 and -1 (cluster 0, 2 objects), cluster 1 empty.
+  const std::int64_t sums[4] = {3 * 1024, -1024, 99, 99}, counts[2] = {2, 0};
+  double c[4] = {0, 0, 5, 6};
+  const double shift = km::finalize_fixed(sums, counts, 2, 2, 1.0 / 1024, c);
+  EXPECT_EQ(c[0], 1.5);
+  EXPECT_EQ(c[1], -0.5);
+  EXPECT_EQ(c[2], 5);  // the empty cluster keeps its centroid
+  EXPECT_EQ(shift, 1.5 * 1.5 + 0.25);
+}
+
+TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
+  const std::size_t k = 3, d = 5, stride = 4;
+  std::vector<double> rows(k * d), cols(d * stride, -1), back(k * d);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<double>(i);
+  km::to_coord_major(rows.data(), k, d, cols.data(), stride);
+  EXPECT_EQ(cols[2 * stride + 1], rows[1 * d + 2]);
+  EXPECT_EQ(cols[3], -1) << "padding columns untouched";
+  km::from_coord_major(cols.data(), k, d, stride, back.data());
+  EXPECT_EQ(back, rows);
+  std::vector<double> sums(d, 0);
+  std::int64_t count = 0;
+  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
+  EXPECT_EQ(count, 2);
+  EXPECT_EQ(sums[4], 2 * rows[d + 4]);
+  // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
+  const std::size_t n = 3 * km::kSumChunk + 17;
+  std::vector<double> chunks;
+  const auto value = [](std::size_t i) { return 1.0 / static_cast<double>(i + 1); };
+  ScopedThreads threads(1);
+  const double one = km::chunked_sum(n, chunks, value);
+  threads.set(2);
+  std::vector<double> chunks2;
+  EXPECT_EQ(km::chunked_sum(n, chunks2, value), one);
+  EXPECT_EQ(chunks, chunks2);
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0] + chunks[1] + chunks[2] + chunks[3], one);
+}
+
+}  // namespace
