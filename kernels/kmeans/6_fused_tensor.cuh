@@ -18,13 +18,22 @@
 //                        lies within that margin is queued for a re-check: with the listed
 //                        candidates within the margin when the list's last is beyond it, else
 //                        with every centroid.
-//   recheck_nearest      A warp per queued object: seq's direct formula, in seq's order and
-//                        rounding, over the queued candidates; the lowest index wins ties.
-//   recheck_all          The same against every centroid: a warp per (object, 32 centroids),
-//                        the least sum by atomicMin, then the lowest centroid that has it.
-//   accumulate_sorted    The objects sorted by label (CUB radix sort), then summed in fixed
-//                        chunks of the sorted order: the fixed-point sums and counts (update.cuh:
-//                        to_fixed; integer atomics, the same bits in any order) and the inertia.
+//                        The re-checks, the accumulation and the centred operands are in
+//                        tensor/ (below); this header includes them, so the engine
+//                        (src/kmeans/gpu/fused/tensor.cu) and k-means||'s rounds
+//                        (src/kmeans/gpu/tensor_nearest.cu) include this one.
+//   tensor/recheck.cuh   recheck_nearest (a warp per queued object: seq's direct formula, in
+//                        seq's order and rounding, over the queued candidates; the lowest index
+//                        wins ties), recheck_all (the same against every centroid: a warp per
+//                        (object, 32 centroids), the least sum by atomicMin, then the lowest
+//                        centroid that has it) and recheck_all_labels.
+//   tensor/accumulate.cuh
+//                        accumulate_sorted (the objects sorted by label, CUB radix sort, then
+//                        summed in fixed chunks of the sorted order: the fixed-point sums and
+//                        counts, update.cuh: to_fixed; integer atomics, the same bits in any
+//                        order; and the inertia), and the movers' scheme (move_members,
+//                        movers_parts, movers_inertia).
+//   tensor/centre.cuh    centred_row_norms and centre_centroids: the operands centred on mu.
 #pragma once
 
 #include <cfloat>
@@ -74,9 +83,9 @@ template <class Mma, bool SHORT = false, int DEPTH = 0, int NSTAGES = 3>
 struct TensorAssignShape {
   static constexpr bool is_double = sizeof(typename Mma::T) == 8;
   // 16 warps of 32 objects (4 along the objects), so 4 warps per scheduler hide the mma and
-  // fold latencies at <= 128 registers. 8 warps of 64 measured 1-19% slower in double, and in
-  // float 4-20% slower on four real-data rows, 2-4% faster at d = 784 (one warp shape kept):
-  // plots/tensor_double_wm_ab_h200.txt, tensor_float_ab.txt.
+  // fold latencies at <= 128 registers. 8 warps of 64 measured 1-19% slower in double (H200),
+  // and in float 4-20% slower on four real-data rows, 2-4% faster at d = 784 (one warp shape
+  // kept).
   static constexpr int WM = 32, WN = 32, BM = 128, BN = 4 * WN;
   static constexpr int BK = DEPTH ? DEPTH : is_double || SHORT ? 16 : 32, STAGES = NSTAGES;
   static constexpr int L = is_double ? 2 : 4;
@@ -88,7 +97,7 @@ struct TensorAssignShape {
   static constexpr int warps_n = BN / WN;
   // Centroid tiles per stage: float with d <= 16 (one 16-deep slice) takes four, so a barrier
   // and a stage's set-up serve 512 centroids, not 128 (H200, d = 16, K = 65536: 50.4 -> 45.5 ms
-  // with two, 43.0 with four; plots/tensor_float_ab.txt).
+  // with two, 43.0 with four).
   static constexpr int CPS = !is_double && SHORT ? 4 : 1;
   static constexpr int BNS = BN * CPS;
 };
@@ -254,7 +263,7 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   // each of the lane's rows, the quad's four merged at the end), not through the key chunk:
   // keys below the threshold are few, so the lanes' insertions are rare, and the chunk's stores,
   // loads and barriers were most of the fold (H100, float, 1,000,000 x 16, K = 65536: 35.3 -> 26.4 ms
-  // per iteration; 500,000 x 10, K = 16384: 5.34 -> 4.12; plots/tensor_lists_ab_h100.txt).
+  // per iteration; 500,000 x 10, K = 16384: 5.34 -> 4.12).
   auto set_threshold = [&] {
     const int row = wm0 + lane;  // row l of the warp's 32, computed by lane l
     const int q = row < rows_here ? prev[row0 + row] : -1;
@@ -453,453 +462,10 @@ __global__ void __launch_bounds__(TensorAssignShape<Mma, SHORT, DEPTH, NSTAGES>:
   }
 }
 
-// The re-checks compute seq's sums in seq's order: for each (object, centroid) pair the squared
-// differences are rounded one at a time and added in coordinate order. That order is serial,
-// but the loads are not: a warp reads 32 coordinates at a time, coalesced, and only the adds
-// run in sequence. (One lane walking a row alone waited on memory at every coordinate: 100 us
-// for 4,000 queued objects of d = 784 under ncu, H200.)
-
-// One warp per queued object (grid-stride over the queue's length, read on the device), its
-// candidates' sums kept by lanes 0..count-1: lane p rounds (x_p - c_p)^2 of each candidate
-// into shared memory, then lane m adds candidate m's squares in coordinate order. (Shuffling
-// the squares to every lane took 3 x 2 instructions a coordinate; a shared read and an add
-// serve all the candidates' lanes at once.) The queued-against-everyone objects' slots are
-// prepared here as well (recheck_all's minimum cleared, their label set to INT_MAX for the
-// label pass's atomicMin).
-// A: the arithmetic (T: seq's; double on float data: k-means||'s distance, kmeanspp.cu).
-constexpr int kNearestGroup = 4, kNearestThreads = 256;
-template <class T, class A = T>
-__global__ void __launch_bounds__(kNearestThreads)
-    recheck_nearest(const T* __restrict__ x, const T* __restrict__ centroids, int d,
-                    const Recheck* __restrict__ queue, const unsigned long long* __restrict__ queued,
-                    const std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ all_min,
-                    std::int32_t* __restrict__ labels) {
-  constexpr int SPAN = 32 * kNearestGroup;
-  __shared__ A squares[kNearestThreads / 32][kMaxCandidates][SPAN + 1];  // +1: the lanes' rows in other banks
-  const int lane = threadIdx.x & 31, wb = threadIdx.x / 32;
-  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t q = thread; q < static_cast<std::int64_t>(queued[1]); q += threads) {
-    all_min[q] = ~0ull;
-    labels[everyone[q]] = INT_MAX;
-  }
-  const std::int64_t warps = threads / 32;
-  const std::int64_t total = static_cast<std::int64_t>(*queued);
-  for (std::int64_t w = thread / 32; w < total; w += warps) {
-    const Recheck r = queue[w];
-    const T* xi = x + r.i * d;
-    const T* cand[kMaxCandidates];
-#pragma unroll
-    for (int m = 0; m < kMaxCandidates; ++m)
-      cand[m] = centroids + static_cast<std::int64_t>(r.c[m < r.count ? m : 0]) * d;
-    A mine = 0;  // lane m < count: candidate m's running sum
-    // kNearestGroup chunks of 32 coordinates loaded together: one wait on memory per group.
-    for (int p0 = 0; p0 < d; p0 += SPAN) {
-      A sq[kNearestGroup][kMaxCandidates];
-#pragma unroll
-      for (int g = 0; g < kNearestGroup; ++g) {
-        const int p = p0 + 32 * g + lane;
-        const A xv = p < d ? static_cast<A>(xi[p]) : A(0);
-#pragma unroll
-        for (int m = 0; m < kMaxCandidates; ++m)
-          sq[g][m] = m < r.count && p < d ? seq_square(xv, static_cast<A>(cand[m][p])) : A(0);
-      }
-      __syncwarp();  // the previous group's squares are used up
-#pragma unroll
-      for (int g = 0; g < kNearestGroup; ++g)
-#pragma unroll
-        for (int m = 0; m < kMaxCandidates; ++m) squares[wb][m][32 * g + lane] = sq[g][m];
-      __syncwarp();
-      // Unrolled, so the shared reads run ahead of the adds. Past d the squares are +0, and
-      // s + 0 is s exactly: no bound on the coordinates.
-      if (lane < r.count)
-#pragma unroll
-        for (int c = 0; c < SPAN; ++c) mine = seq_plus(mine, squares[wb][lane][c]);
-    }
-    A best = A(INFINITY);
-    int best_c = INT_MAX;
-#pragma unroll
-    for (int m = 0; m < kMaxCandidates; ++m) {
-      const A v = __shfl_sync(0xffffffffu, mine, m);
-      if (m < r.count && (v < best || (v == best && r.c[m] < best_c))) {
-        best = v;
-        best_c = r.c[m];
-      }
-    }
-    if (lane == 0) labels[r.i] = best_c;
-  }
-}
-
-// The objects queued against every centroid, over (object, slice of 32 centroids) pairs, a
-// warp each. Double, in two passes: the least sum over all centroids (atomicMin of the sum's
-// bits: for non-negative IEEE values the bit patterns order as the values), then (LABEL) the same
-// sums again, the lowest centroid whose sum equals it (atomicMin of the index). Float, in one:
-// the sum's 32 bits and the index share a word, so one atomicMin finds both (the second pass was
-// half of recheck_all's time), and recheck_all_labels copies the index out. (A, the arithmetic:
-// float data summed in double, as k-means||'s rounds do, takes double's two passes.) The slices
-// spread one object's K centroids over many warps,
-// so a few queued objects no longer wait on one block walking all of K. A warp stages its 32
-// centroids' next 32 coordinates in shared memory (32 coalesced loads in flight), then lane
-// l adds centroid l's squared differences in coordinate order.
-constexpr int kAllWarps = 4;
-template <class T, bool LABEL, class A = T>
-__global__ void __launch_bounds__(kAllWarps * 32)
-    recheck_all(const T* __restrict__ x, const T* __restrict__ centroids, int d, int k,
-                const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
-                unsigned long long* __restrict__ all_min, std::int32_t* __restrict__ labels) {
-  // G chunks of 32 coordinates staged at a time, their 32 x G loads a lane issued together.
-  constexpr int G = sizeof(T) == 4 ? 2 : 1;
-  __shared__ T cs[kAllWarps][G][32][33];
-  __shared__ T xs[kAllWarps][G][32];
-  const int lane = threadIdx.x & 31, wb = threadIdx.x / 32;
-  const std::int64_t slices = (k + 31) / 32;
-  const std::int64_t items = static_cast<std::int64_t>(*count) * slices;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kAllWarps;
-  for (std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kAllWarps + wb; item < items; item += warps) {
-    const std::int64_t q = item / slices;
-    const int c0 = static_cast<int>(item % slices) * 32;
-    const std::int64_t i = everyone[q];
-    const int rows = k - c0 < 32 ? k - c0 : 32;
-    A sum = 0;
-    for (int p0 = 0; p0 < d; p0 += 32 * G) {
-      T cv[G][32], xv[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int p = p0 + 32 * g + lane;
-        xv[g] = p < d ? x[i * d + p] : T(0);
-#pragma unroll
-        for (int r = 0; r < 32; ++r)
-          cv[g][r] = r < rows && p < d ? centroids[static_cast<std::int64_t>(c0 + r) * d + p] : T(0);
-      }
-      __syncwarp();  // the previous chunks are used up
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        xs[wb][g][lane] = xv[g];
-#pragma unroll
-        for (int r = 0; r < 32; ++r) cs[wb][g][r][lane] = cv[g][r];
-      }
-      __syncwarp();
-      // Unrolled (the shared loads run ahead of the adds); past d both values are 0 and
-      // adding (0 - 0)^2 leaves the sum as it is.
-#pragma unroll
-      for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int p = 0; p < 32; ++p)
-          sum = seq_add(sum, static_cast<A>(xs[wb][g][p]), static_cast<A>(cs[wb][g][lane][p]));
-    }
-    // The slice's least sum (lowest centroid on equal sums), across the lanes.
-    A best = lane < rows ? sum : A(INFINITY);
-    int best_c = lane < rows ? c0 + lane : INT_MAX;
-    for (int off = 16; off > 0; off /= 2) {
-      const A ov = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oc = __shfl_xor_sync(0xffffffffu, best_c, off);
-      if (ov < best || (ov == best && oc < best_c)) {
-        best = ov;
-        best_c = oc;
-      }
-    }
-    if (lane == 0) {
-      if constexpr (sizeof(A) == 4) {  // one pass: the sum's bits above the centroid's index
-        static_assert(!LABEL, "float needs no label pass: recheck_all_labels reads the low word");
-        atomicMin(all_min + q, (static_cast<unsigned long long>(__float_as_uint(best)) << 32) |
-                                   static_cast<unsigned>(best_c));
-      } else {
-        const auto bits = static_cast<unsigned long long>(__double_as_longlong(best));
-        if constexpr (!LABEL)
-          atomicMin(all_min + q, bits);
-        else if (bits == all_min[q])
-          atomicMin(labels + i, best_c);
-      }
-    }
-  }
-}
-
-// Float's recheck_all leaves each queued object's least (sum, centroid) in one word, the sum's
-// bits above the index (a non-negative float's bits order as its value; equal sums then order by
-// index): the label is the low half. (Double's sum takes the whole word, hence its second pass.)
-static __global__ void __launch_bounds__(256)
-    recheck_all_labels(const std::int64_t* __restrict__ everyone, const unsigned long long* __restrict__ count,
-                       const unsigned long long* __restrict__ all_min, std::int32_t* __restrict__ labels) {
-  const std::int64_t total = static_cast<std::int64_t>(*count);
-  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < total;
-       q += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    labels[everyone[q]] = static_cast<std::int32_t>(all_min[q] & 0xffffffffull);
-}
-
-// The accumulation by cluster. relabel_for_sort: labels <- next, the change count (unless
-// null: the final E-step), and the objects' indices for CUB's radix sort by label. accumulate_sorted then walks the sorted
-// order in fixed chunks of kSortedChunk positions: thread j adds coordinate j of each object
-// (one row read coalesced by the block) into a running 64-bit fixed-point sum and flushes it
-// with one global atomic whenever the cluster changes: about K*d + d atomics per chunk instead
-// of d per object, and no shared-memory contention when few clusters take many objects. The
-// sums are integers, so they are the same bits in any order and as the per-object atomics.
-constexpr int kSortedChunk = 256, kSortedUnroll = 8;
-
-static __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
-                                 std::int64_t n, unsigned long long* changed, std::int64_t* __restrict__ index) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  bool moved = false;
-  if (i < n) {
-    const int c = next[i];
-    moved = labels[i] != c;
-    labels[i] = c;
-    index[i] = i;
-  }
-  count_changed(changed, moved);
-}
-
-// With Q (the movers' scheme, below), also each cluster's q sum (the members' object_q, summed
-// by the thread of coordinate 0 beside the count) into q_sums.
-template <class T, int U = kSortedUnroll, bool Q = false>
-__global__ void __launch_bounds__(1024)
-    accumulate_sorted(const T* __restrict__ x, const T* __restrict__ centroids,
-                      const std::int32_t* __restrict__ sorted_labels, const std::int64_t* __restrict__ sorted_index,
-                      std::int64_t n, int d, int chunk, unsigned long long* __restrict__ sums,
-                      unsigned long long* __restrict__ counts, double scale, unsigned long long* inertia,
-                      double inertia_scale, const unsigned long long* __restrict__ object_q = nullptr,
-                      unsigned long long* __restrict__ q_sums = nullptr) {
-  __shared__ std::int32_t labels_s[kSortedChunk];
-  __shared__ std::int64_t index_s[kSortedChunk];
-  __shared__ unsigned long long q_s[Q ? kSortedChunk : 1];
-  unsigned long long part = 0;  // the inertia, fixed point: one addend per object and coordinate
-  const std::int64_t chunks = (n + chunk - 1) / chunk;
-  for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
-    const std::int64_t begin = ch * chunk;
-    const int size = static_cast<int>(n - begin < chunk ? n - begin : chunk);
-    __syncthreads();  // the previous chunk's entries are used up
-    for (int q = threadIdx.x; q < size; q += blockDim.x) {  // the chunk's labels and rows' offsets, coalesced
-      labels_s[q] = sorted_labels[begin + q];
-      const std::int64_t i = sorted_index[begin + q];
-      index_s[q] = i * d;
-      if (Q) q_s[q] = object_q[i];
-    }
-    __syncthreads();
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      unsigned long long acc = 0, qacc = 0;
-      int label = labels_s[0], run = 0;  // the cluster's members in the chunk: from position run on
-      // The centroid's coordinate changes only with the cluster, which the sorted chunk
-      // changes a few times: one register, reloaded then, not a load per object.
-      double cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
-      // U objects' loads issued before any is used (one at a time left the loop waiting on
-      // memory: 200 us for 60,000 x 784 under ncu, ~2x the read's time; 4 at a time 162 us, 8
-      // at a time 144 us, H200).
-      for (int q0 = 0; q0 < size; q0 += U) {
-        T v[U];
-        int cl[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int q = q0 + u < size ? q0 + u : size - 1;
-          cl[u] = labels_s[q];
-          v[u] = x[index_s[q] + j];
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (q0 + u >= size) break;
-          if (cl[u] != label) {
-            atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-            if (j == 0) {
-              atomicAdd(&counts[label], static_cast<unsigned long long>(q0 + u - run));
-              if (Q) atomicAdd(&q_sums[label], qacc);
-            }
-            acc = qacc = 0;
-            run = q0 + u;
-            label = cl[u];
-            cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
-          }
-          const double diff = static_cast<double>(v[u]) - cj;
-          part += to_fixed(diff * diff, inertia_scale);
-          acc += to_fixed(static_cast<double>(v[u]), scale);
-          if (Q && j == 0) qacc += q_s[q0 + u];
-        }
-      }
-      atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
-      if (j == 0) {
-        atomicAdd(&counts[label], static_cast<unsigned long long>(size - run));
-        if (Q) atomicAdd(&q_sums[label], qacc);
-      }
-    }
-  }
-  flush_block_fixed(inertia, part);
-}
-
-// The movers' scheme (in memory, on one GPU, once few objects move): the sums, counts and q
-// sums are kept across iterations (they are integers: the same bits as summed afresh), and
-// only the objects whose label changed go through them. move_members: a warp takes 32
-// objects; each mover's row is read by the whole warp, a coordinate per lane, its fixed-point
-// addends added to the new cluster's sums and taken from the old one's (coalesced 64-bit
-// global atomics), its q (object_q) moved the same way; the labels written, the movers
-// counted. Rows of objects that stay are not read.
-template <class T>
-__global__ void __launch_bounds__(256)
-    move_members(const T* __restrict__ x, const std::int32_t* __restrict__ next, std::int32_t* __restrict__ labels,
-                 std::int64_t n, int d, unsigned long long* sums, unsigned long long* counts, double scale,
-                 const unsigned long long* __restrict__ object_q, unsigned long long* q_sums,
-                 unsigned long long* changed) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  unsigned moves = 0;
-  for (std::int64_t base = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32; base < n;
-       base += warps * 32) {
-    const std::int64_t i = base + lane;
-    int to = 0, from = 0;
-    if (i < n) {
-      to = next[i];
-      from = labels[i];
-    }
-    const bool moved = i < n && to != from;
-    if (moved) labels[i] = to;
-    unsigned movers = __ballot_sync(0xffffffffu, moved);
-    moves += moved;
-    while (movers) {
-      const int m = __ffs(movers) - 1;
-      movers &= movers - 1;
-      const std::int64_t row = (base + m) * d;
-      const int into = __shfl_sync(0xffffffffu, to, m), out_of = __shfl_sync(0xffffffffu, from, m);
-      for (int j = lane; j < d; j += 32) {
-        const unsigned long long a = to_fixed(static_cast<double>(x[row + j]), scale);
-        atomicAdd(&sums[static_cast<std::int64_t>(into) * d + j], a);
-        atomicAdd(&sums[static_cast<std::int64_t>(out_of) * d + j], 0ull - a);
-      }
-      if (lane == 0) {
-        const unsigned long long q = object_q[base + m];
-        atomicAdd(&q_sums[into], q);
-        atomicAdd(&q_sums[out_of], 0ull - q);
-        atomicAdd(&counts[into], 1ull);
-        atomicAdd(&counts[out_of], ~0ull);
-      }
-    }
-  }
-  flush_block_count(changed, moves);
-}
-
-// The iteration's inertia from the kept sums (update.cuh: algebraic_part): movers_parts, a
-// warp per cluster, writes each cluster's part and error bound into parts [2k];
-// movers_inertia (one block) totals them in fixed_order_total's order: *inertia = the
-// fixed-point total, or kInertiaUnsure with the centroids ([k][d], those of the assignment)
-// copied to `previous` for the host's per-object sum.
-template <class T>
-__global__ void movers_parts(const T* __restrict__ centroids, const unsigned long long* sums,
-                             const unsigned long long* counts, const unsigned long long* q_sums,
-                             const double* __restrict__ z, int k, int d, double inv_scale, double inertia_scale,
-                             double* __restrict__ parts) {
-  const int lane = threadIdx.x & 31;
-  const int c = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
-  if (c >= k) return;  // whole warps
-  const double count = static_cast<double>(static_cast<long long>(__ldcg(&counts[c])));
-  const T* row = centroids + static_cast<std::int64_t>(c) * d;
-  double part, size;
-  algebraic_part(sums + static_cast<std::int64_t>(c) * d, count, [&](int j) { return row[j]; }, z, d, lane, inv_scale,
-                 part, size);
-  for (int off = 16; off > 0; off /= 2) {
-    part += __shfl_down_sync(0xffffffffu, part, off);
-    size += __shfl_down_sync(0xffffffffu, size, off);
-  }
-  if (lane == 0) {
-    const double q = static_cast<double>(static_cast<long long>(__ldcg(&q_sums[c]))) / inertia_scale;
-    parts[c] = q + part;
-    parts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
-  }
-}
-
-template <class T>
-__global__ void __launch_bounds__(1024)
-    movers_inertia(const T* __restrict__ centroids, int k, int d, double inertia_scale, double guard,
-                   const double* __restrict__ parts, unsigned long long* inertia, T* __restrict__ previous) {
-  __shared__ double warp_totals[32];
-  __shared__ bool unsure;
-  const double total = fixed_order_total(parts, k, warp_totals);
-  __syncthreads();
-  const double bound = fixed_order_total(parts + k, k, warp_totals);
-  if (threadIdx.x == 0) {
-    const unsigned long long fixed = algebraic_inertia_fixed(total, bound, k, guard, inertia_scale);
-    *inertia = fixed;
-    unsure = fixed == kInertiaUnsure;
-  }
-  __syncthreads();
-  if (unsure)
-    for (std::int64_t t = threadIdx.x; t < static_cast<std::int64_t>(k) * d; t += blockDim.x) previous[t] = centroids[t];
-}
-
-// |x - mu|^2 of every object (row-major [n][d]), in double: one warp per object. With
-// `rounded`, of x' = x - mu rounded in T, as the assignment kernel forms it. With `operand`
-// (O = float), also x' rounded on to TF32 (cvt.rna of x' in float), the TF32 assignment's A
-// operand exactly as it would form it from x and mu, for its ldmatrix loads: float objects
-// (O = T), or double ones scored on TF32 candidates (margin.hpp: tf32_candidates_bound).
-// With object_q (the movers' scheme), also each object's q = sum of to_fixed((x_j - z_j)^2)
-// at the inertia's scale (integers: the same bits in any order).
-template <class T, class O = T>
-__global__ void centred_row_norms(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
-                                  bool rounded, double* __restrict__ out, O* __restrict__ operand,
-                                  const double* __restrict__ z = nullptr, double inertia_scale = 0,
-                                  unsigned long long* __restrict__ object_q = nullptr) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
-  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
-    double s = 0;
-    unsigned long long q = 0;
-    for (int p = lane; p < d; p += 32) {
-      if (object_q) {
-        const double e = static_cast<double>(x[i * d + p]) - z[p];
-        q += to_fixed(e * e, inertia_scale);
-      }
-      const T xr = x[i * d + p] - mu[p];
-      const double v =
-          rounded ? static_cast<double>(xr) : static_cast<double>(x[i * d + p]) - static_cast<double>(mu[p]);
-      s += v * v;
-      if constexpr (sizeof(O) == 4)
-        if (operand) {
-          unsigned r;
-          asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(static_cast<float>(xr)));
-          operand[i * d + p] = __uint_as_float(r);
-        }
-    }
-    for (int off = 16; off > 0; off /= 2) {
-      s += __shfl_down_sync(0xffffffffu, s, off);
-      q += __shfl_down_sync(0xffffffffu, q, off);
-    }
-    if (lane == 0 && object_q) object_q[i] = q;
-    if (lane == 0) out[i] = s;
-  }
-}
-
-// c' = c - mu (rounded in T; with O = float stored rounded on to TF32, the mma's operand) of
-// every centroid, its key term |c'|^2 + 2 mu.c' (or |c'|^2) summed in T and stored in O, and the
-// largest |c'|^2 in double into *cmax2 (cleared by the caller): one warp per centroid. O = T,
-// or double centroids for TF32 candidates (O = float). The maximum of non-negative doubles is
-// the maximum of their bit patterns: one integer atomicMax.
-template <class T, class O = T>
-__global__ void centre_centroids(const T* __restrict__ centroids, const T* __restrict__ mu, int k, int d,
-                                 bool with_mu_term, O* __restrict__ centred, O* __restrict__ keyed, double* cmax2) {
-  const int warp = static_cast<int>((static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
-  const int lane = threadIdx.x & 31;
-  if (warp >= k) return;
-  const std::int64_t at = static_cast<std::int64_t>(warp) * d;
-  T s = 0, m = 0;
-  double sd = 0;
-  for (int p = lane; p < d; p += 32) {
-    const T v = centroids[at + p] - mu[p];
-    if constexpr (sizeof(O) == 4) {  // the TF32 operand, rounded once here (cvt.rna), not per warp and tile
-      unsigned r;
-      asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(static_cast<float>(v)));
-      centred[at + p] = __uint_as_float(r);
-    } else {
-      centred[at + p] = v;
-    }
-    s += v * v;
-    m += mu[p] * v;
-    sd += static_cast<double>(v) * static_cast<double>(v);
-  }
-  for (int off = 16; off > 0; off /= 2) {
-    s += __shfl_down_sync(0xffffffffu, s, off);
-    m += __shfl_down_sync(0xffffffffu, m, off);
-    sd += __shfl_down_sync(0xffffffffu, sd, off);
-  }
-  if (lane == 0) {
-    keyed[warp] = static_cast<O>(with_mu_term ? s + 2 * m : s);
-    // Bound the rounding of sd itself (relative d * 2^-53) so the maximum is an upper bound.
-    const double up = sd * (1 + (d + 2) * 1.2e-16);
-    atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));
-  }
-}
-
 }  // namespace km::kernels
+
+// The path's other kernels, after the assignment kernel (the order they had in one header, so
+// the translation units that include this one compile to the same code).
+#include "kernels/kmeans/tensor/recheck.cuh"
+#include "kernels/kmeans/tensor/accumulate.cuh"
+#include "kernels/kmeans/tensor/centre.cuh"
