@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   }
 }
 
-// ---- k-means||'s reduction (init.cpp: reduce_weighted through the distance table), on the GPU
+// ---- k-means||'s reduction (init_parallel.cpp: reduce_weighted through the distance table), on the GPU
 
 // out[t] = row objects[t] of x ([n][d]), as U: a block a row.
 template <class T, class U>
@@ -429,7 +429,7 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
   }
 }
 
-// The greedy k-means++ steps over the m weighted candidates (init.cpp: greedy_tree), each
+// The greedy k-means++ steps over the m weighted candidates (init_parallel.cpp: greedy_tree), each
 // value the CPU's bits, every sum in its tree order (one perfect binary tree over the
 // candidates padded with zeros: 64-leaf chunk subtrees, a tree of the chunk sums above them):
 //   - the draws: the counter-based uniform of (seed, stream, counter), counters 0 (the first
@@ -445,15 +445,15 @@ static __global__ void __launch_bounds__(kTableTile * kTableTile / kTableRowsPer
 // to tsums[parity][chunk][trial]; after the one grid barrier of the step every block reads all
 // of them, builds each trial's tree of chunk sums (warp t) and makes the same choice, so each
 // knows the tree, the potential and the pick without a second barrier. H100, 2,591 candidates,
-// K = 1024 (KMEANS_PARALLEL_VERBOSE prints each phase's cycles): the sums in the sequential
-// order of the version before, chains of up to 64 dependent adds a phase, took 7.3 us a step;
-// this tree order with a barrier of the block between draw, mins and sums 5.0 us; now ~4.5 us,
-// of which the grid barrier ~1,900 cycles, the table's and the sums' loads ~800 each.
+// K = 1024 (kmeans --init-timings prints each phase's cycles): ~4.5 us a step, of which the grid
+// barrier ~1,900 cycles, the table's and the sums' loads ~800 each. The sums in a sequential
+// order (chains of up to 64 dependent adds a phase) took 7.3 us a step; this tree order with a
+// barrier of the block between draw, mins and sums 5.0 us.
 // picks[c] = the candidate chosen c-th (block 0 writes them).
 constexpr int kReduceThreads = 256, kReduceMaxTrials = 64, kReduceChunkMax = 64, kReduceMaxTop = 256;
 constexpr int kReducePad = kReduceChunkMax + 1;  // the mins' rows, each chunk's a row apart
-constexpr int kReducePhases = 7;                  // the steps' phases that KMEANS_PARALLEL_VERBOSE times
-// The leaves of the tree of `chunks` chunk sums (init.cpp: greedy_tree): the least power of two
+constexpr int kReducePhases = 7;                  // the steps' phases that --init-timings times
+// The leaves of the tree of `chunks` chunk sums (init_parallel.cpp: greedy_tree): the least power of two
 // at least chunks and 64 (so that a warp holds at least two a lane).
 __host__ __device__ inline int reduce_top(int chunks) {
   int p = kReduceChunkMax;
@@ -469,7 +469,7 @@ __host__ __device__ inline std::size_t reduce_shared_doubles(std::size_t per, st
 }
 
 // The tree of `count` leaves (`stride` apart; zero past count) padded to pow2 = 64, 128 or 256
-// leaves, across the warp (init.cpp: chunk_tree_sum and tree_heap's order): lane l sums its
+// leaves, across the warp (init_parallel.cpp: chunk_tree_sum and tree_heap's order): lane l sums its
 // pow2 / 32 consecutive leaves pairwise in registers, then the lanes pairwise by shuffles (lane
 // pairs, pairs of pairs, ...); the root in lane 0. With `heap` (2 pow2 doubles), every node
 // written as a heap: leaves at pow2 + j, node j's children 2j and 2j + 1, the root at 1.
@@ -501,7 +501,7 @@ __device__ __forceinline__ double warp_tree(const double* leaves, int count, int
   return s;
 }
 
-// A draw's descent (init.cpp: descend): left while r is below the left child's sum, else right
+// A draw's descent (init_parallel.cpp: descend): left while r is below the left child's sum, else right
 // with r less it; the leaf's index (maybe one of the padding). One thread. (Tried and not kept:
 // the warp following every leaf's path at once and keeping the one that holds throughout, as
 // slow again in its address arithmetic as the chain of loads it saved: 2,424 against 914 cycles
@@ -567,8 +567,8 @@ static __global__ void __launch_bounds__(kReduceThreads)
     }
     __syncthreads();
   };
-  // KMEANS_PARALLEL_VERBOSE: block 0's thread 0's clock at each phase's end, summed over the
-  // steps in registers, written at the end.
+  // --init-timings (parallel_verbose): block 0's thread 0's clock at each phase's end, summed
+  // over the steps in registers, written at the end.
   const bool timed = phases && blockIdx.x == 0 && tid == 0;
   long long tick = clock64();
   unsigned long long spent[kReducePhases] = {};

@@ -76,7 +76,7 @@ template <class T>
 std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
                                                   const T* device_rows = nullptr);
 
-// The data-sized steps of k-means||, on the CPU or the GPU; the driver (init.cpp) is shared.
+// The data-sized steps of k-means||, on the CPU or the GPU; the driver (init_parallel.cpp) is shared.
 // closest[i] is object i's distance (in double, as PlusPlusSteps) to its nearest candidate so
 // far, and nearest[i] that candidate's position in the list (the first one on ties: a later
 // candidate takes over only when strictly nearer). The GPU finds the nearest through a GEMM and
@@ -130,7 +130,7 @@ template <class T>
 std::vector<T> reduce_weighted(const Dataset<T>& pool, const std::vector<double>& weights, std::size_t k,
                                std::uint64_t seed, bool table, std::vector<double>* potentials = nullptr);
 
-// KMEANS_PARALLEL_VERBOSE=1: k-means|| prints its phases' times and candidates on stderr.
+// k-means|| prints its phases' times and candidates on stderr (set_parallel_verbose).
 bool parallel_verbose();
 // k-means|| prints its phases' times on stderr (kmeans --init-timings; diagnostics only).
 void set_parallel_verbose(bool on);

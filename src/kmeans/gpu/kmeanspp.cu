@@ -1,6 +1,7 @@
-// k-means++ and k-means|| on the GPU: the data-sized steps of init.cpp's drivers (the distance
-// passes, the chunk sums, the draws' walks; k-means||'s draws, nearest candidates and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling and the choices left to
-// the shared drivers, so the centres are the CPU's, bit for bit.
+// k-means++ and k-means|| on the GPU: the data-sized steps of the drivers in init_plusplus.cpp
+// and init_parallel.cpp (the distance passes, the chunk sums, the draws' walks; k-means||'s
+// draws, nearest candidates and counts) as kernels (kernels/kmeans/kmeanspp.cuh), the sampling
+// and the choices left to the shared drivers, so the centres are the CPU's, bit for bit.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -57,7 +58,7 @@ class GpuDistances {
     sums_ = DeviceBuffer<double>(chunks_ * rows, stream_);
     lap("closest allocated");
   }
-  // KMEANS_PARALLEL_VERBOSE=1: the time since the last lap, the stream drained.
+  // With parallel_verbose (kmeans --init-timings): the time since the last lap, the stream drained.
   void lap(const char* what) {
     if (!verbose_) return;
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -212,7 +213,7 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
 // (tensor_nearest.hpp: fused's TF32 kernels, the N x m matrix never written, the close calls
 // re-checked with the CPU's formula), then parallel_take keeps the nearer of that candidate
 // and closest. Otherwise (no TF32, |x| > 2^48, no room for the float copy, or
-// KMEANS_PARALLEL_NEAREST=gemm), through a GEMM (cuBLAS in T, pedantic: x . c for a tile of
+// GpuInitConfig::nearest = gemm), through a GEMM (cuBLAS in T, pedantic: x . c for a tile of
 // objects against a block of candidates, never the whole N x m), then parallel_nearest finds
 // each object's least score and re-checks, with the CPU's direct formula, every candidate
 // within the GEMM's proven error of it (kernels/kmeans/kmeanspp.cuh: parallel_window). Either
@@ -376,7 +377,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   // The reduction on the GPU: the distance table (parallel_table), then the greedy steps on a
   // grid of co-resident blocks (parallel_reduce), with the host's arithmetic and order. The
   // host's when the table (at most 1 GiB, pick_kmeans_parallel) does not fit beside the data, the
-  // device has no cooperative launch, or with KMEANS_PARALLEL_REDUCE=host.
+  // device has no cooperative launch, or with GpuInitConfig::reduce = host.
   std::vector<std::size_t> reduce(const std::vector<std::size_t>& cands, const std::vector<double>& weights,
                                   std::size_t k, std::uint64_t seed, std::uint64_t stream) override {
     const std::size_t d = d_;
@@ -551,7 +552,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   std::unique_ptr<gpu::TensorNearest<T>> tensor_;
   DeviceBuffer<std::int32_t> round_labels_;
   bool first_tile_ = true;
-  cuda::EventPair gemm_time_, nearest_time_;  // KMEANS_PARALLEL_VERBOSE=1: each tile's GEMM and nearest pass
+  cuda::EventPair gemm_time_, nearest_time_;  // parallel_verbose: each tile's GEMM and nearest pass
   DeviceBuffer<std::int32_t> nearest_;
   DeviceBuffer<double> xnorm_, cand_norms_;
   DeviceBuffer<unsigned char> flags_, select_temp_;

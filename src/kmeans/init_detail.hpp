@@ -1,0 +1,127 @@
+// The parts of the initial centroids' code (init.hpp) that its three files share: the random
+// streams, the rows fetched across a team, and the vector-lane distances of the CPU's steps.
+//   init.cpp           the driver: first, random, given; the dispatch to the two below
+//   init_plusplus.cpp  greedy k-means++ (its CPU steps and its driver)
+//   init_parallel.cpp  k-means|| (its CPU steps, its driver and the weighted reduction)
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "dist/team.hpp"
+#include "io/dataset.hpp"
+#include "io/hash.hpp"
+#include "kmeans/centred_rows.hpp"
+#include "kmeans/params.hpp"
+
+namespace km::init_detail {
+
+// (23 is parallel_drawn's, init.hpp.)
+enum Stream : std::uint64_t { kRandomPick = 20, kPlusPlus = 21, kParallel = 22, kParallelReduce = 24 };
+
+// Seeded sequence of uniform doubles in [0, 1).
+struct Uniform {
+  std::uint64_t seed, stream, counter = 0;
+  double operator()() { return unit_double(hash64(seed, stream, counter++)); }
+  std::size_t below(std::size_t n) { return std::min(n - 1, static_cast<std::size_t>((*this)() * n)); }
+};
+
+// Rows of the whole data by index, in the order asked, on every rank: each rank sends the
+// rows it holds (in that order), and every rank knows which rank holds which index.
+// Into `out` (resized: kept where it has the size already).
+template <class T>
+void fetch_rows_into(const Dataset<T>& local, const RowSplit& split, Team& team, const std::vector<std::size_t>& rows,
+                     std::vector<T>& out) {
+  const std::size_t d = local.d;
+  out.resize(rows.size() * d);
+  if (team.size() == 1) {
+    for (std::size_t q = 0; q < rows.size(); ++q) std::copy_n(local.row(rows[q] - split.first), d, out.begin() + q * d);
+    return;
+  }
+  std::vector<T> mine;
+  for (std::size_t row : rows)
+    if (split.owns(row)) mine.insert(mine.end(), local.row(row - split.first), local.row(row - split.first) + d);
+  const std::vector<T> all = gather_all(team, mine);
+  std::size_t at = 0;
+  for (int r = 0; r < team.size(); ++r) {
+    const RowSplit theirs = split_rows(split.total, r, team.size());
+    for (std::size_t q = 0; q < rows.size(); ++q)
+      if (theirs.owns(rows[q])) {
+        std::copy_n(all.begin() + at, d, out.begin() + q * d);
+        at += d;
+      }
+  }
+}
+
+template <class T>
+std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& team,
+                          const std::vector<std::size_t>& rows) {
+  std::vector<T> out;
+  fetch_rows_into(local, split, team, rows, out);
+  return out;
+}
+
+constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
+typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
+
+// Distances (in double, each summed over j in order) from rows of d coordinates to the kLanes
+// candidates of one column group of cc ([d][padded], already offset to the group), as vector
+// lanes: elementwise arithmetic rounds as the scalar code does. Four rows at a time keep four
+// independent add chains in flight (one chain runs at the adder's latency).
+template <class T>
+[[gnu::always_inline]] inline void lane_distances4(const T* x0, std::size_t d, const double* cc, std::size_t padded,
+                                                   Lanes (&a)[4]) {
+  const T *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+  Lanes a0{}, a1{}, a2{}, a3{};
+  for (std::size_t j = 0; j < d; ++j) {
+    Lanes c;
+    std::memcpy(&c, cc + j * padded, sizeof c);
+    const Lanes e0 = static_cast<double>(x0[j]) - c, e1 = static_cast<double>(x1[j]) - c;
+    const Lanes e2 = static_cast<double>(x2[j]) - c, e3 = static_cast<double>(x3[j]) - c;
+    a0 += e0 * e0;
+    a1 += e1 * e1;
+    a2 += e2 * e2;
+    a3 += e3 * e3;
+  }
+  a[0] = a0;
+  a[1] = a1;
+  a[2] = a2;
+  a[3] = a3;
+}
+template <class T>
+[[gnu::always_inline]] inline void lane_distances(const T* x, std::size_t d, const double* cc, std::size_t padded,
+                                                  Lanes& acc) {  // (by reference: no vector-returning ABI)
+  acc = Lanes{};
+  for (std::size_t j = 0; j < d; ++j) {
+    Lanes c;
+    std::memcpy(&c, cc + j * padded, sizeof c);
+    const Lanes e = static_cast<double>(x[j]) - c;
+    acc += e * e;
+  }
+}
+
+// The vector-width variants' function attributes (GCC on x86-64 only; elsewhere all three
+// variants are the baseline).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KM_TARGET_AVX2 __attribute__((target("avx2")))
+#define KM_TARGET_AVX512 __attribute__((target("avx512f")))
+#else
+#define KM_TARGET_AVX2
+#define KM_TARGET_AVX512
+#endif
+
+// The two seeding methods' entry points (the driver's cases), for the whole data over `team`
+// (this rank holds `split`'s rows in `local`); init.hpp: initial_centroids.
+template <class T>
+std::vector<T> kmeanspp_centres(const Dataset<T>& local, const RowSplit& split, Team& team, const Params& params,
+                                bool on_gpu, const T* device_rows);
+// `entered`: when the driver was called (k-means||'s phase times count from it).
+template <class T>
+std::vector<T> kmeans_parallel_centres(const Dataset<T>& local, const RowSplit& split, Team& team,
+                                       const Params& params, bool on_gpu, const T* device_rows,
+                                       const CentredRows* centred, std::chrono::steady_clock::time_point entered);
+
+}  // namespace km::init_detail
