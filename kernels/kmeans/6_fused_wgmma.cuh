@@ -17,15 +17,15 @@
 //     - Each warpgroup multiplies its 64 objects by the slice with 4 wgmma.m64n128k8 (TF32),
 //       both operands read by the tensor cores straight from shared memory through matrix
 //       descriptors. mma.sync brings every fragment through registers with ldmatrix; at
-//       d = 128 that shared-memory traffic, not the tensor cores, set the old kernel's pace
-//       (plots/ncu_tensor_float.txt).
+//       d = 128 that shared-memory traffic, not the tensor cores, sets fused_tensor_assign's
+//       pace (ncu).
 //     - After a tile's last slice the 64 accumulators a thread holds (m64n128's layout is
 //       mma.sync's m16n8 one, repeated: rows gq and gq + 8, columns 2 tq and 2 tq + 1 of every
 //       8) become keys and are folded where they are, into the thread's two lists of 4 (one a
 //       row, push_keys8); the row's four lanes merge theirs at the end.
-// Measured against the kernel before (cp.async by every thread and a block barrier a slice; keys
-// through shared memory to a lane per row and column half), H100, same call, fused float per
-// iteration (plots/wgmma_bulk_lists_ab_h100.txt): 4194304 x 128, K = 1024 8.27 -> 6.57 ms;
+// Measured against a version with cp.async by every thread and a block barrier a slice, and keys
+// through shared memory to a lane per row and column half (H100, same call, fused float per
+// iteration): 4194304 x 128, K = 1024 8.27 -> 6.57 ms;
 // 262144 x 96, K = 4096 1.43 -> 1.03 ms; ncu: the folds' shared-memory round trip had made
 // L1 the busiest unit (74% of peak, the tensor pipe at 35%).
 // The products' error is charged as for mma.sync (margin.hpp: the operands' rounding to
@@ -45,7 +45,7 @@ namespace km::kernels {
 // accumulator of BN / 2 floats a thread); MIN_BLOCKS of them share an SM. The shape built is
 // 4 x 128, one block an SM. Smaller blocks, two or three an SM so that one block's fold could run
 // beside another's products (2 x 64 and 1 x 64), were 12-18% and 18-31% slower on every measured
-// shape (H100, same call, plots/wgmma_shapes_ab_h100.txt): each m64n64 product reads as many
+// shape (H100, same call): each m64n64 product reads as many
 // object bytes from shared memory for half the work, and each block streams every centroid.
 template <int WG_, int BN_, int MIN_BLOCKS_>
 struct WgmmaShape {
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // it most groups had some lane inserting and the whole warp waiting. With a single tile of
   // centroids (K <= 128) the row's extra reads cost more than they saved (H100: 1M x 128, K = 128
   // went 0.80 -> 0.94 ms per iteration); there the lists start at the tile's least key (below).
-  // Tried and not kept (plots/wgmma_bulk_lists_ab_h100.txt): tile 0's least key as every K's
+  // Tried and not kept (H100, same call): tile 0's least key as every K's
   // threshold, with no reads (10-33% slower: far more keys let in); these reads issued before
   // the objects land (ncu had put 10% of the stall samples on them here; -0.5% to +2.4%).
   const int row = wg * 64 + wq * 16 + (lane & 15);
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
   // the accumulators (2 tq and 2 tq + 1 of every 8), met in increasing order; the four lanes of a
   // row merge theirs at the end. (Through a 16 x 16 float chunk of shared memory per warp to a
-  // lane per row and column half, as before, the folds' stores and loads were as much
+  // lane per row and column half, the folds' stores and loads were as much
   // shared-memory traffic as the products' operands; ncu: L1 at 74% of its peak, the tensor
   // pipe at 35%.)
   TopL<float, L> own[2];

@@ -39,7 +39,7 @@ constexpr double kCellGrow = 0x1p-8;      // each cell checked grown by this muc
 constexpr int kCellMaxSide = 256;  // 64 KB of shared memory per block
 
 // The side fused's one-pass kernel takes by default (0: no table), measured on an H100 (256 MB,
-// d = 2, same call; plots/cells_ab_h100.txt): below K = 8 (16 in double) the K scores cost
+// d = 2, same call): below K = 8 (16 in double) the K scores cost
 // less than the lookup and the table's shared memory; 64 x 64 up to K = 32 (16 in float),
 // 128 x 128 above (the larger table costs occupancy, the smaller more objects scored).
 constexpr int cell_side_for(std::size_t k, std::size_t elem) {

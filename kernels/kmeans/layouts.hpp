@@ -48,17 +48,17 @@ KM_HOST_DEVICE constexpr int fused_unroll(int maxd) { return maxd <= 2 ? 8 : max
 KM_HOST_DEVICE constexpr bool fused_owner_lanes(int maxd, std::size_t k) { return maxd >= 8 && maxd <= 16 && k <= 32; }
 // The one-pass path where it is measured faster than the tensor path; otherwise the tensor
 // path, which takes any shape. The crossover, from fused's two paths forced on the same data
-// (N = 2^20, 10 iterations, medians of 3; plots/crossover_recheck_h100.txt, an H100, after the
-// delta kernel's close calls went to the whole warp): one pass wins at every K measured (up to
-// 1024; H200, plots/real_shapes_h200.csv's crossover rows) for d <= 8; above, up to K*d = 4096
+// (N = 2^20, 10 iterations, medians of 3, an H100, the delta kernel's close calls scored by the
+// whole warp): one pass wins at every K measured (up to 1024; also on an H200) for d <= 8;
+// above, up to K*d = 4096
 // in both precisions: d = 16, K = 256 0.50 against 0.76 ms in double, 0.45 against 0.85 in
 // float; d = 32, K = 128 0.53 against 0.68 and 0.41 against 0.65; at K*d = 8192 the two are
 // level (within 4%) or the tensor path wins (by 11x at d = 32, K = 256 in double). Its shared
 // memory must fit too (at most 200 KB a block: the tables grow with K*d, and one block per SM
-// still wins at d = 8, K = 1024). Re-measured with the tensor path's movers' scheme
-// (plots/crossover_movers_h100.csv, an H100): the same everywhere but at d = 8, K = 1024 in
-// double, where the tensor path now wins (1.12 against 1.30 ms; in float level, 1.12 and 1.11),
-// so in double one pass takes 4 < d <= 8 only up to K*d = 4096.
+// still wins at d = 8, K = 1024). With the tensor path's movers' scheme (an H100) the same
+// holds everywhere but at d = 8, K = 1024 in double, where the tensor path wins (1.12 against
+// 1.30 ms; in float level, 1.12 and 1.11), so in double one pass takes 4 < d <= 8 only up to
+// K*d = 4096.
 constexpr std::size_t kFusedOnePassSharedLimit = 200 * 1024;
 KM_HOST_DEVICE constexpr bool fused_one_pass(std::size_t k, std::size_t d, std::size_t elem) {
   const bool fits = d <= static_cast<std::size_t>(kFusedMaxCoords) &&
@@ -106,7 +106,7 @@ KM_HOST_DEVICE constexpr DeltaLayout<I> delta_layout(I k, I d, I elem) {
 // H200: 0.219 against 0.245 ms at d = 2 and 0.223 against 0.341 ms at d = 16, K = 16, double;
 // the filter needs registers of its own).
 // Float, with half the registers per coordinate, takes 4 up to d = 8 and 2 up to d = 16 (H100,
-// 256 MB: d = 16, K = 16 0.137 -> 0.118 ms, d = 4 and 8 5-8% faster; plots/one_pass_movers_ab_h100.txt).
+// 256 MB: d = 16, K = 16 0.137 -> 0.118 ms, d = 4 and 8 5-8% faster).
 KM_HOST_DEVICE constexpr int delta_unroll(int maxd, std::size_t elem = 8) {
   return maxd <= 2 || (maxd <= 8 && elem == 4) ? 4 : maxd <= 8 || (maxd <= 16 && elem == 4) ? 2 : 1;
 }
@@ -239,7 +239,7 @@ KM_HOST_DEVICE constexpr std::size_t delta_shared_bytes(std::size_t k, std::size
 // The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
 // 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
 // latency (H200, 256 MB, 100 iterations: the last ten 3-27% faster, d = 2, K = 16 by 9%, d = 1, K = 2
-// float 27%; plots/delta_bounds_ab_h200.txt).
+// float 27%).
 KM_HOST_DEVICE constexpr int delta_bounds_unroll(int maxd) { return maxd <= 2 ? 2 : delta_unroll(maxd); }
 // With BOUNDS, after the layout above: a queue-sized area (used by the queue), then per warp a
 // ring of 64 * U entries of 8 bytes, the drift tables (k + 1 floats, padded to 8 bytes), the

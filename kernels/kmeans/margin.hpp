@@ -167,7 +167,7 @@ KM_MARGIN_HD inline double ceiling_threshold(const CandidateBound& k, double xc2
 // objects' by one integer add, gemm::MmaTf32m16n8k8::convert_half_up, within the same 2^-11) of
 // x'' and -2 c'': each exact TF32 product is within (2^-10 + 2^-22) |x''_p a_p| of x''_p a_p, at
 // most 1.0003 2^-10 sum |x''_p a_p| <= 1.0003 2^-10 2 |x''| |c''| <= 1.0004 2^-11 S^2 over all
-// (2 |x''| |c''| <= (|x''| + |c''|)^2 / 2): 8196 u_f S^2 (so until session 27; see below). The
+// (2 |x''| |c''| <= (|x''| + |c''|)^2 / 2): 8196 u_f S^2 (a coarser charge than below). The
 // accumulation, d + 1 terms of total magnitude at most S^2 in FP32 that may be aligned and
 // truncated rather than rounded, is charged both 2 (d + 1) 1.01 u_f S^2 (each addition 2 u_f,
 // as the tensor path's bound) and 16 u_f S^2 per mma (8 units in the last place of S^2;
