@@ -5,7 +5,7 @@ uniform data in [0, 1), 10 iterations):
 
   fused double / float     this program; its JSON gives the per-iteration kernel time and how
                            many objects the tensor path re-checked with seq's formula; double
-                           also on FP64 DMMA keys (KMEANS_TENSOR_DOUBLE=dmma), for the A/B
+                           also on FP64 DMMA keys (--fused-config=tf32_in_double=0), for the A/B
   compute floor (double)   2 N K d / cuBLAS DGEMM's rate on the shape (`gemm --kernel=cublas`,
                            m capped so that the m x K product fits in memory)
   PyTorch fp32 / fp64      matmul + argmin + index_add_ Lloyd on the same GPU, TF32 off
@@ -14,7 +14,7 @@ uniform data in [0, 1), 10 iterations):
 
 Also, with --kmeanspp, k-means++ at 1,000,000 x 128, K = 1024: fused (GPU k-means++) against
 the time of its 10 iterations, and omp (CPU k-means++) on every core; and with --crossover,
-fused's two paths (KMEANS_FUSED_PATH=one-pass|tensor) on the shapes where both run.
+fused's two paths (--fused-config=path=one-pass|tensor) on the shapes where both run.
 
 Usage: bench_real_shapes.py [--bin build] [--csv real_shapes.csv] [--flash DIR] [--flash-modes tf32,fp64] [--kmeanspp]
                             [--crossover] [--quick] [--no-shapes]"""
@@ -39,9 +39,11 @@ def run_json(cmd, env=None, timeout=600):
     return json.loads(p.stdout)
 
 
-def ours(kmeans, n, d, k, precision, env=None, init="first", loops=LOOPS):
+def ours(kmeans, n, d, k, precision, config="", init="first", loops=LOOPS):
+    """One fit of fused; config: its --fused-config=name=value,... (src/kmeans/tuning.hpp), if any."""
+    extra = [f"--fused-config={config}"] if config else []
     r = run_json([kmeans, "--impl=fused", f"--objects={n}", f"--coords={d}", f"--clusters={k}", f"--loops={loops}",
-                  f"--precision={precision}", f"--init={init}", "--report=json", "--quiet"], env=env)
+                  f"--precision={precision}", f"--init={init}", "--report=json", "--quiet"] + extra)
     it = r["per_iteration"]
     rechecked = [x["rechecked"] for x in it if "rechecked" in x]
     return dict(ms=1e3 * statistics.median(x["kernel"] for x in it), path=r.get("path", ""),
@@ -104,11 +106,11 @@ def main():
             add("shapes", n, d, k, "fused", precision, r["ms"], path=r["path"], rechecked=r["rechecked"],
                 vs_floor=round(r["ms"] / floor, 3) if precision == "double" else "")
             if "tf32 candidates" in r["path"]:  # double on FP64 DMMA keys instead, for the A/B
-                r = ours(kmeans, n, d, k, precision, env=dict(os.environ, KMEANS_TENSOR_DOUBLE="dmma"))
+                r = ours(kmeans, n, d, k, precision, config="tf32_in_double=0")
                 add("shapes", n, d, k, "fused (DMMA keys)", precision, r["ms"], path=r["path"],
                     rechecked=r["rechecked"], vs_floor=round(r["ms"] / floor, 3))
             if "wgmma" in r["path"] and precision == "float":  # the same fit on the mma.sync kernel, for the A/B
-                r = ours(kmeans, n, d, k, precision, env=dict(os.environ, KMEANS_TENSOR_WGMMA="0"))
+                r = ours(kmeans, n, d, k, precision, config="wgmma=0")
                 add("shapes", n, d, k, "fused (mma.sync)", precision, r["ms"], path=r["path"],
                     rechecked=r["rechecked"])
         for dtype in ("float32", "float64"):
@@ -140,9 +142,8 @@ def main():
             for k in (16, 64, 128, 256, 512, 1024):
                 for precision in ("double", "float"):
                     for path in ("one-pass", "tensor"):
-                        env = dict(os.environ, KMEANS_FUSED_PATH=path)
                         try:
-                            r = ours(kmeans, n, d, k, precision, env=env)
+                            r = ours(kmeans, n, d, k, precision, config=f"path={path}")
                         except RuntimeError as e:
                             print(f"crossover {d} {k} {precision} {path}: {e}", flush=True)
                             continue
