@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 for step in $steps; do
   case $step in
     tests)
-      for t in test_kmeans_gpu test_gemm test_kmeans_cpu test_io test_generate; do
+      for t in test_gpu test_cpu; do
         [[ -x $BIN/$t ]] || continue
         $BIN/$t --gtest_brief=1 2>&1 | tee -a "$OUT/tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure" | tail -20
       done ;;
@@ -24,11 +24,11 @@ for step in $steps; do
       for tool in memcheck racecheck synccheck; do
         echo "== compute-sanitizer --tool $tool" | tee -a "$OUT/sanitizer.log"
         KMEANS_TEST_QUICK=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-          $BIN/test_kmeans_gpu --gtest_brief=1 --gtest_filter='*GpuMatchesSeq.Double*:*GpuEmptyCluster.Double*:*GpuExactLabels.*/fused:GpuTensorRecheck.*:GpuKmeansPlusPlus.*' 2>&1 | tail -8 | tee -a "$OUT/sanitizer.log"
+          $BIN/test_gpu --gtest_brief=1 --gtest_filter='*GpuMatchesSeq.Double*:*GpuEmptyCluster.Double*:*GpuExactLabels.*/fused:GpuTensorRecheck.*:GpuKmeansPlusPlus.*' 2>&1 | tail -8 | tee -a "$OUT/sanitizer.log"
         echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
         echo "== compute-sanitizer --tool $tool (gemm)" | tee -a "$OUT/sanitizer.log"
         KMEANS_TEST_QUICK=1 timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
-          $BIN/test_gemm --gtest_brief=1 --gtest_filter='Kernels/GpuGemm.*' 2>&1 | tail -8 | tee -a "$OUT/sanitizer.log"
+          $BIN/test_gpu --gtest_brief=1 --gtest_filter='Kernels/GpuGemm.*' 2>&1 | tail -8 | tee -a "$OUT/sanitizer.log"
         echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.log"
       done ;;
   esac
