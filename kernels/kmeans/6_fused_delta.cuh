@@ -72,18 +72,19 @@
 
 namespace km::kernels {
 
-// Launch bounds: DeltaTraits::kMaxThreads and kMinBlocks (fused/traits.cuh), where the measurements
-// behind them are.
+// C: the variant, a DeltaTraits (fused/traits.cuh; src/kmeans/gpu/fused/delta_kernels.cuh names
+// each one the engine runs). Launch bounds: C::kMaxThreads and C::kMinBlocks, where the
+// measurements behind them are.
 // (EXACT: d is the register width itself, d_arg == MAXD; the engine takes it where it is.)
-template <class T, int MAXD, bool PACK, int U, bool BALL = false, bool BOUNDS = false, bool CELLS = false,
-          bool MMA = false, bool EXACT = false, bool TILE = false, bool SORTED = false, bool SHADOW = false,
-          bool FILL = false>
-__global__ void __launch_bounds__(
-    DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>::kMaxThreads,
-    DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>::kMinBlocks)
-    fused_delta(const T* __restrict__ x, T* centroids, std::int64_t n, int d_arg, int k,
+template <class C>
+__global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
+    fused_delta(const typename C::T* __restrict__ x, typename C::T* centroids, std::int64_t n, int d_arg, int k,
                 std::int32_t* __restrict__ labels, DeltaPass p) {
-  using C = DeltaTraits<T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT, TILE, SORTED, SHADOW, FILL>;
+  // The variant's switches by name (DeltaTraits, fused/traits.cuh).
+  using T = typename C::T;
+  constexpr int MAXD = C::MAXD, U = C::U;
+  constexpr bool PACK = C::PACK, BALL = C::BALL, BOUNDS = C::BOUNDS, CELLS = C::CELLS, MMA = C::MMA,
+                 EXACT = C::EXACT, TILE = C::TILE, SHADOW = C::SHADOW, FILL = C::FILL;
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
   // or where it fills the width (EXACT): the coordinate loops then test nothing (at d = 16, K = 16
   // in float compares were 7.9% of the kernel's instructions, most of them a coordinate tested

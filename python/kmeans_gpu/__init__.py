@@ -78,7 +78,8 @@ def release_device_memory():
 def implementations(n_clusters=None, n_features=None, precision="double"):
     """The registry, in ladder order: a list of dicts (name, description, where, order), as
     the CLI's ``--list``. Given a shape, also whether each runs it here ("runs", and "reason"
-    when not) and the path it takes."""
+    when not), the path it takes ("path") and, for fused, its whole plan ("plan": the path and
+    why, the kernel's variant, launch shape and each feature on or off)."""
     elem = 4 if _PRECISIONS.get(precision) == np.float32 else 8
     if n_clusters is None or n_features is None:
         return json.loads(_core.implementations_json())

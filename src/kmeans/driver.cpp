@@ -76,6 +76,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
   result.path = engine.path();
+  result.plan = engine.plan();
   result.threads = engine.threads();
   result.block = engine.block();
   result.gpus = engine.gpus();
@@ -150,6 +151,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
   result.path = engine.path();
+  result.plan = engine.plan();
   result.threads = engine.threads();
   result.block = engine.block();
   result.gpus = engine.gpus() * team.size();

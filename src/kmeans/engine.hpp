@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/dataset.hpp"
@@ -82,6 +83,8 @@ class Engine {
   virtual bool on_gpu() const { return false; }
   // Which of its paths the implementation took for this problem ("" when it has one).
   virtual std::string path() const { return ""; }
+  // Every decision of the path's plan as (name, value) pairs (fused: fused_plan.hpp); none by default.
+  virtual std::vector<std::pair<std::string, std::string>> plan() const { return {}; }
   virtual int threads() const { return 1; }
   // GPU threads per block of its main kernel where it chose them itself (0: Params::block).
   virtual int block() const { return 0; }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kmeans/tuning.hpp"
@@ -68,6 +69,7 @@ struct Result {
   RunSeconds seconds;
   std::string device = "cpu";
   std::string path;                   // the implementation's path, if it has several (fused)
+  std::vector<std::pair<std::string, std::string>> plan;  // ... and its plan's decisions (fused)
   int threads = 1;                    // CPU threads the implementation used
   int block = 0;                      // GPU threads per block its main kernel ran with (0: Params::block)
   int gpus = 0;                       // GPUs that ran it (over all ranks)

@@ -218,6 +218,7 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
   result.seconds.finish = watch.seconds();
   result.device = engine->device();
   result.path = engine->path();
+  result.plan = engine->plan();
   result.threads = engine->threads();
   return finished(std::move(result));
 }

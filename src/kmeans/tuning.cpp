@@ -48,7 +48,6 @@ template <class V>
 std::string show(const std::optional<V>& v) {
   return v ? show(*v) : "auto";
 }
-std::string show(int x) { return std::to_string(x); }
 
 // One row per field: its name, how to set it from text, how to print it.
 struct Field {
@@ -102,26 +101,20 @@ const std::vector<Field>& fields() {
             [](const FusedConfig& c) { return c.cells ? std::to_string(*c.cells) : std::string("auto"); }},
       KM_OPT_BOOL(mma, "mma"),
       KM_OPT_BOOL(staged, "staged"),
-      KM_OPT_BOOL(ring_xy, "ring_xy"),
       KM_OPT_BOOL(float_copy, "float_copy"),
       KM_OPT_DOUBLE(float_copy_after, "float_copy_after"),
       KM_BOOL(copy_rows, "copy_rows"),
-      KM_OPT_DOUBLE(bounds_after, "bounds_after"),
       Field{"guard", [](FusedConfig& c, const std::string& v) { c.guard = parse_double("guard", v); },
             [](const FusedConfig& c) { return show(c.guard); }},
       Field{"prefetch",
             [](FusedConfig& c, const std::string& v) {
               if (v == "auto") c.prefetch.reset();
-              else c.prefetch = parse_int("prefetch", v, 0, 2);
+              else c.prefetch = parse_int("prefetch", v, 0, 1);
             },
             [](const FusedConfig& c) { return c.prefetch ? std::to_string(*c.prefetch) : std::string("auto"); }},
       KM_BOOL(exact_addends, "exact_addends"),
       KM_BOOL(launch_ahead, "launch_ahead"),
       KM_BOOL(dependent_launch, "dependent_launch"),
-      Field{"prefetch_first",
-            [](FusedConfig& c, const std::string& v) { c.prefetch_first = parse_int("prefetch_first", v, 0, 64); },
-            [](const FusedConfig& c) { return show(c.prefetch_first); }},
-      KM_BOOL(early_release, "early_release"),
       KM_BOOL(iteration_events, "events"),
       KM_BOOL(lean_cells, "lean_cells"),
       KM_BOOL(dynamic_chunks, "dynamic_chunks"),

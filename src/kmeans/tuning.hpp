@@ -31,8 +31,6 @@ struct FusedConfig {
   std::optional<bool> mma;
   /// The staged loads (cp.async into shared memory, two buffers a warp). Name: staged.
   std::optional<bool> staged;
-  /// The cell table's ring holds its objects' coordinates too. Name: ring_xy.
-  std::optional<bool> ring_xy;
   /// In double at d = 16, the staged kernel reading a float copy of x - z. Name: float_copy.
   std::optional<bool> float_copy;
   /// The float copy's kernel once at most this fraction of the objects moved (1: from the third
@@ -41,14 +39,10 @@ struct FusedConfig {
   /// The copy's movers and close calls read their rows from the row-major upload (else from x [d][n]).
   /// Name: copy_rows.
   bool copy_rows = true;
-  /// Hamerly's bounds once at most this fraction of the objects moved (0: never; >= 1: from the
-  /// first iteration). Name: bounds_after.
-  std::optional<double> bounds_after;
-  /// The largest error bound / inertia the algebraic inertia (bounds, float copy, tensor movers) may
+  /// The largest error bound / inertia the algebraic inertia (float copy, tensor movers) may
   /// have before the host sums it from the objects (0: always from the objects). Name: guard.
   double guard = 1e-11;
-  /// Software prefetch of the next pass (0 none, 1 into L1, 2 into L2; not the staged or bounds
-  /// kernels). Name: prefetch.
+  /// Software prefetch of the next pass (0 none, 1 into L1; not the staged kernels). Name: prefetch.
   std::optional<int> prefetch;
   /// In float, every inertia addend a distance in float (else from the scores where provably within
   /// 2^-15). Name: exact_addends.
@@ -57,10 +51,6 @@ struct FusedConfig {
   bool launch_ahead = true;
   /// ... as a programmatic dependent launch (sm_90). Name: dependent_launch.
   bool dependent_launch = true;
-  /// ... its first this many passes prefetched into L2 while it waits. Name: prefetch_first.
-  int prefetch_first = 1;
-  /// ... waiting for the last block's release flag, not the kernel's end. Name: early_release.
-  bool early_release = true;
   /// Events around each iteration's kernel (and with them no overlap of launches). Name: events.
   bool iteration_events = false;
   /// The cell table's lean passes where x and the labels are 16-byte aligned. Name: lean_cells.

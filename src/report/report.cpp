@@ -16,6 +16,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.precision = sizeof(T) == 8 ? "double" : "float";
   r.device = result.device;
   r.path = result.path;
+  r.plan = result.plan;
   r.source = data.source;
   r.objects = result.objects ? result.objects : data.n;
   r.gpus = result.gpus;
@@ -109,10 +110,21 @@ void write_table(std::ostream& out, const RunReport& r) {
   }
 }
 
+namespace {
+// The plan's decisions as one JSON object (null where the implementation has no plan).
+nlohmann::ordered_json plan_object(const std::vector<std::pair<std::string, std::string>>& plan) {
+  if (plan.empty()) return nullptr;
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : plan) o[name] = value;
+  return o;
+}
+}  // namespace
+
 void write_json(std::ostream& out, const RunReport& r) {
   using json = nlohmann::ordered_json;
   json j = {{"impl", r.impl},
             {"path", r.path.empty() ? json(nullptr) : json(r.path)},
+            {"plan", plan_object(r.plan)},
             {"precision", r.precision},
             {"device", r.device},
             {"source", r.source},

@@ -13,6 +13,7 @@ namespace km {
 
 struct RunReport {
   std::string impl, precision, device, source, path;
+  std::vector<std::pair<std::string, std::string>> plan;  // the path's plan (fused; JSON "plan")
   std::size_t objects = 0, coords = 0, clusters = 0;
   int block = 0, threads = 0, loops = 0;
   int gpus = 0, ranks = 1;

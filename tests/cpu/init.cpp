@@ -101,7 +101,7 @@ TEST(Init, KmeansppAndParallelFindEveryBlob) {
 
 // k-means|| whose K x d result is at least 256 KB (600 x 64 doubles) and whose candidates are
 // the centres (5 distinct objects, fewer than K): the result's room comes from a thread of its
-// own (init.cpp: touched_async) and the rows are fetched into it. (The GPU's reduction takes the
+// own (init_parallel.cpp: touched_async) and the rows are fetched into it. (The GPU's reduction takes the
 // same path at 1M x 128, K = 1024; the CPU's reduction builds its own.)
 TEST(Init, ParallelLargeResultIsObjects) {
   const std::size_t d = 64;
@@ -170,7 +170,7 @@ std::vector<T> reference_tree_reduction(const km::Dataset<T>& pool, const std::v
   const std::size_t m = pool.n, d = pool.d, trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   std::size_t pow2 = 64 * 64, counter = 0;
   while (pow2 < m) pow2 *= 2;
-  auto uniform = [&] { return km::unit_double(km::hash64(seed, 24, counter++)); };  // init.cpp's kParallelReduce
+  auto uniform = [&] { return km::unit_double(km::hash64(seed, 24, counter++)); };  // init_detail.hpp: kParallelReduce
   auto below = [&](std::size_t n) { return std::min(n - 1, static_cast<std::size_t>(uniform() * n)); };
   auto dist = [&](std::size_t a, std::size_t b) { return km::squared_distance_double(pool.row(a), pool.row(b), d); };
   auto heap_of = [&](const std::vector<double>& v) {

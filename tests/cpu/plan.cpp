@@ -52,29 +52,31 @@ void expect_fits(const km::gpu::DeltaPlan& p, std::size_t optin) {
 }
 
 // The delta kernel's variant per shape (fused_plan.cpp), where the engine and --list both take it:
-// the lab's rows as measured (plots/delta_*_ab_*), each FusedConfig override, and the limits.
+// the lab's rows as measured (docs/performance.md), each FusedConfig override, and the limits.
 TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_EQ(plan_for(2, 16, 4).describe(), "cells");
   EXPECT_EQ(plan_for(2, 16, 8).describe(), "cells");
   EXPECT_EQ(plan_for(2, 4, 4).describe(), "") << "below K = 8 in float: no table";
   EXPECT_EQ(plan_for(2, 8, 8).describe(), "") << "below K = 16 in double: no table";
   EXPECT_EQ(plan_for(16, 16, 8).describe(), "d fixed, staged, float copy") << "double: the staged kernel from the copy";
-  EXPECT_EQ(plan_for(16, 16, 4).describe(), "d fixed, staged") << "float at d = 16: staged for 8 < K <= 24 (session 22)";
+  EXPECT_EQ(plan_for(16, 16, 4).describe(), "d fixed, staged") << "float at d = 16: staged for 8 < K <= 24";
   EXPECT_EQ(plan_for(16, 8, 4).describe(), "d fixed") << "K = 8: the staged loads measured 1.06x";
   EXPECT_EQ(plan_for(16, 9, 4).describe(), "d fixed, staged");
-  EXPECT_EQ(plan_for(32, 16, 4).describe(), "d fixed, staged");
+  EXPECT_EQ(plan_for(32, 16, 4).describe(), "d fixed") << "float at d = 32: staging measured 1.88x";
+  EXPECT_EQ(plan_for(32, 16, 8).describe(), "d fixed, staged") << "double at d = 32, K <= 16";
   EXPECT_EQ(plan_for(32, 64, 4).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(32, 64, 8).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(16, 64, 4).describe(), "d fixed, mma");
   EXPECT_EQ(plan_for(16, 32, 4).describe(), "d fixed, staged, mma") << "float at d = 16 (fixed): mma from K = 24, staged";
   EXPECT_EQ(plan_for(16, 23, 4).describe(), "d fixed, staged") << "below K = 24 the staged FMA scores";
-  EXPECT_EQ(plan_for(16, 24, 4).describe(), "d fixed, staged, mma") << "from K = 24 the tensor-core scores (session 30)";
+  EXPECT_EQ(plan_for(16, 24, 4).describe(), "d fixed, staged, mma") << "from K = 24 the tensor-core scores";
   EXPECT_EQ(plan_for(16, 56, 4).describe(), "d fixed, staged, mma") << "staged up to K = 56";
   EXPECT_EQ(plan_for(16, 57, 4).describe(), "d fixed, mma") << "K = 64 staged measured 1.21x";
   EXPECT_EQ(plan_for(16, 24, 8).describe(), "d fixed, mma") << "double: staged only up to K = 16";
   EXPECT_EQ(plan_for(12, 32, 4).describe(), "") << "float at d = 9-15: mma only above K = 32";
   EXPECT_EQ(plan_for(12, 32, 8).describe(), "mma") << "d = 12 does not fill its width";
-  EXPECT_EQ(plan_for(4, 16, 4).describe(), "d fixed");
+  EXPECT_EQ(plan_for(4, 16, 4).describe(), "") << "d fixed only at widths 16 and 32";
+  EXPECT_EQ(plan_for(8, 16, 8).describe(), "");
   EXPECT_EQ(plan_for(4, 128, 4).describe(), "") << "d = 4 fixed only up to K = 64";
   EXPECT_EQ(plan_for(3, 16, 8).describe(), "");
   const auto ball = plan_for(1, 64, 8);
@@ -85,32 +87,19 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
   EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
   EXPECT_FALSE(table.cell_masks) << "above K = 16 the candidates stay in L2";
-  EXPECT_FALSE(table.ring_xy) << "above K = 16 the ring without coordinates";
-  EXPECT_FALSE(plan_for(2, 32, 8).ring_xy) << "... with 64 x 64 cells too";
-  EXPECT_FALSE(plan_for(2, 64, 4).ring_xy) << "... and in float";
-  EXPECT_TRUE(plan_for(2, 16, 8).ring_xy) << "double, K = 16";
-  // Up to K = 16 each cell's 16-bit candidates after the table, and the ring's coordinates, where
-  // the device has room; the table keeps its side and whatever does not fit is left out.
+  for (std::size_t k : {8, 16, 32, 64})
+    for (std::size_t elem : {4, 8}) EXPECT_FALSE(plan_for(2, k, elem).ring_xy) << "the ring holds its entries alone";
+  // Up to K = 16 each cell's 16-bit candidates after the table, where the device has room; the
+  // table keeps its side and the masks give way where they do not fit.
   EXPECT_EQ(plan_for(2, 16, 4).cells_side, 64);
   EXPECT_TRUE(plan_for(2, 16, 4).cell_masks);
-  const auto full = plan_for(2, 16, 4);
-  EXPECT_TRUE(full.ring_xy);
-  const std::size_t xy = km::kernels::delta_ring_xy_bytes(full.queue_threads, 4);
-  EXPECT_EQ(xy, 8u * 64 * 4 * 8) << "8 warps of 64 U entries, two floats each";
-  const auto no_xy = plan_for(2, 16, 4, full.bytes - 1);
-  EXPECT_EQ(no_xy.cells_side, 64);
-  EXPECT_TRUE(no_xy.cell_masks);
-  EXPECT_FALSE(no_xy.ring_xy);
-  EXPECT_EQ(full.bytes - no_xy.bytes, xy);
   km::FusedConfig side128;
   side128.cells = 128;
   const auto masked = plan_for(2, 16, 4, 227 * 1024, side128);
   EXPECT_TRUE(masked.cell_masks);
-  EXPECT_TRUE(masked.ring_xy);
-  const auto tight = plan_for(2, 16, 4, masked.bytes - xy - 1, side128);
+  const auto tight = plan_for(2, 16, 4, masked.bytes - 1, side128);
   EXPECT_EQ(tight.cells_side, 128) << "the table keeps its side; only the masks give way";
   EXPECT_FALSE(tight.cell_masks);
-  EXPECT_TRUE(tight.ring_xy) << "the coordinates fit where the masks did not";
   EXPECT_EQ(masked.bytes - tight.bytes, 2u * 128 * 128) << "two bytes a cell";
   EXPECT_EQ(masked.describe(), tight.describe());
   EXPECT_EQ(plan_for(32, 70, 4).bits, 0) << "K > 64: the index is not packed";
@@ -123,7 +112,7 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
       }
 }
 
-// Without --block, the threads per block that measured faster (plots/delta_block_ab_s15_h100.txt);
+// Without --block, the threads per block that measured faster (fused_plan.cpp);
 // with it, --block up to the planned kernel's launch bounds (layouts.hpp: delta_max_threads).
 TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   EXPECT_EQ(plan_for(32, 64, 8).block, 192) << "the tensor-core scores in double at width 32: two blocks of 192";
@@ -158,9 +147,12 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
   km::FusedConfig unstaged;
   unstaged.staged = false;
   EXPECT_EQ(plan_for(16, 16, 8, 227 * 1024, unstaged).block, 256);
-  EXPECT_TRUE(plan_for(32, 16, 4).tile);
-  EXPECT_EQ(plan_for(32, 16, 4).block, 192) << "float, d = 17-32 up to K = 64 where the staged kernel is planned";
-  EXPECT_EQ(plan_for(32, 16, 4).queue_threads, 192);
+  EXPECT_FALSE(plan_for(32, 16, 4).tile) << "float at width 32: not staged";
+  EXPECT_EQ(plan_for(32, 16, 4).block, 256) << "float, d = 32, K = 16: not staged, 256";
+  km::FusedConfig staged32;
+  staged32.staged = true;
+  EXPECT_EQ(plan_for(32, 16, 4, 227 * 1024, staged32).block, 192) << "float at width 32 where the staged kernel is forced";
+  EXPECT_EQ(plan_for(32, 16, 4, 227 * 1024, staged32).queue_threads, 192) << "the queues sized for the block chosen";
   EXPECT_FALSE(plan_for(32, 8, 4).tile);
   EXPECT_EQ(plan_for(32, 8, 4).block, 256);
   EXPECT_FALSE(plan_for(24, 16, 4).tile) << "d below its width: no staged kernel";
@@ -226,8 +218,7 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
               with_masks += p.cell_masks;
             }
   EXPECT_GT(tables, 100);
-  EXPECT_GT(with_xy, 0);
-  EXPECT_LT(with_xy, tables);
+  EXPECT_EQ(with_xy, 0) << "the ring holds its entries alone";
   EXPECT_GT(with_masks, 0);
   EXPECT_LT(with_masks, tables);
 }
@@ -252,7 +243,7 @@ TEST(DeltaPlan, OverridesAndLimits) {
   env.staged = false;
   EXPECT_EQ(plan_for(16, 16, 4, 227 * 1024, env).describe(), "d fixed, mma");
   env.staged.reset();
-  EXPECT_EQ(plan_for(8, 16, 4, 227 * 1024, env).describe(), "d fixed") << "no mma at width 8";
+  EXPECT_EQ(plan_for(8, 16, 4, 227 * 1024, env).describe(), "") << "no mma at width 8 (nor d fixed)";
   env.mma = false;
   EXPECT_EQ(plan_for(32, 64, 4, 227 * 1024, env).describe(), "d fixed");
   env = {};
@@ -272,12 +263,6 @@ TEST(DeltaPlan, OverridesAndLimits) {
   EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ball) << "without the table, Elkan's test at K > 32";
   env.cells = 256;
   EXPECT_EQ(plan_for(2, 16, 8, 227 * 1024, env).cells_side, 256);
-  env = {};
-  env.ring_xy = false;
-  EXPECT_FALSE(plan_for(2, 16, 8, 227 * 1024, env).ring_xy) << "ring_xy=0";
-  EXPECT_FALSE(plan_for(2, 16, 4, 227 * 1024, env).ring_xy);
-  env.ring_xy = true;
-  EXPECT_TRUE(plan_for(2, 64, 8, 227 * 1024, env).ring_xy) << "ring_xy=1: in double at 128 x 128 cells too";
   env = {};
   env.ball = false;
   EXPECT_FALSE(plan_for(1, 64, 8, 227 * 1024, env).ball);
@@ -490,24 +475,14 @@ TEST(FusedPlan, OnePassDecisions) {
           EXPECT_EQ(p.delta.bytes, delta.bytes);
           EXPECT_EQ(p.delta.block, delta.block);
         }
-  EXPECT_EQ(plan(16, 16, 8).bounds_after, 0.01) << "double";
-  EXPECT_EQ(plan(16, 16, 4).bounds_after, 0.0) << "float at d = 16";
-  EXPECT_EQ(plan(8, 16, 4).bounds_after, 0.01) << "float at width 8";
-  EXPECT_EQ(plan(2, 16, 4).bounds_after, 0.01);
-  EXPECT_EQ(plan(16, 16, 4, with("bounds_after=0.05")).bounds_after, 0.05);
-  EXPECT_EQ(plan(16, 16, 8, with("bounds_after=0")).bounds_after, 0.0);
-  EXPECT_EQ(plan(16, 16, 8, with("classic=1")).bounds_after, 0.0) << "the bounds are the delta kernel's";
-  EXPECT_EQ(field(plan(16, 16, 8), "bounds"), "after 0.01 moved (where room)");
-  EXPECT_EQ(field(plan(16, 16, 4), "bounds"), "no");
   EXPECT_EQ(plan(16, 16, 4).prefetch, 1);
   EXPECT_EQ(plan(16, 16, 8).prefetch, 0);
   EXPECT_EQ(plan(32, 64, 4).prefetch, 1) << "tensor-core scores at width 32";
-  EXPECT_EQ(plan(16, 16, 8, with("prefetch=2")).prefetch, 2);
+  EXPECT_EQ(plan(16, 16, 8, with("prefetch=1")).prefetch, 1);
   EXPECT_TRUE(plan(16, 16, 8, {}, device(90)).dependent_launch);
   EXPECT_FALSE(plan(16, 16, 8, {}, device(80)).dependent_launch) << "programmatic dependent launches need sm_90";
   EXPECT_FALSE(plan(16, 16, 8, with("dependent_launch=0"), device(90)).dependent_launch);
   EXPECT_FALSE(plan(16, 16, 8, with("launch_ahead=0")).launch_ahead);
-  EXPECT_FALSE(plan(16, 16, 8, with("early_release=0")).early_release);
   EXPECT_EQ(plan(16, 16, 8).float_copy_after, 0.25);
   EXPECT_EQ(plan(16, 16, 8, with("float_copy_after=1")).float_copy_after, 1.0);
 }

@@ -162,7 +162,7 @@ void check_variant_against_off(const std::string& field, const std::vector<Split
   // (the float copy in double, whose inertia is the clusters' algebraic sum, off unless it is the
   // variant: the others are compared bit for bit, inertia included)
   km::FusedConfig base;
-  km::apply_fused_config(base, "path=one-pass,bounds_after=0,float_copy=0," + also);
+  km::apply_fused_config(base, "path=one-pass,float_copy=0," + also);
   int call = 0;
   each_one_pass_case<T>(shapes, base, [&](const SplitShape& s, const km::Dataset<T>& data, const km::Params& p) {
     const bool uniform = call++ % 3 == 0;

@@ -135,4 +135,24 @@ struct DeltaTraits {
                 "the float copy's writer: the staged kernel in double reading x, d = 16, FMA scores");
 };
 
+// The features as flags, so that a variant is named without positional bools:
+// DeltaVariant<T, MAXD, PACK, U, kDeltaExact | kDeltaTile> is DeltaTraits with EXACT and TILE on.
+enum DeltaFeature : unsigned {
+  kDeltaBall = 1u << 0,
+  kDeltaBounds = 1u << 1,
+  kDeltaCells = 1u << 2,
+  kDeltaMma = 1u << 3,
+  kDeltaExact = 1u << 4,
+  kDeltaTile = 1u << 5,
+  kDeltaSorted = 1u << 6,
+  kDeltaShadow = 1u << 7,
+  kDeltaFill = 1u << 8,
+};
+
+template <class T, int MAXD, bool PACK, int U, unsigned F = 0>
+using DeltaVariant =
+    DeltaTraits<T, MAXD, PACK, U, (F & kDeltaBall) != 0, (F & kDeltaBounds) != 0, (F & kDeltaCells) != 0,
+                (F & kDeltaMma) != 0, (F & kDeltaExact) != 0, (F & kDeltaTile) != 0, (F & kDeltaSorted) != 0,
+                (F & kDeltaShadow) != 0, (F & kDeltaFill) != 0>;
+
 }  // namespace km::kernels

@@ -23,26 +23,24 @@ DeltaPlan plan_for_block(const DeltaShape& s, const FusedConfig& config) {
   if (!p.delta) return p;
   const std::size_t delta_bytes = delta_layout<std::size_t>(k, d, elem).bytes;
   p.bits = delta_index_bits(k);
-  // d filling its register width (4, 8, 16, 32): the kernel with d a constant; at d = 4 only up
-  // to K = 64, where it measured faster (H100, 256 MB: K = 16 0.95x in float, 0.97x in double;
-  // K = 1024 1.03x / 1.01x; plots/delta_exact_ab_h100.txt).
-  p.exact = maxd >= 4 && static_cast<int>(d) == maxd && (maxd > 4 || k <= 64) && config.fixed_width;
+  // d as a constant where it fills the register width 16 or 32 (H100, 256 MB: 0.90x the time at
+  // d = 16 in float, 0.64x in double, 0.91x at d = 32, K = 64 in float). At widths 4 and 8 it
+  // measured within 3% (d = 8, K = 16: 0.975x in float, 0.980x in double), so those run the kernel
+  // with d at run time (half as many instantiations).
+  p.exact = (maxd == 16 || maxd == 32) && static_cast<int>(d) == maxd && config.fixed_width;
   // The cell table at d = 2, K <= 64 (6_fused_delta.cuh, CELLS; cells.hpp): a lookup instead of
   // K scores for the objects of cells one centroid provably wins; u32 indices in its rings.
   if (d == 2 && k <= 64 && s.n < (std::size_t{1} << 32)) p.cells_side = config.cells ? *config.cells : cell_side_for(k, elem);
-  // Elkan's test before the scores where it measured faster: d <= 2 and 32 < K <= 64 (H200,
-  // 256 MB: K = 64 13-14% faster, K = 16 4-8% slower, d = 1, K = 2 30% slower;
-  // plots/delta_ball_ab_h200.txt); not with the cell table.
+  // Elkan's test before the scores where it measured faster: d <= 2 and 32 < K <= 64, without the
+  // cell table (H100, 2^25 x 1, K = 64: 0.61x the time in float, 0.64x in double; slower at
+  // K <= 16).
   p.ball_wanted = maxd <= 2 && k <= 64 && config.ball.value_or(k > 32);
   p.ball = p.cells_side == 0 && p.ball_wanted;
-  // The scores on the tensor cores (MMA) at register widths 16 and 32, K <= 64, where they
-  // measured faster (H100, 256 MB, 10 iterations; plots/delta_mma_ab_h100.txt): d = 17..32 above
-  // K = 16 (K = 64 0.63x the FMA scores' time in float, 0.71x in double; K = 32 0.81x / 0.88x;
-  // K = 16 level), d = 9..16 above K = 32 in float (K = 64 0.95x; K = 16 1.38x) and above K = 16
-  // in double (d = 12, K = 32 0.93x; K = 16 1.09x). In float also at d = 16 (d fixed) above K = 24
-  // (session 15, with its block of 256: K = 32 0.86x, K = 24 0.98x, K = 17 1.13x; d = 12, K = 32
-  // level, K = 20 1.29x; plots/delta_block_ab_s15_h100.txt), since session 30 from K = 24 (against
-  // the staged FMA scores there: 0.970-0.989x, K = 22 1.036x, K = 20 1.15x; plots/plan_d16_s30_h100.txt).
+  // The scores on the tensor cores (MMA) at register widths 16 and 32, K <= 64, where they measured
+  // faster than the FMA scores (H100, 256 MB, 10 iterations, 3 rounds): d = 32, K = 64 0.45x the
+  // time in float, 0.57x in double; d = 16, K = 64 0.64x / 0.61x; K = 32 0.86x / 0.81x. Level at
+  // K = 16, where they are off (in float from K = 24 at d = 16, against the staged FMA scores there:
+  // 0.97-0.99x; K = 20 1.15x).
   const bool mma_by_default =
       maxd == 32 ? k > 16 : elem == 8 ? k > 16 : k > 32 || (p.exact && maxd == 16 && k >= 24);
   p.queue_threads = std::min(s.block, kDeltaMaxThreads);
@@ -63,41 +61,18 @@ DeltaPlan plan_for_block(const DeltaShape& s, const FusedConfig& config) {
       p.bytes += 2 * side_bytes(p.cells_side);
       p.cell_masks = true;
     }
-    // The ring's coordinates beside its entries (6_fused_delta.cuh) up to K = 16, where they fit
-    // (H100, 2^24 x 2, against the ring without them: K = 16 0.98x the time in float, 0.97x in
-    // double, K = 32 level in double, plots/cells_ab_s21_h100.txt; since session 32's lean pass,
-    // H200: K = 16 0.974x in float, level in double; above K = 16 without them, 0.963x / 0.986x
-    // at K = 32 in float / double and 0.986x in float at K = 64, where they were on, and with them
-    // in double at K = 64 1.046x; plots/cells_xy_ab_s32_h200.txt).
-    // KMEANS_CELLS_XY=0|1: without them, or with them wherever they fit.
-    const std::size_t xy = delta_ring_xy_bytes(p.queue_threads, elem);
-    const bool xy_wanted = config.ring_xy ? *config.ring_xy : k <= 16;
-    if (xy_wanted && p.bytes + xy <= s.shared_optin) {
-      p.bytes += xy;
-      p.ring_xy = true;
-    }
+    // (The ring holds its entries alone: the ring with its objects' coordinates beside them
+    // measured 0.997-1.027x the time without them on an H100, 2^24 x 2, K = 16 and 32; not kept.)
   }
   // The staged loads (TILE) where d fills its width 16 or 32: each warp's next pass comes by
-  // cp.async into shared memory while it scores this one. By default only where they measured
-  // faster (H100, 10 iterations; plots/delta_tile_ab_h100.txt): 8 < K <= 16 at d = 32 (2^20
-  // objects, K = 16: 0.92-0.94x the time in float, 0.96x in double) and at d = 16 in double (2^21,
-  // K = 16: 0.94x, without the cap of 128 registers, under which it spilled and took 1.07x). Level
-  // at d = 16, K = 16 in float and K = 8 in double; slower at d = 16, K = 8 in float (1.10x),
-  // d = 32, K = 8 (1.02-1.08x), K = 64 (the buffers halve the blocks an SM holds) and d = 2 with the
-  // cell table (1.01-1.16x: 6 blocks an SM, not 8). Three buffers instead of two: slower at every
-  // shape tried (plots/delta_ring_mu_ab_s15_h100.txt). Since session 22 also at d = 16 in float up
-  // to K = 24, where the tensor-core scores take over (the kernel around the loads had changed
-  // since it measured level there: H100, 2^21 x 16, 3 rounds; plots/delta_tile_ab_s22_h100.txt):
-  // K = 12 0.91x the time, K = 16 0.95x (2^20 0.97x, 2^22 0.92x, 2^23 0.92x), K = 20 0.93x, K = 24
-  // 0.96x, K = 9 level, K = 8 still 1.06x; blocks of 256 (128 0.98x of none, 192 1.02x).
-  // Since session 30 the tensor-core scores at d = 16 in float are staged too up to K = 56 (against
-  // them unstaged, H100, 10 iterations, 3 rounds: 2^21 objects K = 28 0.97x, K = 32 0.97x, K = 40
-  // 0.96x, K = 48 0.95x, K = 56 0.95x; 2^22 K = 24 1.00x, K = 32 0.95x, K = 48 0.95x, K = 56 0.96x;
-  // 2^20 K = 32 1.00x, K = 48 0.95x; but K = 64 1.21x; plots/plan_d16_s30_h100.txt).
-  // The engine takes the staged kernel at launch only where n % 4 == 0 and the buffers are 16-byte
-  // aligned.
+  // cp.async into shared memory while it scores this one. Where they measured faster (H100, 2^21 x 16
+  // and 2^20 x 32, 10 iterations, 3 rounds): d = 16, 8 < K <= 16 (0.90x the time in float, 0.66x in
+  // double); in float up to K = 56 with the tensor-core scores (K = 32: 0.96x); d = 32, K <= 16 in
+  // double (0.94x). Not at d = 32 in float (K = 16: 1.88x the unstaged kernel's time), nor at
+  // d = 16, K = 32 in double (1.06x), nor with the cell table. The engine takes the staged kernel
+  // at launch only where n % 4 == 0 and the buffers are 16-byte aligned.
   const bool tile_by_default =
-      k > 8 && (maxd == 32 || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 56));
+      k > 8 && ((maxd == 32 && elem == 8) || maxd == 16) && (k <= 16 || (maxd == 16 && elem == 4 && k <= 56));
   const bool tile_wanted = config.staged.value_or(tile_by_default);
   if (tile_wanted && p.cells_side > 0) {
     // (with the cell table at d = 2: the buffers after it)
@@ -118,7 +93,7 @@ DeltaPlan plan_for_block(const DeltaShape& s, const FusedConfig& config) {
   // the fit) instead of x: a pass's objects are scored as in float, half the bytes staged, no
   // per-object centring, conversion or distance in double; the close calls and the movers read
   // their rows of x, and the iteration's inertia comes by algebra from Q, the objects' sum of
-  // |x - z|^2 (6_fused_delta.cuh, SHADOW; the copy written by FILL). KMEANS_DELTA_SHADOW=0|1.
+  // |x - z|^2 (6_fused_delta.cuh, SHADOW; the copy written by FILL). FusedConfig::float_copy.
   p.shadow = elem == 8 && maxd == 16 && p.tile && !p.mma && p.cells_side == 0 && p.bits > 0 && p.exact &&
              config.float_copy.value_or(true);
   if (p.shadow) {
@@ -143,28 +118,14 @@ DeltaPlan plan_delta(const DeltaShape& s, const FusedConfig& config) {
     capped.block = most;
     return plan_for_block(capped, config);
   }
-  // Without --block, the threads per block that measured faster (H100, 256 MB-class data, 10
-  // iterations, 128, 192 and 256 in one call; plots/delta_block_ab_s15_h100.txt): 256 in double
-  // (0.85-0.97x the time of 128 at K >= 32, level at K = 16) but for the staged d = 16 kernel
-  // (1.05x); in float 256 at d <= 2 (0.93-0.97x), at d 9-16 and at K > 64 (0.94-0.99x), 192 at
-  // d = 17-32 up to K = 64 (0.96-0.98x; 256 1.03-1.07x: the tensor-core and staged kernels at 168
-  // registers hold 12 warps an SM in two blocks of 192, 8 in one of 256) and 128 at d 3-8 up to
-  // K = 16 (256 1.00-1.04x, 192 1.09x). Since session 17 the kernels at width 32 in float but the
-  // staged one keep the centre in shared memory (6_fused_delta.cuh: kMuShared; with the
-  // tensor-core scores 126 registers, not 166), two blocks of 256 an SM: 256 there again
-  // (0.89-0.93x the time of 192 at d = 24-32, K = 32-64, 0.95x at d = 32, K = 8;
-  // plots/delta_mu_shared_ab_s17_h100.txt); 192 stays where the staged kernel is planned. Fewer,
-  // larger blocks pay where the warps an SM are the same: each block builds its tables and
-  // flushes its K d sums with global atomics. (Shared memory is sized for the block: plan it for
-  // 256 first, the most a smaller block needs, then for the block chosen.) Since session 31 the
-  // staged d = 16 kernel in double takes 192, not 128 (H200, 10 iterations, 3 rounds: 2^21 x 16,
-  // K = 16 0.982-0.984x the time in three calls, K = 12 0.988x, K = 10 0.994x, 2^20 0.976x, 2^22
-  // 0.991x; on an H100 in session 15, an older kernel, 1.006x; plots/plan_s31_h200.txt); since
-  // session 36, with the centre in shared memory (6_fused_delta.cuh: kMuShared; 128 registers, not
-  // 164), the default 256 again: 16 warps an SM, where 192 holds 12 (H200, 2^21 x 16, K = 16
-  // 0.975x the time of 192 with the centre in registers, 2^22 0.970x, K = 12 0.987x;
-  // plots/d16_double_mu_shared_s36_h200.txt). The kernels in double at width 32, K <= 64, not
-  // staged take 192 (delta_max_threads).
+  // Without --block, the threads per block that measured faster (256 MB-class data, 10 iterations,
+  // 128, 192 and 256 in one call): 256 in general (fewer, larger blocks pay where the warps an SM
+  // are the same: each block builds its tables and flushes its K d sums with global atomics); 128
+  // in float at d 3-8 up to K = 16 (256 1.00-1.04x the time, 192 1.09x); 192 in float at width 32
+  // where the staged kernel runs (two blocks of 192 hold 12 warps an SM at its 168 registers, one
+  // of 256 holds 8). The kernels in double at width 32, K <= 64, not staged take 192
+  // (delta_max_threads). (Shared memory is sized for the block: plan it for 256 first, the most a
+  // smaller block needs, then for the block chosen.)
   DeltaShape wide = s;
   wide.block = kernels::kDeltaMaxThreads;
   const DeltaPlan at256 = plan_for_block(wide, config);
@@ -269,11 +230,6 @@ FusedPlan plan_fused(const DeltaShape& s, const DeviceFacts& device, const Fused
   shape.shared_optin = device.shared_optin;
   p.delta = plan_delta(shape, config);
   const int maxd = km::kernels::fused_register_width(s.d);
-  // Hamerly's bounds from the second iteration after one where at most 1% of the objects moved:
-  // before, they cost more than they save. Not in float above d = 8, where they never paid (H200,
-  // 100 iterations: d = 16, K = 16 2% slower in all). Only for the whole problem on one device and
-  // where the device has room for them (the engine's after_setup).
-  p.bounds_after = p.delta.delta ? config.bounds_after.value_or(s.elem == 8 || maxd <= 8 ? 0.01 : 0.0) : 0.0;
   // The software prefetch of the next pass into L1: with the tensor-core scores at d 17-32 and
   // with the FMA scores in float at d 9-16 (H100, 2^21 x 16, K = 16: 0.97x the time; level or
   // slower elsewhere). Not for the staged or the bounds kernels.
@@ -281,7 +237,6 @@ FusedPlan plan_fused(const DeltaShape& s, const DeviceFacts& device, const Fused
   p.float_copy_after = config.float_copy_after.value_or(0.25);
   p.launch_ahead = config.launch_ahead;
   p.dependent_launch = config.dependent_launch && device.compute_capability >= 90;
-  p.early_release = config.early_release;
   return p;
 }
 
@@ -317,13 +272,10 @@ std::vector<std::pair<std::string, std::string>> FusedPlan::fields() const {
                                            : "no");
   if (delta.cells_side) {
     f.emplace_back("cell_masks", yes(delta.cell_masks));
-    f.emplace_back("ring_xy", yes(delta.ring_xy));
   }
-  f.emplace_back("bounds", bounds_after > 0 ? "after " + number(bounds_after) + " moved (where room)" : "no");
-  f.emplace_back("prefetch", prefetch == 0 ? "none" : prefetch == 1 ? "L1" : "L2");
+  f.emplace_back("prefetch", prefetch == 0 ? "none" : "L1");
   f.emplace_back("shared_bytes", std::to_string(delta.bytes));
   f.emplace_back("launch_ahead", launch_ahead ? (dependent_launch ? "yes, dependent launch" : "yes") : "no");
-  f.emplace_back("early_release", yes(early_release));
   return f;
 }
 

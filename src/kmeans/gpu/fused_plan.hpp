@@ -65,10 +65,9 @@ struct FusedPlan {
   const char* path_reason = "";     // why this path (the crossover's words)
   // One pass.
   DeltaPlan delta;                  // the delta kernel (delta.delta false: the classic kernel)
-  double bounds_after = 0;          // Hamerly's bounds once at most this fraction moved (0: never)
-  int prefetch = 0;                 // software prefetch of the next pass (0, 1 L1, 2 L2)
+  int prefetch = 0;                 // software prefetch of the next pass into L1 (0: none)
   double float_copy_after = 0.25;   // the float copy's kernel once at most this fraction moved
-  bool launch_ahead = true, dependent_launch = true, early_release = true;
+  bool launch_ahead = true, dependent_launch = true;
   // Tensor path.
   const char* scores = "";          // the tensor cores' instruction and precision of the scores
   bool tensor_copy = false;         // float: the centred TF32 copy (where room)
@@ -82,5 +81,8 @@ struct FusedPlan {
 // The one place a shape's handling is decided. `n` and `max_abs` may be 0 (for --list: any n,
 // data within 2^48).
 FusedPlan plan_fused(const DeltaShape& shape, const DeviceFacts& device, const FusedConfig& config);
+
+// This GPU's facts (without a GPU, an H100's; defined in fused/engine.cu, which has the CUDA runtime).
+DeviceFacts device_facts();
 
 }  // namespace km::gpu

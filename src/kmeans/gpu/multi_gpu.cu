@@ -182,6 +182,7 @@ class MultiGpuEngine final : public Engine<T> {
   void set_whole(const Whole& whole) override { whole_ = whole; }
   bool on_gpu() const override { return true; }
   std::string path() const override { return parts_[0].engine->path(); }
+  std::vector<std::pair<std::string, std::string>> plan() const override { return parts_[0].engine->plan(); }
   int block() const override { return parts_[0].engine->block(); }
   int gpus() const override { return static_cast<int>(parts_.size()); }
 

@@ -1,7 +1,6 @@
 // The definitions behind delta_kernels.hpp, included only by the per-precision instantiation files
-// (delta_kernels_float.cu, delta_kernels_double.cu). Each variant names the delta kernel's
-// template arguments once (6_fused_delta.cuh: <T, MAXD, PACK, U, BALL, BOUNDS, CELLS, MMA, EXACT,
-// TILE, SORTED, SHADOW, FILL>).
+// (delta_kernels_float.cu, delta_kernels_double.cu). Each variant the engine runs is a named
+// DeltaTraits (kernels/kmeans/fused/traits.cuh) below; the selectors return fused_delta<variant>.
 #pragma once
 
 #include "kernels/kmeans/6_fused_delta.cuh"
@@ -24,59 +23,81 @@ OnePassKernel<T> one_pass_kernel(int maxd, bool owner) {
   }
 }
 
+// The delta kernel's variants by name: DeltaTraits through DeltaVariant's feature flags
+// (kernels/kmeans/fused/traits.cuh), at a register width W (1, 2, 4, 8, 16, 32), with the
+// centroid's index packed into the scores (PACK, K <= 64) or not.
+namespace variant {
+
+using kernels::delta_unroll;
+using kernels::DeltaVariant;
+using kernels::kDeltaBall;
+using kernels::kDeltaCells;
+using kernels::kDeltaExact;
+using kernels::kDeltaFill;
+using kernels::kDeltaMma;
+using kernels::kDeltaShadow;
+using kernels::kDeltaSorted;
+using kernels::kDeltaTile;
+
+// FMA scores, no feature; Exact: d is W itself (no coordinate tested against d).
+template <class T, int W, bool PACK>
+using Plain = DeltaVariant<T, W, PACK, delta_unroll(W, sizeof(T))>;
+template <class T, int W, bool PACK>
+using Exact = DeltaVariant<T, W, PACK, delta_unroll(W, sizeof(T)), kDeltaExact>;
+// The staged loads (cp.async, two buffers a warp), d filling W (16 or 32); StagedMma: the scores on
+// the tensor cores.
+template <class T, int W, bool PACK>
+using Staged = DeltaVariant<T, W, PACK, delta_unroll(W, sizeof(T)), kDeltaExact | kDeltaTile>;
+template <class T, int W>
+using StagedMma = DeltaVariant<T, W, true, delta_unroll(W, sizeof(T)), kDeltaMma | kDeltaExact | kDeltaTile>;
+// The scores on the tensor cores (W 16 or 32, index packed); MmaExact: d is W itself.
+template <class T, int W>
+using Mma = DeltaVariant<T, W, true, delta_unroll(W, sizeof(T)), kDeltaMma>;
+template <class T, int W>
+using MmaExact = DeltaVariant<T, W, true, delta_unroll(W, sizeof(T)), kDeltaMma | kDeltaExact>;
+// In double at d = 16: the staged passes from the float copy of x - z (as many objects a lane as
+// float's: the passes read floats), and the staged kernel reading x that writes the copy.
+template <class T>
+using FromFloatCopy = DeltaVariant<T, 16, true, delta_unroll(16, 4), kDeltaExact | kDeltaTile | kDeltaShadow>;
+template <class T>
+using FloatCopyWriter = DeltaVariant<T, 16, true, delta_unroll(16, 8), kDeltaExact | kDeltaTile | kDeltaFill>;
+// Elkan's test first (W 1 or 2, index packed).
+template <class T, int W>
+using Elkan = DeltaVariant<T, W, true, delta_unroll(W), kDeltaBall>;
+// The cell table at d = 2: the general loop, the staged loads, the cells' sorted order.
+template <class T>
+using Cells = DeltaVariant<T, 2, true, delta_unroll(2), kDeltaCells>;
+template <class T>
+using CellsStaged = DeltaVariant<T, 2, true, delta_unroll(2), kDeltaCells | kDeltaTile>;
+template <class T>
+using CellsSorted = DeltaVariant<T, 2, true, delta_unroll(2), kDeltaCells | kDeltaSorted>;
+
+}  // namespace variant
+
 namespace detail {
 
-constexpr bool no = false, yes = true;
+using kernels::fused_delta;
+using namespace variant;
 
-// The plain kernel (FMA scores, no feature) at a width, with d fixed or not.
+// The plain kernel (FMA scores, no feature) at a width; at widths 16 and 32 with d fixed or not
+// (fused_plan.cpp: d fixed only where it fills width 16 or 32).
 template <class T, bool PACK>
 DeltaKernel<T> plain(int maxd, bool fixed) {
-  using kernels::delta_unroll;
-  using kernels::fused_delta;
-  constexpr std::size_t E = sizeof(T);
   switch (maxd) {
-    case 1: return fused_delta<T, 1, PACK, delta_unroll(1, E)>;
-    case 2: return fused_delta<T, 2, PACK, delta_unroll(2, E)>;
-    case 4:
-      return fixed ? fused_delta<T, 4, PACK, delta_unroll(4, E), no, no, no, no, yes>
-                   : fused_delta<T, 4, PACK, delta_unroll(4, E)>;
-    case 8:
-      return fixed ? fused_delta<T, 8, PACK, delta_unroll(8, E), no, no, no, no, yes>
-                   : fused_delta<T, 8, PACK, delta_unroll(8, E)>;
-    case 16:
-      return fixed ? fused_delta<T, 16, PACK, delta_unroll(16, E), no, no, no, no, yes>
-                   : fused_delta<T, 16, PACK, delta_unroll(16, E)>;
-    default:
-      return fixed ? fused_delta<T, 32, PACK, delta_unroll(32, E), no, no, no, no, yes>
-                   : fused_delta<T, 32, PACK, delta_unroll(32, E)>;
+    case 1: return fused_delta<Plain<T, 1, PACK>>;
+    case 2: return fused_delta<Plain<T, 2, PACK>>;
+    case 4: return fused_delta<Plain<T, 4, PACK>>;
+    case 8: return fused_delta<Plain<T, 8, PACK>>;
+    case 16: return fixed ? fused_delta<Exact<T, 16, PACK>> : fused_delta<Plain<T, 16, PACK>>;
+    default: return fixed ? fused_delta<Exact<T, 32, PACK>> : fused_delta<Plain<T, 32, PACK>>;
   }
 }
 
 template <class T, bool PACK>
 DeltaKernel<T> staged(int maxd, bool mma) {
-  using kernels::delta_unroll;
-  using kernels::fused_delta;
-  constexpr std::size_t E = sizeof(T);
   if constexpr (PACK)
-    if (mma)
-      return maxd == 16 ? fused_delta<T, 16, yes, delta_unroll(16, E), no, no, no, yes, yes, yes>
-                        : fused_delta<T, 32, yes, delta_unroll(32, E), no, no, no, yes, yes, yes>;
-  return maxd == 16 ? fused_delta<T, 16, PACK, delta_unroll(16, E), no, no, no, no, yes, yes>
-                    : fused_delta<T, 32, PACK, delta_unroll(32, E), no, no, no, no, yes, yes>;
-}
-
-template <class T, bool PACK>
-DeltaKernel<T> bounds(int maxd) {
-  using kernels::delta_bounds_unroll;
-  using kernels::fused_delta;
-  switch (maxd) {
-    case 1: return fused_delta<T, 1, PACK, delta_bounds_unroll(1), no, yes>;
-    case 2: return fused_delta<T, 2, PACK, delta_bounds_unroll(2), no, yes>;
-    case 4: return fused_delta<T, 4, PACK, delta_bounds_unroll(4), no, yes>;
-    case 8: return fused_delta<T, 8, PACK, delta_bounds_unroll(8), no, yes>;
-    case 16: return fused_delta<T, 16, PACK, delta_bounds_unroll(16), no, yes>;
-    default: return fused_delta<T, 32, PACK, delta_bounds_unroll(32), no, yes>;
-  }
+    if (mma) return maxd == 16 ? fused_delta<StagedMma<T, 16>> : fused_delta<StagedMma<T, 32>>;
+  return maxd == 16 ? fused_delta<Staged<T, 16, PACK>> : fused_delta<Staged<T, 32, PACK>>;
 }
 
 }  // namespace detail
@@ -93,26 +114,16 @@ DeltaKernel<T> delta_staged_kernel(int maxd, bool pack, bool mma) {
 
 template <class T>
 DeltaKernel<T> delta_mma_kernel(int maxd, bool fixed_width) {
-  using detail::no;
-  using detail::yes;
-  using kernels::delta_unroll;
   using kernels::fused_delta;
-  constexpr std::size_t E = sizeof(T);
-  if (maxd == 16)
-    return fixed_width ? fused_delta<T, 16, yes, delta_unroll(16, E), no, no, no, yes, yes>
-                       : fused_delta<T, 16, yes, delta_unroll(16, E), no, no, no, yes>;
-  return fixed_width ? fused_delta<T, 32, yes, delta_unroll(32, E), no, no, no, yes, yes>
-                     : fused_delta<T, 32, yes, delta_unroll(32, E), no, no, no, yes>;
+  using namespace variant;
+  if (maxd == 16) return fixed_width ? fused_delta<MmaExact<T, 16>> : fused_delta<Mma<T, 16>>;
+  return fixed_width ? fused_delta<MmaExact<T, 32>> : fused_delta<Mma<T, 32>>;
 }
 
 template <class T>
 DeltaKernel<T> delta_float_copy_kernel(int maxd) {
-  using detail::no;
-  using detail::yes;
   if constexpr (sizeof(T) == 8) {
-    // (as many objects a lane as float's: the passes read floats)
-    return maxd == 16 ? kernels::fused_delta<T, 16, yes, kernels::delta_unroll(16, 4), no, no, no, no, yes, yes, no, yes>
-                      : nullptr;
+    return maxd == 16 ? kernels::fused_delta<variant::FromFloatCopy<T>> : nullptr;
   } else {
     (void)maxd;
     return nullptr;
@@ -121,12 +132,8 @@ DeltaKernel<T> delta_float_copy_kernel(int maxd) {
 
 template <class T>
 DeltaKernel<T> delta_copy_writer_kernel(int maxd) {
-  using detail::no;
-  using detail::yes;
   if constexpr (sizeof(T) == 8) {
-    return maxd == 16 ? kernels::fused_delta<T, 16, yes, kernels::delta_unroll(16, 8), no, no, no, no, yes, yes, no,
-                                             no, yes>
-                      : nullptr;
+    return maxd == 16 ? kernels::fused_delta<variant::FloatCopyWriter<T>> : nullptr;
   } else {
     (void)maxd;
     return nullptr;
@@ -134,25 +141,17 @@ DeltaKernel<T> delta_copy_writer_kernel(int maxd) {
 }
 
 template <class T>
-DeltaKernel<T> delta_bounds_kernel(int maxd, bool pack) {
-  return pack ? detail::bounds<T, true>(maxd) : detail::bounds<T, false>(maxd);
-}
-
-template <class T>
 DeltaKernel<T> delta_elkan_kernel(int maxd) {
-  using detail::yes;
-  return maxd == 1 ? kernels::fused_delta<T, 1, yes, kernels::delta_unroll(1), yes>
-                   : kernels::fused_delta<T, 2, yes, kernels::delta_unroll(2), yes>;
+  using kernels::fused_delta;
+  return maxd == 1 ? fused_delta<variant::Elkan<T, 1>> : fused_delta<variant::Elkan<T, 2>>;
 }
 
 template <class T>
 DeltaKernel<T> delta_cells_kernel(bool staged, bool sorted) {
-  using detail::no;
-  using detail::yes;
-  constexpr int U = kernels::delta_unroll(2);
-  if (staged) return kernels::fused_delta<T, 2, yes, U, no, no, yes, no, no, yes>;
-  if (sorted) return kernels::fused_delta<T, 2, yes, U, no, no, yes, no, no, no, yes>;
-  return kernels::fused_delta<T, 2, yes, U, no, no, yes>;
+  using kernels::fused_delta;
+  if (staged) return fused_delta<variant::CellsStaged<T>>;
+  if (sorted) return fused_delta<variant::CellsSorted<T>>;
+  return fused_delta<variant::Cells<T>>;
 }
 
 // Every selector for one precision (delta_kernels_<T>.cu).
@@ -163,7 +162,6 @@ DeltaKernel<T> delta_cells_kernel(bool staged, bool sorted) {
   template DeltaKernel<T> delta_mma_kernel<T>(int, bool);                \
   template DeltaKernel<T> delta_float_copy_kernel<T>(int);               \
   template DeltaKernel<T> delta_copy_writer_kernel<T>(int);              \
-  template DeltaKernel<T> delta_bounds_kernel<T>(int, bool);             \
   template DeltaKernel<T> delta_elkan_kernel<T>(int);                    \
   template DeltaKernel<T> delta_cells_kernel<T>(bool, bool);
 

@@ -47,10 +47,6 @@ DeltaKernel<T> delta_float_copy_kernel(int maxd);
 template <class T>
 DeltaKernel<T> delta_copy_writer_kernel(int maxd);
 
-// With Hamerly's bounds (no Elkan test).
-template <class T>
-DeltaKernel<T> delta_bounds_kernel(int maxd, bool pack);
-
 // With Elkan's test first (widths 1 and 2, index packed).
 template <class T>
 DeltaKernel<T> delta_elkan_kernel(int maxd);

@@ -85,6 +85,9 @@ class FusedEngine final : public Engine<T> {
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
   int block() const override { return path_ ? path_->block() : 0; }
+  std::vector<std::pair<std::string, std::string>> plan() const override {
+    return path_ ? path_->plan() : std::vector<std::pair<std::string, std::string>>{};
+  }
   std::string path() const override {
     const std::string more = path_ ? path_->path() : "";
     return more.empty() ? path_name_ : std::string(path_name_) + ", " + more;

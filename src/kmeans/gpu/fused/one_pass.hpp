@@ -1,6 +1,6 @@
 // fused's one-pass path (docs/fused.md): the engine around the delta kernel
 // (kernels/kmeans/6_fused_delta.cuh). Its set-up (the plan's kernels, launch shapes, the cell
-// table, the bounds, the float copy) is one_pass_setup.cu; its iterations (the launch-ahead
+// table, the float copy) is one_pass_setup.cu; its iterations (the launch-ahead
 // protocol with kernels/kmeans/fused/protocol.cuh, each launch's arguments, the final E-step)
 // one_pass_iterate.cu.
 #pragma once
@@ -20,9 +20,6 @@
 
 namespace km::gpu {
 
-// This GPU's facts for the plan (without a GPU, an H100's; engine.cu).
-DeviceFacts device_facts();
-
 template <class T>
 class FusedOnePass final : public DeviceUpdateEngine<T> {
  public:
@@ -33,7 +30,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // sector in each of d rows of x [d][n]; after_setup frees it where the copy is not made.
   // Kept only where the device has room for as much again beside it (the copy, the bounds, the
   // initialisation's buffers, which the upload's check counted on its going) and no cap was
-  // given. KMEANS_DELTA_ROWS=0: from x [d][n] as before.
+  // given (FusedConfig::copy_rows off: from x [d][n]).
   bool keep_rows(std::size_t d) const override;
 
   // The whole problem here and in device memory: one launch per iteration, the update in its
@@ -44,10 +41,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // driver will (driver.cpp: should_stop) and leaves in gate_: where it says stop, the next kernel
   // returns at once, touching nothing. So the device never waits for the host between iterations
   // (the host's wake-up, its launch and the launch's latency: 4-8 us an iteration on an H100,
-  // where the lab's iterations take 90-180 us). Not while Hamerly's bounds run or would start
-  // with the next kernel (their start is decided from the iteration before last, so that the
-  // decision is the same either way), nor where the counters are not mapped.
-  // KMEANS_LAUNCH_AHEAD=0: never.
+  // where the lab's iterations take 90-180 us). Not where the counters are not mapped
+  // (FusedConfig::launch_ahead off: never).
   //
   // The launched-ahead kernel (and at d = 2 the cell table's before it) goes as a programmatic
   // dependent launch: its blocks start as the last kernel's leave, ask their first pass of x into
@@ -56,14 +51,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // but for a flag its last block sets once the centroids, the gate, the tallies and the done
   // count are written, before its counters go to the host (release/acquire at GPU scope, as
   // cooperative groups' grid barrier: 0.98-0.99x the time at d = 16 and 32, level at d = 2,
-  // where the delta kernel still waits for the cell table's kernel to end;
-  // KMEANS_EARLY_RELEASE=0: the kernel's end). No event goes between the kernels (one would serialise them again): the host
+  // where the delta kernel still waits for the cell table's kernel to end). No event goes between
+  // the kernels (one would serialise them again): the host
   // spins on the counters' sequence number and times the kernel phase from the kernels'
   // %globaltimer stamps, from the last kernel's end to this one's (its start where it was not
   // launched ahead). H100, 10 iterations, wall per iteration against events and no PDL:
-  // 0.93-0.98x on the lab's rows (plots/lab_rows_s19_h100.txt, delta_pdl_ab_s19_h100.txt).
-  // KMEANS_PDL=0: plain launches; KMEANS_PDL_PREFETCH=N: the first N passes prefetched (1; 0:
-  // none); KMEANS_ITERATION_EVENTS=1: events around each kernel (and with them no overlap).
+  // 0.93-0.98x on the lab's rows (FusedConfig::dependent_launch off: plain launches;
+  // iteration_events: events around each kernel, and with them no overlap).
   void iterate(IterationStats& stats) override;
 
   // An iteration's inertia summed from the objects, about the centroids its last block left in
@@ -73,16 +67,9 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
 
   // Whether iteration `it` + 1 can be queued before iteration `it`'s counters are read.
   bool ahead_allowed(int it) const {
-    return ahead_wanted_ && mapped_ && it < this->params_.loops && !bounds_live_ && !bounds_start(it + 1);
+    return ahead_wanted_ && mapped_ && it < this->params_.loops;
   }
 
-  // Hamerly's bounds start with iteration `it` once few objects moved (bounds_after_ of them) in
-  // the iteration before last (so that the decision is known when `it` is launched ahead); that
-  // iteration scores every object and rebuilds the q sums from them.
-  bool bounds_start(int it) const {
-    const std::size_t before_last = it >= 3 ? changed_log_[static_cast<std::size_t>(it - 2)] : this->n_;
-    return bounds_ && !bounds_live_ && static_cast<double>(before_last) <= bounds_after_ * static_cast<double>(this->n_);
-  }
 
   // Queues iteration `it`'s kernel (gated: it returns at once where the last one said stop) and
   // the events around it, its counters going to slot it % 2.
@@ -93,20 +80,16 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // tens of microseconds) whether a kernel failed or all ended without it.
   void wait_counters(const typename GpuEngine<T>::Counters* host, unsigned long long want);
 
-  // The q sums and drift tables from zero, z = the current centroids' mean (a point among the
-  // data, so that the q sums, and the inertia's cancellation, stay small).
-  void start_bounds();
 
   // The float copy is written by the kernel of the iteration before the first that could read it
   // (FILL: the staged kernel reading x stores the x'' it forms anyway, its centre the copy's z,
   // and sums Q): the third, or the second where shadow_after_ >= 1 (shadow_on: the copy cannot
   // run at the third otherwise, the first iteration moving every object). By default only with
   // at least 3 iterations left after it. The writer costs ~the copy's write, 0.016-0.018 ms at
-  // 2^21 x 16, K = 16 (H200, plots/float_copy_fill_s38_h200.txt), about what one iteration with
-  // the copy saves; session 37's copy made between two iterations (reading x again) cost ~0.17
-  // ms and needed 14 iterations left.
+  // 2^21 x 16, K = 16 (H200), about what one iteration with the copy saves; a copy made between two
+  // iterations (reading x again) cost ~0.17 ms and needed 14 iterations left.
   bool fill_start(int it) const {
-    if (!shadow_ || shadow_made_ || shadow_over_ || bounds_live_) return false;
+    if (!shadow_ || shadow_made_ || shadow_over_) return false;
     if (it != (shadow_after_ >= 1 ? 2 : 3)) return false;
     return shadow_forced_ || this->params_.loops - it >= 3;
   }
@@ -117,7 +100,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // x as well. Once stopped (the bounds took over, or an algebraic inertia's bound failed) it
   // stays off.
   bool shadow_on(int it) const {
-    if (!shadow_made_ || shadow_live_ || shadow_over_ || bounds_live_ || it < 3) return false;
+    if (!shadow_made_ || shadow_live_ || shadow_over_ || it < 3) return false;
     const std::size_t before_last = changed_log_[static_cast<std::size_t>(it - 2)];
     return static_cast<double>(before_last) <= shadow_after_ * static_cast<double>(this->n_);
   }
@@ -125,6 +108,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // The report's path after "one-pass": the delta kernel's variant where it is not the plain one
   // ("d fixed", "mma", "cells", "lean", "sorted"), after "streamed" where the data are.
   std::string path() const override;
+  std::vector<std::pair<std::string, std::string>> plan() const override { return plan_.fields(); }
 
   // the one-pass kernel's threads per block (the staged kernel's where it ran)
   int block() const override { return delta_ && tile_used_ ? tile_block_ : block_; }
@@ -148,11 +132,11 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   // inertia follows from those sums, so its objects are not read. The labels go back to the
   // objects' order after the final E-step (assign). Where the copies fit beside the rest (no
   // --device-memory cap: the cap stays the cap) and the lean dynamic passes run (launch_delta);
-  // Hamerly's bounds not with it. By default where the cells hold 1024 objects each on average
+  // By default where the cells hold 1024 objects each on average
   // (8 chunks): H200, 10 iterations, at 1024 a cell 0.83x the time in double, 0.93x in float
   // (2^22 x 2, K = 16), 0.79x / 0.87x (2^24 x 2, K = 64); at 256 a cell, where about half a cell's
   // objects lie in its shared chunks, 1.15x / 1.15x (2^20 x 2, K = 16) and 1.11x / 1.04x (2^22 x 2,
-  // K = 64) slower (plots/sorted_ab_s34_h200.txt). KMEANS_CELLS_SORTED=0: never; =1: wherever it can.
+  // K = 64) slower. FusedConfig::sorted: off, or on wherever it can.
   void start_sorted();
 
   kernels::DeltaPass delta_pass() const;
@@ -181,15 +165,13 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   void assign(bool accumulate) override;
 
   OnePassKernel<T> kernel_ = nullptr;
-  DeltaKernel<T> delta_kernel_ = nullptr, bounds_kernel_ = nullptr, sorted_kernel_ = nullptr;
+  DeltaKernel<T> delta_kernel_ = nullptr, sorted_kernel_ = nullptr;
   DeltaKernel<T> tile_kernel_ = nullptr;  // the staged loads' kernel, where they apply (prepare)
   std::size_t tile_bytes_ = 0;
   unsigned tile_offset_ = 0;  // (with the cell table: the buffers' start)
   int tile_grid_ = 1, tile_block_ = 128;
   bool tile_used_ = false;  // the last launch took it (the report's path: "staged")
-  // bounds_: the buffers are there and the bounds may start; bounds_live_: they have.
-  bool delta_ = false, bounds_wanted_ = false, bounds_ = false, bounds_live_ = false;
-  double bounds_after_ = 0.01;
+  bool delta_ = false;
   std::vector<std::size_t> changed_log_;  // objects moved in iteration i (0: n)
   // Launching ahead (iterate): each iteration's events and counters in slot it % 2 (the second's
   // pinned copy is ahead_counters_), the stop rule's verdict for the next kernel in gate_.
@@ -197,7 +179,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
     cuda::EventPair kernel;
     typename GpuEngine<T>::Counters* host = nullptr;    // where the host reads them
     typename GpuEngine<T>::Counters* mapped = nullptr;  // the device's view (null: not mapped)
-    bool bounds = false;  // the kernel ran with Hamerly's bounds
     bool ahead = false;   // queued behind the last iteration's kernel
     bool sorted = false;  // in the cells' sorted order (its skipped objects counted)
     bool shadow = false;  // the staged kernel from the float copy (its inertia by algebra)
@@ -207,14 +188,15 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   unsigned long long seq_ = 0, last_end_ns_ = 0;
   bool events_ = false;  // events around each iteration's kernel (else the device's stamps)
   bool dependent_wanted_ = true, dependent_now_ = false;
-  int prefetch_first_ = 1;  // passes
+  // The launched-ahead kernel prefetches its first pass into L2 while it waits (without: 1.02-1.03x
+  // the time on the lab rows, H100).
+  static constexpr int kPrefetchFirst = 1;
   cuda::PinnedSlot<typename GpuEngine<T>::Counters> ahead_counters_;
   DeviceBuffer<unsigned> gate_;
   // Released early (6_fused_delta.cuh: DeltaPass::release): the flag, the value the last kernel
   // launched releases it with.
   DeviceBuffer<unsigned> release_;
   unsigned release_seq_ = 0, last_release_ = 0;
-  bool early_release_ = true;
   bool dynamic_chunks_ = true;           // the staged kernel's passes taken as the warps come to them
   FusedPlan plan_;                       // this shape's plan (prepare)
   DeviceBuffer<unsigned> chunks_;        // their counters (kernels::kDeltaChunkCounters)
@@ -233,14 +215,8 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   bool ahead_ = false;  // the next iteration's kernel is queued
   bool ahead_wanted_ = true;
   double stop_changed_ = 0, stop_shift_ = -1;  // the driver's stop rule's limits (stop_limits)
-  std::size_t bounds_bytes_ = 0;
-  int bounds_grid_ = 1, bounds_block_ = 128;
-  float kap_up_ = 1, kap_dn_ = 1;
   double q_guard_ = 1e-11;
-  DeviceBuffer<float2> bounds_buf_;
-  DeviceBuffer<float> drift_;
-  DeviceBuffer<unsigned long long> held_q_;
-  DeviceBuffer<double> z_, inertia_parts_, previous_;
+  DeviceBuffer<double> inertia_parts_, previous_;  // the float copy's algebraic inertia
   // SHADOW (6_fused_delta.cuh): the staged kernel in double from a float copy of x - z. shadow_:
   // the copy's room is there; shadow_made_: its writer (FILL) is queued; shadow_live_: the
   // copy's kernel runs (from the iteration after the writer until the bounds start or an
@@ -251,7 +227,7 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   std::size_t shadow_bytes_ = 0;
   bool shadow_ = false, shadow_live_ = false, shadow_ran_ = false, shadow_over_ = false, shadow_made_ = false;
   double shadow_after_ = 0.25;
-  bool shadow_forced_ = false;  // KMEANS_DELTA_SHADOW_AFTER given: no rule on the iterations left
+  bool shadow_forced_ = false;  // FusedConfig::float_copy_after given: no rule on the iterations left
   DeviceBuffer<float> shadow_x_;
   DeviceBuffer<unsigned long long> shadow_q_;  // the copy's Q (fill_q, then held_q[0])
   DeviceBuffer<double> shadow_z_;              // the copy's z (fill_z, then z)

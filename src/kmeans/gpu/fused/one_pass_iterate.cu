@@ -50,9 +50,9 @@ void FusedOnePass<T>::iterate(IterationStats& stats) {
   stats.shift = counters.shift;
   stats.inertia = static_cast<double>(static_cast<long long>(counters.inertia)) * this->inertia_inv_scale_;
   stats.rechecked = static_cast<std::int64_t>(counters.queued[0]);
-  // Counted when the table was built (the bounds' kernel has none).
-  if (cells_live_ && !slot.bounds) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
-  if (mma_ && !slot.bounds) stats.rescored = static_cast<std::int64_t>(counters.rescored);
+  // (counted when the table was built)
+  if (cells_live_) stats.looked_up = static_cast<std::int64_t>(counters.looked_up);
+  if (mma_) stats.rescored = static_cast<std::int64_t>(counters.rescored);
   if (slot.sorted) stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
   changed_log_.push_back(static_cast<std::size_t>(stats.changed));
   if (ahead_) {
@@ -61,7 +61,7 @@ void FusedOnePass<T>::iterate(IterationStats& stats) {
       throw DeviceError("--impl=fused: the kernel's stop rule disagrees with the driver's");
   }
   if (slot.shadow && counters.inertia == kernels::kInertiaUnsure) {
-    // The float copy's algebraic inertia failed its bound (as the bounds' can, below): this
+    // The float copy's algebraic inertia failed its bound: this
     // iteration's from the objects, and the staged kernel from x from here on. Its last block
     // gated the kernel launched ahead, which returned touching nothing (6_fused_delta.cuh:
     // gate_out), so the labels are this iteration's; the next iteration is launched again.
@@ -69,14 +69,6 @@ void FusedOnePass<T>::iterate(IterationStats& stats) {
     shadow_live_ = false;
     shadow_over_ = true;
     ahead_ = false;
-  }
-  if (!slot.bounds) return;
-  stats.skipped = static_cast<std::int64_t>(counters.queued[1]);
-  if (counters.inertia == kernels::kInertiaUnsure) {
-    // The algebraic inertia's bound failed (clusters far tighter than their distance from z):
-    // this iteration's from the objects, and no bounds from here on.
-    inertia_from_objects(stats);
-    bounds_ = bounds_live_ = false;
   }
 }
 
@@ -121,12 +113,6 @@ void FusedOnePass<T>::launch_iteration(int it, bool gated) {
     p.rescored = tallies_.get() + 5;
     p.rescored_out = &out->rescored;
   }
-  const bool start = bounds_start(it);
-  if (start) {
-    shadow_over_ = shadow_over_ || shadow_live_;
-    shadow_live_ = false;  // (the bounds' kernel reads x, with q sums and z of its own)
-    start_bounds();
-  }
   // The copy from the iteration after its writer (fill_start, which reads x as before) once few
   // objects move (shadow_on).
   if (shadow_on(it)) shadow_live_ = true;
@@ -136,8 +122,7 @@ void FusedOnePass<T>::launch_iteration(int it, bool gated) {
     p.fill_q = shadow_q_.get();
     shadow_made_ = true;
   }
-  slot.bounds = bounds_live_;
-  slot.shadow = shadow_live_ && !bounds_live_;
+  slot.shadow = shadow_live_;
   if (slot.shadow) {
     p.shadow = shadow_x_.get();
     if constexpr (sizeof(T) == 8) p.rows = this->rows_.get();  // (null: the movers' rows from x)
@@ -148,20 +133,7 @@ void FusedOnePass<T>::launch_iteration(int it, bool gated) {
     p.q_guard = q_guard_;
     shadow_ran_ = true;
   }
-  if (bounds_live_) {
-    p.rebuild = start;
-    p.bounds = bounds_buf_.get();
-    p.drift = drift_.get();
-    p.kap_up = kap_up_;
-    p.kap_dn = kap_dn_;
-    p.held_q = held_q_.get();
-    p.z = z_.get();
-    p.inertia_parts = inertia_parts_.get();
-    p.previous = previous_.get();
-    p.skipped = tallies_.get() + 3;
-    p.skipped_out = &out->queued[1];
-    p.q_guard = q_guard_;
-  } else if (sorted_live_) {
+  if (sorted_live_) {
     // (the objects of the cells whose label held, counted by the table's kernel)
     p.skipped = tallies_.get() + 3;
     p.skipped_out = &out->queued[1];
@@ -176,8 +148,8 @@ void FusedOnePass<T>::launch_iteration(int it, bool gated) {
   }
   slot.ahead = gated;
   dependent_now_ = dependent_wanted_ && gated;
-  p.prefetch_first = dependent_now_ ? prefetch_first_ : 0;
-  if (early_release_) {
+  p.prefetch_first = dependent_now_ ? kPrefetchFirst : 0;
+  {
     p.release = release_.get();
     p.release_value = ++release_seq_;
     p.acquire_value = dependent_now_ ? last_release_ : 0u;
@@ -243,14 +215,6 @@ kernels::DeltaPass FusedOnePass<T>::delta_pass() const {
 
 template <class T>
 void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
-  if (p.bounds) {
-    if (sorted_live_) throw DeviceError("--impl=fused: Hamerly's bounds with the cells' sorted order");
-    bounds_kernel_<<<bounds_grid_, bounds_block_, bounds_bytes_, this->stream_>>>(
-        this->x_.get(), this->centroids_.get(), static_cast<std::int64_t>(this->n_), static_cast<int>(this->d_),
-        static_cast<int>(this->k_), this->labels_.get(), p);
-    CUDA_CHECK_LAUNCH();
-    return;
-  }
   kernels::DeltaPass q = p;
   if (mma_) {
     q.factor = mma_factor_;
@@ -262,7 +226,7 @@ void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
     // This iteration's table from the centroids the last iteration left, a warp per cell (ncu,
     // H100, 64 x 64 cells, K = 16: 5.0 us with its launch, a thread per cell 7.1-7.5 us, its K
     // dependent steps in double, whether 16 blocks or 128 held them; the iteration's time level
-    // within 1%: plots/delta_tile_ab_h100.txt).
+    // within 1%).
     const int cells = cells_side_ * cells_side_;
     // SORTED: the table's kernel lists the chunks to read where the lean dynamic passes run
     // (they alone read the list; DeltaPass::work), the labels following the last table.
@@ -308,8 +272,8 @@ void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
             staged_block = q.shadow ? shadow_block_ : q.fill_out ? fill_block_ : tile_block_;
   // The staged kernel's warps take their passes as they come to them, in double and in float at
   // register width 32 (6_fused_delta.cuh: DeltaPass::chunks, kDynamic) where a last block resets
-  // the counts; null (where after_setup allocated no counters, or KMEANS_DELTA_DYNAMIC=0): a
-  // fixed share a warp.
+  // the counts; null (where after_setup allocated no counters, or FusedConfig::dynamic_chunks
+  // off): a fixed share a warp.
   q.chunks = tile_used_ && cells_side_ == 0 && q.done && dynamic_chunks_ &&
                      (sizeof(T) == 8 || kernels::fused_register_width(this->d_) == 32) &&
                      kernels::delta_chunks_dynamic(staged_grid, staged_block)
@@ -317,12 +281,12 @@ void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
                  : nullptr;
   // The cell table's lean passes (6_fused_delta.cuh): whole 16-byte loads of a lane's objects
   // (for any n: the second coordinate's row one load a value where it is not aligned).
-  // KMEANS_CELLS_LEAN=0: the general loop alone (A/B runs).
+  // (FusedConfig::lean_cells off: the general loop alone.)
   q.vector_cells = lean_cells_ && q.cells && !tile_used_ && aligned(x) && aligned(labels) &&
                    (sizeof(T) == 8 || this->inertia_scale_ < 0x1p126);
   lean_used_ = q.vector_cells;
   // The lean passes likewise (6_fused_delta.cuh: kLeanDynamic; H100, 2^24 x 2: 0.97x the time
-  // at K = 16 and 64 in double, plots/prologue_ab_s23_h100.txt).
+  // at K = 16 and 64 in double).
   if (q.vector_cells && !tile_used_ && q.done && dynamic_chunks_ && chunks_.get() &&
       kernels::delta_chunks_dynamic(grid_, block_))
     q.chunks = chunks_.get();
@@ -346,8 +310,6 @@ void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
 
 template <class T>
 void FusedOnePass<T>::assign(bool accumulate) {
-  // The kernel below keeps neither the bounds nor the q sums: none from here on.
-  bounds_ = bounds_live_ = false;
   if (delta_) {
     // SORTED: a launched-ahead table's kernel whose delta kernel the gate stopped left its list
     // and tallies; this E-step reads every chunk (no list without `done`), then the labels go

@@ -1,5 +1,5 @@
 // fused's one-pass path, its set-up (one_pass.hpp): the plan's kernels and launch shapes, the
-// buffers, the cell table, Hamerly's bounds and the float copy.
+// buffers, the cell table and the float copy.
 #include <algorithm>
 #include <cfloat>
 #include <cstdio>
@@ -22,25 +22,6 @@ template <class T>
 bool FusedOnePass<T>::keep_rows(std::size_t d) const {
   return sizeof(T) == 8 && d == 16 && this->params_.fused.copy_rows && this->params_.device_memory == 0 &&
          device_budget(0) >= this->n_ * d * sizeof(T) + (256ull << 20);
-}
-
-template <class T>
-void FusedOnePass<T>::start_bounds() {
-  const std::size_t k = this->k_, d = this->d_;
-  CUDA_CHECK(cudaMemsetAsync(drift_.get(), 0, (k + 1) * sizeof(float), this->stream_));
-  CUDA_CHECK(cudaMemsetAsync(held_q_.get(), 0, k * sizeof(unsigned long long), this->stream_));
-  std::vector<T> now(k * d);
-  CUDA_CHECK(cudaMemcpyAsync(now.data(), this->centroids_.get(), now.size() * sizeof(T), cudaMemcpyDeviceToHost,
-                             this->stream_));
-  CUDA_CHECK(cudaStreamSynchronize(this->stream_));
-  std::vector<double> z(d, 0.0);
-  for (std::size_t j = 0; j < d; ++j) {
-    for (std::size_t c = 0; c < k; ++c) z[j] += static_cast<double>(now[j * k + c]);
-    z[j] /= static_cast<double>(k);
-  }
-  CUDA_CHECK(cudaMemcpyAsync(z_.get(), z.data(), d * sizeof(double), cudaMemcpyHostToDevice, this->stream_));
-  CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // z's host copy goes out of scope
-  bounds_live_ = true;
 }
 
 template <class T>
@@ -137,32 +118,6 @@ std::size_t FusedOnePass<T>::prepare(const Dataset<T>& data) {
     // The fallback runs with the same launch (its grid-stride loop takes any grid), so it may
     // need the same opt-in: above 48 KB at 128 x 128 cells and 256 threads.
     if (cells_side_) cuda::opt_in_shared(cells_fallback_, bytes_, "--impl=fused");
-    // Hamerly's bounds (6_fused_delta.cuh, BOUNDS), from the second iteration after one where
-    // at most 1% of the objects moved (bounds_start): before, they cost more than they save. Not by default
-    // in float above d = 8, where they never paid (H200, 100 iterations: d = 16, K = 16
-    // 2% slower in all; plots/delta_bounds_ab_h200.txt). KMEANS_DELTA_BOUNDS=0 never, =1
-    // from the first iteration, =F after at most F of the objects moved. Only for the whole
-    // problem on one device (the bounds follow the drift the last block applies), and only
-    // with room for them (after_setup).
-    bounds_after_ = plan_.bounds_after;
-    const int threads = std::min(this->params_.block, kernels::kDeltaThreads);
-    bounds_bytes_ = (delta_bytes + 15) / 16 * 16 + kernels::delta_bounds_bytes(maxd, threads, this->k_, sizeof(T));
-    bounds_wanted_ = !use_ball && bounds_after_ > 0 &&
-                     data.n == this->whole_.n && data.n < (std::size_t{1} << 32) &&  // u32 indices in its ring
-                     bounds_bytes_ <= gpu.shared_optin;
-    if (bounds_wanted_) {
-      const int main_block = block_, main_grid = grid_;
-      bounds_kernel_ = delta_bounds_kernel<T>(maxd, bits_ > 0);
-      threads_wanted = this->params_.block;
-      occupancy_grid(bounds_kernel_, bounds_bytes_, kernels::kDeltaThreads,
-                     static_cast<std::size_t>(kernels::delta_bounds_unroll(maxd)));
-      bounds_block_ = block_;
-      bounds_grid_ = grid_;
-      block_ = main_block;
-      grid_ = main_grid;
-      kernels::hamerly_kappa(this->d_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, kap_up_, kap_dn_);
-      q_guard_ = this->params_.fused.guard;
-    }
     const kernels::FilterBound b = kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
     factor_ = static_cast<float>(b.factor);
     tiny_ = static_cast<float>(b.tiny);
@@ -175,7 +130,6 @@ std::size_t FusedOnePass<T>::prepare(const Dataset<T>& data) {
     dist_factor_ = exact_addends ? 0.0f : static_cast<float>(ab.factor);
     dist_tiny_ = exact_addends ? INFINITY : static_cast<float>(ab.tiny);
     dist_eta_ = exact_addends ? 0.0f : static_cast<float>(ab.eta_test);
-    // (the bounds kernel scores with FMAs: the narrower factor above)
     // (its TF32 term each block's own, from its centroids' roundings: margin.hpp, mma_root2)
     mma_factor_ = static_cast<float>(
         kernels::filter_bound(this->d_, bits_, sizeof(T) == 8 ? 0x1p-53 : 0x1p-24, true).factor);
@@ -221,25 +175,7 @@ void FusedOnePass<T>::after_setup() {
     chunks_ = this->template device_buffer<unsigned>(kernels::kDeltaChunkCounters * kernels::kDeltaChunkStride);
     CUDA_CHECK(cudaMemsetAsync(chunks_.get(), 0, chunks_.size() * sizeof(unsigned), this->stream_));
   }
-  // Hamerly's bounds: 8 bytes per object, where the device has room for them beside the rest
-  // and no --device-memory cap was given (as the tensor path's copy: the cap stays the cap).
   const std::size_t n = this->n_, k = this->k_, d = this->d_;
-  // (The row-major upload, where kept, counts as room here: it goes before anything is refused
-  // for want of it.)
-  const std::size_t rows_bytes = this->rows_.get() ? this->rows_.size() * sizeof(T) : 0;
-  bounds_ = bounds_wanted_ && this->whole_.n == n && !this->streamed() && this->params_.device_memory == 0 &&
-            device_budget(0) + rows_bytes >= n * sizeof(float2) + (64ull << 20);
-  if (bounds_ && device_budget(0) < n * sizeof(float2) + (64ull << 20)) this->rows_ = DeviceBuffer<T>();
-  if (bounds_) {
-    bounds_buf_ = this->template device_buffer<float2>(n);
-    drift_ = this->template device_buffer<float>(k + 1);
-    held_q_ = this->template device_buffer<unsigned long long>(k);
-    z_ = this->template device_buffer<double>(d);
-    inertia_parts_ = this->template device_buffer<double>(2 * k);
-    previous_ = this->template device_buffer<double>(k * d);
-    // Read in the first bounds iteration (which scores every object) but not used.
-    CUDA_CHECK(cudaMemsetAsync(bounds_buf_.get(), 0, n * sizeof(float2), this->stream_));
-  }
   // The float copy of x - z (SHADOW): 4 d bytes per object, likewise where the device has room
   // for it and no cap was given, for the staged kernel's data (n % 4 == 0, x and the labels
   // 16-byte aligned), n d within the copy kernel's and the kernel's 64-bit indices.
@@ -258,26 +194,22 @@ void FusedOnePass<T>::after_setup() {
     shadow_q_ = this->template device_buffer<unsigned long long>(1);
     shadow_z_ = this->template device_buffer<double>(d);
     CUDA_CHECK(cudaMemsetAsync(shadow_q_.get(), 0, sizeof(unsigned long long), this->stream_));
-    if (!bounds_) {
-      inertia_parts_ = this->template device_buffer<double>(2 * k);
-      previous_ = this->template device_buffer<double>(k * d);
-    }
+    inertia_parts_ = this->template device_buffer<double>(2 * k);
+    previous_ = this->template device_buffer<double>(k * d);
     q_guard_ = this->params_.fused.guard;
   }
   shadow_live_ = shadow_ran_ = shadow_over_ = shadow_made_ = false;
-  // KMEANS_DELTA_SHADOW_AFTER=F: the copy's kernel from the iteration after the next once at most
-  // F of the objects moved (0.25; 1: from the third, the copy written by the second). (Given, its
-  // writer runs however few iterations are left.)
-  shadow_after_ = this->params_.fused.float_copy_after.value_or(0.25);
+  // The copy's kernel from the iteration after the next once at most this fraction of the objects
+  // moved (the plan's float_copy_after; 1: from the third, the copy written by the second). (Given
+  // in the configuration, its writer runs however few iterations are left.)
+  shadow_after_ = plan_.float_copy_after;
   shadow_forced_ = this->params_.fused.float_copy_after.has_value();
-  bounds_live_ = false;
   changed_log_.assign(1, n);  // (iteration 0: none yet)
   iteration_ = 0;
   ahead_ = false;
   const FusedConfig& config = this->params_.fused;
   ahead_wanted_ = config.launch_ahead;
   dependent_wanted_ = config.dependent_launch && compute_capability() >= 90;  // (sm_90 and later)
-  prefetch_first_ = config.prefetch_first;
   last_end_ns_ = 0;
   const StopLimits limits = stop_limits(n, this->params_);
   stop_changed_ = limits.changed;
@@ -287,7 +219,6 @@ void FusedOnePass<T>::after_setup() {
   release_ = this->template device_buffer<unsigned>(1);
   CUDA_CHECK(cudaMemsetAsync(release_.get(), 0, sizeof(unsigned), this->stream_));
   release_seq_ = last_release_ = 0;
-  early_release_ = config.early_release;
   lean_cells_ = config.lean_cells;
   dynamic_chunks_ = config.dynamic_chunks;
   cells_live_ = false;
@@ -339,9 +270,8 @@ void FusedOnePass<T>::start_cells() {
   // cell the rounds read from L2 (H200, 2^24 x 2, K = 64: 0.76x the time in float, 0.90x in
   // double); up to K = 16 2 bytes a cell the kernel copies into shared memory (the plan's
   // cell_masks), since from L2 each round's load cost what the scores saved there (level in
-  // float, 1.03x in double; from shared memory, H100, K = 16: 0.98x the time in float, level in
-  // double, plots/cells_ab_s21_h100.txt). KMEANS_CELLS_CANDIDATES=0|1|global: never, always
-  // (A/B runs), always the 8 bytes from L2.
+  // float, 1.03x in double; from shared memory, H100, K = 16: 0.97x the time in float, 0.98x in
+  // double). FusedConfig::cell_candidates: off, on (always), global (always the 8 bytes from L2).
   using Candidates = FusedConfig::Candidates;
   const Candidates cand = this->params_.fused.cell_candidates;
   const auto cells = static_cast<std::size_t>(cells_side_) * cells_side_;
@@ -419,18 +349,14 @@ void FusedOnePass<T>::start_sorted() {
   CUDA_CHECK(cudaMemsetAsync(work_count_.get(), 0, sizeof(unsigned), this->stream_));
   whole_chunks_ = static_cast<unsigned>(whole);
   sorted_live_ = true;
-  bounds_ = false;  // (the bounds' kernel reads every object without the table)
-  bounds_buf_ = DeviceBuffer<float2>();
 }
 
 template bool FusedOnePass<float>::keep_rows(std::size_t ) const;
-template void FusedOnePass<float>::start_bounds();
 template std::size_t FusedOnePass<float>::prepare(const Dataset<float>& );
 template void FusedOnePass<float>::after_setup();
 template void FusedOnePass<float>::start_cells();
 template void FusedOnePass<float>::start_sorted();
 template bool FusedOnePass<double>::keep_rows(std::size_t ) const;
-template void FusedOnePass<double>::start_bounds();
 template std::size_t FusedOnePass<double>::prepare(const Dataset<double>& );
 template void FusedOnePass<double>::after_setup();
 template void FusedOnePass<double>::start_cells();

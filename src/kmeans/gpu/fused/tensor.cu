@@ -23,6 +23,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/gpu/device_update.hpp"
+#include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/gpu/fused_wgmma.hpp"
 #include "kmeans/gpu/tensor_kernels.hpp"
 
@@ -51,8 +52,8 @@ TensorKernels<T> tensor_kernels(std::size_t d, bool wgmma) {
   namespace g = kernels::gemm;
   if constexpr (std::is_same_v<T, double>) {
     // sm_90, d > 16: 32-deep slices in three stages (221 KB of shared memory; half the barriers
-    // of 16-deep ones): 2-6% faster on every measured shape with d >= 128 (H200, same call,
-    // plots/tensor_depth_variants_h200.txt); at d = 16 a 32-deep slice would be half padding.
+    // of 16-deep ones): 2-6% faster on every measured shape with d >= 128 (H200, same call); at
+    // d = 16 a 32-deep slice would be half padding.
     if (compute_capability() >= 90)
       return d > 16 ? tensor_kernels_for<g::MmaF64m16n8k4, false, 32, 3>(d) : tensor_kernels_for<g::MmaF64m16n8k4>(d);
     return tensor_kernels_for<g::MmaF64m8n8k4>(d);
@@ -60,7 +61,7 @@ TensorKernels<T> tensor_kernels(std::size_t d, bool wgmma) {
   else if (d <= 16)  // 16-deep slices: a short d is not padded to 32
     return tensor_kernels_for<g::MmaTf32m16n8k8, true>(d);
   else if (d > 32) {  // 64-deep slices, three stages (211 KB): half the barriers and stage set-ups of
-    // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call, plots/tensor_float_ab.txt)
+    // 32-deep ones; 4-10% faster at d = 128 and 784 (H100, same call)
     TensorKernels<T> r = tensor_kernels_for<g::MmaTf32m16n8k8, false, 64, 3>(d);
     // From the centred copy, on sm_90 with 32 < d <= 128: wgmma (FusedConfig::wgmma off: mma.sync).
     if (wgmma)
@@ -138,11 +139,20 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
   }
 
+  // The plan's decisions (fused_plan.cpp) and, as "ran", what this fit took where memory decided.
+  std::vector<std::pair<std::string, std::string>> plan() const override {
+    auto f = plan_fused({this->n_, this->d_, this->k_, sizeof(T), 0.0, this->params_.block, false, 0}, device_facts(),
+                        this->params_.fused)
+                 .fields();
+    f.emplace_back("ran", path());
+    return f;
+  }
+
   // For --init=kmeans||: the data up (DeviceUpdateEngine::stage), then the centred TF32 copy
   // this path reads in its loop (double on TF32 candidates, or float's copy), made now so that
   // the initialisation's tensor-core rounds read it too (centred_rows.hpp) instead of making
   // their own; after_setup adopts it. Where memory is short, under --device-memory, or with
-  // KMEANS_SHARE_COPY=0, none (the initialisation makes its own, as the loop's setup does).
+  // FusedConfig::share_copy off, none (the initialisation makes its own, as the loop's setup does).
   const T* stage(const Dataset<T>& data, std::size_t k) override {
     const T* x = DeviceUpdateEngine<T>::stage(data, k);
     staged_rows_ = DeviceBuffer<float>();
@@ -255,7 +265,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
     // Double, by default: the candidates from the TF32 kernels on a float copy of the centred
     // objects (margin.hpp: tf32_candidates_bound), seq's formula in double for the close calls
-    // -- 1.1-3.0x faster than FP64 DMMA keys on the real-data rows (H100, plots/real_shapes_tf32_h100.csv). Needs the
+    // -- 1.1-3.0x faster than FP64 DMMA keys on the real-data rows (H100; 1.12-3.13x on the H100 rows of docs/performance.md). Needs the
     // copy (4 bytes per coordinate) in free memory, the whole problem in memory, no
     // --device-memory cap, and every |x| and initial |c| at most 2^48 (float's range for the
     // keys). FusedConfig::tf32_in_double off keeps FP64 DMMA keys.
@@ -468,7 +478,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   }
 
   // The movers' scheme (iterate): from after an iteration in which at most this fraction moved
-  // (measured: plots/tensor_movers_ab_h100.txt).
+  // (against full sums: 0.75-0.81x the time on the H100 rows of docs/performance.md).
   static constexpr double kMoversAfter = 0.2;
   double movers_after_ = kMoversAfter, q_guard_ = 1e-11;
   bool held_ = false;    // sums_, counts_ and q_sums_ are those of the current labels
