@@ -109,8 +109,10 @@ def test_help_and_list():
     expect(names[:2] == ["seq", "omp"] and "fused" in names, f"--list is the ladder, got {names}")
     expect([e["order"] for e in registry] == list(range(len(registry))), "--list orders the ladder")
     shaped = {e["name"]: e for e in json.loads(run("--list", "--coords=128", "--clusters=1024").stdout)}
-    expect(shaped["omp"]["runs"] is True and shaped.get("fused", {}).get("path") in (None, "tensor"),
-           f"--list for a shape: {shaped.get('fused')}")
+    fused = shaped.get("fused", {})
+    expect(shaped["omp"]["runs"] is True and (fused.get("path") or "tensor").startswith("tensor")
+           and (fused.get("plan") or {}).get("path") == "tensor" and "scores" in fused.get("plan", {}),
+           f"--list for a shape: the path and the whole plan: {fused}")
     for e in registry:
         expect(set(e) >= {"name", "description", "where", "order"} and e["where"] in ("cpu", "gpu"),
                f"--list entry {e}")

@@ -1,5 +1,5 @@
 // Step 6, fused, one-pass path for small K*d: the delta kernel. It replaces the classic one-pass
-// kernel (6_fused_one_pass.cuh, still there for --impl=fused with KMEANS_ONE_PASS=classic, and for
+// kernel (6_fused_one_pass.cuh, still there with FusedConfig::classic, and for
 // data beyond 2^48 in magnitude) where its ideas apply (docs/fused.md explains them in full):
 // 1. Only the objects that move are accumulated, in 64-bit fixed point (the same bits however a
 //    sum was reached), into sums the engine keeps across iterations.
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
   dependent_launch_trigger();
-  // (BOUNDS: never launched ahead, fused.cu: ahead_allowed; without this code ptxas spilled
+  // (BOUNDS: never launched ahead, one_pass.hpp: ahead_allowed; without this code ptxas spilled
   // nothing more in those kernels)
   if (!BOUNDS && p.prefetch_first) {
     // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
@@ -1242,7 +1242,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
         const bool stop = meets_stop_rule(static_cast<double>(changed), total, p.stop_changed, p.stop_shift);
         // (SHADOW: where the algebraic inertia's bound failed, the kernel launched ahead returns
         // at once too, so that the host sums this iteration's inertia from its labels and
-        // launches the next iteration again: fused.cu, iterate.)
+        // launches the next iteration again: one_pass_iterate.cu, iterate.)
         *p.gate_out = stop || (SHADOW && inertia == kInertiaUnsure) ? 1u : 0u;
         *p.stopped_out = stop ? 1ull : 0ull;
       }

@@ -1,5 +1,5 @@
 // Step 6, fused: the fastest design we have, in two paths; this file is the one-pass path,
-// 6_fused_tensor.cuh the other. The engine (src/kmeans/gpu/fused.cu) picks by
+// 6_fused_tensor.cuh the other. The engine (src/kmeans/gpu/fused/) picks by
 // layouts.hpp: fused_one_pass.
 //
 // one pass (small K*d, where it measures faster; d <= 32 and the block's centroids +

@@ -1,4 +1,4 @@
-// The cell table's sorted order (fused.cu: start_sorted; cells.hpp: owned_chunks). Once per fit,
+// The cell table's sorted order (one_pass_setup.cu: start_sorted; cells.hpp: owned_chunks). Once per fit,
 // at d = 2 with the cell table: the objects in the order of their cells (a stable CUB sort of
 // cell_in_range, the lean passes' own lookup), a copy of x in that order, each cell's first object
 // in it and, per cell, the sums of its single chunks' objects about its centre. Each iteration the

@@ -121,7 +121,7 @@ KM_CELLS_HD inline int cell_in_range(T x0, T x1, const CellGrid& g) {
          cell_index_in_range<T>(x0 - static_cast<T>(g.lo[0]), static_cast<T>(g.inv[0]), g.side);
 }
 
-// The table's sorted order (fused.cu: start_sorted; 6_fused_delta.cuh, DeltaPass::work). With the
+// The table's sorted order (one_pass_setup.cu: start_sorted; 6_fused_delta.cuh, DeltaPass::work). With the
 // objects in the order of their cells (a stable sort by cell_in_range), the delta kernel's whole
 // chunks (chunk objects each, `whole` of them) are divided among the cells: a cell whose objects
 // are [start, end) of that order owns the chunks whose first object it holds, [first, end) below,

@@ -1,6 +1,6 @@
 // A centred TF32 copy of the data on the device, made once and read by both the k-means||
 // initialisation's tensor-core rounds (gpu/tensor_nearest.cu) and fused's tensor path
-// (gpu/fused.cu), which would otherwise each make their own: fused's engine makes it while it
+// (gpu/fused/tensor.cu), which would otherwise each make their own: fused's engine makes it while it
 // stages the data (Engine::stage, timed as setup), the initialisation borrows it, and setup
 // adopts it (1,000,000 x 128 in double: 512 MB written and ~1.5 ms less of the init).
 #pragma once

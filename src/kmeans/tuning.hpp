@@ -21,7 +21,7 @@ struct FusedConfig {
   /// The classic one-pass kernel instead of the delta kernel (it is kept for data beyond 2^48 in
   /// magnitude, where the delta kernel's float filter could overflow). Name: classic.
   bool classic = false;
-  /// d as a compile-time constant where it fills its register width (4, 8, 16, 32). Name: fixed_width.
+  /// d as a compile-time constant where it fills its register width 16 or 32. Name: fixed_width.
   bool fixed_width = true;
   /// Elkan's test before the scores (d <= 2, K <= 64, without the cell table). Name: ball.
   std::optional<bool> ball;

@@ -87,8 +87,6 @@ TEST(DeltaPlan, LabShapesTakeTheMeasuredVariants) {
   EXPECT_FALSE(table.ball) << "the table replaces Elkan's test";
   EXPECT_TRUE(table.ball_wanted) << "... which runs where no grid exists";
   EXPECT_FALSE(table.cell_masks) << "above K = 16 the candidates stay in L2";
-  for (std::size_t k : {8, 16, 32, 64})
-    for (std::size_t elem : {4, 8}) EXPECT_FALSE(plan_for(2, k, elem).ring_xy) << "the ring holds its entries alone";
   // Up to K = 16 each cell's 16-bit candidates after the table, where the device has room; the
   // table keeps its side and the masks give way where they do not fit.
   EXPECT_EQ(plan_for(2, 16, 4).cells_side, 64);
@@ -187,7 +185,7 @@ TEST(DeltaPlan, BlockMeasuredUnlessGiven) {
 // delta_cells_layout (6_fused_delta.cuh): whatever the plan chose, the bytes it asks for reach
 // past all of them, and the staged loads' buffers start after them.
 TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
-  int tables = 0, with_xy = 0, with_masks = 0;
+  int tables = 0, with_masks = 0;
   for (std::size_t elem : {4, 8})
     for (std::size_t k : {8, 16, 17, 32, 33, 64})
       for (std::size_t optin : {48 * 1024, 64 * 1024, 100 * 1024, 227 * 1024})
@@ -204,7 +202,7 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
                            std::to_string(p.cells_side) + (tile ? " staged" : ""));
               const std::size_t base = (km::kernels::delta_layout<std::size_t>(k, 2, elem).bytes + 15) / 16 * 16;
               const auto at = km::kernels::delta_cells_layout((p.queue_threads + 31) / 32, km::kernels::delta_unroll(2, elem),
-                                                              elem, p.cells_side, p.ring_xy, p.cell_masks);
+                                                              elem, p.cells_side, false, p.cell_masks);
               EXPECT_EQ(p.queue_threads, block) << "the kernel's warps are the block's";
               EXPECT_LE(base + at.end, p.bytes);
               EXPECT_LE(p.bytes, optin);
@@ -214,11 +212,9 @@ TEST(DeltaPlan, CellTableLayoutFitsThePlan) {
                 EXPECT_GE(p.tile_offset, base + at.end);
               }
               ++tables;
-              with_xy += p.ring_xy;
               with_masks += p.cell_masks;
             }
   EXPECT_GT(tables, 100);
-  EXPECT_EQ(with_xy, 0) << "the ring holds its entries alone";
   EXPECT_GT(with_masks, 0);
   EXPECT_LT(with_masks, tables);
 }

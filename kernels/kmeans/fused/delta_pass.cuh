@@ -1,5 +1,5 @@
 // The delta kernel's arguments beyond the ladder's (6_fused_delta.cuh): what the host
-// (src/kmeans/gpu/fused.cu) fills in for each launch; the device side of the protocol
+// (src/kmeans/gpu/fused/one_pass_iterate.cu) fills in for each launch; the device side of the protocol
 // (gate, release flag, sequence number) is fused/protocol.cuh.
 #pragma once
 
@@ -77,7 +77,7 @@ struct DeltaPass {
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
   unsigned tile_offset = 0;  // TILE with CELLS: where the warps' buffers start in shared memory
-  // Launched ahead (fused.cu: iterate): where *gate is nonzero the kernel returns after its
+  // Launched ahead (one_pass_iterate.cu: iterate): where *gate is nonzero the kernel returns after its
   // prologue, having written nothing. The last block leaves its verdict on the driver's stop rule
   // (changed <= stop_changed, or shift <= stop_shift where that is >= 0) in *gate_out, for the
   // kernel queued behind it, and in *stopped_out.
@@ -85,7 +85,7 @@ struct DeltaPass {
   unsigned* gate_out = nullptr;
   double stop_changed = -1, stop_shift = -1;
   unsigned long long* stopped_out = nullptr;
-  // Without events around the kernel (fused.cu: launch_iteration), device stamps of
+  // Without events around the kernel (one_pass_iterate.cu: launch_iteration), device stamps of
   // %globaltimer (ns): block 0 writes its start to *start_ns_out once the kernel before has
   // ended, the last block its end to *end_ns_out and, after the counters and a system fence,
   // `seq` to *seq_out, which the host spins on before reading the rest.
@@ -96,7 +96,7 @@ struct DeltaPass {
   // Launched as a programmatic dependent: the block's first pass of x (which no kernel writes)
   // asked into L2 before the wait for the kernel before.
   int prefetch_first = 0;  // (passes)
-  // Released early (fused.cu: launch_iteration): the last block, once the centroids, the gate,
+  // Released early (one_pass_iterate.cu: launch_iteration): the last block, once the centroids, the gate,
   // the tallies and *done are ready for the next kernel, writes `release_value` to *release
   // (fenced: cooperative groups' grid barrier's pattern); a kernel given `acquire_value` waits
   // for that value there (one thread a block, an acquire load, then the block's barrier)
@@ -119,14 +119,14 @@ struct DeltaPass {
   // (margin.hpp: approx_dist_bound, dist_eta its eta_test); dist_tiny = inf (the default): the
   // distance in T always (0 <= 0 would take every addend unproved).
   float dist_factor = 0, dist_tiny = INFINITY, dist_eta = 0;
-  // SORTED (CELLS, the lean dynamic passes; fused.cu: start_sorted, cell_order.cuh): x and labels
+  // SORTED (CELLS, the lean dynamic passes; one_pass_setup.cu: start_sorted, cell_order.cuh): x and labels
   // in the order of the objects' cells, and the whole chunks to read this iteration listed by the
   // cell table's kernel in work[0 ... *work_count); the rest lie in cells whose label held (their
   // objects keep their labels; their inertia and count went to the tallies there). The last block
   // resets *work_count for the next table. Null: every chunk.
   const unsigned* work = nullptr;
   unsigned* work_count = nullptr;
-  // SHADOW (double, the staged kernel; fused.cu: fill_start): x - z rounded to float, [d][n] as
+  // SHADOW (double, the staged kernel; one_pass.hpp: fill_start): x - z rounded to float, [d][n] as
   // x, z = p.z fixed for the fit: the passes stage these instead of x, whose rows only the close
   // calls and the movers read.
   const float* shadow = nullptr;
@@ -134,7 +134,7 @@ struct DeltaPass {
   // rows: one 128-byte line an object at d = 16, where x [d][n] costs a 32-byte sector in each
   // of d rows (ncu: ~0.7 KB of DRAM reads a mover). Null: from x.
   const double* rows = nullptr;
-  // FILL (the staged kernel in double reading x, one iteration before SHADOW's first; fused.cu:
+  // FILL (the staged kernel in double reading x, one iteration before SHADOW's first; one_pass.hpp:
   // fill_start): each object's x - centre rounded to float into fill_out ([d][n], the copy), the
   // centre (the centroids' mean) into fill_z by block 0, and the objects' q = |x - centre|^2 in
   // fixed point at inertia_scale added to *fill_q (zero before): Q, the copy's total.

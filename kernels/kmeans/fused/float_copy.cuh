@@ -1,5 +1,5 @@
 // SHADOW (double, the staged kernel at d = 16, K 9-16, by default once an iteration moved at most
-// 25%: fused.cu, fill_start, shadow_on): a float copy of x - z, z fixed for the fit, replaces x in
+// 25%: one_pass.hpp, fill_start, shadow_on): a float copy of x - z, z fixed for the fit, replaces x in
 // the passes; FILL: the kernel one iteration before writes it. See the kernel's header comment.
 #pragma once
 

@@ -1,4 +1,4 @@
-// MMA (d 9-32, K <= 64, by default where measured faster: fused.cu): the scores on the tensor
+// MMA (d 9-32, K <= 64, by default where measured faster: fused_plan.cpp): the scores on the tensor
 // cores. The warp's objects as TF32 rows through the stage, mma.m16n8k8 against the centroids'
 // fragments kept in shared memory in fragment order, FP32 accumulators started at |c''|^2, each
 // lane's top two merged over its quad. The objects' TF32 operands take one integer add each

@@ -1,4 +1,4 @@
-// The device side of the delta kernel's protocol with the host (fused.cu: iterate,
+// The device side of the delta kernel's protocol with the host (one_pass_iterate.cu: iterate,
 // launch_iteration, launch_dependent; DeltaPass's fields):
 // - launched as a programmatic dependent, each block triggers the kernel queued behind it at its
 //   start (all blocks are resident, one wave) and waits for the kernel before, or
@@ -25,7 +25,7 @@ __device__ __forceinline__ void block_acquire(const unsigned* flag, unsigned val
   __syncthreads();
 }
 
-// Programmatic dependent launch (sm_90; fused.cu: launch_dependent). The trigger lets the kernel
+// Programmatic dependent launch (sm_90; one_pass.hpp: launch_dependent). The trigger lets the kernel
 // queued behind this one start its blocks as this one's leave; the wait holds until the kernel
 // before has ended and its writes are visible, so nothing it writes is read before. Both are
 // no-ops where the kernel was launched without the attribute or nothing is queued behind it.

@@ -193,7 +193,7 @@ FusedPlan::Path choose_path(const DeltaShape& s, const DeviceFacts& device, cons
   return FusedPlan::Path::tensor;
 }
 
-// The tensor cores' scores for the shape (fused.cu: tensor_kernels, the same choices).
+// The tensor cores' scores for the shape (fused/tensor.cu: tensor_kernels, the same choices).
 const char* tensor_scores(const DeltaShape& s, const DeviceFacts& device, const FusedConfig& config) {
   const std::size_t d = s.d;
   const bool wgmma = config.wgmma && device.compute_capability == 90 && d > 32 && d <= kWgmmaMaxCoords && d % 4 == 0;

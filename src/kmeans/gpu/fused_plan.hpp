@@ -1,8 +1,8 @@
 // fused's plan: everything about how a shape runs — the path (one pass or tensor cores), the delta
 // kernel's variant and launch shape, each feature on or off — decided by one pure function of the
 // shape, the device's facts and the configuration (kmeans/tuning.hpp), plan_fused(). The engine
-// (fused.cu), `kmeans --list`, the JSON report's `plan` and Python's implementations() all answer
-// from it, and CPU tests check it (tests/test_kmeans_cpu.cpp). Decisions that depend on memory
+// (src/kmeans/gpu/fused/), `kmeans --list`, the JSON report's `plan` and Python's implementations() all answer
+// from it, and CPU tests check it (tests/cpu/plan.cpp). Decisions that depend on memory
 // free at run time (room for the bounds, the float copy, the tensor copy) are marked "where room".
 // The measurements behind each default are stated where they are made (fused_plan.cpp).
 #pragma once
@@ -37,7 +37,6 @@ struct DeltaPlan {
   bool ball_wanted = false;        // ... wanted (with the cell table: the kernel that runs without a grid)
   int cells_side = 0;              // the cell table's side (0: none; "cells" once a grid exists)
   bool cell_masks = false;         // K <= 16: each cell's candidates (16 bits) in shared memory too
-  bool ring_xy = false;            // the cell table's ring holds its objects' coordinates too
   bool mma = false;                // the scores on the tensor cores ("mma")
   std::size_t bytes = 0;           // the delta kernel's dynamic shared memory
   bool tile = false;               // a staged kernel exists ("staged" where n % 4 == 0 and aligned)

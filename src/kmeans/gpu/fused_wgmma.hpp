@@ -1,5 +1,5 @@
 // fused's tensor path on Hopper's wgmma (kernels/kmeans/6_fused_wgmma.cuh), compiled on its own
-// for sm_90a (the arch-specific target wgmma needs) and offered to fused.cu through this header.
+// for sm_90a (the arch-specific target wgmma needs) and offered to fused/tensor.cu through this header.
 #pragma once
 
 #include <cuda_runtime.h>

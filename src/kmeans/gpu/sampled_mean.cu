@@ -1,6 +1,6 @@
 // The tensor path's centre (tensor_kernels.hpp: sampled_mean), on the host or from the rows on
 // the device. Its own translation unit: with CUDA's lazy loading, the first kernel of a module
-// loads all of it, and fused.cu's took ~45 ms, which k-means|| (tensor_nearest.cu) would pay
+// loads all of it, and fused's took ~45 ms, which k-means|| (tensor_nearest.cu) would pay
 // in its initialisation for this one small kernel.
 #include <algorithm>
 #include <cstdint>

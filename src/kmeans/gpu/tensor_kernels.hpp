@@ -1,5 +1,5 @@
 // fused's tensor-path kernels (kernels/kmeans/6_fused_tensor.cuh, 6_fused_wgmma.cuh) as a table
-// for a shape, and their exactness bound: instantiated once, in fused.cu, and read by fused's
+// for a shape, and their exactness bound: instantiated once, in fused/tensor.cu, and read by fused's
 // tensor path and by k-means||'s rounds (tensor_nearest.cu).
 #pragma once
 
@@ -32,12 +32,12 @@ struct TensorKernels {
   WgmmaAssign::Kernel wgmma_ceiling = nullptr;  // wgmma_kernel with a ceiling (k-means||'s rounds)
 };
 
-// The table for d coordinates on this GPU (fused.cu; float and double).
+// The table for d coordinates on this GPU (fused/tensor.cu; float and double).
 template <class T>
 TensorKernels<T> tensor_kernels(std::size_t d, bool wgmma = true);
 
 // The tensor path's centre: the mean of objects spread evenly over the first n of the data, in
-// double, rounded to T (fused.cu). Any centre keeps the labels exact (margin.hpp); a central one keeps the
+// double, rounded to T (fused/tensor.cu). Any centre keeps the labels exact (margin.hpp); a central one keeps the
 // margin small.
 template <class T>
 std::vector<T> sampled_mean(const Dataset<T>& data, std::size_t n);

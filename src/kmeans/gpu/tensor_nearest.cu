@@ -75,7 +75,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
     prev_ = DeviceBuffer<std::int32_t>(n_, stream_);  // the wgmma kernel's thresholds: row 0's (any row will do)
     CUDA_CHECK(cudaMemsetAsync(prev_.get(), 0, n_ * sizeof(std::int32_t), stream_));
     lap("allocated");
-    if (!centred) {  // as fused's engine makes its copy (fused.cu: FusedTensor::stage)
+    if (!centred) {  // as fused's engine makes its copy (fused/tensor.cu: FusedTensor::stage)
       const int grid = static_cast<int>(std::min<std::size_t>((n_ + 7) / 8, multiprocessor_count() * 8ull));
       kernels::centred_row_norms<T, float><<<grid, 256, 0, stream_>>>(
           x_, mu_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), true, owned_xnorm2_.get(),

@@ -244,7 +244,6 @@ class FusedOnePass final : public DeviceUpdateEngine<T> {
   DeviceBuffer<unsigned long long> candidates_;  // each cell's candidates (start_cells; may be empty)
   DeviceBuffer<unsigned short> cell_masks_;      // ... as 16 bits, up to K = 16 (may be empty)
   bool cell_masks_planned_ = false;              // the plan left room for them in shared memory
-  bool ring_xy_ = false;                         // the ring's entries with their coordinates (the plan)
   DeltaKernel<T> cells_fallback_ = nullptr;
   DeviceBuffer<unsigned long long> held_sums_, held_counts_, tallies_;
   DeviceBuffer<unsigned> done_;

@@ -252,7 +252,6 @@ void FusedOnePass<T>::launch_delta(const kernels::DeltaPass& p) {
     table_held_ = sorted_live_;
     q.candidates = candidates_.get();
     q.cell_masks = cell_masks_.get();
-    q.ring_xy = ring_xy_;
     q.wait_grid = q.acquire_value != 0;  // (the table: this kernel's end)
     q.cells = cells_.get();
     q.grid = cell_grid_;

@@ -59,7 +59,6 @@ std::size_t FusedOnePass<T>::prepare(const Dataset<T>& data) {
     exact_ = plan.exact;
     cells_side_ = plan.cells_side;
     cell_masks_planned_ = plan.cell_masks;
-    ring_xy_ = plan.ring_xy;
     mma_ = plan.mma;
     const bool use_ball = plan.ball;
     delta_kernel_ = delta_kernel<T>(maxd, bits_ > 0, exact_);
