@@ -16,22 +16,36 @@
 namespace km {
 
 // The scales of one problem: from the whole data's largest |x| and object count (not one
-// part's), so that every part rounds its addends identically.
+// part's), and the initial centroids' largest |c| (the same in every part), so that every part
+// rounds its addends identically.
 struct FixedScales {
   double sum = 1, inv_sum = 1;          // centroid sums: |sum| <= n max|x| stays below 2^61
-  double inertia = 1, inv_inertia = 1;  // the inertia: at most n d (2 max|x|)^2
+  double inertia = 1, inv_inertia = 1;  // the inertia: at most n d (max|x| + max|c|)^2
 };
 
-inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d) {
+// A centroid is an initial one (an empty cluster keeps it) or a mean of objects, so |x - c| is at
+// most max|x| + max(max|x|, max|c0|): the inertia's bound counts initial centroids far from the
+// data (an --init file, Python's init=), which with max|x| alone overflowed the first iteration's
+// fixed-point sum. Where the initial centroids lie within the data's range (every initialisation
+// that picks objects or means), the bound and so the bits are those of (2 max|x|)^2.
+inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d, double initial_max_abs = 0) {
   FixedScales s;
   const int e = kernels::fixed_point_exponent(max_abs * static_cast<double>(n));
-  const int ei = kernels::fixed_point_exponent(static_cast<double>(n) * static_cast<double>(d) * (2 * max_abs) *
-                                               (2 * max_abs));
+  const double reach = max_abs + std::fmax(max_abs, initial_max_abs);
+  const int ei = kernels::fixed_point_exponent(static_cast<double>(n) * static_cast<double>(d) * reach * reach);
   s.sum = std::ldexp(1.0, e);
   s.inv_sum = std::ldexp(1.0, -e);
   s.inertia = std::ldexp(1.0, ei);
   s.inv_inertia = std::ldexp(1.0, -ei);
   return s;
+}
+
+// The largest |v| of `count` values (the initial centroids' for fixed_scales).
+template <class T>
+double max_abs_of(const T* v, std::size_t count) {
+  double m = 0;
+  for (std::size_t i = 0; i < count; ++i) m = std::fmax(m, std::fabs(static_cast<double>(v[i])));
+  return m;
 }
 
 // v * scale rounded to the nearest integer, ties to even (the default rounding mode), as the

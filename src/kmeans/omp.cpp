@@ -176,7 +176,7 @@ class OmpEngine final : public Engine<T> {
     kp_ = round_up(k_, kLane);
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
     if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
-    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_);
+    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, max_abs_of(initial.data(), initial.size()));
     small_addends_ = whole_.max_abs * scales_.sum < 0x1p50;  // below 2^51 after rounding: to_fixed_small
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);

@@ -178,6 +178,42 @@ void check_omp_thread_independent() {
 TEST(Omp, SameBitsOnAnyThreadCountDouble) { check_omp_thread_independent<double>(); }
 TEST(Omp, SameBitsOnAnyThreadCountFloat) { check_omp_thread_independent<float>(); }
 
+// Initial centroids far from the data (an --init file, Python's init=): the first iteration's
+// inertia, a sum of fixed-point addends in omp, must not overflow (the scale counts the initial
+// centroids: fixed_point.hpp). Against the brute-force sum in double, to float's or double's
+// rounding of the distances; seq's likewise.
+template <class T>
+void check_far_initial_centroids() {
+  const std::size_t n = 3000, d = 4, k = 8;
+  const auto data = km::generate_uniform<T>(n, d, 11);
+  for (double offset : {6.0, 1e6}) {
+    km::Params p;
+    p.k = static_cast<int>(k);
+    p.loops = 3;
+    p.threads = 3;
+    p.init = km::Init::given;
+    p.given_d = d;
+    for (std::size_t c = 0; c < k; ++c)
+      for (std::size_t j = 0; j < d; ++j) p.given_centroids.push_back(static_cast<double>(data.row(c)[j]) + offset);
+    std::vector<T> initial(p.given_centroids.begin(), p.given_centroids.end());
+    double expected = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double best = INFINITY;
+      for (std::size_t c = 0; c < k; ++c) best = std::min(best, dist2(data.row(i), &initial[c * d], d));
+      expected += best;
+    }
+    const double rel = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+    for (const char* name : {"seq", "omp"}) {
+      const auto r = run_impl(name, data, p);
+      ASSERT_FALSE(r.per_iteration.empty());
+      EXPECT_NEAR(r.per_iteration[0].inertia, expected, rel * expected) << name << " offset " << offset;
+    }
+  }
+}
+
+TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaDouble) { check_far_initial_centroids<double>(); }
+TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaFloat) { check_far_initial_centroids<float>(); }
+
 TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
   EXPECT_EQ(km::to_fixed(2.5, 1.0), 2);  // ties to even, as __double2ll_rn
   EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);

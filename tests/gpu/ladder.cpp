@@ -317,6 +317,44 @@ TEST_P(GpuFinalInertia, Double) { check_final_inertia<double>(*GetParam()); }
 TEST_P(GpuFinalInertia, Float) { check_final_inertia<float>(*GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, GpuFinalInertia, ::testing::ValuesIn(gpu_implementations()), impl_name);
 
+// Initial centroids far from the data (an --init file, Python's init=; offsets 6 and 1e6): the
+// first iteration's inertia, summed in fixed point on the device, against the brute-force sum in
+// double over the distances in T (float's rounding of a distance, 2^-24 relative, in float). The
+// scale counts the initial centroids (fixed_point.hpp); with the data's range alone it overflowed.
+template <class T>
+void check_far_initial_centroids(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const LabelShape& s : {LabelShape{20011, 2, 16}, LabelShape{20011, 16, 16}, LabelShape{3001, 128, 300}}) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    const auto data = km::generate_uniform<T>(static_cast<std::size_t>(s.n), s.d, 5);
+    for (double offset : {6.0, 1e6}) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " offset " + std::to_string(offset));
+      km::Params p;
+      p.k = s.k;
+      p.loops = 2;
+      p.init = km::Init::given;
+      p.given_d = s.d;
+      for (int c = 0; c < s.k; ++c)
+        for (std::size_t j = 0; j < s.d; ++j) p.given_centroids.push_back(static_cast<double>(data.row(c)[j]) + offset);
+      const std::vector<T> initial(p.given_centroids.begin(), p.given_centroids.end());
+      double expected = 0;
+      for (std::size_t i = 0; i < data.n; ++i) {
+        double best = INFINITY;
+        for (int c = 0; c < s.k; ++c) best = std::min(best, dist2(data.row(i), &initial[c * s.d], s.d));
+        expected += best;
+      }
+      const auto r = km::run(impl, data, p);
+      ASSERT_FALSE(r.per_iteration.empty());
+      EXPECT_NEAR(r.per_iteration[0].inertia, expected, (std::is_same_v<T, float> ? 1e-5 : 1e-11) * expected);
+    }
+  }
+}
+
+class GpuFarInitial : public ::testing::TestWithParam<const km::Implementation*> {};
+TEST_P(GpuFarInitial, Double) { check_far_initial_centroids<double>(*GetParam()); }
+TEST_P(GpuFarInitial, Float) { check_far_initial_centroids<float>(*GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Registry, GpuFarInitial, ::testing::ValuesIn(gpu_implementations()), impl_name);
+
 // The range check the registry leaves to the device-update rungs (on the device, after the
 // upload; on the host when out of core) refuses what the host's check refuses, with the same
 // message: a NaN, an infinity (named by object and coordinate), values whose squares overflow.

@@ -76,7 +76,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
     check_arithmetic_range<T>(largest, data.n, d);
     whole_ = {data.n, largest};
   }
-  const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d);
+  const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d, max_abs_of(initial.data(), initial.size()));
   scale_ = scales.sum;
   inv_scale_ = scales.inv_sum;
   this->inertia_scale_ = scales.inertia;
