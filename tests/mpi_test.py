@@ -167,11 +167,59 @@ def test_errors():
         expect(json.loads(p.stdout)["inertia"] == json.loads(one.stdout)["inertia"], "a rank without rows: same inertia")
 
 
+def mpmd(first, second, dirs=None, timeout=60):
+    """Two ranks started with different command lines (mpirun's MPMD form), or in different
+    working directories (dirs), as on two nodes."""
+    wd = [["-wdir", d] for d in dirs] if dirs else [[], []]
+    kmeans = os.path.abspath(KMEANS)
+    cmd = ["mpirun", "--oversubscribe", "-np", "1", *wd[0], kmeans, *first, ":", "-np", "1", *wd[1], kmeans, *second]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def test_rank_disagreement(tmp):
+    # An error on one rank only, or ranks given different options or data: every rank ends, one
+    # line says why, nothing hangs (a timeout here is the failure).
+    base = ["--impl=omp", "--objects=20000", "--coords=4", "--clusters=4", "--quiet"]
+    cases = [
+        ("--clusters=0 on rank 1", base, [*base[:3], "--clusters=0", "--quiet"], "need at least 1 cluster"),
+        ("an unknown option on rank 1", base, [*base, "--bogus"], "rank 1"),
+        ("--loops differs", [*base, "--loops=5"], [*base, "--loops=10"], "other options than rank 0"),
+        ("--tol on rank 1 only", base, [*base, "--tol=1e-3"], "other options than rank 0"),
+        ("--init differs", [*base, "--init=random"], [*base, "--init=kmeans++"], "other options than rank 0"),
+        ("--precision differs", base, [*base, "--precision=float"], "other options than rank 0"),
+    ]
+    for what, first, second, words in cases:
+        try:
+            p = mpmd(first, second)
+        except subprocess.TimeoutExpired:
+            expect(False, f"{what}: hung")
+            continue
+        expect(p.returncode != 0, f"{what}: fails")
+        expect(p.stderr.count("kmeans: error:") == 1 and words in p.stderr, f"{what}: one line naming it: {p.stderr!r}")
+    # The same command line on two "nodes" (working directories) that differ: the input file
+    # there has another shape; the output's directory is missing on one.
+    nodes = [os.path.join(tmp, "node0"), os.path.join(tmp, "node1")]
+    for node, rows in zip(nodes, (100, 90)):
+        os.makedirs(os.path.join(node, "out"), exist_ok=True)
+        with open(os.path.join(node, "x.csv"), "w") as f:
+            f.write("\n".join(f"{i},{i % 7},{i % 3}" for i in range(rows)) + "\n")
+    args = ["--impl=omp", "--input=x.csv", "--clusters=3", "--quiet"]
+    p = mpmd(args, args, nodes)
+    expect(p.returncode != 0, "different input files: fails")
+    expect(p.stderr.count("kmeans: error:") == 1 and "read different data" in p.stderr,
+           f"different input files refused: {p.stderr!r}")
+    os.rmdir(os.path.join(nodes[1], "out"))
+    p = mpmd([*base, "--output=out/o.csv"], [*base, "--output=out/o.csv"], nodes)
+    expect(p.returncode != 0 and p.stderr.count("kmeans: error:") == 1 and "rank 1" in p.stderr,
+           f"an output directory missing on rank 1's node: {p.stderr!r}")
+
+
 def main():
     skip_unless_mpi()
     with tempfile.TemporaryDirectory() as tmp:
         test_equal_bits(tmp)
         test_gpu(tmp)
+        test_rank_disagreement(tmp)
     test_errors()
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -9,11 +9,15 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/kmeans_options.hpp"
 #include "cli/options.hpp"
@@ -43,11 +47,10 @@ using Options = km::cli::KmeansOptions;
   std::exit(1);
 }
 
+// This rank's rows: read (each rank its own share: .h5, .npy, .bin) or generated.
 template <class T>
-int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params, km::Team& team) {
-  km::Stopwatch load_watch;
-  km::Dataset<T> data;
-  km::RowSplit split;
+void load_data(const Options& o, const km::Params& params, km::Team& team, km::Dataset<T>& data,
+               km::RowSplit& split) {
   if (!o.input.empty()) {
     km::LoadOptions lo;
     lo.dataset = o.dataset;
@@ -75,6 +78,64 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
       data = km::generate_uniform_rows<T>(n, d, o.seed, split.first, split.count);
     }
   }
+}
+
+// agree()'s verdict acted on (dist/team.hpp): the lowest failing rank says why (naming itself
+// unless every rank failed), or rank 0 says which rank's `digests` differ from its own (`differ`
+// words it); every rank then returns the same status, 0 to go on.
+int settle(km::Team& team, int status, const std::string& why, const std::vector<std::uint64_t>& digests,
+           const std::function<std::string(const km::Verdict&)>& differ, int differ_status) {
+  const km::Verdict v = km::agree(team, status, digests);
+  if (v.status) {
+    if (team.rank() == v.failed_rank) {
+      if (v.every_rank_failed)
+        std::fprintf(stderr, "kmeans: error: %s\n", why.c_str());
+      else
+        std::fprintf(stderr, "kmeans: error: rank %d: %s\n", team.rank(), why.c_str());
+    }
+    return v.status;
+  }
+  if (v.differing_rank >= 0) {
+    if (team.rank() == 0) std::fprintf(stderr, "kmeans: error: %s\n", differ(v).c_str());
+    return differ_status;
+  }
+  return 0;
+}
+
+// The command line after the program's name, as every rank must have it.
+std::uint64_t command_digest(int argc, char** argv) {
+  std::uint64_t h = km::fnv1a(nullptr, 0);
+  for (int i = 1; i < argc; ++i) h = km::fnv1a(argv[i], std::strlen(argv[i]) + 1, h);
+  return h;
+}
+
+template <class T>
+int run_kmeans(const Options& o, const km::Implementation& impl, const km::Params& params, km::Team& team) {
+  km::Stopwatch load_watch;
+  km::Dataset<T> data;
+  km::RowSplit split;
+  int status = 0;
+  std::string why;
+  try {
+    load_data(o, params, team, data, split);
+  } catch (const km::UsageError& e) {
+    status = 2, why = e.what();
+  } catch (const std::bad_alloc&) {
+    status = 1, why = "out of host memory; use fewer objects, coordinates or clusters";
+  } catch (const std::exception& e) {
+    status = 1, why = e.what();
+  }
+  // Every rank's rows read, or every rank ends; the shape and the given centroids must agree.
+  const std::uint64_t given = km::fnv1a(params.given_centroids.data(), params.given_centroids.size() * sizeof(double));
+  const auto differ = [](const km::Verdict& v) {
+    return km::strprintf("the ranks read different data: rank %d has %llu objects of %llu coordinates, rank 0 %llu of "
+                         "%llu%s; give every rank the same input",
+                         v.differing_rank, static_cast<unsigned long long>(v.digests[0]),
+                         static_cast<unsigned long long>(v.digests[1]), static_cast<unsigned long long>(v.digests0[0]),
+                         static_cast<unsigned long long>(v.digests0[1]),
+                         v.digests[2] != v.digests0[2] ? " (and different initial centroids)" : "");
+  };
+  if (const int code = settle(team, status, why, {split.total, data.d, given}, differ, 1)) return code;
   const double load_seconds = load_watch.seconds();
 
   const bool predicting = !o.predict.empty();
@@ -125,14 +186,40 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"kmeans: Lloyd k-means on the CPU and the GPU, with per-iteration timing", "kmeans"};
   km::cli::add_kmeans_options(app, o);
+  // Every rank parses and checks its options, then the ranks compare outcomes and command lines
+  // before any collective (settle), so that an error or a difference on one rank ends them all.
+  int status = 0;
+  std::string why;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (root) std::fprintf(stderr, "kmeans: error: %s (see --help)\n", e.what());
-    return 2;
+    status = 2, why = std::string(e.what()) + " (see --help)";
   }
+  km::Params params;
+  const km::Implementation* impl = nullptr;
+  if (status == 0 && !o.list) {
+    try {
+      km::cli::clamp_openmp_threads("kmeans");
+      params = km::cli::check_kmeans_options(app, o);
+      const km::GpuInfo& gpu = km::gpu_info();
+      impl = &km::find_implementation(o.impl.empty() ? km::default_implementation(gpu.present) : o.impl);
+      km::require_runnable(*impl, gpu);
+    } catch (const km::UsageError& e) {
+      status = 2, why = e.what();
+    } catch (const std::bad_alloc&) {
+      status = 1, why = "out of host memory; use fewer objects, coordinates or clusters";
+    } catch (const std::exception& e) {
+      status = 1, why = e.what();
+    }
+  }
+  const auto differ = [](const km::Verdict& v) {
+    return km::strprintf("rank %d was started with other options than rank 0; run every rank with the same "
+                         "command line",
+                         v.differing_rank);
+  };
+  if (const int code = settle(team, status, why, {command_digest(argc, argv)}, differ, 2)) return code;
 
   if (o.list && !root) return 0;
   if (o.list) {  // with --coords and --clusters: whether each runs that shape here, its path and plan
@@ -152,16 +239,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    km::cli::clamp_openmp_threads("kmeans");
     if (!o.quiet && root) km::progress::enable("kmeans");
-    const km::Params params = km::cli::check_kmeans_options(app, o);
-    const km::GpuInfo& gpu = km::gpu_info();
-    const std::string name = o.impl.empty() ? km::default_implementation(gpu.present) : o.impl;
-    const km::Implementation& impl = km::find_implementation(name);
-    km::require_runnable(impl, gpu);
-
-    return o.precision == "float" ? run_kmeans<float>(o, impl, params, team)
-                                  : run_kmeans<double>(o, impl, params, team);
+    return o.precision == "float" ? run_kmeans<float>(o, *impl, params, team)
+                                  : run_kmeans<double>(o, *impl, params, team);
   } catch (const km::UsageError& e) {
     // The options and the problem's shape are checked alike on every rank, before any rank
     // waits for another: rank 0 says it, and every rank ends normally.

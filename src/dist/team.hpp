@@ -56,6 +56,24 @@ RowSplit split_rows(std::size_t total, int rank, int ranks);
 // The rank that holds `row`.
 int owner_of(std::size_t row, std::size_t total, int ranks);
 
+// Before a run's first collective: every rank's outcome so far (0, or the exit status of an error
+// it met) and digests of what must be the same on every rank (its command line, the data's
+// shape), compared on every rank. The verdict is the same on every rank, so each can end
+// normally, none left waiting in a collective for one that has gone. For a team of one: ok
+// unless `status` says otherwise.
+struct Verdict {
+  int status = 0;              // 0: go on; else every rank's exit status
+  int failed_rank = -1;        // the lowest rank whose status was an error (it says why), else -1
+  bool every_rank_failed = false;
+  int differing_rank = -1;     // the lowest rank whose digests differ from rank 0's, else -1
+  std::vector<std::uint64_t> digests0;  // rank 0's digests
+  std::vector<std::uint64_t> digests;   // the differing rank's (empty when none differs)
+};
+Verdict agree(Team& team, int status, const std::vector<std::uint64_t>& digests);
+
+// FNV-1a over bytes, continued from `h` (the digests above).
+std::uint64_t fnv1a(const void* bytes, std::size_t count, std::uint64_t h = 1469598103934665603ull);
+
 // Typed helpers over all_gather: every rank's values, in rank order.
 template <class V>
 std::vector<V> gather_all(Team& team, const std::vector<V>& mine) {
