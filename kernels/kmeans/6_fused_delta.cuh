@@ -35,7 +35,8 @@
 //   staged_loads.cuh   TILE: the cp.async copies of a pass
 //   movers.cuh         the movers' fixed-point sums (SORTED: by the warp)
 //   float_copy.cuh     SHADOW: the deferred movers' sums
-// The pass loop, the flush and the last block's update are still in the kernel below.
+//   last_block_update.cuh  the flush, the last block's update and the release
+// The shared memory's set-up, the start-up and the pass loop are still in the kernel below.
 // Measured on an H200: 2.1x the classic kernel at 256 MB, d = 2, K = 16 and 2.9x at d = 16. On an
 // H100: 1.99x the memory floor at d = 2 and 1.61x at d = 16 in double, 3.1x and 2.6x in float;
 // d = 2 is bound by instructions (the 4 ALU operations an object and centroid of the scores), not
@@ -57,6 +58,7 @@
 #include "kernels/kmeans/fused/delta_pass.cuh"
 #include "kernels/kmeans/fused/filter_scores.cuh"
 #include "kernels/kmeans/fused/float_copy.cuh"
+#include "kernels/kmeans/fused/last_block_update.cuh"
 #include "kernels/kmeans/fused/mma_scores.cuh"
 #include "kernels/kmeans/fused/movers.cuh"
 #include "kernels/kmeans/fused/primitives.cuh"
@@ -1075,51 +1077,8 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     sum_deferred();
   }
   __syncthreads();
-  // (At d = 32, K = 64 these k d atomics take most of the flush of the block that flushes last:
-  // 6.3 us in float, 9.1 in double, against 0.4-0.6 for the counts and 0.6-0.8 for the tallies;
-  // starting each block's at a different entry changed nothing.)
-  for (int t = threadIdx.x; t < k * d; t += blockDim.x)
-    if (dsums[t]) atomicAdd(&p.held_sums[t], dsums[t]);
-  for (int c = threadIdx.x; c < k; c += blockDim.x)
-    if (dcounts[c]) atomicAdd(&p.held_counts[c], static_cast<unsigned long long>(static_cast<long long>(dcounts[c])));
-  constexpr bool kOneFlush = MMA && !TILE;
-  if constexpr (!kOneFlush) {
-    flush_block_count(p.changed, moves);
-    flush_block_count(p.rechecked, rechecks);
-    if constexpr (!SHADOW) flush_block_fixed(p.inertia, my_inertia);  // (SHADOW sums none: count_inertia)
-    if constexpr (FILL) {
-      __syncthreads();  // (flush_block_fixed's warp sums read before they are written again)
-      flush_block_fixed(p.fill_q, fill_q);
-    }
-    if (CELLS) flush_block_count(p.looked_up, lookups);
-    if (MMA && p.rescored) flush_block_count(p.rescored, rescores);
-  } else {
-    // The block's tallies in one reduction: a barrier, then an atomic each from threads 0-4,
-    // where one counter after another took 3 barriers each. With the tensor-core scores only, not
-    // staged (H100, 2^20 x 32, K = 64: 0.97x the time in float, 0.98x in double); elsewhere it measured
-    // slower (1.01-1.04x at d = 2, 1.09-1.13x with the staged loads at d = 16, where the
-    // kernels' main loops slowed too).
-    unsigned long long v[5] = {moves, rechecks, my_inertia, CELLS ? lookups : 0u, rescores};
-#pragma unroll
-    for (int q = 0; q < 5; ++q)
-      for (int off = 16; off > 0; off /= 2) v[q] += __shfl_down_sync(0xffffffffu, v[q], off);
-    if (lane == 0)
-#pragma unroll
-      for (int q = 0; q < 5; ++q) tallies_s[q][warp] = v[q];
-    __syncthreads();
-    if (threadIdx.x < 5) {
-      unsigned long long* const target[5] = {p.changed, p.rechecked, p.inertia, CELLS ? p.looked_up : nullptr,
-                                             p.rescored};
-      unsigned long long total = 0;
-      for (int w = 0; w < warps_in_block; ++w) total += tallies_s[threadIdx.x][w];
-      if (target[threadIdx.x] && total) atomicAdd(target[threadIdx.x], total);
-    }
-  }
-  if (BOUNDS) {
-    for (int c = threadIdx.x; c < k; c += blockDim.x)
-      if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
-  }
-  if (BOUNDS) flush_block_count(p.skipped, skips);
+  flush_block<C>(p, dsums, dcounts, dq, k, d, lane, warp, warps_in_block, moves, rechecks, skips, lookups, rescores,
+                 my_inertia, fill_q, tallies_s);
   if (!p.done) return;
   // The last block to get here sees every block's atomics (each fenced before counting in).
   __threadfence();
@@ -1132,151 +1091,9 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     for (int t = threadIdx.x; t < k * d; t += blockDim.x) p.sums_out[t] = __ldcg(&p.held_sums[t]);
     for (int c = threadIdx.x; c < k; c += blockDim.x) p.counts_out[c] = __ldcg(&p.held_counts[c]);
   }
-  if (p.update) {
-    // update_centroids' arithmetic, the same bits: a warp per cluster, lane j its coordinate j
-    // (d <= 32), the squared shift summed by the same shuffle tree into shift_parts[c]; then
-    // the total in total_shift's fixed order. The held sums and counts come into shared memory
-    // first (the block's own sums' room, flushed above, and the score table's, no longer read),
-    // all in one round trip, and the shifts' total reads a shared copy: a warp's loop over its
-    // clusters waited on two L2 round trips a cluster (at K = 64 and 4 warps 16 in a row, the
-    // whole grid idle behind this block).
-    unsigned long long* held_s = dsums;
-    long long* counts_s = reinterpret_cast<long long*>(table);  // (k * ROW floats >= 2 k doubles)
-    double* parts_s = reinterpret_cast<double*>(table) + k;
-    block_batched<8>(k * d, [&](int t) { return __ldcg(&p.held_sums[t]); },
-                     [&](int t, unsigned long long v) { held_s[t] = v; });
-    for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
-    __syncthreads();
-    const int warps = static_cast<int>(blockDim.x / 32);
-    // BOUNDS, SHADOW: the assignment's inertia by algebra (below), each cluster's part and bound
-    // formed in the same loop from the same shared copies, into shared memory where the table
-    // has room for 2 k more doubles (ROW >= 8 floats), else into p.inertia_parts: as one more pass
-    // over the clusters reading the held sums, counts and Q from L2 and totalled from there, it
-    // took 4.3 us of the iteration (stamps, H200, 2^21 x 16, K = 16, the float copy).
-    [[maybe_unused]] double* const iparts =
-        (BOUNDS || SHADOW) && ROW >= 8 ? reinterpret_cast<double*>(table) + 2 * k : p.inertia_parts;
-    [[maybe_unused]] const double inv_q = 1.0 / p.inertia_scale;
-#pragma unroll 4
-    for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
-      const long long count = counts_s[c];
-      // (SHADOW: Q the copy's total, one term: the sum over the clusters is what is used.)
-      [[maybe_unused]] const double q =
-          !(BOUNDS || SHADOW) || lane != 0 || (SHADOW && c != 0)
-              ? 0.0
-              : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
-      double local = 0;
-      if (lane < d && count > 0) {
-        const double sum = static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale;
-        const T updated = static_cast<T>(sum / static_cast<double>(count));
-        const double delta = static_cast<double>(updated) - static_cast<double>(s[lane * k + c]);
-        local += delta * delta;
-        centroids[lane * k + c] = updated;
-      }
-      for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
-      if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
-      if constexpr (BOUNDS || SHADOW) {
-        // (the sums from the shared copy: the same words as p.held_sums)
-        double part, size;
-        algebraic_part_of([&](int j) { return held_s[c * d + j]; }, static_cast<double>(count),
-                          [&](int j) { return s[j * k + c]; }, zs, d, lane, p.inv_scale, part, size);
-        for (int off = 16; off > 0; off /= 2) {
-          part += __shfl_down_sync(0xffffffffu, part, off);
-          size += __shfl_down_sync(0xffffffffu, size, off);
-        }
-        if (lane == 0) {
-          iparts[c] = q + part;
-          iparts[k + c] = (2 * d + 24) * 0x1p-53 * (fabs(q) + size);
-        }
-      }
-    }
-    __syncthreads();
-    const double total = fixed_order_total(parts_s, k, warp_totals);
-    unsigned long long inertia_fixed = 0;
-    if constexpr (BOUNDS || SHADOW) {
-      if constexpr (BOUNDS) {
-        // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
-        // C^ += kap_up step, M^ += the largest.
-        if (threadIdx.x == 0) largest_step = 0;
-        __syncthreads();
-        for (int c = threadIdx.x; c < k; c += blockDim.x) {
-          const float step_up = hamerly_step(parts_s[c]);  // (p.shift_parts[c]'s value)
-          p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
-          atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
-        }
-      }
-      // (SHADOW: every object's inertia so, none of them summing a distance.)
-      // This assignment's inertia without the objects the bounds kept (never read): per
-      // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra (its
-      // parts formed in the update's loop above). Beside it, a bound on what the algebra adds
-      // to the error: the roundings of q, of w and of this evaluation, (2d + 24) 2^-53 of the
-      // magnitudes summed, which cancellation (clusters far tighter than their distance from z)
-      // makes large against the inertia. Where it exceeds q_guard of the inertia, the host sums
-      // it from the objects instead (kInertiaUnsure). The fixed-point roundings (at most n/2
-      // units of Q's scale, n/2 of S's per coordinate times 2|w|) are the kind the per-object
-      // sum has too, at most n/2 units of the same scale, and are not part of the test.
-      __syncthreads();
-      if (BOUNDS && threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
-      const double inertia = fixed_order_total(iparts, k, warp_totals);
-      __syncthreads();
-      const double bound = fixed_order_total(iparts + k, k, warp_totals);
-      if (threadIdx.x == 0) {
-        inertia_fixed = algebraic_inertia_fixed(inertia, bound, k, p.q_guard, p.inertia_scale);
-        unsure_shared = inertia_fixed == kInertiaUnsure;
-      }
-      __syncthreads();
-      if (unsure_shared)
-        for (int t = threadIdx.x; t < k * d; t += blockDim.x)
-          p.previous[(t % k) * d + t / k] = static_cast<double>(s[t]);
-    }
-    if (threadIdx.x == 0) {
-      // Every tally read before any is written (the compiler cannot tell the *_out pointers from
-      // them, so written in turn each read waited for the write before it: an L2 round trip each).
-      const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS || SHADOW ? inertia_fixed : __ldcg(p.inertia),
-                               rechecked = __ldcg(p.rechecked),
-                               skipped = (BOUNDS || CELLS) && p.skipped ? __ldcg(p.skipped) : 0ull,
-                               looked_up = CELLS && p.looked_up ? __ldcg(p.looked_up) : 0ull,
-                               rescored = MMA && p.rescored ? __ldcg(p.rescored) : 0ull;
-      *p.shift_out = total;
-      *p.changed_out = changed;
-      if (p.gate_out) {
-        const bool stop = meets_stop_rule(static_cast<double>(changed), total, p.stop_changed, p.stop_shift);
-        // (SHADOW: where the algebraic inertia's bound failed, the kernel launched ahead returns
-        // at once too, so that the host sums this iteration's inertia from its labels and
-        // launches the next iteration again: one_pass_iterate.cu, iterate.)
-        *p.gate_out = stop || (SHADOW && inertia == kInertiaUnsure) ? 1u : 0u;
-        *p.stopped_out = stop ? 1ull : 0ull;
-      }
-      *p.inertia_out = inertia;
-      *p.rechecked_out = rechecked;
-      *p.changed = 0;
-      *p.inertia = 0;
-      *p.rechecked = 0;
-      if ((BOUNDS || CELLS) && p.skipped) {
-        *p.skipped_out = skipped;
-        *p.skipped = 0;
-      }
-      if (CELLS && p.looked_up) {
-        *p.looked_up_out = looked_up;
-        *p.looked_up = 0;
-      }
-      if (MMA && p.rescored) {
-        *p.rescored_out = rescored;
-        *p.rescored = 0;
-      }
-      if (p.release) {
-        // The next kernel may start here: everything it reads from this one is written.
-        *p.done = 0;
-        if ((kDynamic || kLeanDynamic) && p.chunks)
-          for (int c = 0; c < kDeltaChunkCounters; ++c) p.chunks[c * kDeltaChunkStride] = 0;
-        if (CELLS && p.work_count) *p.work_count = 0;
-        __threadfence();
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.release), "r"(p.release_value) : "memory");
-      }
-      if (p.end_ns_out) *p.end_ns_out = global_ns();
-      __threadfence_system();  // the *_out counters may be pinned host memory the host reads next
-      if (p.seq_out) *reinterpret_cast<volatile unsigned long long*>(p.seq_out) = p.seq;
-    }
-  }
+  if (p.update)
+    last_block_update<C>(p, centroids, s, dsums, table, zs, drift_s, mhat, k, d, lane, warp_totals, largest_step,
+                         unsure_shared);
   if (threadIdx.x == 0 && !(p.update && p.release)) {
     *p.done = 0;
     if ((kDynamic || kLeanDynamic) && p.chunks)  // (every block's warps have taken their last)
