@@ -26,7 +26,7 @@
 //   protocol.cuh       dependent launch, the release flag (block_acquire)
 //   traits.cuh         DeltaTraits: the switches by name, derived constants, launch bounds
 //   primitives.cuh     predicated stores, 16-byte runs, batched block copies, TF32 mma
-//   prologue.cuh       the centroids' rows
+//   prologue.cuh       the first passes into L2, the block's state, the centre, the score table
 //   filter_scores.cuh  the float filter's scores (FMA; d <= 2 one object at a time)
 //   mma_scores.cuh     MMA: the tensor-core tables and scores
 //   ball.cuh           BALL: the radii
@@ -176,25 +176,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   dependent_launch_trigger();
   // (BOUNDS: never launched ahead, one_pass.hpp: ahead_allowed; without this code ptxas spilled
   // nothing more in those kernels)
-  if (!BOUNDS && p.prefetch_first) {
-    // The block's first passes (blockDim U objects each, d rows of x [d][n]) into L2 while the
-    // kernel before ends: one pass by default (H100, 10 iterations: 0.96-0.98x the time at d = 16
-    // and 32 in double and at d = 16 in float, level elsewhere; two to four passes level or up to
-    // 1.03x slower). (SHADOW: of the float copy, which the passes
-    // read, not of x; the kernel before may be writing it: L2 holds the lines either way.)
-    constexpr int kElem = SHADOW ? static_cast<int>(sizeof(float)) : static_cast<int>(sizeof(T));
-    const char* const from = SHADOW ? reinterpret_cast<const char*>(p.shadow) : reinterpret_cast<const char*>(x);
-    const int per_line = 128 / kElem;
-    const int lines = (static_cast<int>(blockDim.x) * U + per_line - 1) / per_line;
-    for (int pass = 0; pass < p.prefetch_first; ++pass) {
-      const std::int64_t first = (static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * blockDim.x * U;
-      for (int t = threadIdx.x; t < lines * d; t += blockDim.x) {
-        const std::int64_t i = first + static_cast<std::int64_t>(t % lines) * per_line;
-        if (i < n)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(from + (static_cast<std::int64_t>(t / lines) * n + i) * kElem));
-      }
-    }
-  }
+  if (!BOUNDS && p.prefetch_first) prefetch_first_passes<C>(p, x, n, d);
   if (BOUNDS || p.wait_grid || !p.acquire_value) dependent_wait();
   if (!BOUNDS && p.acquire_value) block_acquire(p.release, p.acquire_value);
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
@@ -202,87 +184,12 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
 
   if (threadIdx.x == 0) r2_shared = rounding_shared = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
-  if constexpr (CELLS) {
-    // The centroids, the table and the masks in one batch (cells_s and masks_s are adjacent:
-    // the masks start side^2 bytes after the table, a multiple of 16): one L2 round trip where
-    // each took its own (H100, 2^24 x 2, K = 16: 0.99x the time in both precisions).
-    const int words = cell_side * cell_side / 16;  // side a multiple of 4 (host)
-    const int all = p.cell_masks ? 3 * words : words, kd = k * d;
-    for (int t0 = static_cast<int>(threadIdx.x); t0 < max(all, kd); t0 += 8 * static_cast<int>(blockDim.x)) {
-      uint4 w[8];
-      T c[8];
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {
-        const int t = t0 + b * static_cast<int>(blockDim.x);
-        if (t < all)
-          w[b] = t < words ? reinterpret_cast<const uint4*>(p.cells)[t]
-                           : reinterpret_cast<const uint4*>(p.cell_masks)[t - words];
-        if (t < kd) c[b] = centroids[t];
-      }
-#pragma unroll
-      for (int b = 0; b < 8; ++b) {
-        const int t = t0 + b * static_cast<int>(blockDim.x);
-        if (t < all) reinterpret_cast<uint4*>(cells_s)[t] = w[b];
-        if (t < kd) {
-          dsums[t] = 0;
-          s[t] = c[b];
-        }
-      }
-    }
-  } else {
-    block_batched<8>(k * d, [&](int t) { return centroids[t]; }, [&](int t, T v) {
-      dsums[t] = 0;
-      s[t] = v;
-    });
-  }
-  for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
-  if (BOUNDS)
-    for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
-  if (BOUNDS || SHADOW)
-    for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
-  if (BOUNDS)
-    for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
+  load_block_state<C>(p, centroids, k, d, cell_side, dsums, dcounts, s, cells_s, dq, zs, drift_s);
   __syncthreads();
   if constexpr (SROW > 0) centroid_rows<C>(has_rows, k, d, srow, s);
-  // The centre: the centroids' mean, summed in index order (any point would be exact; the
-  // mean keeps |x''| and |c''|, and with them the filter's margin, small). (From the rows where
-  // there are rows: thread j reading s[j k + c] put all 32 lanes on one bank at K = 64, 64 loads
-  // of 32 wavefronts each.)
-  for (int j = threadIdx.x; j < MAXD; j += blockDim.x) {
-    T m = 0;
-    if (j < d) {
-      if (SROW > 0 && has_rows)
-        for (int c = 0; c < k; ++c) m += srow[c * SROW + j];
-      else
-        for (int c = 0; c < k; ++c) m += s[j * k + c];
-      m /= static_cast<T>(k);
-    }
-    // (SHADOW: z, the point the float copy was centred on, fixed for the fit; any point keeps
-    // the filter exact, and z is the writer's centroids' mean: FILL.)
-    mu[j] = SHADOW ? static_cast<T>(j < d ? p.z[j] : 0.0) : m;
-    if (FILL && blockIdx.x == 0 && j < d) p.fill_z[j] = static_cast<double>(m);  // (FILL: the copy's z)
-  }
-  // CELLS: the centroids again as pairs (c_0, c_1), one load a labelled object (the lean passes).
-  if (CELLS)
-    for (int c = threadIdx.x; c < k; c += blockDim.x) {
-      cpair[2 * c] = s[c];
-      cpair[2 * c + 1] = s[k + c];
-    }
+  block_centre<C>(p, k, d, s, srow, has_rows, mu, cpair);
   __syncthreads();
-  for (int c = threadIdx.x; c < k; c += blockDim.x) {
-    float* row = table + c * ROW;
-    double cc = 0;
-#pragma unroll
-    for (int j = 0; j < MAXD; ++j) {
-      const float v = j < d ? static_cast<float>(s[j * k + c] - mu[j]) : 0.0f;
-      row[AOFF + j] = -2.0f * v;
-      cc += static_cast<double>(v) * v;
-    }
-    for (int j = 1; j < AOFF; ++j) row[j] = 0;
-    for (int j = AOFF + MAXD; j < ROW; ++j) row[j] = 0;
-    row[0] = static_cast<float>(cc);
-    atomicMax(reinterpret_cast<int*>(&r2_shared), __float_as_int(row[0]));  // cc >= 0: int order
-  }
+  score_table_rows<C>(k, d, s, mu, table, r2_shared);
   if constexpr (BALL) ball_radii<C>(s, ball, k, d);
   __syncthreads();
   if constexpr (MMA) mma_tables<C>(table, btab, ctab, k, rounding_shared);
