@@ -10,8 +10,6 @@
 //    memory: an iteration is one launch and one wait.
 // Features, each a template switch (named in DeltaTraits, fused/traits.cuh):
 //   BALL    Elkan's test first (d <= 2, 32 < K <= 64)
-//   BOUNDS  Hamerly's bounds (from the second iteration after one where at most 1% moved): 100
-//           iterations at d = 2, K = 16 take 30% less time
 //   CELLS   a cell table (d = 2, K <= 64; delta_cells): H100, 256 MB, 0.73x the time at K = 16 in
 //           float, 0.89x in double, 0.56-0.60x at K = 64; SORTED: in the cells' sorted order, only
 //           the chunks of changed or mixed cells read (H200, 2^24 x 2, K = 16: 0.54x in double)
@@ -30,7 +28,6 @@
 //   filter_scores.cuh  the float filter's scores (FMA; d <= 2 one object at a time)
 //   mma_scores.cuh     MMA: the tensor-core tables and scores
 //   ball.cuh           BALL: the radii
-//   bounds.cuh         BOUNDS: the labels and bounds a pass ahead, the q sums
 //   cell_table.cuh     CELLS: delta_cells, the warp's ring and its rounds, the lean passes
 //   staged_loads.cuh   TILE: the cp.async copies of a pass
 //   movers.cuh         the movers' fixed-point sums (SORTED: by the warp)
@@ -53,7 +50,6 @@
 #include "kernels/kmeans/cells.hpp"
 #include "kernels/kmeans/counters.cuh"
 #include "kernels/kmeans/fused/ball.cuh"
-#include "kernels/kmeans/fused/bounds.cuh"
 #include "kernels/kmeans/fused/cell_table.cuh"
 #include "kernels/kmeans/fused/delta_pass.cuh"
 #include "kernels/kmeans/fused/filter_scores.cuh"
@@ -85,7 +81,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   // The variant's switches by name (DeltaTraits, fused/traits.cuh).
   using T = typename C::T;
   constexpr int MAXD = C::MAXD, U = C::U;
-  constexpr bool PACK = C::PACK, BALL = C::BALL, BOUNDS = C::BOUNDS, CELLS = C::CELLS, MMA = C::MMA,
+  constexpr bool PACK = C::PACK, BALL = C::BALL, CELLS = C::CELLS, MMA = C::MMA,
                  EXACT = C::EXACT, TILE = C::TILE, SHADOW = C::SHADOW, FILL = C::FILL;
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
   // or where it fills the width (EXACT): the coordinate loops then test nothing (at d = 16, K = 16
@@ -131,17 +127,9 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   unsigned char* cells_s = after + warps_in_block * 64 * U * (8 + (p.ring_xy ? 2 * sizeof(T) : 0));
   // ... and after it, where given (p.cell_masks, K <= 16), each cell's candidates as 16 bits.
   unsigned short* masks_s = reinterpret_cast<unsigned short*>(cells_s + (CELLS && p.cells ? p.grid.side * p.grid.side : 0));
-  // BOUNDS: the warp's ring of objects to score (index, old label; 64 U), after the movers'
-  // queue; then the drift tables C^[k], M^ and the block's q sums [k].
-  uint2* listq = reinterpret_cast<uint2*>(after + warps_in_block * 32 * U * 8) + warp * 64 * U;
-  float* drift_s = reinterpret_cast<float*>(after + warps_in_block * 32 * U * 24);
-  // (SHADOW: no q sums per cluster, its Q the copy's total, which no move changes.)
-  unsigned long long* dq = reinterpret_cast<unsigned long long*>(after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8);
   // Above d = 4, the warp's movers' coordinates (32 U of them, MAXD values each), after the rest
   // (MMA: at least the warp's objects as rows of MAXD + 4 floats; layouts.hpp).
-  T* stage = reinterpret_cast<T*>((BOUNDS ? after + warps_in_block * 32 * U * 24 + (k + 2) / 2 * 8 + k * 8
-                                          : after + warps_in_block * 32 * U * 8) +
-                                  warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
+  T* stage = reinterpret_cast<T*>(after + warps_in_block * 32 * U * 8 + warp * delta_stage_warp_bytes(MAXD, sizeof(T), U, MMA));
   // TILE: the warp's two buffers, each its 32 U objects' coordinates [MAXD][32 U] and old labels
   // (a row of 32 U entries of T's size), where the stage would be (layouts.hpp:
   // delta_tile_warp_bytes): cp.async brings the next pass into one while the warp scores the
@@ -160,7 +148,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   float4* ctab = reinterpret_cast<float4*>(btab + (k + 15) / 16 * 2 * KS * 32);
   __shared__ double zs[MAXD];
   __shared__ __align__(16) T cpair[CELLS ? 2 * 64 : 2];
-  __shared__ int largest_step;
   // The passes from the chunk counters (kDynamic, kMmaDynamic, kLeanDynamic) and the warp's index in
   // a uniform register (kUniformBase): fused/traits.cuh.
   constexpr bool kMmaDynamic = C::kMmaDynamic, kDynamic = C::kDynamic, kLeanDynamic = C::kLeanDynamic;
@@ -174,17 +161,15 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   __shared__ bool unsure_shared;
   const int lane = threadIdx.x & 31;
   dependent_launch_trigger();
-  // (BOUNDS: never launched ahead, one_pass.hpp: ahead_allowed; without this code ptxas spilled
-  // nothing more in those kernels)
-  if (!BOUNDS && p.prefetch_first) prefetch_first_passes<C>(p, x, n, d);
-  if (BOUNDS || p.wait_grid || !p.acquire_value) dependent_wait();
-  if (!BOUNDS && p.acquire_value) block_acquire(p.release, p.acquire_value);
+  if (p.prefetch_first) prefetch_first_passes<C>(p, x, n, d);
+  if (p.wait_grid || !p.acquire_value) dependent_wait();
+  if (p.acquire_value) block_acquire(p.release, p.acquire_value);
   if (p.start_ns_out && blockIdx.x == 0 && threadIdx.x == 0) *p.start_ns_out = global_ns();
   const unsigned gated = p.gate ? __ldcg(p.gate) : 0u;  // (read now, tested after the prologue)
 
   if (threadIdx.x == 0) r2_shared = rounding_shared = 0;
   const int cell_side = CELLS && p.cells ? p.grid.side : 0;
-  load_block_state<C>(p, centroids, k, d, cell_side, dsums, dcounts, s, cells_s, dq, zs, drift_s);
+  load_block_state<C>(p, centroids, k, d, cell_side, dsums, dcounts, s, cells_s, zs);
   __syncthreads();
   if constexpr (SROW > 0) centroid_rows<C>(has_rows, k, d, srow, s);
   block_centre<C>(p, k, d, s, srow, has_rows, mu, cpair);
@@ -216,37 +201,24 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
     mma_warp_scores<C>(xv, out_best, out_second, stage, btab, ctab, queue, k, mask, lane);
   };
-  // An object's q = |x - z|^2 in fixed point (BOUNDS), the same bits wherever it is summed.
+  // FILL: an object's q = |x - z|^2 in fixed point, the same bits wherever it is summed.
   auto q_fixed = [&](const T* v) {
     return object_q_fixed<C>(v, d, zs, p);
   };
   // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
-  // cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
-  // rebuilt from every object).
-  auto add_q = [&](const T* v, int label, int was) {
-    add_q_move<C>(v, label, was, p, dq, q_fixed);
-  };
+  // cluster's sums and into the other's.
   auto add_move = [&](const T* v, int label, int was) {
-    add_move_sums<C>(v, label, was, d, p, dsums, dcounts, add_q);
+    add_move_sums<C>(v, label, was, d, p, dsums, dcounts);
   };
   auto add_moves = [&](const T* v, int to, int was) {
     add_warp_moves<C>(v, to, was, d, lane, p, dsums, dcounts, add_move);
   };
-  unsigned moves = 0, rechecks = 0, skips = 0, lookups = 0, rescores = 0;
+  unsigned moves = 0, rechecks = 0, lookups = 0, rescores = 0;
   unsigned long long my_inertia = 0;
   [[maybe_unused]] unsigned long long fill_q = 0;  // (FILL: the objects' q, this thread's)
-  // (BOUNDS, SHADOW: the iteration's inertia by algebra, from the q sums (SHADOW: Q), by the last block.)
-  const bool count_inertia = !BOUNDS && !SHADOW && p.inertia != nullptr;
-  const float mhat = BOUNDS ? drift_s[k] : 0.0f;
+  // (SHADOW: the iteration's inertia by algebra, from the copy's Q, by the last block.)
+  const bool count_inertia = !SHADOW && p.inertia != nullptr;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x * U;
-  // BOUNDS: a pass's labels and bounds, loaded one pass ahead (-2: past the end), so that
-  // their latency hides behind the previous pass's scoring.
-  int next_label[U];
-  float2 next_bounds[U];
-  auto fetch = [&](std::int64_t from) {
-    fetch_bounds<C>(from, n, labels, p, next_label, next_bounds);
-  };
-  if (BOUNDS) fetch(static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U);
   // BALL, CELLS: one object's packed score against centroid c folded into the least (b) and the
   // runner-up (sc); score_one over every centroid, score_some over those of mask m only, lowest
   // index first.
@@ -276,10 +248,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
                        score_some, p, masks_s, mask, lookups, moves, rechecks, r2, s, k, count_inertia, my_inertia,
                        labels, add_moves);
   };
-  // BOUNDS: the warp's ring of listed objects (index, old label): fewer than 32 U wait between
-  // passes, so that every round but the warp's last scores 32 U objects, every slot filled.
-  constexpr int kRing = 64 * U;
-  int pending = 0, head = 0;
   // TILE: a pass's objects for the warp are 32 U consecutive ones (object u * 32 + lane of its
   // share of the block's pass), copied 16 bytes at a time: per coordinate 32 U sizeof(T) / 16
   // chunks, then the labels' 32 U * 4 / 16 = 8 U; past n, zeros (the host asks n % 4 == 0, so a
@@ -363,53 +331,13 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     [[maybe_unused]] std::int64_t next_base = 0;  // (kDynamic: the next pass's base, taken below)
     [[maybe_unused]] std::int64_t mma_following = 0;  // (kMmaDynamic: likewise, at the pass's end)
     const bool more = kDynamic && dynamic ? base + warp_u * 32 * U < n : base < n;  // (fixed: the same in the whole block)
-    if (!BOUNDS && !more) break;
-    if constexpr (BOUNDS) {
-      // Hamerly's test first, from the label and the two bounds alone (the coordinates are not
-      // read): u' + C^[a] < l' - M^ (rounded up and down) proves seq's label is still a.
-      if (more) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int a = next_label[u];
-          const bool keep = !p.rebuild && a >= 0 && hamerly_keep(next_bounds[u].x, next_bounds[u].y, drift_s[a], mhat);
-          skips += keep ? 1u : 0u;
-          const bool need = a >= -1 && !keep;
-          const unsigned list = __ballot_sync(0xffffffffu, need);
-          if (need)
-            listq[(head + pending + __popc(list & ((1u << lane) - 1))) & (kRing - 1)] = make_uint2(
-                static_cast<unsigned>(base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x),
-                static_cast<unsigned>(a));
-          pending += __popc(list);
-        }
-        fetch(base + step);
-      }
-      __syncwarp();
-    }
-    // The rounds: without BOUNDS one, the pass; with, each full one, and at the end the rest.
-    for (;;) {
-    int taken = 32 * U;
-    if constexpr (BOUNDS) {
-      if (pending < 32 * U && (more || pending == 0)) break;
-      taken = min(pending, 32 * U);
-    }
+    if (!more) break;
     T xr[U][MAXD];
     [[maybe_unused]] float xsh[SHADOW ? U : 1][MAXD];  // (SHADOW: the pass's x - z, from the float copy)
     int old[U];
     std::int64_t idx[U];
     bool has[U];
-    if constexpr (BOUNDS) {
-    #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int e = u * 32 + lane;
-        has[u] = e < taken;
-        const uint2 v = has[u] ? listq[(head + e) & (kRing - 1)] : make_uint2(0u, 0u);
-        idx[u] = v.x;
-        old[u] = static_cast<int>(v.y);
-        const T* xo = x + idx[u];
-    #pragma unroll
-        for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
-      }
-    } else if constexpr (TILE) {
+    if constexpr (TILE) {
       // The next pass into the other buffer (the one this warp used two passes ago, its reads
       // and the movers' stage done: the pass's closing __syncwarp), then this pass's from its own.
       std::int64_t following = base + step;
@@ -541,9 +469,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
       auto score = [&](auto slots) {
         score_slots<C, decltype(slots)::value>(table, k, mask, xf, best, second, bi);
       };
-      // BOUNDS: a round of fewer than 32 U listed objects scores only the slots it fills.
       if constexpr (MMA) mma_scores(xf, best, second);
-      else if (BOUNDS) with_slots<U>((taken + 31) / 32, score);
       else score(std::integral_constant<int, U>{});
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -833,21 +759,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
         }
         if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
         moved = old[u] != label;
-        if (moved) {
-          labels[i] = label;
-          // BOUNDS above d = 4: its q from the registers, here (SHADOW: below, from x's row)
-          if (!kQueue && !SHADOW) add_q(xr[u], label, old[u]);
-        }
-        if constexpr (BOUNDS) {
-          // The new bounds, from the scores (margin.hpp: hamerly_store); a re-checked object
-          // gets the pair that never keeps.
-          HamerlyBounds nb;
-          if (!close[u])
-            nb = hamerly_store(best[u], second[u], nx[u], p.factor * (nx[u] + r2) + p.tiny, p.kap_up, p.kap_dn,
-                               drift_s[label], mhat);
-          p.bounds[i] = make_float2(nb.upper, nb.lower);
-          if (p.rebuild) shared_add_u64(&dq[label], q_fixed(xr[u]));  // every object, into its new cluster
-        }
+        if (moved) labels[i] = label;
       }
       // Movers go to the warp's queue, to be summed below with every lane busy (summed here, one
       // lane in 25 would hold the warp through several shared atomics). At d <= 4 their few
@@ -862,7 +774,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
       if (moved) {
         const int at = queued + __popc(movers & ((1u << lane) - 1));
         const uint2 entry = make_uint2(kMmaDynamic ? u * blockDim.x + threadIdx.x
-                                                   : static_cast<unsigned>(i - (BOUNDS || CELLS ? 0 : base)),
+                                                   : static_cast<unsigned>(i - (CELLS ? 0 : base)),
                                        static_cast<unsigned>(old[u] + 1) << 16 | static_cast<unsigned>(label));
         if constexpr (CELLS)  // (after this pass's objects to score, a mover entry)
         {
@@ -943,7 +855,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
       __syncwarp();
       for (int e = lane; e < queued; e += 32) {
         const uint2 q = queue[e];
-        const std::int64_t i = (BOUNDS ? 0 : base) + q.x;
+        const std::int64_t i = base + q.x;
         T v[MAXD];
 #pragma unroll
         for (int j = 0; j < MAXD; ++j) v[j] = j < d ? x[j * n + i] : T(0);
@@ -967,11 +879,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     if constexpr (CELLS)
       while (hard_pending >= 32) hard_round();
     if constexpr (TILE) cur ^= 1;
-    if (!BOUNDS) break;
-    head = (head + taken) & (kRing - 1);
-    pending -= taken;
-    }
-    if (!more) break;
     if constexpr (kMmaDynamic) base = dynamic ? mma_following : base + step;
     else if constexpr (kDynamic) base = next_base;
     else base += step;
@@ -984,7 +891,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     sum_deferred();
   }
   __syncthreads();
-  flush_block<C>(p, dsums, dcounts, dq, k, d, lane, warp, warps_in_block, moves, rechecks, skips, lookups, rescores,
+  flush_block<C>(p, dsums, dcounts, k, d, lane, warp, warps_in_block, moves, rechecks, lookups, rescores,
                  my_inertia, fill_q, tallies_s);
   if (!p.done) return;
   // The last block to get here sees every block's atomics (each fenced before counting in).
@@ -999,7 +906,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     for (int c = threadIdx.x; c < k; c += blockDim.x) p.counts_out[c] = __ldcg(&p.held_counts[c]);
   }
   if (p.update)
-    last_block_update<C>(p, centroids, s, dsums, table, zs, drift_s, mhat, k, d, lane, warp_totals, largest_step,
+    last_block_update<C>(p, centroids, s, dsums, table, zs, k, d, lane, warp_totals,
                          unsure_shared);
   if (threadIdx.x == 0 && !(p.update && p.release)) {
     *p.done = 0;

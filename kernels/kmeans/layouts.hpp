@@ -236,18 +236,6 @@ KM_HOST_DEVICE constexpr std::size_t delta_shared_bytes(std::size_t k, std::size
   return delta_layout<std::size_t>(k, d, elem).bytes +
          delta_queue_bytes(fused_register_width(d), kDeltaMaxThreads, elem, true) + 16;
 }
-// The delta kernel with Hamerly's bounds (BOUNDS) scores 2 objects per thread at d <= 2, not 4:
-// 64 registers instead of 124, twice the warps in flight for the bounds' and the gathers'
-// latency (H200, 256 MB, 100 iterations: the last ten 3-27% faster, d = 2, K = 16 by 9%, d = 1, K = 2
-// float 27%).
-KM_HOST_DEVICE constexpr int delta_bounds_unroll(int maxd) { return maxd <= 2 ? 2 : delta_unroll(maxd); }
-// With BOUNDS, after the layout above: a queue-sized area (used by the queue), then per warp a
-// ring of 64 * U entries of 8 bytes, the drift tables (k + 1 floats, padded to 8 bytes), the
-// block's q sums (8 bytes per cluster) and, above d = 4, the movers' coordinates.
-KM_HOST_DEVICE constexpr std::size_t delta_bounds_bytes(int maxd, int threads, std::size_t k, std::size_t elem) {
-  return static_cast<std::size_t>((threads + 31) / 32) * 32 * static_cast<std::size_t>(delta_bounds_unroll(maxd)) * 24 +
-         (k + 2) / 2 * 8 + k * 8 + delta_stage_bytes(maxd, threads, elem, delta_bounds_unroll(maxd));
-}
 // Bits the delta kernel's float filter writes the centroid index into (0: K too large for the
 // bits to cost little precision; a compare and a select track the index instead).
 KM_HOST_DEVICE constexpr int delta_index_bits(std::size_t k) {

@@ -39,13 +39,6 @@ struct DeltaPass {
   unsigned long long* changed_out = nullptr;
   unsigned long long* inertia_out = nullptr;
   unsigned long long* rechecked_out = nullptr;
-  // BOUNDS (Hamerly's test, fused/bounds.cuh): per object (u', l'), per cluster the cumulative
-  // inflated shifts C^[k] and, at [k], the cumulative largest shift M^ (floats, rounded up);
-  // kap_up >= sqrt(1 + g), kap_dn <= sqrt(1 - g), g = gamma_{d+2}(u_T) (seq's relative error).
-  float2* bounds = nullptr;
-  bool rebuild = false;  // the first iteration with bounds: every object scored, the q sums rebuilt
-  float* drift = nullptr;
-  float kap_up = 1, kap_dn = 1;
   // Each cluster's sum of q = |x - z|^2 (64-bit fixed point at inertia_scale, z fixed for the
   // fit), kept like the held sums: the iteration's inertia follows from them, Q, S and n.
   // (SHADOW: held_q[0] is the copy's Q, the sum over every object, and z the copy's.)
@@ -54,7 +47,7 @@ struct DeltaPass {
   double q_guard = 1e-11;               // the largest error bound / inertia accepted
   double* inertia_parts = nullptr;      // [2k] scratch: each cluster's inertia, its error bound
   double* previous = nullptr;           // [k][d]: the centroids of an iteration whose bound failed
-  unsigned long long* skipped = nullptr;      // objects the bounds kept without reading them
+  unsigned long long* skipped = nullptr;      // objects the sorted cells kept without reading them
   unsigned long long* skipped_out = nullptr;
   // CELLS: this iteration's cell table (side^2 labels, delta_cells) and its grid; null: none
   // (every object scored).

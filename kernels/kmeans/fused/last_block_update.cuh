@@ -1,8 +1,8 @@
 // The kernel's end (6_fused_delta.cuh): each block flushes its sums, counts and tallies to the
 // held ones; with the whole problem on one engine, the last block to finish does the update: the
 // centroids, their summed squared shift (update_centroids' and total_shift's arithmetic and order,
-// so one GPU and several give the same bits), the assignment's inertia by algebra (BOUNDS,
-// SHADOW), and the iteration's counters, written straight to pinned host memory, then the release
+// so one GPU and several give the same bits), the assignment's inertia by algebra
+// (SHADOW), and the iteration's counters, written straight to pinned host memory, then the release
 // of the kernel launched ahead (fused/protocol.cuh). The kernel's shared variables come by
 // reference; both functions are __forceinline__, so the compiler still sees one kernel.
 #pragma once
@@ -21,19 +21,17 @@
 
 namespace km::kernels {
 
-// The block's sums, counts and tallies into the held ones (BOUNDS: and its q sums, dq).
+// The block's sums, counts and tallies into the held ones.
 // tallies_s: the kernel's shared [5][warps] (kOneFlush).
 template <class C>
 __device__ __forceinline__ void flush_block(const DeltaPass& p, const unsigned long long* dsums, const int* dcounts,
-                                            const unsigned long long* dq, int k, int d, int lane, int warp,
-                                            int warps_in_block, unsigned moves, unsigned rechecks, unsigned skips,
+                                            int k, int d, int lane, int warp, int warps_in_block, unsigned moves,
+                                            unsigned rechecks,
                                             unsigned lookups, unsigned rescores, unsigned long long my_inertia,
                                             unsigned long long fill_q,
                                             unsigned long long (*tallies_s)[C::kOneFlush ? kDeltaMaxThreads / 32 : 1]) {
-  constexpr bool BOUNDS = C::BOUNDS, CELLS = C::CELLS, MMA = C::MMA, SHADOW = C::SHADOW, FILL = C::FILL;
+  constexpr bool CELLS = C::CELLS, MMA = C::MMA, SHADOW = C::SHADOW, FILL = C::FILL;
   constexpr bool kOneFlush = C::kOneFlush;
-  (void)dq;
-  (void)skips;
   (void)fill_q;
   (void)warp;
   (void)lane;
@@ -80,11 +78,6 @@ __device__ __forceinline__ void flush_block(const DeltaPass& p, const unsigned l
       if (target[threadIdx.x] && total) atomicAdd(target[threadIdx.x], total);
     }
   }
-  if (BOUNDS) {
-    for (int c = threadIdx.x; c < k; c += blockDim.x)
-      if (dq[c]) atomicAdd(&p.held_q[c], dq[c]);
-  }
-  if (BOUNDS) flush_block_count(p.skipped, skips);
 }
 
 // The last block's update (p.update): the held sums and counts into the centroids, the shifts,
@@ -92,17 +85,13 @@ __device__ __forceinline__ void flush_block(const DeltaPass& p, const unsigned l
 template <class C>
 __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C::T* centroids,
                                                   const typename C::T* s, unsigned long long* dsums, float* table,
-                                                  const double* zs, const float* drift_s, float mhat, int k, int d,
-                                                  int lane, double* warp_totals, int& largest_step,
+                                                  const double* zs, int k, int d, int lane, double* warp_totals,
                                                   bool& unsure_shared) {
   using T = typename C::T;
-  constexpr bool BOUNDS = C::BOUNDS, CELLS = C::CELLS, MMA = C::MMA, SHADOW = C::SHADOW;
+  constexpr bool CELLS = C::CELLS, MMA = C::MMA, SHADOW = C::SHADOW;
   constexpr bool kDynamic = C::kDynamic, kLeanDynamic = C::kLeanDynamic;
   constexpr int ROW = C::ROW;
-  (void)drift_s;
-  (void)mhat;
   (void)zs;
-  (void)largest_step;
   (void)unsure_shared;
   // update_centroids' arithmetic, the same bits: a warp per cluster, lane j its coordinate j
   // (d <= 32), the squared shift summed by the same shuffle tree into shift_parts[c]; then
@@ -119,20 +108,20 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
   for (int c = threadIdx.x; c < k; c += blockDim.x) counts_s[c] = static_cast<long long>(__ldcg(&p.held_counts[c]));
   __syncthreads();
   const int warps = static_cast<int>(blockDim.x / 32);
-  // BOUNDS, SHADOW: the assignment's inertia by algebra (below), each cluster's part and bound
+  // SHADOW: the assignment's inertia by algebra (below), each cluster's part and bound
   // formed in the same loop from the same shared copies, into shared memory where the table
   // has room for 2 k more doubles (ROW >= 8 floats), else into p.inertia_parts: as one more pass
   // over the clusters reading the held sums, counts and Q from L2 and totalled from there, it
   // took 4.3 us of the iteration (stamps, H200, 2^21 x 16, K = 16, the float copy).
   [[maybe_unused]] double* const iparts =
-      (BOUNDS || SHADOW) && ROW >= 8 ? reinterpret_cast<double*>(table) + 2 * k : p.inertia_parts;
+      SHADOW && ROW >= 8 ? reinterpret_cast<double*>(table) + 2 * k : p.inertia_parts;
   [[maybe_unused]] const double inv_q = 1.0 / p.inertia_scale;
 #pragma unroll 4
   for (int c = static_cast<int>(threadIdx.x / 32); c < k; c += warps) {
     const long long count = counts_s[c];
     // (SHADOW: Q the copy's total, one term: the sum over the clusters is what is used.)
     [[maybe_unused]] const double q =
-        !(BOUNDS || SHADOW) || lane != 0 || (SHADOW && c != 0)
+        !SHADOW || lane != 0 || (SHADOW && c != 0)
             ? 0.0
             : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
     double local = 0;
@@ -145,7 +134,7 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
     }
     for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
     if (lane == 0) p.shift_parts[c] = parts_s[c] = 0.0 + local;
-    if constexpr (BOUNDS || SHADOW) {
+    if constexpr (SHADOW) {
       // (the sums from the shared copy: the same words as p.held_sums)
       double part, size;
       algebraic_part_of([&](int j) { return held_s[c * d + j]; }, static_cast<double>(count),
@@ -163,20 +152,9 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
   __syncthreads();
   const double total = fixed_order_total(parts_s, k, warp_totals);
   unsigned long long inertia_fixed = 0;
-  if constexpr (BOUNDS || SHADOW) {
-    if constexpr (BOUNDS) {
-      // The drift tables: each cluster's step |c_new - c| rounded up (margin.hpp: hamerly_step),
-      // C^ += kap_up step, M^ += the largest.
-      if (threadIdx.x == 0) largest_step = 0;
-      __syncthreads();
-      for (int c = threadIdx.x; c < k; c += blockDim.x) {
-        const float step_up = hamerly_step(parts_s[c]);  // (p.shift_parts[c]'s value)
-        p.drift[c] = add_up(drift_s[c], mul_up(step_up, p.kap_up));
-        atomicMax(&largest_step, __float_as_int(step_up));  // >= 0: int order is float order
-      }
-    }
+  if constexpr (SHADOW) {
     // (SHADOW: every object's inertia so, none of them summing a distance.)
-    // This assignment's inertia without the objects the bounds kept (never read): per
+    // This assignment's inertia: per
     // cluster, sum |x - c|^2 = Q - 2 w.(S - n z) + n |w|^2, w = c - z, exact algebra (its
     // parts formed in the update's loop above). Beside it, a bound on what the algebra adds
     // to the error: the roundings of q, of w and of this evaluation, (2d + 24) 2^-53 of the
@@ -186,7 +164,6 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
     // units of Q's scale, n/2 of S's per coordinate times 2|w|) are the kind the per-object
     // sum has too, at most n/2 units of the same scale, and are not part of the test.
     __syncthreads();
-    if (BOUNDS && threadIdx.x == 0) p.drift[k] = add_up(mhat, __int_as_float(largest_step));
     const double inertia = fixed_order_total(iparts, k, warp_totals);
     __syncthreads();
     const double bound = fixed_order_total(iparts + k, k, warp_totals);
@@ -202,9 +179,9 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
   if (threadIdx.x == 0) {
     // Every tally read before any is written (the compiler cannot tell the *_out pointers from
     // them, so written in turn each read waited for the write before it: an L2 round trip each).
-    const unsigned long long changed = __ldcg(p.changed), inertia = BOUNDS || SHADOW ? inertia_fixed : __ldcg(p.inertia),
+    const unsigned long long changed = __ldcg(p.changed), inertia = SHADOW ? inertia_fixed : __ldcg(p.inertia),
                              rechecked = __ldcg(p.rechecked),
-                             skipped = (BOUNDS || CELLS) && p.skipped ? __ldcg(p.skipped) : 0ull,
+                             skipped = CELLS && p.skipped ? __ldcg(p.skipped) : 0ull,
                              looked_up = CELLS && p.looked_up ? __ldcg(p.looked_up) : 0ull,
                              rescored = MMA && p.rescored ? __ldcg(p.rescored) : 0ull;
     *p.shift_out = total;
@@ -222,7 +199,7 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
     *p.changed = 0;
     *p.inertia = 0;
     *p.rechecked = 0;
-    if ((BOUNDS || CELLS) && p.skipped) {
+    if (CELLS && p.skipped) {
       *p.skipped_out = skipped;
       *p.skipped = 0;
     }

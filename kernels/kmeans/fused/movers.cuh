@@ -19,11 +19,10 @@
 namespace km::kernels {
 
 // An object's move from `was` (-1: none yet) to `label`: its fixed-point addends out of one
-// cluster's sums and into the other's (with BOUNDS, its q too, unless the q sums are being
-// rebuilt from every object).
-template <class C, class AddQ>
+// cluster's sums and into the other's.
+template <class C>
 __device__ __forceinline__ void add_move_sums(const typename C::T* v, int label, int was, const int& d, const DeltaPass& p,
-                                              unsigned long long* const& dsums, int* const& dcounts, AddQ& add_q) {
+                                              unsigned long long* const& dsums, int* const& dcounts) {
   constexpr int MAXD = C::MAXD;
 #pragma unroll
   for (int j = 0; j < MAXD; ++j) {
@@ -35,7 +34,6 @@ __device__ __forceinline__ void add_move_sums(const typename C::T* v, int label,
   }
   atomicAdd(&dcounts[label], 1);
   if (was >= 0) atomicAdd(&dcounts[was], -1);
-  add_q(v, label, was);
 }
 
 // A warp's moves (to >= 0: the lane's object from `was` to `to`; the whole warp calls it). Where
@@ -54,7 +52,7 @@ __device__ __forceinline__ void add_warp_moves(const typename C::T* v, int to, i
                                                const DeltaPass& p, unsigned long long* const& dsums,
                                                int* const& dcounts, AddMove& add_move) {
   constexpr int MAXD = C::MAXD;
-  constexpr bool SORTED = C::SORTED, BOUNDS = C::BOUNDS;
+  constexpr bool SORTED = C::SORTED;
   if constexpr (!SORTED) {
     if (to >= 0) add_move(v, to, was);
     return;
@@ -64,7 +62,7 @@ __device__ __forceinline__ void add_warp_moves(const typename C::T* v, int to, i
   const int leader = __ffs(movers) - 1;
   const int key = to >= 0 ? to * 256 + was + 1 : -1;
   const int first_key = __shfl_sync(0xffffffffu, key, leader);
-  if (!BOUNDS && __popc(movers) > 1 && __all_sync(0xffffffffu, to < 0 || key == first_key)) {
+  if (__popc(movers) > 1 && __all_sync(0xffffffffu, to < 0 || key == first_key)) {
 #pragma unroll
     for (int j = 0; j < MAXD; ++j) {
       if (j < d) {

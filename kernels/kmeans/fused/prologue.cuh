@@ -26,7 +26,7 @@ __device__ __forceinline__ void centroid_rows(bool has_rows, int k, int d, typen
   }
 }
 
-// The first passes into L2 (not with BOUNDS: never launched ahead).
+// The first passes into L2.
 template <class C>
 __device__ __forceinline__ void prefetch_first_passes(const DeltaPass& p, const typename C::T* x, std::int64_t n,
                                                       int d) {
@@ -53,15 +53,14 @@ __device__ __forceinline__ void prefetch_first_passes(const DeltaPass& p, const 
 }
 
 // The block's state: the centroids into s, its sums and counts zeroed (CELLS: and the cell table
-// with its masks into cells_s; BOUNDS: q sums zeroed, the drift table; BOUNDS, SHADOW: z).
+// with its masks into cells_s; SHADOW: z).
 template <class C>
 __device__ __forceinline__ void load_block_state(const DeltaPass& p, const typename C::T* centroids, int k, int d,
                                                  int cell_side, unsigned long long* dsums, int* dcounts,
-                                                 typename C::T* s, unsigned char* cells_s, unsigned long long* dq,
-                                                 double* zs, float* drift_s) {
+                                                 typename C::T* s, unsigned char* cells_s, double* zs) {
   using T = typename C::T;
   constexpr int MAXD = C::MAXD;
-  constexpr bool BOUNDS = C::BOUNDS, CELLS = C::CELLS, SHADOW = C::SHADOW;
+  constexpr bool CELLS = C::CELLS, SHADOW = C::SHADOW;
   (void)cell_side;
   (void)cells_s;
   if constexpr (CELLS) {
@@ -98,12 +97,8 @@ __device__ __forceinline__ void load_block_state(const DeltaPass& p, const typen
     });
   }
   for (int t = threadIdx.x; t < k; t += blockDim.x) dcounts[t] = 0;
-  if (BOUNDS)
-    for (int t = threadIdx.x; t < k; t += blockDim.x) dq[t] = 0;
-  if (BOUNDS || SHADOW)
+  if (SHADOW)
     for (int j = threadIdx.x; j < MAXD; j += blockDim.x) zs[j] = j < d ? p.z[j] : 0.0;
-  if (BOUNDS)
-    for (int t = threadIdx.x; t <= k; t += blockDim.x) drift_s[t] = p.drift[t];
 }
 
 // The centre: the centroids' mean, summed in index order (any point would be exact; the mean

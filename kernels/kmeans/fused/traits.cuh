@@ -9,7 +9,7 @@
 
 namespace km::kernels {
 
-template <class T_, int MAXD_, bool PACK_, int U_, bool BALL_, bool BOUNDS_, bool CELLS_, bool MMA_, bool EXACT_,
+template <class T_, int MAXD_, bool PACK_, int U_, bool BALL_, bool CELLS_, bool MMA_, bool EXACT_,
           bool TILE_, bool SORTED_, bool SHADOW_, bool FILL_>
 struct DeltaTraits {
   using T = T_;
@@ -17,7 +17,6 @@ struct DeltaTraits {
   static constexpr bool PACK = PACK_;     // the centroid's index in the score's low mantissa bits
   static constexpr int U = U_;            // objects a lane a pass
   static constexpr bool BALL = BALL_;     // Elkan's test first (fused/ball.cuh)
-  static constexpr bool BOUNDS = BOUNDS_; // Hamerly's bounds (fused/bounds.cuh)
   static constexpr bool CELLS = CELLS_;   // the cell table (fused/cell_table.cuh)
   static constexpr bool MMA = MMA_;       // the scores on the tensor cores (fused/mma_scores.cuh)
   static constexpr bool EXACT = EXACT_;   // d is the register width itself
@@ -44,7 +43,7 @@ struct DeltaTraits {
   // scores' kernel, not staged, a pass its 32 objects (U = 1: d = 32, both precisions), where fixed
   // shares left the blocks' main loops ending 60-88 us apart at d = 32, K = 64 in float (ideal
   // 72.7 us, H100).
-  static constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BOUNDS && !BALL && U == 1;
+  static constexpr bool kMmaDynamic = MMA && !TILE && !CELLS && !BALL && U == 1;
   // The staged kernel in double, and in float at d 17-32 only: at d = 16, at 128 registers, the
   // code cost 8% against 3% that the balance gave back (H100).
   static constexpr bool kDynamic = (TILE && !CELLS && (sizeof(T) == 8 || MAXD == 32)) || kMmaDynamic;
@@ -71,7 +70,7 @@ struct DeltaTraits {
   // Double at 8 < d <= 16: the coordinates read again for the distance, the re-check and the stage,
   // so that their doubles are not live through the scores (H100, 256 MB, d = 16, K = 16 0.155 ->
   // 0.145 ms, d = 12, K = 32 0.259 -> 0.236; at d = 8 3% and at d = 32 10% slower, so not there).
-  static constexpr bool kReload = sizeof(T) == 8 && MAXD == 16 && !BOUNDS;
+  static constexpr bool kReload = sizeof(T) == 8 && MAXD == 16;
   // Independent FMA chains per score: 2 at d = 32 (H100, 2^20 objects, K = 32 and 64: 2-5%
   // faster; level at d = 16, and 4 chains slower at both).
   static constexpr int kChains = MAXD == 32 ? 2 : 1;
@@ -84,7 +83,7 @@ struct DeltaTraits {
   // their error is provably within dist_eta of it (margin.hpp: approx_dist_bound), not a distance
   // computed again (H100, 2^21 objects: d = 16, K = 16 0.962-0.968x the time, d = 32, K = 16
   // 0.949-0.959x; at width 8, where the distance is 8 FMAs, 1.022x, so not there).
-  static constexpr bool kApproxDist = sizeof(T) == 4 && !MMA && !BOUNDS && !CELLS && !BALL && MAXD >= 16;
+  static constexpr bool kApproxDist = sizeof(T) == 4 && !MMA && !CELLS && !BALL && MAXD >= 16;
   // MMA: the stage's rows of x'' (MAXD + 4 floats: fragment reads without bank conflicts) and the
   // m-tiles of 16 objects a warp's pass makes.
   static constexpr int RS = MAXD + 4, MT = 2 * U;
@@ -112,8 +111,8 @@ struct DeltaTraits {
   // - 3 for the cell table's kernel in double, not staged (80 registers, not 64: H100, 2^24 x 2,
   //   0.89-0.91x the time at K = 16, 0.84x at K = 64; in float 1.09x, so not there);
   // - elsewhere 0, as if none were given (an explicit 1 changes ptxas's register choices).
-  static constexpr int kMaxThreads = BOUNDS ? kDeltaMaxThreads : delta_max_threads(sizeof(T), MAXD, PACK, TILE);
-  static constexpr int kMinBlocks = (!BOUNDS && PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2
+  static constexpr int kMaxThreads = delta_max_threads(sizeof(T), MAXD, PACK, TILE);
+  static constexpr int kMinBlocks = (PACK && sizeof(T) == 8 && MAXD == 32 && !TILE) ? 2
                                     : (MMA && sizeof(T) == 4 && (MAXD == 16 || (MAXD == 32 && !TILE))) ||
                                               (EXACT && MAXD == 16 && !(TILE && sizeof(T) == 8 && !MMA)) ||
                                               (SHADOW && MAXD == 16)
@@ -121,12 +120,12 @@ struct DeltaTraits {
                                         : (CELLS && !TILE && sizeof(T) == 8) ? 3 : 0;
 
   static_assert(ROW >= 4, "the update stages 2 k doubles in the score table's k ROW floats");
-  static_assert(!CELLS || (MAXD == 2 && PACK && !BALL && !BOUNDS), "the cell table: d = 2, K <= 64 only");
-  static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !BOUNDS && !CELLS),
-                "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test, bounds or cells");
-  static_assert(!SORTED || (CELLS && !TILE && !BOUNDS), "the sorted order: the cell table's lean passes");
-  static_assert(!TILE || (!BOUNDS && !BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
-                "the staged loads: d a constant from 8 (or the cells at d = 2), no bounds or Elkan test");
+  static_assert(!CELLS || (MAXD == 2 && PACK && !BALL), "the cell table: d = 2, K <= 64 only");
+  static_assert(!MMA || (delta_mma_possible(MAXD, PACK) && !BALL && !CELLS),
+                "the tensor-core scores: d = 16 or 32, K <= 64, no Elkan test or cells");
+  static_assert(!SORTED || (CELLS && !TILE), "the sorted order: the cell table's lean passes");
+  static_assert(!TILE || (!BALL && ((EXACT && MAXD >= 8 && !CELLS) || (CELLS && MAXD == 2))),
+                "the staged loads: d a constant from 8 (or the cells at d = 2), no Elkan test");
   // (d = 16: a buffer holds 34 movers' rows in T, each u's 32 at most; at d = 32 it would hold 16.)
   static_assert(!SHADOW || (TILE && EXACT && PACK && !MMA && !CELLS && sizeof(T) == 8 && MAXD == 16 &&
                             delta_tile_warp_bytes(MAXD, sizeof(float), U) / 2 >= 32 * MAXD * sizeof(T)),
@@ -139,19 +138,18 @@ struct DeltaTraits {
 // DeltaVariant<T, MAXD, PACK, U, kDeltaExact | kDeltaTile> is DeltaTraits with EXACT and TILE on.
 enum DeltaFeature : unsigned {
   kDeltaBall = 1u << 0,
-  kDeltaBounds = 1u << 1,
-  kDeltaCells = 1u << 2,
-  kDeltaMma = 1u << 3,
-  kDeltaExact = 1u << 4,
-  kDeltaTile = 1u << 5,
-  kDeltaSorted = 1u << 6,
-  kDeltaShadow = 1u << 7,
-  kDeltaFill = 1u << 8,
+  kDeltaCells = 1u << 1,
+  kDeltaMma = 1u << 2,
+  kDeltaExact = 1u << 3,
+  kDeltaTile = 1u << 4,
+  kDeltaSorted = 1u << 5,
+  kDeltaShadow = 1u << 6,
+  kDeltaFill = 1u << 7,
 };
 
 template <class T, int MAXD, bool PACK, int U, unsigned F = 0>
 using DeltaVariant =
-    DeltaTraits<T, MAXD, PACK, U, (F & kDeltaBall) != 0, (F & kDeltaBounds) != 0, (F & kDeltaCells) != 0,
+    DeltaTraits<T, MAXD, PACK, U, (F & kDeltaBall) != 0, (F & kDeltaCells) != 0,
                 (F & kDeltaMma) != 0, (F & kDeltaExact) != 0, (F & kDeltaTile) != 0, (F & kDeltaSorted) != 0,
                 (F & kDeltaShadow) != 0, (F & kDeltaFill) != 0>;
 
