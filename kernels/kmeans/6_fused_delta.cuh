@@ -25,15 +25,17 @@
 //   traits.cuh         DeltaTraits: the switches by name, derived constants, launch bounds
 //   primitives.cuh     predicated stores, 16-byte runs, batched block copies, TF32 mma
 //   prologue.cuh       the first passes into L2, the block's state, the centre, the score table
-//   filter_scores.cuh  the float filter's scores (FMA; d <= 2 one object at a time)
-//   mma_scores.cuh     MMA: the tensor-core tables and scores
+//   filter_scores.cuh  the float filter: x'' of a pass, its scores (FMA; d <= 2 one object at a time)
+//   mma_scores.cuh     MMA: the tensor-core tables and scores, the FMA re-scores of its close calls
+//   pass_steps.cuh     a pass's loads straight from x, the warp's re-checks, a label's distance
 //   ball.cuh           BALL: the radii
 //   cell_table.cuh     CELLS: delta_cells, the warp's ring and its rounds, the lean passes
-//   staged_loads.cuh   TILE: the cp.async copies of a pass
+//   staged_loads.cuh   TILE: the cp.async copies of a pass, its objects from the warp's buffer
 //   movers.cuh         the movers' fixed-point sums (SORTED: by the warp)
 //   float_copy.cuh     SHADOW: the deferred movers' sums
 //   last_block_update.cuh  the flush, the last block's update and the release
-// The shared memory's set-up, the start-up and the pass loop are still in the kernel below.
+// The kernel below: the shared memory's set-up, the start-up, the pass loop (its steps' order, the
+// movers' queue) and the end.
 // Measured on an H200: 2.1x the classic kernel at 256 MB, d = 2, K = 16 and 2.9x at d = 16. On an
 // H100: 1.99x the memory floor at d = 2 and 1.61x at d = 16 in double, 3.1x and 2.6x in float;
 // d = 2 is bound by instructions (the 4 ALU operations an object and centroid of the scores), not
@@ -57,6 +59,7 @@
 #include "kernels/kmeans/fused/last_block_update.cuh"
 #include "kernels/kmeans/fused/mma_scores.cuh"
 #include "kernels/kmeans/fused/movers.cuh"
+#include "kernels/kmeans/fused/pass_steps.cuh"
 #include "kernels/kmeans/fused/primitives.cuh"
 #include "kernels/kmeans/fused/prologue.cuh"
 #include "kernels/kmeans/fused/protocol.cuh"
@@ -82,7 +85,7 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   using T = typename C::T;
   constexpr int MAXD = C::MAXD, U = C::U;
   constexpr bool PACK = C::PACK, BALL = C::BALL, CELLS = C::CELLS, MMA = C::MMA,
-                 EXACT = C::EXACT, TILE = C::TILE, SHADOW = C::SHADOW, FILL = C::FILL;
+                 EXACT = C::EXACT, TILE = C::TILE, SHADOW = C::SHADOW;
   // d itself, a constant where the register width decides it (widths 1 and 2 hold only d = 1, 2)
   // or where it fills the width (EXACT): the coordinate loops then test nothing (at d = 16, K = 16
   // in float compares were 7.9% of the kernel's instructions, most of them a coordinate tested
@@ -100,7 +103,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   __shared__ bool last_shared;
   __shared__ double warp_totals[32];
   __shared__ unsigned long long tallies_s[MMA && !TILE ? 5 : 1][MMA && !TILE ? kDeltaMaxThreads / 32 : 1];  // (the flush)
-  constexpr int ROW = C::ROW, AOFF = C::AOFF;  // the score table's rows (the checks: DeltaTraits)
   const DeltaLayout<int> layout = delta_layout<int>(k, d, sizeof(T));
   unsigned long long* dsums = reinterpret_cast<unsigned long long*>(smem);
   int* dcounts = reinterpret_cast<int*>(smem + layout.counts_offset);
@@ -196,8 +198,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
 
   // (fused/traits.cuh says why each is what it is.)
   constexpr bool kQueue = C::kQueue, kReload = C::kReload, kApproxDist = C::kApproxDist;
-  constexpr int kChains = C::kChains;
-  constexpr int RS = C::RS;  // MMA: the stage's rows of x''
   auto mma_scores = [&](const float (&xv)[U][MAXD], float (&out_best)[U], float (&out_second)[U]) {
     mma_warp_scores<C>(xv, out_best, out_second, stage, btab, ctab, queue, k, mask, lane);
   };
@@ -255,7 +255,6 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
   // SHADOW: a buffer holds the pass's rows of the float copy (and after them the labels) in its
   // first half, and serves as the stage (in T) as without it once they are in registers.
   using TileT = std::conditional_t<SHADOW, float, T>;
-  constexpr int TBT = TBE * static_cast<int>(sizeof(T) / sizeof(TileT));  // a buffer, in TileT
   TileT* const ttiles = reinterpret_cast<TileT*>(tiles);
   auto tile_issue = [&](std::int64_t from, int which) {
     issue_tile_copies<C>(from, which, warp_u, lane, n, p, x, ttiles, tiles, labels);
@@ -337,127 +336,15 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
     int old[U];
     std::int64_t idx[U];
     bool has[U];
-    if constexpr (TILE) {
-      // The next pass into the other buffer (the one this warp used two passes ago, its reads
-      // and the movers' stage done: the pass's closing __syncwarp), then this pass's from its own.
-      std::int64_t following = base + step;
-      if constexpr (kDynamic) {
-        if (dynamic) {
-          const unsigned chunk = kUniformBase
-                                     ? __reduce_max_sync(0xffffffffu, static_cast<unsigned>(next_chunk_s[warp]))
-                                     : static_cast<unsigned>(next_chunk_s[warp]);
-          following = (static_cast<std::int64_t>(chunk) - warp_u) * 32 * U;
-        }
-        next_base = following;
-      }
-      if (kDynamic && dynamic ? following + warp_u * 32 * U < n : following < n) tile_issue(following, cur ^ 1);
-      gemm::cp_async_commit();
-      if (dynamic && lane == 0) {
-        const unsigned g = blockIdx.x * warps_in_block + warp;
-        chunk_count = atomicAdd(p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride, 1u);  // (the pass after next)
-      }
-      // (SHADOW: the groups are this pass's buffer, the last pass's movers, the next buffer)
-      if constexpr (SHADOW) gemm::cp_async_wait<2>();
-      else gemm::cp_async_wait<1>();
-      __syncwarp();  // every lane's copies landed and seen by the warp
-      stage = tiles + cur * TBE;
-      const TileT* tstage = ttiles + cur * TBT;
-      const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(tstage + MAXD * 32 * U);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        idx[u] = base + warp_u * 32 * U + u * 32 + lane;
-        has[u] = idx[u] < n;
-#pragma unroll
-        for (int j = 0; j < MAXD; ++j) {
-          if constexpr (SHADOW) xsh[u][j] = tstage[j * 32 * U + u * 32 + lane];
-          else xr[u][j] = tstage[j * 32 * U + u * 32 + lane];
-        }
-        old[u] = has[u] ? lt[u * 32 + lane] : 0;
-      }
-      __syncwarp();  // every lane's reads done before the buffer serves as the stage (racecheck)
-    } else {
-      // A whole pass (every pass but the last) loads without a bounds test per object.
-      const T* xb = x + base + threadIdx.x;
-      const std::int32_t* lb = labels + base + threadIdx.x;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        idx[u] = base + u * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-        has[u] = idx[u] < n;
-      }
-      // (kMmaDynamic: this warp's 32 objects from base + 32 warp, the others' passes elsewhere.)
-      const std::int64_t pass_end =
-          kMmaDynamic && dynamic ? base + 32 * (warp_u + 1) : base + static_cast<std::int64_t>(U) * blockDim.x;
-      if (pass_end <= n) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          // Coordinate j + 1 a step of n past j: one 64-bit add per load, not a product.
-          const T* xo = xb + u * blockDim.x;
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = j < d ? *xo : T(0);
-          old[u] = lb[u * blockDim.x];
-        }
-      } else {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const T* xo = xb + u * blockDim.x;
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j, xo += n) xr[u][j] = has[u] && j < d ? *xo : T(0);
-          old[u] = has[u] ? lb[u * blockDim.x] : 0;
-        }
-      }
-      if constexpr (kMmaDynamic)
-        if (lane == 0) warp_first_s[warp] = base + warp_u * 32;
-      // kMmaDynamic: the next pass is the chunk taken a pass ago (next_chunk_s).
-      std::int64_t next = base + step + warp * 32;
-      if constexpr (kMmaDynamic)
-        if (dynamic) next = static_cast<std::int64_t>(next_chunk_s[warp]) * 32;
-      if (p.prefetch) {
-        // The warp's next pass: U MAXD coordinates of 32 objects, sizeof(T) / 4 lines each, one
-        // prefetch a lane, so that the next pass's loads find them while this one scores (with
-        // the tensor-core scores, H100, d = 32, K = 32-64: 2-3% faster in double, 0.6-2.6% in
-        // float; level at d = 16).
-        constexpr int LPC = static_cast<int>(sizeof(T)) / 4;
-        for (int l = lane; l < U * MAXD * LPC; l += 32) {
-          const int u = l / (MAXD * LPC), j = (l / LPC) % MAXD, h = l % LPC;
-          const std::int64_t i = next + u * static_cast<std::int64_t>(blockDim.x) + h * (32 / LPC);
-          if (j < d && i < n) {
-            const T* a = x + j * n + i;
-            if (p.prefetch == 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-            else asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-          }
-        }
-      }
-    }
+    if constexpr (TILE)
+      load_staged_pass<C>(base, step, dynamic, next_chunk_s, warp, warp_u, lane, warps_in_block, n, cur, tile_issue, p,
+                          chunk_count, next_base, stage, tiles, ttiles, idx, has, xsh, xr, old);
+    else
+      load_direct_pass<C>(base, step, dynamic, next_chunk_s, warp_first_s, warp, warp_u, lane, d, n, p, x, labels, idx,
+                          has, xr, old);
     float xf[U][MAXD], nx[U], best[U], second[U];
     int bi[U];
-    [[maybe_unused]] double fq[FILL ? U : 1];  // (FILL: each object's q)
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      nx[u] = 0;
-      if constexpr (FILL) fq[u] = 0;
-#pragma unroll
-      for (int j = 0; j < MAXD; ++j) {
-        xf[u][j] = 0;
-        if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
-        if constexpr (SHADOW) xf[u][j] = xsh[u][j];  // (x - z rounded once, as x - centre(j) would be)
-        else xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
-        if constexpr (FILL) {
-          // The copy's value, a coalesced row of 32 floats a coordinate, and q in q_fixed's
-          // arithmetic and order (z = the centre).
-          const double e = static_cast<double>(xr[u][j]) - static_cast<double>(centre(j));
-          fq[u] = fma(e, e, fq[u]);
-          if (has[u]) p.fill_out[static_cast<std::int64_t>(j) * n + idx[u]] = xf[u][j];
-        }
-        // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
-        // both on the slow FP64 pipe in double) inside the loop over the centroids.
-        asm volatile("" : "+f"(xf[u][j]));
-        nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
-      }
-      if constexpr (FILL)
-        if (has[u]) fill_q += to_fixed(fq[u], p.inertia_scale);
-      best[u] = second[u] = INFINITY;
-      bi[u] = 0;
-    }
+    centre_pass_objects<C>(xr, xsh, has, idx, centre, p, n, xf, nx, best, second, bi, fill_q);
     // Each object's label candidate, whether it must be redone in seq's arithmetic, and (BALL)
     // whether its distance to its old centroid, already summed, is the one to keep.
     int cand[U];
@@ -588,106 +475,12 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
       // (TILE: the buffer's reads done before a re-check below writes its object there)
       if constexpr (TILE && !MMA) __syncwarp();
     }
-    // Above d = 4, the objects too close to call in float are redone by the whole warp, one at
-    // a time, their coordinates passed through the (not yet used) stage: seq's arithmetic over
-    // every centroid, a few centroids per lane (nearest.cuh: nearest_warp). One lane's serial
-    // re-check, 31 lanes waiting, cost the d = 32, K = 64 kernel a quarter of its time in
-    // waiting at the closing barrier for the warps that drew them (ncu, H100).
+    // The close calls: MMA's re-scored with FMAs (fused/mma_scores.cuh), then those left redone in
+    // seq's arithmetic by the whole warp (above d = 4; fused/pass_steps.cuh).
     int redone[U];
     T redone_dist[U];
-    if constexpr (MMA) {
-      // The objects the tensor-core scores could not call, scored again with FMAs by the whole
-      // warp (a centroid or two per lane, the FMA filter's arithmetic and margin) on their x''
-      // still in the stage: most are called there (at d = 32, K = 64 about 40 times fewer
-      // objects are too close for the FMA scores than for the TF32 ones).
-      const float* xs = reinterpret_cast<const float*>(stage);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
-          const int from = __ffs(static_cast<int>(todo)) - 1;
-          if (lane == from) ++rescores;
-          float xo[MAXD];
-#pragma unroll
-          for (int q = 0; q < MAXD / 4; ++q) {
-            const float4 v = reinterpret_cast<const float4*>(xs + (u * 32 + from) * RS)[q];
-            xo[4 * q] = v.x;
-            xo[4 * q + 1] = v.y;
-            xo[4 * q + 2] = v.z;
-            xo[4 * q + 3] = v.w;
-          }
-          // (K <= 64: centroids lane and lane + 32, their chains side by side, not one loop
-          // iteration after the other; the top two of the pair as that loop's.)
-          auto fma_key = [&](int c) {
-            if (c >= k) return INFINITY;
-            const float* row = table + c * ROW;
-            float part[kChains];
-#pragma unroll
-            for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? row[0] : 0.0f;
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(row[AOFF + j], xo[j], part[j % kChains]);
-#pragma unroll
-            for (int w = 1; w < kChains; w *= 2)
-#pragma unroll
-              for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
-            return __int_as_float((__float_as_int(part[0]) & ~mask) | c);
-          };
-          const float f0 = fma_key(lane), f1 = fma_key(lane + 32);
-          float b = fminf(f0, f1), sc = fmaxf(f0, f1);
-          if constexpr (MAXD == 32) {
-            // The warp's top two by two warp reductions (REDUX) of the keys as ordered integers
-            // (margin.hpp: ordered_key; CPU-tested, Keys.TopTwoByTwoMinima),
-            // not five rounds of shuffles: the least key, then the least of each lane's other one
-            // (its runner-up in the lane holding the least, its best elsewhere). The keys are
-            // distinct (the index in their bits), so these are the winner and runner-up the rounds
-            // find. (At width 16 the staged kernel spilled more with it, and it measured slower.)
-            const unsigned least = __reduce_min_sync(0xffffffffu, ordered_key(b));
-            const unsigned next = __reduce_min_sync(0xffffffffu, second_key_operand(b, sc, least));
-            b = key_from_ordered(least);
-            sc = key_from_ordered(next);
-          } else {
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) {
-              const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
-              sc = fminf(fmaxf(b, ob), fminf(sc, os));
-              b = fminf(b, ob);
-            }
-          }
-          if (lane == from && sc - b > p.fma_factor * (nx[u] + r2) + p.tiny) {
-            close[u] = false;
-            cand[u] = __float_as_int(b) & mask;
-          }
-        }
-      }
-      __syncwarp();  // the stage's rows read before the re-check below writes there
-    }
-    if constexpr (!kQueue) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        redone[u] = 0;
-        redone_dist[u] = 0;
-        for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
-          const int from = __ffs(static_cast<int>(todo)) - 1;
-          if constexpr (SHADOW) {
-            const std::int64_t at = __shfl_sync(0xffffffffu, idx[u], from);
-            if (lane < MAXD)
-              stage[lane] = __ldcg(p.rows ? reinterpret_cast<const T*>(p.rows) + at * MAXD + lane
-                                          : x + static_cast<std::int64_t>(lane) * n + at);
-          } else if (lane == from) {
-#pragma unroll
-            for (int j = 0; j < MAXD; ++j)
-              if (j < d) stage[j] = xr[u][j];
-          }
-          __syncwarp();
-          T dist;
-          const int label = nearest_warp<T>(stage, s, d, k, dist);
-          if (lane == from) {
-            redone[u] = label;
-            redone_dist[u] = dist;
-          }
-          __syncwarp();  // the stage is read before the next object (or a mover) is written there
-        }
-      }
-    }
+    if constexpr (MMA) mma_fma_rescores<C>(stage, has, close, cand, nx, r2, lane, rescores, table, k, mask, p);
+    if constexpr (!kQueue) warp_rechecks<C>(redone, redone_dist, has, close, idx, xr, stage, s, d, k, lane, p, x, n);
     if constexpr (SHADOW) {
       // The last pass's movers whose rows came by cp.async while this pass loaded and scored.
       gemm::cp_async_wait<1>();
@@ -723,40 +516,8 @@ __global__ void __launch_bounds__(C::kMaxThreads, C::kMinBlocks)
       if (has[u]) {
         label = cand[u];
         T dist = 0;
-        if (close[u]) {
-          // Too close to call in float: seq's arithmetic over every centroid.
-          ++rechecks;
-          if constexpr (kQueue) {
-            label = nearest_in_registers<T, MAXD>(xr[u], s, d, k, dist);
-          } else {
-            label = redone[u];
-            dist = redone_dist[u];
-          }
-        } else if constexpr (SHADOW) {
-          // (no distance: the iteration's inertia comes from the q sums, SHADOW's Q)
-        } else if (known[u]) {
-          dist = dold[u];
-        } else if (kApproxDist && adist[kApproxDist ? u : 0] >= 0.0f) {
-          dist = static_cast<T>(adist[kApproxDist ? u : 0]);  // (float: the same type)
-        } else if (SROW > 0 && has_rows) {
-          // Its centroid's row, 16 bytes a load; past d both the coordinate and the row hold 0,
-          // and fma(0, 0, dist) is dist: the same bits as the sum to d.
-          alignas(16) T c[MAXD];
-          constexpr int V = 16 / static_cast<int>(sizeof(T));
-          const uint4* row = reinterpret_cast<const uint4*>(srow + label * SROW);
-#pragma unroll
-          for (int q = 0; q < MAXD / V; ++q) {
-            const uint4 v = row[q];
-            reinterpret_cast<uint4*>(c)[q] = v;
-          }
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j) dist = fused_square_add(xr[u][j] - c[j], dist);
-        } else {
-          const T* sc = s + label;
-#pragma unroll
-          for (int j = 0; j < MAXD; ++j, sc += k)
-            if (j < d) dist = fused_square_add(xr[u][j] - *sc, dist);
-        }
+        label_distance<C>(u, label, dist, close, rechecks, xr, s, d, k, redone, redone_dist, known, dold, adist,
+                          has_rows, srow);
         if (count_inertia) my_inertia += to_fixed(static_cast<double>(dist), p.inertia_scale);
         moved = old[u] != label;
         if (moved) labels[i] = label;

@@ -66,7 +66,7 @@ struct DeltaPass {
   // MMA: `factor` is the tensor-core scores' (wider); an object they cannot call is scored again
   // with FMAs and this factor (filter_bound without mma) before seq's arithmetic decides.
   float fma_factor = 0;
-  int prefetch = 0;  // MMA: the warp's next pass prefetched before its scores (1: into L1, 2: into L2)
+  int prefetch = 0;  // the warp's next pass prefetched into L1 before its scores (not TILE)
   unsigned long long* rescored = nullptr;  // objects scored again with FMAs
   unsigned long long* rescored_out = nullptr;
   unsigned tile_offset = 0;  // TILE with CELLS: where the warps' buffers start in shared memory

@@ -7,6 +7,10 @@
 // float's instruction rate.
 #pragma once
 
+#include <cstdint>
+#include "kernels/kmeans/fused/delta_pass.cuh"
+#include "kernels/kmeans/update.cuh"
+
 
 namespace km::kernels {
 
@@ -91,5 +95,49 @@ __device__ __forceinline__ void score_slots(float* const& table, const int& k, c
       } else {
         for (int c = 0; c < k; ++c) score_centroid(c, table + c * ROW);
       }
+}
+// The pass's objects as the filter scores them: x'' = x - centre in float (SHADOW: the float
+// copy's, rounded once as x - centre would be), |x''|^2, the top two reset. FILL: the copy's
+// values written, a coalesced row of 32 floats a coordinate, and each object's q = |x - z|^2 in
+// q_fixed's arithmetic and order (z = the centre) added to fill_q. CELLS: none (scored, if at all,
+// in the hard objects' rounds, from x again).
+template <class C, class Centre>
+__device__ __forceinline__ void centre_pass_objects(const typename C::T (&xr)[C::U][C::MAXD],
+                                                    const float (&xsh)[C::SHADOW ? C::U : 1][C::MAXD],
+                                                    const bool (&has)[C::U], const std::int64_t (&idx)[C::U],
+                                                    Centre& centre, const DeltaPass& p, const std::int64_t& n,
+                                                    float (&xf)[C::U][C::MAXD], float (&nx)[C::U],
+                                                    float (&best)[C::U], float (&second)[C::U], int (&bi)[C::U],
+                                                    unsigned long long& fill_q) {
+  constexpr int U = C::U, MAXD = C::MAXD;
+  constexpr bool CELLS = C::CELLS, SHADOW = C::SHADOW, FILL = C::FILL;
+  [[maybe_unused]] double fq[FILL ? U : 1];  // (FILL: each object's q)
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    nx[u] = 0;
+    if constexpr (FILL) fq[u] = 0;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      xf[u][j] = 0;
+      if (CELLS) continue;  // scored, if at all, in the hard objects' rounds, from x again
+      if constexpr (SHADOW) xf[u][j] = xsh[u][j];  // (x - z rounded once, as x - centre(j) would be)
+      else xf[u][j] = static_cast<float>(xr[u][j] - centre(j));
+      if constexpr (FILL) {
+        // The copy's value, a coalesced row of 32 floats a coordinate, and q in q_fixed's
+        // arithmetic and order (z = the centre).
+        const double e = static_cast<double>(xr[u][j]) - static_cast<double>(centre(j));
+        fq[u] = fma(e, e, fq[u]);
+        if (has[u]) p.fill_out[static_cast<std::int64_t>(j) * n + idx[u]] = xf[u][j];
+      }
+      // Pinned in a register: otherwise nvcc recomputes x'' (a subtraction and a conversion,
+      // both on the slow FP64 pipe in double) inside the loop over the centroids.
+      asm volatile("" : "+f"(xf[u][j]));
+      nx[u] = fmaf(xf[u][j], xf[u][j], nx[u]);
+    }
+    if constexpr (FILL)
+      if (has[u]) fill_q += to_fixed(fq[u], p.inertia_scale);
+    best[u] = second[u] = INFINITY;
+    bi[u] = 0;
+  }
 }
 }  // namespace km::kernels

@@ -12,8 +12,10 @@
 // time, the tensor-core products nothing measurable.
 #pragma once
 
-#include "kernels/kmeans/fused/primitives.cuh"
 #include <cfloat>
+#include "kernels/kmeans/fused/delta_pass.cuh"
+#include "kernels/kmeans/fused/primitives.cuh"
+#include "kernels/kmeans/margin.hpp"
 
 namespace km::kernels {
 
@@ -158,4 +160,75 @@ __device__ __forceinline__ void mma_tables(const float* table, float2* btab, flo
   __syncthreads();
 }
 
+// The objects the tensor-core scores could not call, scored again with FMAs by the whole warp (a
+// centroid or two per lane, the FMA filter's arithmetic and margin) on their x'' still in the
+// stage: most are called there (at d = 32, K = 64 about 40 times fewer objects are too close for
+// the FMA scores than for the TF32 ones). Called ones leave `close` with their label in `cand`.
+template <class C>
+__device__ __forceinline__ void mma_fma_rescores(typename C::T* const& stage, const bool (&has)[C::U],
+                                                 bool (&close)[C::U], int (&cand)[C::U], const float (&nx)[C::U],
+                                                 const float& r2, const int& lane, unsigned& rescores,
+                                                 float* const& table, const int& k, const int& mask,
+                                                 const DeltaPass& p) {
+  constexpr int U = C::U, MAXD = C::MAXD, RS = C::RS, ROW = C::ROW, AOFF = C::AOFF, kChains = C::kChains;
+  const float* xs = reinterpret_cast<const float*>(stage);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    for (unsigned todo = __ballot_sync(0xffffffffu, has[u] && close[u]); todo; todo &= todo - 1) {
+      const int from = __ffs(static_cast<int>(todo)) - 1;
+      if (lane == from) ++rescores;
+      float xo[MAXD];
+#pragma unroll
+      for (int q = 0; q < MAXD / 4; ++q) {
+        const float4 v = reinterpret_cast<const float4*>(xs + (u * 32 + from) * RS)[q];
+        xo[4 * q] = v.x;
+        xo[4 * q + 1] = v.y;
+        xo[4 * q + 2] = v.z;
+        xo[4 * q + 3] = v.w;
+      }
+      // (K <= 64: centroids lane and lane + 32, their chains side by side, not one loop
+      // iteration after the other; the top two of the pair as that loop's.)
+      auto fma_key = [&](int c) {
+        if (c >= k) return INFINITY;
+        const float* row = table + c * ROW;
+        float part[kChains];
+#pragma unroll
+        for (int r = 0; r < kChains; ++r) part[r] = r == 0 ? row[0] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < MAXD; ++j) part[j % kChains] = fmaf(row[AOFF + j], xo[j], part[j % kChains]);
+#pragma unroll
+        for (int w = 1; w < kChains; w *= 2)
+#pragma unroll
+          for (int r = 0; r + w < kChains; r += 2 * w) part[r] += part[r + w];
+        return __int_as_float((__float_as_int(part[0]) & ~mask) | c);
+      };
+      const float f0 = fma_key(lane), f1 = fma_key(lane + 32);
+      float b = fminf(f0, f1), sc = fmaxf(f0, f1);
+      if constexpr (MAXD == 32) {
+        // The warp's top two by two warp reductions (REDUX) of the keys as ordered integers
+        // (margin.hpp: ordered_key; CPU-tested, Keys.TopTwoByTwoMinima),
+        // not five rounds of shuffles: the least key, then the least of each lane's other one
+        // (its runner-up in the lane holding the least, its best elsewhere). The keys are
+        // distinct (the index in their bits), so these are the winner and runner-up the rounds
+        // find. (At width 16 the staged kernel spilled more with it, and it measured slower.)
+        const unsigned least = __reduce_min_sync(0xffffffffu, ordered_key(b));
+        const unsigned next = __reduce_min_sync(0xffffffffu, second_key_operand(b, sc, least));
+        b = key_from_ordered(least);
+        sc = key_from_ordered(next);
+      } else {
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+          const float ob = __shfl_xor_sync(0xffffffffu, b, off), os = __shfl_xor_sync(0xffffffffu, sc, off);
+          sc = fminf(fmaxf(b, ob), fminf(sc, os));
+          b = fminf(b, ob);
+        }
+      }
+      if (lane == from && sc - b > p.fma_factor * (nx[u] + r2) + p.tiny) {
+        close[u] = false;
+        cand[u] = __float_as_int(b) & mask;
+      }
+    }
+  }
+  __syncwarp();  // the stage's rows read before the re-check below writes there
+}
 }  // namespace km::kernels

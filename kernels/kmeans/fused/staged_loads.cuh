@@ -67,4 +67,58 @@ __device__ __forceinline__ void issue_tile_copies(std::int64_t from, int which, 
   }
 }
 
+// TILE: the pass's objects from the warp's buffer `cur`, after the next pass's copies into the
+// other are issued (the one this warp used two passes ago, its reads and the movers' stage done:
+// the pass's closing __syncwarp); the buffer then serves as the pass's stage. kDynamic: the
+// next pass is the chunk taken a pass ago, and the one after is taken now (the kernel says how).
+template <class C, class TileIssue>
+__device__ __forceinline__ void load_staged_pass(const std::int64_t& base, const std::int64_t& step,
+                                                 const bool& dynamic, int* next_chunk_s, const int& warp,
+                                                 const int& warp_u, const int& lane, const int& warps_in_block,
+                                                 const std::int64_t& n, const int& cur, TileIssue& tile_issue,
+                                                 const DeltaPass& p, unsigned& chunk_count, std::int64_t& next_base,
+                                                 typename C::T*& stage, typename C::T* const& tiles,
+                                                 typename StagedTile<C>::TileT* const& ttiles,
+                                                 std::int64_t (&idx)[C::U], bool (&has)[C::U],
+                                                 float (&xsh)[C::SHADOW ? C::U : 1][C::MAXD],
+                                                 typename C::T (&xr)[C::U][C::MAXD], int (&old)[C::U]) {
+  using TileT = typename StagedTile<C>::TileT;
+  constexpr int U = C::U, MAXD = C::MAXD, TBE = C::TBE, TBT = StagedTile<C>::TBT;
+  constexpr bool SHADOW = C::SHADOW, kDynamic = C::kDynamic, kUniformBase = C::kUniformBase;
+  std::int64_t following = base + step;
+  if constexpr (kDynamic) {
+    if (dynamic) {
+      const unsigned chunk = kUniformBase
+                                 ? __reduce_max_sync(0xffffffffu, static_cast<unsigned>(next_chunk_s[warp]))
+                                 : static_cast<unsigned>(next_chunk_s[warp]);
+      following = (static_cast<std::int64_t>(chunk) - warp_u) * 32 * U;
+    }
+    next_base = following;
+  }
+  if (kDynamic && dynamic ? following + warp_u * 32 * U < n : following < n) tile_issue(following, cur ^ 1);
+  gemm::cp_async_commit();
+  if (dynamic && lane == 0) {
+    const unsigned g = blockIdx.x * warps_in_block + warp;
+    chunk_count = atomicAdd(p.chunks + (g % kDeltaChunkCounters) * kDeltaChunkStride, 1u);  // (the pass after next)
+  }
+  // (SHADOW: the groups are this pass's buffer, the last pass's movers, the next buffer)
+  if constexpr (SHADOW) gemm::cp_async_wait<2>();
+  else gemm::cp_async_wait<1>();
+  __syncwarp();  // every lane's copies landed and seen by the warp
+  stage = tiles + cur * TBE;
+  const TileT* tstage = ttiles + cur * TBT;
+  const std::int32_t* lt = reinterpret_cast<const std::int32_t*>(tstage + MAXD * 32 * U);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    idx[u] = base + warp_u * 32 * U + u * 32 + lane;
+    has[u] = idx[u] < n;
+#pragma unroll
+    for (int j = 0; j < MAXD; ++j) {
+      if constexpr (SHADOW) xsh[u][j] = tstage[j * 32 * U + u * 32 + lane];
+      else xr[u][j] = tstage[j * 32 * U + u * 32 + lane];
+    }
+    old[u] = has[u] ? lt[u * 32 + lane] : 0;
+  }
+  __syncwarp();  // every lane's reads done before the buffer serves as the stage (racecheck)
+}
 }  // namespace km::kernels
