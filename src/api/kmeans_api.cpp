@@ -1,0 +1,131 @@
+// The C++ library's public API (include/kmeans_gpu/kmeans.hpp) over the registry: the same checks
+// and messages as the command line and the Python module, the internal errors mapped to the two
+// public ones. The library is built with -fvisibility=hidden and the static core's symbols kept
+// local (CMakeLists.txt), so that only these functions are its interface.
+#include "kmeans_gpu/kmeans.hpp"
+
+#include <new>
+
+#include "common/errors.hpp"
+#include "cuda/device.hpp"
+#include "io/dataset.hpp"
+#include "kmeans/params.hpp"
+#include "kmeans/registry.hpp"
+
+namespace kmeans_gpu {
+
+namespace {
+
+template <class T>
+km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, const char* what) {
+  if (x == nullptr && n * d > 0) throw km::UsageError(std::string(what) + ": a null pointer");
+  km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), what);
+  km::Dataset<T> data;
+  data.n = n;
+  data.d = d;
+  data.source = what;
+  data.values = km::HostBuffer<T>::borrow(x, n * d);
+  return data;
+}
+
+const km::Implementation& implementation(const std::string& name) {
+  const km::Implementation& impl =
+      km::find_implementation(name.empty() ? km::default_implementation(km::gpu_info().present) : name);
+  km::require_runnable(impl, km::gpu_info());
+  return impl;
+}
+
+km::Params internal(const Params& p, std::size_t d) {
+  km::Params q;
+  q.k = p.n_clusters;
+  q.loops = p.max_iter;
+  if (p.tol >= 0) q.tol = p.tol;
+  q.seed = p.seed;
+  q.n_init = p.n_init;
+  q.threads = p.threads;
+  if (!p.init_centroids.empty()) {
+    q.init = km::Init::given;
+    q.given_d = d;
+    q.given_centroids = p.init_centroids;
+  } else {
+    q.init = km::init_from_string(p.init);
+  }
+  km::validate(q);
+  return q;
+}
+
+// fn() with the library's errors as the public ones.
+template <class F>
+auto translated(F&& fn) {
+  try {
+    return fn();
+  } catch (const km::UsageError& e) {
+    throw InvalidInput(e.what());
+  } catch (const km::InputError& e) {
+    throw InvalidInput(e.what());
+  } catch (const std::bad_alloc&) {
+    throw Failure("out of host memory");
+  } catch (const InvalidInput&) {
+    throw;
+  } catch (const Failure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Failure(e.what());
+  }
+}
+
+}  // namespace
+
+template <class T>
+Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params) {
+  return translated([&] {
+    const km::Dataset<T> data = borrowed(x, n, d, "x");
+    const km::Params p = internal(params, d);
+    const km::Implementation& impl = implementation(params.implementation);
+    km::Result<T> r = km::run(impl, data, p);
+    Result<T> out;
+    out.centroids = std::move(r.centroids);
+    out.labels = std::move(r.labels);
+    out.inertia = r.inertia;
+    out.n_iter = r.iterations;
+    out.converged = r.converged;
+    out.implementation = impl.name;
+    return out;
+  });
+}
+
+template <class T>
+std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids, std::size_t k,
+                                  const std::string& implementation_name) {
+  return translated([&] {
+    const km::Dataset<T> data = borrowed(x, n, d, "x");
+    if (centroids == nullptr || k == 0) throw km::UsageError("centroids: none given");
+    km::Params p;
+    p.k = static_cast<int>(k);
+    if (static_cast<std::size_t>(p.k) != k) throw km::UsageError("centroids: too many");
+    p.init = km::Init::given;
+    p.given_d = d;
+    p.given_centroids.assign(centroids, centroids + k * d);
+    km::validate(p);
+    return km::predict(implementation(implementation_name), data, p).labels;
+  });
+}
+
+std::vector<std::string> implementations() {
+  std::vector<std::string> names;
+  for (const km::Implementation* impl : km::implementations()) names.emplace_back(impl->name);
+  return names;
+}
+
+bool gpu_available() { return km::gpu_info().present; }
+
+const char* version() { return KMEANS_GPU_VERSION; }
+
+template Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
+template Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
+template std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t, const float*, std::size_t,
+                                                  const std::string&);
+template std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t, const double*,
+                                                   std::size_t, const std::string&);
+
+}  // namespace kmeans_gpu

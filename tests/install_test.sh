@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# cmake --install into a scratch prefix, then from there: the programs, the Python package, and
+# the example program (examples/cpp) configured with find_package(kmeans_gpu) and built against
+# the installed library. Usage: install_test.sh BUILD_DIR SOURCE_DIR [PYTHON]
+set -euo pipefail
+build=$1 src=$2 python=${3:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log"
+"$prefix/bin/kmeans" --help > /dev/null
+"$prefix/bin/kmeans" --impl=omp --objects=2000 --coords=4 --clusters=4 --loops=3 --quiet --report=json > "$tmp/run.json"
+grep -q '"inertia"' "$tmp/run.json"
+"$prefix/bin/gemm" --help > /dev/null
+"$prefix/bin/mlp" --help > /dev/null
+test -f "$prefix/include/kmeans_gpu/kmeans.hpp"
+# Only the API is exported from the library.
+if nm -D --defined-only "$prefix"/lib/libkmeans_gpu.so | grep -E ' [TW] ' | grep -v kmeans_gpu > "$tmp/extra.txt"; then
+  echo "symbols beyond the API exported:"; head "$tmp/extra.txt"; exit 1
+fi
+if [ -d "$build/python/kmeans_gpu" ]; then
+  (cd "$tmp" && PYTHONPATH="$prefix/lib/python3/dist-packages" "$python" -c \
+    'import kmeans_gpu, numpy as np; m = kmeans_gpu.KMeans(3, impl="omp", n_init=1).fit(np.random.default_rng(0).random((300, 2))); assert m.labels_.shape == (300,); print("python ok", kmeans_gpu.__file__)')
+fi
+cmake -S "$src/examples/cpp" -B "$tmp/example" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/configure.log"
+cmake --build "$tmp/example" > "$tmp/build.log"
+"$tmp/example/cluster"
