@@ -295,6 +295,21 @@ def test_damaged_hdf5():
                f"damaged HDF5 {name}: {p.returncode} {p.stderr!r}")
 
 
+def test_issue70_outputs_and_values():
+    def one_error(args, code, needles, **kw):
+        p = subprocess.run([KMEANS, *args], capture_output=True, text=True, timeout=120, **kw)
+        lines = p.stderr.strip().splitlines()
+        tag = " ".join(args)
+        expect(p.returncode == code, f"{tag}: exit {code}, got {p.returncode} {p.stderr!r}")
+        expect(len(lines) == 1 and lines[0].startswith("kmeans: error:") and all(n in lines[0] for n in needles),
+               f"{tag}: one line naming {needles}, got {p.stderr!r}")
+        expect(p.stdout == "", f"{tag}: nothing on stdout")
+
+    # An option with nothing after '=' names itself; it never takes the next argument.
+    one_error(["--input=", "--clusters=1"], 2, ["--input: empty value"])
+    one_error(["--objects=100", "--output=", "--quiet"], 2, ["--output: empty value"])
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -308,7 +323,7 @@ def test_gpu_impl_without_gpu():
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
-             test_damaged_hdf5, test_gpu_impl_without_gpu]:
+             test_damaged_hdf5, test_issue70_outputs_and_values, test_gpu_impl_without_gpu]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

@@ -81,6 +81,9 @@ p = run("--kernel=cpu-omp", "--size=010", "--report=json")
 if p.returncode != 0 or json.loads(p.stdout)["m"] != 10:
     failures.append(f"--size=010 is ten: {p.stdout!r}")
 
+# An option with nothing after '=' names itself instead of taking the next argument.
+expect_error(2, ["--size: empty value"], "--size=", "--kernel=cpu-omp")
+
 # A GPU kernel where there is no GPU: exit 1, naming the reason.
 probe = run("--kernel=cublas", "--size=8")
 if probe.returncode != 0:

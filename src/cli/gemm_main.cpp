@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   so->excludes(mo)->excludes(no)->excludes(ko);
 
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kmeans: Lloyd k-means on the CPU and the GPU, with per-iteration timing", "kmeans"};
   km::cli::add_kmeans_options(app, o);
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

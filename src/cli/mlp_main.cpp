@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", c.quiet, "no progress line");
   app.add_flag("--list", c.list, "print the GEMM kernels as JSON and exit");
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -43,6 +43,20 @@ inline void clamp_openmp_threads(const char* program) {
   }
 }
 
+// "--name=" with nothing after '=' is an error naming the option; CLI11 would take the next
+// argument as its value ("--input= --clusters=1" reading "--clusters=1" as the path). Call
+// before app.parse; throws CLI::ValidationError ("--input: empty value").
+inline void reject_empty_values(const CLI::App& app, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
+      const std::string name = arg.substr(0, arg.size() - 1);
+      if (app.get_option_no_throw(name)) throw CLI::ValidationError(name, "empty value");
+    }
+  }
+}
+
 // A path option given as "" is an error, not "no option".
 inline void require_nonempty(const CLI::App& app, const char* option, const std::string& value) {
   if (app.count(option) && value.empty()) throw CLI::ValidationError(option, "empty path");
