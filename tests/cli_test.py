@@ -308,6 +308,10 @@ def test_issue70_outputs_and_values():
     # An option with nothing after '=' names itself; it never takes the next argument.
     one_error(["--input=", "--clusters=1"], 2, ["--input: empty value"])
     one_error(["--objects=100", "--output=", "--quiet"], 2, ["--output: empty value"])
+    # Values out of range are named as given, with exit 2.
+    one_error(["--size=1e300"], 2, ["--size=1e300", "too large"])
+    one_error(["--objects=10", "--coords=2147483649"], 2, ["--coords=2147483649", "too large"])
+    one_error(["--objects=100", "--init=kmeans||", "--oversampling=1000001"], 2, ["--oversampling=1000001"])
 
 
 def test_gpu_impl_without_gpu():

@@ -13,6 +13,9 @@ namespace km::cli {
 
 namespace {
 
+constexpr long long kMaxCoords = 1LL << 31;
+constexpr double kMaxSizeMB = 8796093022208.0;  // 2^43 MB = 2^63 bytes
+
 int to_int(long long v, const char* option) {
   if (v < -2147483647LL || v > 2147483647LL) throw UsageError(strprintf("%s=%lld is out of range", option, v));
   return static_cast<int>(v);
@@ -132,9 +135,13 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
     throw UsageError(strprintf("--threads=%lld must be in 0..%d (0: all cores)", o.threads, kMaxThreads));
   o.coords_given = app.count("--coords") > 0;
   if (o.coords < 1) throw UsageError(strprintf("--coords=%lld: must be at least 1", o.coords));
+  if (o.coords > kMaxCoords)  // a row's index must fit an int (io/dataset.cpp: check_shape)
+    throw UsageError(strprintf("--coords=%lld: too large (at most %lld)", o.coords, kMaxCoords));
   if (o.objects && *o.objects <= 0) throw UsageError(strprintf("--objects=%lld: must be positive", *o.objects));
   if (o.size_mb && !(*o.size_mb > 0 && std::isfinite(*o.size_mb)))
-    throw UsageError(strprintf("--size=%g: must be a finite positive number of MB", *o.size_mb));
+    throw UsageError(strprintf("--size=%s: must be a finite positive number of MB", given_value(app, "--size").c_str()));
+  if (o.size_mb && *o.size_mb > kMaxSizeMB)  // more bytes than a 64-bit size can count
+    throw UsageError(strprintf("--size=%s: too large (at most %.0f MB)", given_value(app, "--size").c_str(), kMaxSizeMB));
   if (!o.size_mb && !o.objects) o.size_mb = 256.0;
   if (o.generator != "uniform" && o.generator != "blobs")
     throw UsageError("--generator must be uniform or blobs, not '" + o.generator + "'");
@@ -171,6 +178,9 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   for (const char* only : {"--oversampling", "--init-rounds"})
     if (app.count(only) && params.init != Init::kmeans_parallel)
       throw UsageError(std::string(only) + " applies only to --init=kmeans||");
+  if (app.count("--oversampling") && !(o.oversampling > 0 && o.oversampling <= 1e6))
+    throw UsageError(strprintf("--oversampling=%s: must be positive (k-means|| draws about that times K objects a "
+                               "round), at most 1000000", given_value(app, "--oversampling").c_str()));
   params.oversampling = o.oversampling;
   params.init_rounds = to_int(o.init_rounds, "--init-rounds");
   params.seed = o.seed;

@@ -57,6 +57,14 @@ inline void reject_empty_values(const CLI::App& app, int argc, const char* const
   }
 }
 
+// The text the user gave for a parsed option (its last occurrence), for messages that quote
+// the value as given rather than as a double prints it ("1000001", not "1e+06").
+inline std::string given_value(const CLI::App& app, const char* option) {
+  const CLI::Option* opt = app.get_option_no_throw(option);
+  if (!opt || opt->results().empty()) return "";
+  return opt->results().back();
+}
+
 // A path option given as "" is an error, not "no option".
 inline void require_nonempty(const CLI::App& app, const char* option, const std::string& value) {
   if (app.count(option) && value.empty()) throw CLI::ValidationError(option, "empty path");
