@@ -312,6 +312,15 @@ def test_issue70_outputs_and_values():
     one_error(["--size=1e300"], 2, ["--size=1e300", "too large"])
     one_error(["--objects=10", "--coords=2147483649"], 2, ["--coords=2147483649", "too large"])
     one_error(["--objects=100", "--init=kmeans||", "--oversampling=1000001"], 2, ["--oversampling=1000001"])
+    with tempfile.TemporaryDirectory() as tmp:
+        # Centroids beyond float's range are refused for a float run, as data would be.
+        big = os.path.join(tmp, "big.csv")
+        with open(big, "w") as f:
+            f.write("1e39,0\n0,1\n")
+        for option in ("--predict", "--init"):
+            one_error([f"{option}={big}", "--objects=50", "--coords=2", "--precision=float"], 1, ["big.csv", "float"])
+            p = run(f"{option}={big}", "--objects=50", "--coords=2", "--precision=double", "--quiet", check=False)
+            expect(p.returncode == 0, f"{option} 1e39 in double runs: {p.stderr!r}")
 
 
 def test_gpu_impl_without_gpu():

@@ -1,5 +1,6 @@
 #include "cli/kmeans_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cli/options.hpp"
@@ -30,9 +31,19 @@ std::string implementations_help() {
 }
 
 // Reads K x d centroids for --init=PATH or --predict=PATH (any input format) into params; K
-// is the file's row count, and must equal --clusters when that is given too.
-void load_given_centroids(const CLI::App& app, const std::string& path, const char* option, Params& params) {
+// is the file's row count, and must equal --clusters when that is given too. For a float run
+// a value beyond float's range is refused as a data file's is (check_finite on the narrowed
+// values), rather than becoming an infinite centroid.
+void load_given_centroids(const CLI::App& app, const std::string& path, const char* option, bool as_float,
+                          Params& params) {
   const Dataset<double> c = load<double>(path);
+  if (as_float) {
+    Dataset<float> narrowed(c.n, c.d, c.source);
+    std::transform(c.values.data(), c.values.data() + c.n * c.d, narrowed.values.data(),
+                   [](double v) { return static_cast<float>(v); });
+    check_finite(narrowed, strprintf("%s '%s' read as float (out of range; try --precision=double)", option,
+                                     path.c_str()));
+  }
   if (app.count("--clusters") && static_cast<std::size_t>(params.k) != c.n)
     throw UsageError(strprintf("%s '%s' holds %zu centroids but --clusters=%d", option, path.c_str(), c.n, params.k));
   if (c.n > 2147483647u) throw UsageError(strprintf("%s '%s' holds too many centroids (%zu)", option, path.c_str(), c.n));
@@ -164,12 +175,12 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
     for (const char* other : {"--init", "--n-init", "--loops", "--threshold", "--tol"})
       if (app.count(other))
         throw UsageError(std::string("--predict labels the data with given centroids; ") + other + " does not apply");
-    load_given_centroids(app, o.predict, "--predict", params);
+    load_given_centroids(app, o.predict, "--predict", o.precision == "float", params);
   } else if (o.init == "first" || o.init == "random" || o.init == "kmeans++" || o.init == "kmeans||" ||
              o.init == "kmeans-parallel") {
     params.init = init_from_string(o.init);
   } else if (o.init.find('/') != std::string::npos || o.init.find('.') != std::string::npos) {
-    load_given_centroids(app, o.init, "--init", params);
+    load_given_centroids(app, o.init, "--init", o.precision == "float", params);
   } else {
     throw UsageError(
         "--init must be first, random, kmeans++, kmeans|| or a centroids file (.h5, .csv, .npy, .bin, .txt), not '" +
