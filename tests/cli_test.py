@@ -321,6 +321,15 @@ def test_issue70_outputs_and_values():
             one_error([f"{option}={big}", "--objects=50", "--coords=2", "--precision=float"], 1, ["big.csv", "float"])
             p = run(f"{option}={big}", "--objects=50", "--coords=2", "--precision=double", "--quiet", check=False)
             expect(p.returncode == 0, f"{option} 1e39 in double runs: {p.stderr!r}")
+        # No output may replace a file the run reads: --predict and --init too, by any name.
+        model = os.path.join(tmp, "model.h5")
+        run("--objects=200", "--coords=2", "--clusters=3", f"--output={model}", "--quiet")
+        before = open(model, "rb").read()
+        for option in ("--predict", "--init"):
+            for out in (model, os.path.join(tmp, ".", "model.h5")):
+                one_error([f"{option}={model}", "--objects=200", "--coords=2", f"--output={out}"], 2,
+                          ["would overwrite", option])
+        expect(open(model, "rb").read() == before, "the centroids file is left as it was")
 
 
 def test_gpu_impl_without_gpu():

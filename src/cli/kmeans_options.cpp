@@ -203,7 +203,12 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   apply_fused_config(params.fused, o.fused_config);
   set_parallel_verbose(o.init_timings);
   validate(params);
-  if (!o.output.empty()) check_output_path(o.output, o.input);
+  if (!o.output.empty()) {  // every file this run reads, the centroids' too
+    std::vector<ReadFile> reads = {{"the input file", o.input}};
+    if (app.count("--predict")) reads.push_back({"the --predict file", o.predict});
+    else if (params.init == Init::given) reads.push_back({"the --init file", o.init});
+    check_output_path(o.output, reads);
+  }
   return params;
 }
 

@@ -30,7 +30,7 @@ bool same_file(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void check_output_path(const std::string& path, const std::string& input) {
+void check_output_path(const std::string& path, const std::vector<ReadFile>& reads) {
   if (path.empty()) throw UsageError("--output: the path is empty");
   Format format;
   try {
@@ -48,14 +48,13 @@ void check_output_path(const std::string& path, const std::string& input) {
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError(strprintf("--output '%s': directory '%s' is not writable", path.c_str(), dir.c_str()));
   if (fs::is_directory(path, ec)) throw UsageError(strprintf("--output '%s' is a directory", path.c_str()));
-  if (!input.empty()) {
-    std::vector<std::string> written = {path};
-    if (format != Format::hdf5) written.push_back(labels_path_for(path));
-    for (const std::string& w : written)
-      if (same_file(w, input))
-        throw UsageError(strprintf("--output '%s' would overwrite the input file '%s' (as '%s'); choose another name",
-                                   path.c_str(), input.c_str(), w.c_str()));
-  }
+  std::vector<std::string> written = {path};
+  if (format != Format::hdf5) written.push_back(labels_path_for(path));
+  for (const std::string& w : written)
+    for (const ReadFile& r : reads)
+      if (!r.path.empty() && same_file(w, r.path))
+        throw UsageError(strprintf("--output '%s' would overwrite %s '%s' (as '%s'); choose another name",
+                                   path.c_str(), r.role.c_str(), r.path.c_str(), w.c_str()));
 }
 
 std::string labels_path_for(const std::string& path) {

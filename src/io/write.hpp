@@ -23,11 +23,19 @@ struct ResultView {
   int iterations;
 };
 
+// A file the run reads, and what an error calls it ("the input file", "the --init file").
+struct ReadFile {
+  std::string role, path;
+};
+
 // Checks, before any work is done, that the output can be written: a known extension, an
-// existing, writable directory, and no file it would write (for .csv also the labels file)
-// being the input file itself (compared by device and inode, so links count too). Throws
-// UsageError naming the problem.
-void check_output_path(const std::string& path, const std::string& input = "");
+// existing, writable directory, and no file it would write (for .csv and .npy also the labels
+// file) being a file the run reads (compared by device and inode, so links and other
+// spellings count too). Throws UsageError naming the problem.
+void check_output_path(const std::string& path, const std::vector<ReadFile>& reads);
+inline void check_output_path(const std::string& path, const std::string& input = "") {
+  check_output_path(path, input.empty() ? std::vector<ReadFile>{} : std::vector<ReadFile>{{"the input file", input}});
+}
 
 // A temporary file that is removed unless committed, also when SIGINT, SIGTERM or SIGHUP
 // ends the program while it exists (the handler removes it, then lets the signal act).

@@ -1,0 +1,41 @@
+// Outputs of issue 70: what a run writes is durable, is never a mix of two runs, and never
+// takes the place of something that is not a regular file or of a file the run reads.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "io/write.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using kmtest::expect_error;
+using kmtest::TempDir;
+
+// Every file the run reads counts, the centroids of --init and --predict too, by identity.
+TEST(Outputs, RefusesToOverwriteAnyFileTheRunReads) {
+  TempDir dir;
+  const std::string model = dir.file("model.h5"), data = dir.file("x.csv");
+  kmtest::write_text(model, "not read here");
+  kmtest::write_text(data, "1,2\n");
+  const std::vector<km::ReadFile> reads = {{"the input file", data}, {"the --predict file", model}};
+  expect_error<km::UsageError>([&] { km::check_output_path(model, reads); }, "the --predict file");
+  const std::string other_name = dir.path().string() + "/./model.h5";
+  expect_error<km::UsageError>([&] { km::check_output_path(other_name, reads); }, "would overwrite");
+  ASSERT_EQ(::link(model.c_str(), dir.file("same.h5").c_str()), 0);
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("same.h5"), reads); }, "the --predict file");
+  EXPECT_NO_THROW(km::check_output_path(dir.file("fresh.h5"), reads));
+}
+
+}  // namespace
