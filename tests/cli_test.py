@@ -330,6 +330,12 @@ def test_issue70_outputs_and_values():
                 one_error([f"{option}={model}", "--objects=200", "--coords=2", f"--output={out}"], 2,
                           ["would overwrite", option])
         expect(open(model, "rb").read() == before, "the centroids file is left as it was")
+        # Either file of a pair existing as a directory: refused before the run, naming it.
+        lab = os.path.join(tmp, "lab")
+        os.makedirs(os.path.join(lab, "r.labels.csv"))
+        one_error(["--objects=100", f"--output={os.path.join(lab, 'r.csv')}"], 2, ["r.labels.csv", "not a regular"])
+        expect(os.path.isdir(os.path.join(lab, "r.labels.csv")) and os.listdir(lab) == ["r.labels.csv"],
+               "the directory stays, nothing is written beside it")
 
 
 def test_gpu_impl_without_gpu():

@@ -47,14 +47,22 @@ void check_output_path(const std::string& path, const std::vector<ReadFile>& rea
     throw UsageError(strprintf("--output '%s': directory '%s' does not exist", path.c_str(), dir.c_str()));
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError(strprintf("--output '%s': directory '%s' is not writable", path.c_str(), dir.c_str()));
-  if (fs::is_directory(path, ec)) throw UsageError(strprintf("--output '%s' is a directory", path.c_str()));
   std::vector<std::string> written = {path};
   if (format != Format::hdf5) written.push_back(labels_path_for(path));
-  for (const std::string& w : written)
+  for (const std::string& w : written) {
+    // The rename would replace a directory's name (and the old one be deleted when empty).
+    struct stat st {};
+    if (::stat(w.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw UsageError(strprintf("--output '%s': '%s' exists and is not a regular file (%s)", path.c_str(), w.c_str(),
+                                 S_ISDIR(st.st_mode)                           ? "a directory"
+                                 : S_ISFIFO(st.st_mode)                        ? "a FIFO"
+                                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                               : "a socket"));
     for (const ReadFile& r : reads)
       if (!r.path.empty() && same_file(w, r.path))
         throw UsageError(strprintf("--output '%s' would overwrite %s '%s' (as '%s'); choose another name",
                                    path.c_str(), r.role.c_str(), r.path.c_str(), w.c_str()));
+  }
 }
 
 std::string labels_path_for(const std::string& path) {

@@ -29,9 +29,10 @@ struct ReadFile {
 };
 
 // Checks, before any work is done, that the output can be written: a known extension, an
-// existing, writable directory, and no file it would write (for .csv and .npy also the labels
-// file) being a file the run reads (compared by device and inode, so links and other
-// spellings count too). Throws UsageError naming the problem.
+// existing, writable directory, no file it would write (for .csv and .npy also the labels
+// file) existing as anything but a regular file, and none being a file the run reads
+// (compared by device and inode, so links and other spellings count too). Throws UsageError
+// naming the problem.
 void check_output_path(const std::string& path, const std::vector<ReadFile>& reads);
 inline void check_output_path(const std::string& path, const std::string& input = "") {
   check_output_path(path, input.empty() ? std::vector<ReadFile>{} : std::vector<ReadFile>{{"the input file", input}});

@@ -23,6 +23,25 @@ namespace {
 using kmtest::expect_error;
 using kmtest::TempDir;
 
+// A path that exists as a directory (or anything but a regular file), for either file of a
+// pair, is refused before the run, naming it; the directory is left alone.
+TEST(Outputs, RefusesAnOutputThatIsNotARegularFile) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("r.labels.csv"));
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("r.csv")); }, "r.labels.csv' exists and is not");
+  std::filesystem::create_directories(dir.file("s.npy"));
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("s.npy")); }, "a directory");
+  ASSERT_EQ(::mkfifo(dir.file("t.h5").c_str(), 0600), 0);
+  expect_error<km::UsageError>([&] { km::check_output_path(dir.file("t.h5")); }, "a FIFO");
+  EXPECT_TRUE(std::filesystem::is_directory(dir.file("r.labels.csv")));
+  // A regular file, or a link to one, may be replaced.
+  kmtest::write_text(dir.file("u.csv"), "1,2\n");
+  kmtest::write_text(dir.file("u.labels.csv"), "0\n");
+  EXPECT_NO_THROW(km::check_output_path(dir.file("u.csv")));
+  ASSERT_EQ(::symlink(dir.file("u.csv").c_str(), dir.file("v.csv").c_str()), 0);
+  EXPECT_NO_THROW(km::check_output_path(dir.file("v.csv")));
+}
+
 // Every file the run reads counts, the centroids of --init and --predict too, by identity.
 TEST(Outputs, RefusesToOverwriteAnyFileTheRunReads) {
   TempDir dir;
