@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -336,6 +337,11 @@ def test_issue70_outputs_and_values():
         one_error(["--objects=100", f"--output={os.path.join(lab, 'r.csv')}"], 2, ["r.labels.csv", "not a regular"])
         expect(os.path.isdir(os.path.join(lab, "r.labels.csv")) and os.listdir(lab) == ["r.labels.csv"],
                "the directory stays, nothing is written beside it")
+        # Past the file-size limit: one line, exit 1, no temporaries, no output (not SIGXFSZ).
+        out = os.path.join(tmp, "fsize.csv")
+        one_error(["--objects=20000", "--clusters=2", f"--output={out}", "--quiet"], 1, ["fsize", "too large"],
+                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+        expect(not [n for n in os.listdir(tmp) if n.startswith(("fsize", ".fsize"))], "nothing left by the fsize run")
 
 
 def test_gpu_impl_without_gpu():

@@ -22,6 +22,7 @@ int to_dim(long long v, const char* option) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   CLI::App app{"gemm: C=A·B, C=Aᵀ·B and D=A·Bᵀ+C through naive to tensor-core kernels, on the GPU and the CPU",
                "gemm"};
   app.footer(km::gemm::kernels_help());

@@ -113,6 +113,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   std::unique_ptr<km::Team> mpi;
   try {
     mpi = km::mpi_team_if_launched(&argc, &argv);

@@ -166,6 +166,7 @@ int run(Cli& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   Cli c;
   CLI::App app{"mlp: trains a multilayer perceptron on Fashion-MNIST, every product through one GEMM kernel", "mlp"};
   app.footer(km::gemm::kernels_help());

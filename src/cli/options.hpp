@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -32,6 +33,11 @@ inline CLI::Validator decimal_integer(bool negative = true) {
       },
       "INTEGER");
 }
+
+// A write past the file-size limit (ulimit -f) would kill the program by SIGXFSZ, leaving its
+// temporary files; ignored, the write fails with EFBIG and ends as one error line that removes
+// them, like a full disk. Called first in every main.
+inline void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 // OMP_NUM_THREADS above the cap would crash libgomp at the first parallel region: clamp it
 // (and say so) before any parallel work.

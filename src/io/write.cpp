@@ -105,13 +105,18 @@ void install_signal_handlers() {
   (void)installed;
 }
 
+// Writes `path` (a temporary) through body; errors name `shown`, the file the user asked for.
+// A full disk (ENOSPC) and the file-size limit (EFBIG, SIGXFSZ being ignored) end the same way.
 template <class Fn>
-void write_text_file(const std::string& path, Fn&& body) {
+void write_text_file(const std::string& path, const std::string& shown, Fn&& body) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw InputError(strprintf("cannot create '%s': %s", path.c_str(), std::strerror(errno)));
+  errno = 0;
   body(f);
-  const bool bad = std::ferror(f) != 0;
-  if (std::fclose(f) != 0 || bad) throw InputError(strprintf("failed writing '%s' (disk full?)", path.c_str()));
+  int err = std::ferror(f) ? (errno ? errno : EIO) : 0;
+  if (std::fflush(f) != 0 && !err) err = errno;
+  if (std::fclose(f) != 0 && !err) err = errno;
+  if (err) throw InputError(strprintf("failed writing '%s': %s (disk full?)", shown.c_str(), std::strerror(err)));
 }
 
 // A NumPy .npy (version 1.0): the header dict padded to a multiple of 64 bytes, then the
@@ -141,7 +146,7 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 void write_npy_file(const std::string& path, const char* descr, const std::vector<std::size_t>& shape,
                     const void* data, std::size_t bytes) {
   TemporaryFile tmp(temporary_path_for(path));
-  write_text_file(tmp.path(), [&](std::FILE* f) { write_npy(f, descr, shape, data, bytes); });
+  write_text_file(tmp.path(), path, [&](std::FILE* f) { write_npy(f, descr, shape, data, bytes); });
   tmp.commit_to(path);
 }
 
@@ -157,22 +162,22 @@ void write_result(const std::string& path, const ResultView<T>& r) {
   const std::string labels_path = labels_path_for(path);
   TemporaryFile tmp_labels(temporary_path_for(labels_path));
   if (format == Format::npy) {
-    write_text_file(tmp.path(), [&](std::FILE* f) {
+    write_text_file(tmp.path(), path, [&](std::FILE* f) {
       write_npy(f, std::is_same_v<T, float> ? "<f4" : "<f8", {r.k, r.d}, r.centroids, r.k * r.d * sizeof(T));
     });
-    write_text_file(tmp_labels.path(),
+    write_text_file(tmp_labels.path(), labels_path,
                     [&](std::FILE* f) { write_npy(f, "<i4", {r.n}, r.labels, r.n * sizeof(std::int32_t)); });
   } else {
     // Enough digits that the text reads back to the same binary value.
     const int digits = std::is_same_v<T, float> ? 9 : 17;
-    write_text_file(tmp.path(), [&](std::FILE* f) {
+    write_text_file(tmp.path(), path, [&](std::FILE* f) {
       for (std::size_t c = 0; c < r.k; ++c) {
         for (std::size_t j = 0; j < r.d; ++j)
           std::fprintf(f, j ? ",%.*g" : "%.*g", digits, static_cast<double>(r.centroids[c * r.d + j]));
         std::fputc('\n', f);
       }
     });
-    write_text_file(tmp_labels.path(), [&](std::FILE* f) {
+    write_text_file(tmp_labels.path(), labels_path, [&](std::FILE* f) {
       for (std::size_t i = 0; i < r.n; ++i) {
         std::fprintf(f, "%d\n", r.labels[i]);
         if ((i & 0xfffff) == 0xfffff) progress::update("writing", static_cast<double>(i), static_cast<double>(r.n), "labels");
