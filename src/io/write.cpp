@@ -1,5 +1,6 @@
 #include "io/write.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,6 +93,19 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
   std::raise(sig);
 }
 
+// Makes a rename durable: the directory's entry is synced after it (as databases do).
+// Filesystems that cannot sync a directory (EINVAL) are left as they are.
+void sync_directory_of(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw InputError(strprintf("cannot open directory '%s': %s", dir.c_str(), std::strerror(errno)));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL)
+    throw InputError(strprintf("cannot sync directory '%s': %s", dir.c_str(), std::strerror(err)));
+}
+
 void install_signal_handlers() {
   static const bool installed = [] {
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -148,6 +162,7 @@ void write_npy_file(const std::string& path, const char* descr, const std::vecto
   TemporaryFile tmp(temporary_path_for(path));
   write_text_file(tmp.path(), path, [&](std::FILE* f) { write_npy(f, descr, shape, data, bytes); });
   tmp.commit_to(path);
+  sync_directory_of(path);
 }
 
 template <class T>
@@ -157,6 +172,7 @@ void write_result(const std::string& path, const ResultView<T>& r) {
   if (format == Format::hdf5) {
     write_hdf5_file(tmp.path(), r);
     tmp.commit_to(path);
+    sync_directory_of(path);
     return;
   }
   const std::string labels_path = labels_path_for(path);
@@ -187,6 +203,8 @@ void write_result(const std::string& path, const ResultView<T>& r) {
   }
   // Both files or neither: an existing labels file steps aside first and comes back if the
   // centroids cannot be committed.
+  tmp.sync();
+  tmp_labels.sync();
   TemporaryFile old_labels(temporary_path_for(labels_path + ".old"));
   const bool had_labels = ::access(labels_path.c_str(), F_OK) == 0;
   if (had_labels) rename_or_throw(labels_path, old_labels.path());
@@ -202,6 +220,7 @@ void write_result(const std::string& path, const ResultView<T>& r) {
     if (had_labels) std::rename(old_labels.path().c_str(), labels_path.c_str());
     throw;
   }
+  sync_directory_of(path);
 }
 
 TemporaryFile::TemporaryFile(std::string path) : path_(std::move(path)) {
@@ -221,7 +240,17 @@ TemporaryFile::~TemporaryFile() {
   if (slot_ >= 0) g_temporary_used[slot_] = 0;
 }
 
+void TemporaryFile::sync() {
+  if (synced_) return;
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int rc = fd < 0 ? -1 : ::fsync(fd), err = errno;
+  if (fd >= 0) ::close(fd);
+  if (rc != 0) throw InputError(strprintf("cannot sync '%s': %s (disk full?)", path_.c_str(), std::strerror(err)));
+  synced_ = true;
+}
+
 void TemporaryFile::commit_to(const std::string& final_path) {
+  sync();  // the contents reach the disk before the name does
   rename_or_throw(path_, final_path);
   committed_ = true;
   if (slot_ >= 0) g_temporary_used[slot_] = 0;

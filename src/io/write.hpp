@@ -47,13 +47,17 @@ class TemporaryFile {
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   const std::string& path() const { return path_; }
-  // Renames it to final_path (atomic within the directory); throws InputError on failure.
+  // Flushes its contents to the disk (fsync); throws InputError on failure.
+  void sync();
+  // Syncs it, then renames it to final_path (atomic within the directory); throws InputError
+  // on failure. The caller syncs the directory after its last rename.
   void commit_to(const std::string& final_path);
 
  private:
   std::string path_;
   int slot_ = -1;
   bool committed_ = false;
+  bool synced_ = false;
 };
 
 // One array as a NumPy .npy (descr "<f4", "<f8", "<i4"...; C order), written whole or not

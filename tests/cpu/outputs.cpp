@@ -18,10 +18,59 @@
 #include "io/write.hpp"
 #include "test_util.hpp"
 
+// Every fsync of this test program (the library is linked in statically) passes here first:
+// the path the descriptor names at that moment is recorded, then the real call is made.
+namespace {
+std::mutex g_synced_mutex;
+std::vector<std::string> g_synced;
+}  // namespace
+
+extern "C" int fsync(int fd) {
+  char link[64], target[PATH_MAX];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, target, sizeof target - 1);
+  if (n > 0) {
+    std::lock_guard<std::mutex> lock(g_synced_mutex);
+    g_synced.emplace_back(target, static_cast<std::size_t>(n));
+  }
+  return static_cast<int>(::syscall(SYS_fsync, fd));
+}
+
 namespace {
 
 using kmtest::expect_error;
 using kmtest::TempDir;
+
+bool synced(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_synced_mutex);
+  for (const std::string& s : g_synced)
+    if (s == path) return true;
+  return false;
+}
+
+// The temporaries are synced under their own names (so before the rename), and the
+// directory after the renames, for every format.
+TEST(Outputs, TemporariesAndDirectoryAreSynced) {
+  TempDir dir;
+  const std::string where = std::filesystem::canonical(dir.path()).string();
+  const double c[2] = {1, 2};
+  const std::int32_t l[1] = {0};
+  const km::ResultView<double> view{c, 1, 2, l, 1, 0.0, 1};
+  const std::string pid = std::to_string(::getpid());
+  for (const char* name : {"r.csv", "r.npy", "r.h5"}) {
+    {
+      std::lock_guard<std::mutex> lock(g_synced_mutex);
+      g_synced.clear();
+    }
+    km::write_result(dir.file(name), view);
+    EXPECT_TRUE(synced(where + "/." + name + ".tmp." + pid)) << name << ": the temporary is synced before the rename";
+    if (std::string(name) != "r.h5") {
+      const std::string labels = std::string(name).replace(1, 0, ".labels");
+      EXPECT_TRUE(synced(where + "/." + labels + ".tmp." + pid)) << labels << ": synced before the rename";
+    }
+    EXPECT_TRUE(synced(where)) << name << ": the directory is synced after the rename";
+  }
+}
 
 // A path that exists as a directory (or anything but a regular file), for either file of a
 // pair, is refused before the run, naming it; the directory is left alone.
