@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <thread>
 
 #include <cerrno>
 #include <cstdio>
@@ -78,6 +80,8 @@ std::string temporary_path_for(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
+void (*g_between_pair_renames_for_tests)() = nullptr;
+
 // Temporary files alive now, for the signal handler: fixed storage, async-signal-safe.
 namespace {
 
@@ -86,12 +90,47 @@ constexpr std::size_t kMaxPath = 4096;
 char g_temporary[kMaxTemporaries][kMaxPath];
 volatile std::sig_atomic_t g_temporary_used[kMaxTemporaries];
 
+// While a .csv/.npy pair is being committed (CommitWindow), a signal waits: the handler, on
+// whichever thread it runs, only records it, and the committing thread acts on it once both
+// files are in place. Acting at once would leave the new labels beside the old centroids, or
+// delete the old labels stepped aside. 0: idle, 1: committing, 2: a handler is ending the run.
+std::atomic<int> g_commit_state{0};
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
+volatile std::sig_atomic_t g_deferred_signal = 0;
+
 extern "C" void remove_temporaries_and_reraise(int sig) {
+  int idle = 0;
+  if (!g_commit_state.compare_exchange_strong(idle, 2)) {
+    if (idle == 1) g_deferred_signal = sig;  // the committing thread delivers it
+    return;                                  // (2: another thread's handler is ending the run)
+  }
   for (int i = 0; i < kMaxTemporaries; ++i)
     if (g_temporary_used[i]) ::unlink(g_temporary[i]);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
+
+// The renames that commit a pair, as one step for SIGINT, SIGTERM and SIGHUP: one that comes
+// meanwhile takes effect (temporaries removed, the program ended) when the window closes.
+class CommitWindow {
+ public:
+  CommitWindow() {
+    for (int idle = 0; !g_commit_state.compare_exchange_weak(idle, 1); idle = 0) {
+      if (idle == 2)
+        for (;;) ::pause();  // a handler is ending the program
+      std::this_thread::yield();  // another thread commits its pair
+    }
+  }
+  ~CommitWindow() {
+    g_commit_state.store(0);
+    if (const int sig = g_deferred_signal) {
+      g_deferred_signal = 0;
+      remove_temporaries_and_reraise(sig);
+    }
+  }
+  CommitWindow(const CommitWindow&) = delete;
+  CommitWindow& operator=(const CommitWindow&) = delete;
+};
 
 // Makes a rename durable: the directory's entry is synced after it (as databases do).
 // Filesystems that cannot sync a directory (EINVAL) are left as they are.
@@ -202,23 +241,27 @@ void write_result(const std::string& path, const ResultView<T>& r) {
     progress::end_stage();
   }
   // Both files or neither: an existing labels file steps aside first and comes back if the
-  // centroids cannot be committed.
+  // centroids cannot be committed; a signal meanwhile waits until the pair is whole.
   tmp.sync();
   tmp_labels.sync();
   TemporaryFile old_labels(temporary_path_for(labels_path + ".old"));
-  const bool had_labels = ::access(labels_path.c_str(), F_OK) == 0;
-  if (had_labels) rename_or_throw(labels_path, old_labels.path());
-  try {
-    tmp_labels.commit_to(labels_path);
+  {
+    CommitWindow window;
+    const bool had_labels = ::access(labels_path.c_str(), F_OK) == 0;
+    if (had_labels) rename_or_throw(labels_path, old_labels.path());
     try {
-      tmp.commit_to(path);
+      tmp_labels.commit_to(labels_path);
+      if (g_between_pair_renames_for_tests) g_between_pair_renames_for_tests();
+      try {
+        tmp.commit_to(path);
+      } catch (...) {
+        std::remove(labels_path.c_str());
+        throw;
+      }
     } catch (...) {
-      std::remove(labels_path.c_str());
+      if (had_labels) std::rename(old_labels.path().c_str(), labels_path.c_str());
       throw;
     }
-  } catch (...) {
-    if (had_labels) std::rename(old_labels.path().c_str(), labels_path.c_str());
-    throw;
   }
   sync_directory_of(path);
 }

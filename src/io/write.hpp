@@ -60,6 +60,10 @@ class TemporaryFile {
   bool synced_ = false;
 };
 
+// For tests: when set, called between the two renames that commit a .csv/.npy pair (labels,
+// then centroids), where a signal must leave the old pair or the new one.
+extern void (*g_between_pair_renames_for_tests)();
+
 // One array as a NumPy .npy (descr "<f4", "<f8", "<i4"...; C order), written whole or not
 // at all (through a TemporaryFile).
 void write_npy_file(const std::string& path, const char* descr, const std::vector<std::size_t>& shape,

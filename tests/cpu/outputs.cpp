@@ -41,6 +41,11 @@ namespace {
 using kmtest::expect_error;
 using kmtest::TempDir;
 
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 bool synced(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_synced_mutex);
   for (const std::string& s : g_synced)
@@ -69,6 +74,41 @@ TEST(Outputs, TemporariesAndDirectoryAreSynced) {
       EXPECT_TRUE(synced(where + "/." + labels + ".tmp." + pid)) << labels << ": synced before the rename";
     }
     EXPECT_TRUE(synced(where)) << name << ": the directory is synced after the rename";
+  }
+}
+
+// A signal between the two renames of a pair (the new labels in place, the centroids not yet)
+// leaves the old pair or the new one, never the new labels beside the old centroids, and
+// never loses the old labels.
+TEST(Outputs, SignalBetweenPairRenamesLeavesOnePair) {
+  TempDir dir;
+  for (const char* name : {"r.csv", "r.npy"}) {
+    const std::string out = dir.file(name);
+    const std::string labels = km::labels_path_for(out);
+    const double old_c[2] = {1, 2}, new_c[2] = {3, 4};
+    const std::int32_t old_l[2] = {0, 0}, new_l[2] = {1, 1};
+    km::write_result(out, km::ResultView<double>{old_c, 1, 2, old_l, 2, 0.0, 1});
+    const std::string old_centroids = read_all(out), old_labels = read_all(labels);
+    km::write_result(out, km::ResultView<double>{new_c, 1, 2, new_l, 2, 0.0, 1});
+    const std::string new_centroids = read_all(out), new_labels = read_all(labels);
+    km::write_result(out, km::ResultView<double>{old_c, 1, 2, old_l, 2, 0.0, 1});
+    ASSERT_NE(old_labels, new_labels);
+
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      km::g_between_pair_renames_for_tests = [] { std::raise(SIGTERM); };
+      km::write_result(out, km::ResultView<double>{new_c, 1, 2, new_l, 2, 0.0, 1});
+      std::_Exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << name << ": the signal still ends the run";
+    const std::string c = read_all(out), l = read_all(labels);
+    const bool old_pair = c == old_centroids && l == old_labels, new_pair = c == new_centroids && l == new_labels;
+    EXPECT_TRUE(old_pair || new_pair) << name << ": a mix of two runs (labels " << (l.empty() ? "gone" : l) << ")";
+    for (auto& entry : std::filesystem::directory_iterator(dir.path()))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
 }
 
