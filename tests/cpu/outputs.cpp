@@ -106,7 +106,12 @@ TEST(Outputs, SignalBetweenPairRenamesLeavesOnePair) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << name << ": the signal still ends the run";
     const std::string c = read_all(out), l = read_all(labels);
     const bool old_pair = c == old_centroids && l == old_labels, new_pair = c == new_centroids && l == new_labels;
-    EXPECT_TRUE(old_pair || new_pair) << name << ": a mix of two runs (labels " << (l.empty() ? "gone" : l) << ")";
+    const auto which = [](const std::string& s, const std::string& o, const std::string& n) {
+      return s == n ? "new" : s == o ? "old" : s.empty() ? "gone" : "other";
+    };
+    EXPECT_TRUE(old_pair || new_pair) << name << ": a mix of two runs: centroids "
+                                      << which(c, old_centroids, new_centroids) << ", labels "
+                                      << which(l, old_labels, new_labels);
     for (auto& entry : std::filesystem::directory_iterator(dir.path()))
       EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
