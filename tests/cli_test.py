@@ -338,9 +338,9 @@ def test_issue70_outputs_and_values():
         expect(os.path.isdir(os.path.join(lab, "r.labels.csv")) and os.listdir(lab) == ["r.labels.csv"],
                "the directory stays, nothing is written beside it")
         # Past the file-size limit: one line, exit 1, no temporaries, no output (not SIGXFSZ).
-        out = os.path.join(tmp, "fsize.csv")
-        one_error(["--objects=20000", "--clusters=2", f"--output={out}", "--quiet"], 1, ["fsize", "too large"],
-                  preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+        for name, words in (("fsize.csv", ["fsize", "too large"]), ("fsize.h5", ["fsize", "failed to write"])):
+            one_error(["--objects=20000", "--clusters=2", f"--output={os.path.join(tmp, name)}", "--quiet"], 1, words,
+                      preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
         expect(not [n for n in os.listdir(tmp) if n.startswith(("fsize", ".fsize"))], "nothing left by the fsize run")
 
 
