@@ -149,10 +149,11 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   if (o.coords > kMaxCoords)  // a row's index must fit an int (io/dataset.cpp: check_shape)
     throw UsageError(strprintf("--coords=%lld: too large (at most %lld)", o.coords, kMaxCoords));
   if (o.objects && *o.objects <= 0) throw UsageError(strprintf("--objects=%lld: must be positive", *o.objects));
+  const std::string size_given = given_value(app, "--size");
   if (o.size_mb && !(*o.size_mb > 0 && std::isfinite(*o.size_mb)))
-    throw UsageError(strprintf("--size=%s: must be a finite positive number of MB", given_value(app, "--size").c_str()));
+    throw UsageError(strprintf("--size=%s: must be a finite positive number of MB", size_given.c_str()));
   if (o.size_mb && *o.size_mb > kMaxSizeMB)  // more bytes than a 64-bit size can count
-    throw UsageError(strprintf("--size=%s: too large (at most %.0f MB)", given_value(app, "--size").c_str(), kMaxSizeMB));
+    throw UsageError(strprintf("--size=%s: too large (at most %.0f MB)", size_given.c_str(), kMaxSizeMB));
   if (!o.size_mb && !o.objects) o.size_mb = 256.0;
   if (o.generator != "uniform" && o.generator != "blobs")
     throw UsageError("--generator must be uniform or blobs, not '" + o.generator + "'");
