@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -295,6 +296,54 @@ def test_damaged_hdf5():
                f"damaged HDF5 {name}: {p.returncode} {p.stderr!r}")
 
 
+def test_issue70_outputs_and_values():
+    def one_error(args, code, needles, **kw):
+        p = subprocess.run([KMEANS, *args], capture_output=True, text=True, timeout=120, **kw)
+        lines = p.stderr.strip().splitlines()
+        tag = " ".join(args)
+        expect(p.returncode == code, f"{tag}: exit {code}, got {p.returncode} {p.stderr!r}")
+        expect(len(lines) == 1 and lines[0].startswith("kmeans: error:") and all(n in lines[0] for n in needles),
+               f"{tag}: one line naming {needles}, got {p.stderr!r}")
+        expect(p.stdout == "", f"{tag}: nothing on stdout")
+
+    # An option with nothing after '=' names itself; it never takes the next argument.
+    one_error(["--input=", "--clusters=1"], 2, ["--input: empty value"])
+    one_error(["--objects=100", "--output=", "--quiet"], 2, ["--output: empty value"])
+    # Values out of range are named as given, with exit 2.
+    one_error(["--size=1e300"], 2, ["--size=1e300", "too large"])
+    one_error(["--objects=10", "--coords=2147483649"], 2, ["--coords=2147483649", "too large"])
+    one_error(["--objects=100", "--init=kmeans||", "--oversampling=1000001"], 2, ["--oversampling=1000001"])
+    with tempfile.TemporaryDirectory() as tmp:
+        # Centroids beyond float's range are refused for a float run, as data would be.
+        big = os.path.join(tmp, "big.csv")
+        with open(big, "w") as f:
+            f.write("1e39,0\n0,1\n")
+        for option in ("--predict", "--init"):
+            one_error([f"{option}={big}", "--objects=50", "--coords=2", "--precision=float"], 1, ["big.csv", "float"])
+            p = run(f"{option}={big}", "--objects=50", "--coords=2", "--precision=double", "--quiet", check=False)
+            expect(p.returncode == 0, f"{option} 1e39 in double runs: {p.stderr!r}")
+        # No output may replace a file the run reads: --predict and --init too, by any name.
+        model = os.path.join(tmp, "model.h5")
+        run("--objects=200", "--coords=2", "--clusters=3", f"--output={model}", "--quiet")
+        before = open(model, "rb").read()
+        for option in ("--predict", "--init"):
+            for out in (model, os.path.join(tmp, ".", "model.h5")):
+                one_error([f"{option}={model}", "--objects=200", "--coords=2", f"--output={out}"], 2,
+                          ["would overwrite", option])
+        expect(open(model, "rb").read() == before, "the centroids file is left as it was")
+        # Either file of a pair existing as a directory: refused before the run, naming it.
+        lab = os.path.join(tmp, "lab")
+        os.makedirs(os.path.join(lab, "r.labels.csv"))
+        one_error(["--objects=100", f"--output={os.path.join(lab, 'r.csv')}"], 2, ["r.labels.csv", "not a regular"])
+        expect(os.path.isdir(os.path.join(lab, "r.labels.csv")) and os.listdir(lab) == ["r.labels.csv"],
+               "the directory stays, nothing is written beside it")
+        # Past the file-size limit: one line, exit 1, no temporaries, no output (not SIGXFSZ).
+        for name, words in (("fsize.csv", ["fsize", "too large"]), ("fsize.h5", ["fsize", "failed to write"])):
+            one_error(["--objects=20000", "--clusters=2", f"--output={os.path.join(tmp, name)}", "--quiet"], 1, words,
+                      preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+        expect(not [n for n in os.listdir(tmp) if n.startswith(("fsize", ".fsize"))], "nothing left by the fsize run")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -308,7 +357,7 @@ def test_gpu_impl_without_gpu():
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
-             test_damaged_hdf5, test_gpu_impl_without_gpu]:
+             test_damaged_hdf5, test_issue70_outputs_and_values, test_gpu_impl_without_gpu]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

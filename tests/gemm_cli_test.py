@@ -81,6 +81,20 @@ p = run("--kernel=cpu-omp", "--size=010", "--report=json")
 if p.returncode != 0 or json.loads(p.stdout)["m"] != 10:
     failures.append(f"--size=010 is ten: {p.stdout!r}")
 
+# --seed takes 0..2^64-1 as given (2^63 is not 2^63-1); beyond, one line.
+seeded = {}
+for seed in ("9223372036854775807", "9223372036854775808", "18446744073709551615"):
+    p = run("--kernel=cpu-blocked", "--size=33", "--precision=float", f"--seed={seed}", "--report=json")
+    seeded[seed] = json.loads(p.stdout)["max_rel_error"] if p.returncode == 0 else None
+    if p.returncode != 0:
+        failures.append(f"--seed={seed}: {p.returncode} {p.stderr!r}")
+if seeded["9223372036854775807"] == seeded["9223372036854775808"]:
+    failures.append(f"--seed=2^63 must differ from 2^63-1: {seeded}")
+expect_error(2, ["--seed"], "--seed=-1")
+expect_error(2, ["out of range"], "--seed=18446744073709551616")
+# An option with nothing after '=' names itself instead of taking the next argument.
+expect_error(2, ["--size: empty value"], "--size=", "--kernel=cpu-omp")
+
 # A GPU kernel where there is no GPU: exit 1, naming the reason.
 probe = run("--kernel=cublas", "--size=8")
 if probe.returncode != 0:

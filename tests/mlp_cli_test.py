@@ -85,7 +85,7 @@ with tempfile.TemporaryDirectory() as d:
     for args, needle in ((["--kernel=nope"], "is not one of"), (["--kernel=hybrid"], "splits each product"),
                          (["--batch=0"], "--batch=0"), (["--hidden=12,x"], "--hidden=12,x"),
                          (["--batch=1000"], "larger than the 300 training items"), (["--lr=0"], "--lr=0"),
-                         (["--precision=half"], "--precision")):
+                         (["--precision=half"], "--precision"), (["--batch=", "--lr=0.1"], "--batch: empty value")):
         given = {a.split("=")[0] for a in args}
         base = [a for a in common + ["--kernel=cpu-blas"] if a.split("=")[0] not in given]
         one_line_error(run(*base, *args), 2, needle, " ".join(args))

@@ -22,13 +22,15 @@ int to_dim(long long v, const char* option) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   CLI::App app{"gemm: C=A·B, C=Aᵀ·B and D=A·Bᵀ+C through naive to tensor-core kernels, on the GPU and the CPU",
                "gemm"};
   app.footer(km::gemm::kernels_help());
   app.option_defaults()->always_capture_default();
   std::string kernel = "cublas", op = "nn", precision = "double", report = "table";
   std::optional<long long> m, n, k, size;
-  long long tile = 16, reps = 5, threads = 0, mma = 0, seed = 0;
+  long long tile = 16, reps = 5, threads = 0, mma = 0;
+  unsigned long long seed = 0;
   std::optional<double> cpu_fraction;
   bool allow_tf32 = false, no_check = false, list = false;
   app.add_option("--kernel", kernel, "kernel (see below)");
@@ -46,13 +48,15 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-fraction", cpu_fraction, "hybrid: share of rows on the CPU (default: from measured rates)");
   app.add_flag("--allow-tf32", allow_tf32, "let tensor run float on TF32 (reported as such)");
   app.add_option("--mma", mma, "tensor in double: mma shape 884, 1684 or 1688 (default 1684 on sm_90)")->transform(integer);
-  app.add_option("--seed", seed, "seed of the random operands")->transform(integer);
+  app.add_option("--seed", seed, "seed of the random operands (0..2^64-1)")
+      ->transform(km::cli::decimal_integer(false));
   app.add_flag("--no-check", no_check, "skip the validation (the report says so)");
   app.add_option("--report", report, "table, json or csv");
   app.add_flag("--list", list, "print the kernels as JSON (name, description, where, order) and exit");
   so->excludes(mo)->excludes(no)->excludes(ko);
 
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -86,7 +90,6 @@ int main(int argc, char** argv) {
     if (reps < 1 || reps > 1000) throw km::UsageError(km::strprintf("--reps=%lld must be in 1..1000", reps));
     if (tile != 4 && tile != 8 && tile != 16 && tile != 32)
       throw km::UsageError(km::strprintf("--tile=%lld: use 4, 8, 16 or 32", tile));
-    if (seed < 0) throw km::UsageError("--seed must not be negative");
     o.gpu.tile = static_cast<int>(tile);
     o.gpu.reps = static_cast<int>(reps);
     o.gpu.allow_tf32 = allow_tf32;

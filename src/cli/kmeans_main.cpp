@@ -174,6 +174,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   std::unique_ptr<km::Team> mpi;
   try {
     mpi = km::mpi_team_if_launched(&argc, &argv);
@@ -191,6 +192,7 @@ int main(int argc, char** argv) {
   int status = 0;
   std::string why;
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

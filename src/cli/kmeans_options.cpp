@@ -1,5 +1,6 @@
 #include "cli/kmeans_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cli/options.hpp"
@@ -12,6 +13,9 @@
 namespace km::cli {
 
 namespace {
+
+constexpr long long kMaxCoords = 1LL << 31;
+constexpr double kMaxSizeMB = 8796093022208.0;  // 2^43 MB = 2^63 bytes
 
 int to_int(long long v, const char* option) {
   if (v < -2147483647LL || v > 2147483647LL) throw UsageError(strprintf("%s=%lld is out of range", option, v));
@@ -27,9 +31,19 @@ std::string implementations_help() {
 }
 
 // Reads K x d centroids for --init=PATH or --predict=PATH (any input format) into params; K
-// is the file's row count, and must equal --clusters when that is given too.
-void load_given_centroids(const CLI::App& app, const std::string& path, const char* option, Params& params) {
+// is the file's row count, and must equal --clusters when that is given too. For a float run
+// a value beyond float's range is refused as a data file's is (check_finite on the narrowed
+// values), rather than becoming an infinite centroid.
+void load_given_centroids(const CLI::App& app, const std::string& path, const char* option, bool as_float,
+                          Params& params) {
   const Dataset<double> c = load<double>(path);
+  if (as_float) {
+    Dataset<float> narrowed(c.n, c.d, c.source);
+    std::transform(c.values.data(), c.values.data() + c.n * c.d, narrowed.values.data(),
+                   [](double v) { return static_cast<float>(v); });
+    check_finite(narrowed, strprintf("%s '%s' read as float (out of range; try --precision=double)", option,
+                                     path.c_str()));
+  }
   if (app.count("--clusters") && static_cast<std::size_t>(params.k) != c.n)
     throw UsageError(strprintf("%s '%s' holds %zu centroids but --clusters=%d", option, path.c_str(), c.n, params.k));
   if (c.n > 2147483647u) throw UsageError(strprintf("%s '%s' holds too many centroids (%zu)", option, path.c_str(), c.n));
@@ -132,9 +146,14 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
     throw UsageError(strprintf("--threads=%lld must be in 0..%d (0: all cores)", o.threads, kMaxThreads));
   o.coords_given = app.count("--coords") > 0;
   if (o.coords < 1) throw UsageError(strprintf("--coords=%lld: must be at least 1", o.coords));
+  if (o.coords > kMaxCoords)  // a row's index must fit an int (io/dataset.cpp: check_shape)
+    throw UsageError(strprintf("--coords=%lld: too large (at most %lld)", o.coords, kMaxCoords));
   if (o.objects && *o.objects <= 0) throw UsageError(strprintf("--objects=%lld: must be positive", *o.objects));
+  const std::string size_given = given_value(app, "--size");
   if (o.size_mb && !(*o.size_mb > 0 && std::isfinite(*o.size_mb)))
-    throw UsageError(strprintf("--size=%g: must be a finite positive number of MB", *o.size_mb));
+    throw UsageError(strprintf("--size=%s: must be a finite positive number of MB", size_given.c_str()));
+  if (o.size_mb && *o.size_mb > kMaxSizeMB)  // more bytes than a 64-bit size can count
+    throw UsageError(strprintf("--size=%s: too large (at most %.0f MB)", size_given.c_str(), kMaxSizeMB));
   if (!o.size_mb && !o.objects) o.size_mb = 256.0;
   if (o.generator != "uniform" && o.generator != "blobs")
     throw UsageError("--generator must be uniform or blobs, not '" + o.generator + "'");
@@ -157,12 +176,12 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
     for (const char* other : {"--init", "--n-init", "--loops", "--threshold", "--tol"})
       if (app.count(other))
         throw UsageError(std::string("--predict labels the data with given centroids; ") + other + " does not apply");
-    load_given_centroids(app, o.predict, "--predict", params);
+    load_given_centroids(app, o.predict, "--predict", o.precision == "float", params);
   } else if (o.init == "first" || o.init == "random" || o.init == "kmeans++" || o.init == "kmeans||" ||
              o.init == "kmeans-parallel") {
     params.init = init_from_string(o.init);
   } else if (o.init.find('/') != std::string::npos || o.init.find('.') != std::string::npos) {
-    load_given_centroids(app, o.init, "--init", params);
+    load_given_centroids(app, o.init, "--init", o.precision == "float", params);
   } else {
     throw UsageError(
         "--init must be first, random, kmeans++, kmeans|| or a centroids file (.h5, .csv, .npy, .bin, .txt), not '" +
@@ -171,6 +190,9 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   for (const char* only : {"--oversampling", "--init-rounds"})
     if (app.count(only) && params.init != Init::kmeans_parallel)
       throw UsageError(std::string(only) + " applies only to --init=kmeans||");
+  if (app.count("--oversampling") && !(o.oversampling > 0 && o.oversampling <= 1e6))
+    throw UsageError(strprintf("--oversampling=%s: must be positive (k-means|| draws about that times K objects a "
+                               "round), at most 1000000", given_value(app, "--oversampling").c_str()));
   params.oversampling = o.oversampling;
   params.init_rounds = to_int(o.init_rounds, "--init-rounds");
   params.seed = o.seed;
@@ -182,7 +204,12 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   apply_fused_config(params.fused, o.fused_config);
   set_parallel_verbose(o.init_timings);
   validate(params);
-  if (!o.output.empty()) check_output_path(o.output, o.input);
+  if (!o.output.empty()) {  // every file this run reads, the centroids' too
+    std::vector<ReadFile> reads = {{"the input file", o.input}};
+    if (app.count("--predict")) reads.push_back({"the --predict file", o.predict});
+    else if (params.init == Init::given) reads.push_back({"the --init file", o.init});
+    check_output_path(o.output, reads);
+  }
   return params;
 }
 

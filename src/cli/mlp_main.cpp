@@ -166,6 +166,7 @@ int run(Cli& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  km::cli::ignore_file_size_signal();
   Cli c;
   CLI::App app{"mlp: trains a multilayer perceptron on Fashion-MNIST, every product through one GEMM kernel", "mlp"};
   app.footer(km::gemm::kernels_help());
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", c.quiet, "no progress line");
   app.add_flag("--list", c.list, "print the GEMM kernels as JSON and exit");
   try {
+    km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

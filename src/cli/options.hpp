@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -33,6 +34,11 @@ inline CLI::Validator decimal_integer(bool negative = true) {
       "INTEGER");
 }
 
+// A write past the file-size limit (ulimit -f) would kill the program by SIGXFSZ, leaving its
+// temporary files; ignored, the write fails with EFBIG and ends as one error line that removes
+// them, like a full disk. Called first in every main.
+inline void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
+
 // OMP_NUM_THREADS above the cap would crash libgomp at the first parallel region: clamp it
 // (and say so) before any parallel work.
 inline void clamp_openmp_threads(const char* program) {
@@ -41,6 +47,28 @@ inline void clamp_openmp_threads(const char* program) {
                  omp_get_max_threads(), kMaxThreads, kMaxThreads);
     omp_set_num_threads(kMaxThreads);
   }
+}
+
+// "--name=" with nothing after '=' is an error naming the option; CLI11 would take the next
+// argument as its value ("--input= --clusters=1" reading "--clusters=1" as the path). Call
+// before app.parse; throws CLI::ValidationError ("--input: empty value").
+inline void reject_empty_values(const CLI::App& app, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.find('=') == arg.size() - 1) {
+      const std::string name = arg.substr(0, arg.size() - 1);
+      if (app.get_option_no_throw(name)) throw CLI::ValidationError(name, "empty value");
+    }
+  }
+}
+
+// The text the user gave for a parsed option (its last occurrence), for messages that quote
+// the value as given rather than as a double prints it ("1000001", not "1e+06").
+inline std::string given_value(const CLI::App& app, const char* option) {
+  const CLI::Option* opt = app.get_option_no_throw(option);
+  if (!opt || opt->results().empty()) return "";
+  return opt->results().back();
 }
 
 // A path option given as "" is an error, not "no option".

@@ -13,6 +13,7 @@ std::size_t objects_for_size(double megabytes, std::size_t coords) {
   const double n = std::floor(megabytes * 1048576.0 / (static_cast<double>(coords) * 8.0));
   if (n < 1)
     throw UsageError(strprintf("--size=%g MB holds no object of %zu coordinates", megabytes, coords));
+  if (!(n < 9.2e18)) throw UsageError(strprintf("--size=%g MB: too large", megabytes));  // beyond a 64-bit count
   return static_cast<std::size_t>(n);
 }
 

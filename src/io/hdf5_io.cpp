@@ -44,6 +44,10 @@ class Handle {
 // HDF5 prints its error stack to stderr by default; we report our own one-line errors.
 void silence_hdf5() {
   static const bool done = [] {
+    // No clean-up at exit: after a failed write (a full disk, the file-size limit) the file
+    // cannot be closed, and HDF5 1.10 crashed in H5F__close_cb closing it again at exit, after
+    // the error line. Every file is closed by its Handle; the library must not be in use yet.
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();

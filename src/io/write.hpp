@@ -23,11 +23,20 @@ struct ResultView {
   int iterations;
 };
 
+// A file the run reads, and what an error calls it ("the input file", "the --init file").
+struct ReadFile {
+  std::string role, path;
+};
+
 // Checks, before any work is done, that the output can be written: a known extension, an
-// existing, writable directory, and no file it would write (for .csv also the labels file)
-// being the input file itself (compared by device and inode, so links count too). Throws
-// UsageError naming the problem.
-void check_output_path(const std::string& path, const std::string& input = "");
+// existing, writable directory, no file it would write (for .csv and .npy also the labels
+// file) existing as anything but a regular file, and none being a file the run reads
+// (compared by device and inode, so links and other spellings count too). Throws UsageError
+// naming the problem.
+void check_output_path(const std::string& path, const std::vector<ReadFile>& reads);
+inline void check_output_path(const std::string& path, const std::string& input = "") {
+  check_output_path(path, input.empty() ? std::vector<ReadFile>{} : std::vector<ReadFile>{{"the input file", input}});
+}
 
 // A temporary file that is removed unless committed, also when SIGINT, SIGTERM or SIGHUP
 // ends the program while it exists (the handler removes it, then lets the signal act).
@@ -38,14 +47,22 @@ class TemporaryFile {
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   const std::string& path() const { return path_; }
-  // Renames it to final_path (atomic within the directory); throws InputError on failure.
+  // Flushes its contents to the disk (fsync); throws InputError on failure.
+  void sync();
+  // Syncs it, then renames it to final_path (atomic within the directory); throws InputError
+  // on failure. The caller syncs the directory after its last rename.
   void commit_to(const std::string& final_path);
 
  private:
   std::string path_;
   int slot_ = -1;
   bool committed_ = false;
+  bool synced_ = false;
 };
+
+// For tests: when set, called between the two renames that commit a .csv/.npy pair (labels,
+// then centroids), where a signal must leave the old pair or the new one.
+extern void (*g_between_pair_renames_for_tests)();
 
 // One array as a NumPy .npy (descr "<f4", "<f8", "<i4"...; C order), written whole or not
 // at all (through a TemporaryFile).
