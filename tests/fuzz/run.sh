@@ -9,7 +9,7 @@ set -euo pipefail
 mode=${1:?usage: run.sh smoke|long BUILD_DIR [RUNS]}
 build=$(cd "${2:?usage: run.sh smoke|long BUILD_DIR [RUNS]}" && pwd)
 runs=${3:-1000000}
-targets=${4:-csv txt npy bin h5 options}
+targets=${4:-csv txt npy bin h5 options centroids}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 CXX=${FUZZ_CXX:-clang++}
@@ -26,7 +26,7 @@ io=(src/common/errors.cpp src/common/host_memory.cpp src/common/progress.cpp src
     src/io/hdf5_io.cpp src/io/write.cpp src/dist/team.cpp)
 # Rebuilt when any source or header of the project is newer than what was built.
 newest=$(find "$root/src" "$here" -name '*.[ch]pp' -newer "$out/stamp" 2>/dev/null | head -1 || true)
-[[ -e "$out/stamp" && -z "$newest" ]] || { rm -f "$out"/obj/*.o "$out"/fuzz_{csv,txt,npy,bin,h5,options}; touch "$out/stamp"; }
+[[ -e "$out/stamp" && -z "$newest" ]] || { rm -f "$out"/obj/*.o "$out"/fuzz_{csv,txt,npy,bin,h5,options,centroids}; touch "$out/stamp"; }
 objs=()
 for src in "${io[@]}"; do  # the readers, instrumented
   obj="$out/obj/$(basename "$src" .cpp).o"
@@ -46,6 +46,12 @@ done
 bin="$out/fuzz_options"
 [[ -e "$bin" && "$bin" -nt "$build/libkmeans_core.a" ]] ||
   "$CXX" "${flags[@]}" "$here/fuzz_options.cpp" "$root/src/cli/kmeans_options.cpp" "$build/libkmeans_core.a" \
+    "${link[@]}" -fopenmp=libgomp -L/usr/local/cuda/lib64 -lcublas -lcudart "$hdf5" -lopenblas -o "$bin"
+
+# The centroid files of --init/--predict, read by the options code: likewise.
+bin="$out/fuzz_centroids"
+[[ -e "$bin" && "$bin" -nt "$build/libkmeans_core.a" ]] ||
+  "$CXX" "${flags[@]}" "$here/fuzz_centroids.cpp" "$root/src/cli/kmeans_options.cpp" "$build/libkmeans_core.a" \
     "${link[@]}" -fopenmp=libgomp -L/usr/local/cuda/lib64 -lcublas -lcudart "$hdf5" -lopenblas -o "$bin"
 
 status=0
