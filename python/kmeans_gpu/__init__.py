@@ -11,7 +11,7 @@ are converted once, as scikit-learn converts them); the precision follows its dt
 ``precision`` says otherwise. Labels are the CLI's: exactly ``seq``'s, the same bits on every
 run. Errors in the data or the parameters raise ValueError (TypeError for types that cannot
 be clusters' data) with the CLI's message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
-RuntimeError); Ctrl-C interrupts a fit between iterations (and between k-means++ centres).
+RuntimeError); Ctrl-C raises KeyboardInterrupt within about a second (docs/configuration.md).
 
 Differences from scikit-learn, on purpose:
 - an empty cluster keeps its previous centroid (scikit-learn moves it to a far point);

@@ -4,15 +4,17 @@
 // conventions ask for, then calls fit()/predict() here with a C-contiguous float32 or float64
 // array. That array's memory becomes the Dataset's (HostBuffer::borrow): the engines read it
 // in place, as they read a file the CLI loaded. The GIL is released while the engines run;
-// every iteration and every k-means++ centre polls for Ctrl-C, which ends the run with
-// KeyboardInterrupt. The library's errors become Python exceptions: UsageError and
-// InputError -> ValueError with the CLI's message, DeviceError -> kmeans_gpu.DeviceError (a
-// RuntimeError); nothing aborts the interpreter.
+// Ctrl-C ends the run with KeyboardInterrupt: every iteration and every k-means++ centre
+// polls for it, and the CPU loops test for it once per chunk of objects (SigintFlag). The
+// library's errors become Python exceptions: UsageError and InputError -> ValueError with the
+// CLI's message, DeviceError -> kmeans_gpu.DeviceError (a RuntimeError); nothing aborts the
+// interpreter.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -35,6 +37,51 @@ bool python_interrupt_pending() {
   py::gil_scoped_acquire gil;
   return PyErr_CheckSignals() != 0;
 }
+
+// Ctrl-C inside one long loop. Python's own SIGINT handler only notes the signal for the main
+// thread's next PyErr_CheckSignals, which python_interrupt_pending() calls between iterations.
+// While a fit runs in the main thread under Python's default handler, this handler goes in
+// front of it: it sets progress's flag, which the CPU loops test once per chunk of objects, and
+// then calls Python's, so that PyErr_CheckSignals raises the KeyboardInterrupt afterwards.
+struct sigaction python_sigint;
+
+void on_sigint(int sig, siginfo_t* info, void* context) {
+  km::progress::request_interrupt();
+  if (python_sigint.sa_flags & SA_SIGINFO) python_sigint.sa_sigaction(sig, info, context);
+  else if (python_sigint.sa_handler != SIG_DFL && python_sigint.sa_handler != SIG_IGN) python_sigint.sa_handler(sig);
+}
+
+// Installs on_sigint for its lifetime where that is safe (GIL held when made and destroyed).
+// The flag is process-wide: a fit running in another thread meanwhile stops too, and raises
+// KeyboardInterrupt there.
+class SigintFlag {
+ public:
+  SigintFlag() {
+    const py::module_ threading = py::module_::import("threading"), signal = py::module_::import("signal");
+    if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) return;
+    if (!signal.attr("getsignal")(SIGINT).is(signal.attr("default_int_handler"))) return;  // the user's handler
+    if (sigaction(SIGINT, nullptr, &python_sigint) != 0) return;
+    if (!(python_sigint.sa_flags & SA_SIGINFO) &&
+        (python_sigint.sa_handler == SIG_DFL || python_sigint.sa_handler == SIG_IGN))
+      return;  // not Python's handler after all
+    struct sigaction mine {};
+    mine.sa_sigaction = on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&mine.sa_mask);
+    km::progress::clear_interrupt();
+    installed_ = sigaction(SIGINT, &mine, nullptr) == 0;
+  }
+  ~SigintFlag() {
+    if (!installed_) return;
+    sigaction(SIGINT, &python_sigint, nullptr);
+    km::progress::clear_interrupt();
+  }
+  SigintFlag(const SigintFlag&) = delete;
+  SigintFlag& operator=(const SigintFlag&) = delete;
+
+ private:
+  bool installed_ = false;
+};
 
 // check_finite: here (mean_variance); fit and predict leave it to the registry's range check,
 // which finds a NaN or Inf in the pass it makes anyway and names it the same way ("X: ...").
@@ -131,11 +178,15 @@ auto interruptible(F&& fn) {
     Poll() { km::progress::set_poll(python_interrupt_pending); }
     ~Poll() { km::progress::set_poll(nullptr); }
   } poll;
+  const SigintFlag flag;
   try {
     py::gil_scoped_release release;
     return fn();
   } catch (const km::progress::Interrupted&) {
-    throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals left set
+    // The KeyboardInterrupt PyErr_CheckSignals left set, or (flagged by on_sigint) raises now.
+    if (PyErr_Occurred() || PyErr_CheckSignals() != 0) throw py::error_already_set();
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
   }
 }
 

@@ -1,0 +1,84 @@
+"""The Python surface fails cleanly (issue 70): each section is one way it did not. What could
+kill the interpreter runs in a subprocess, so that a crash fails the test instead of pytest.
+Run by ctest (PYTHONPATH=build/python, KMEANS_BIN=build/kmeans)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+KMEANS_BIN = os.environ.get("KMEANS_BIN", os.path.join(os.path.dirname(__file__), "../../build/kmeans"))
+
+
+def cli_message(*args, env=None):
+    """The CLI's one-line message for these options, without 'kmeans: error: ' (and without the
+    ' (see --help)' that its parse errors add: the module has no --help)."""
+    r = subprocess.run([KMEANS_BIN, "--quiet", *args], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode != 0, r.stdout
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("kmeans: error: "), line
+    return line[len("kmeans: error: "):].removesuffix(" (see --help)")
+
+
+def python(code, env=None, timeout=120):
+    """Runs code in a fresh interpreter; returns (returncode, stdout, stderr)."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, **(env or {})})
+    return r.returncode, r.stdout, r.stderr
+
+
+def outcome(code, env=None):
+    """The one JSON line code prints: what the calls it makes raised (a crash fails here)."""
+    rc, out, err = python(code, env)
+    assert rc == 0, f"exit {rc} (negative: killed by that signal)\n{out}\n{err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# -- Ctrl-C inside one iteration --------------------------------------------------------------
+
+LONG = """
+    import sys, numpy as np, kmeans_gpu
+    X = np.random.default_rng(0).random((200_000, 64))
+    km = kmeans_gpu.KMeans(2000, init="first", max_iter=3, tol=0, impl="{impl}")
+    if {predict}:  # centroids from one quick fit; then seq's predict labels 200,000 objects
+        km.set_params(max_iter=1, impl="omp").fit(X[:2000]).set_params(impl="{impl}")
+    print("started", flush=True)
+    try:
+        km.predict(X) if {predict} else km.fit(X)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    print("finished", flush=True)
+"""
+
+
+def test_ctrl_c_inside_one_long_iteration():
+    """One iteration of 200,000 x 64 with K = 2,000 takes seconds here (seq: about a minute):
+    SIGINT a second in must end seq's and omp's fits and seq's predict within two seconds."""
+    cases = {"seq": LONG.format(impl="seq", predict=False), "omp": LONG.format(impl="omp", predict=False),
+             "seq-predict": LONG.format(impl="seq", predict=True)}
+    procs = {name: subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                                    text=True, env=os.environ.copy()) for name, code in cases.items()}
+    try:
+        for name, p in procs.items():
+            assert p.stdout.readline().strip() == "started", name
+        time.sleep(1.0)
+        for p in procs.values():
+            p.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        for name, p in procs.items():
+            try:
+                out, _ = p.communicate(timeout=max(0.1, signalled + 2.0 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"{name}: no KeyboardInterrupt within 2 s of SIGINT")
+            assert p.returncode == 3 and "interrupted" in out, (name, p.returncode, out)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
