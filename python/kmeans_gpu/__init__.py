@@ -184,7 +184,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self.impl or ""
 
     def _threads(self):
-        return 0 if self.n_threads is None else self._int("n_threads", self.n_threads, 1)
+        if self.n_threads is None:
+            return 0
+        threads = self._int("n_threads", self.n_threads, 1)
+        if threads > _core.max_threads:  # the CLI's cap and message
+            raise ValueError(f"--threads={threads} must be in 0..{_core.max_threads} (0: all cores)")
+        return threads
 
     def _device_memory(self):
         return 0 if self.device_memory is None else self._int("device_memory", self.device_memory, 1)

@@ -7,8 +7,9 @@
 // Ctrl-C ends the run with KeyboardInterrupt: every iteration and every k-means++ centre
 // polls for it, and the CPU loops test for it once per chunk of objects (SigintFlag). The
 // library's errors become Python exceptions: UsageError and InputError -> ValueError with the
-// CLI's message, DeviceError -> kmeans_gpu.DeviceError (a RuntimeError); nothing aborts the
-// interpreter.
+// CLI's message, DeviceError -> kmeans_gpu.DeviceError (a RuntimeError); OMP_NUM_THREADS
+// above the CLI's cap is clamped as the CLI clamps it; nothing aborts the interpreter.
+#include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.hpp"  // kMaxThreads: the CLI's cap on CPU threads
 #include "common/errors.hpp"
 #include "common/progress.hpp"
 #include "cuda/device.hpp"
@@ -82,6 +84,26 @@ class SigintFlag {
  private:
   bool installed_ = false;
 };
+
+// OMP_NUM_THREADS above the CLI's cap crashes libgomp at the first parallel region. As the CLI
+// does, clamp it to the cap (in this thread: the setting is per thread), with the CLI's note as
+// a RuntimeWarning.
+void clamp_openmp_threads() {
+  const int threads = omp_get_max_threads();
+  if (threads <= km::cli::kMaxThreads) return;
+  omp_set_num_threads(km::cli::kMaxThreads);
+  const std::string note = km::strprintf("OMP_NUM_THREADS=%d is above the limit of %d threads; using %d", threads,
+                                         km::cli::kMaxThreads, km::cli::kMaxThreads);
+  if (PyErr_WarnEx(PyExc_RuntimeWarning, note.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+// The CLI's check of --threads (n_threads reaches here as 0 for None, or at least 1).
+int checked_threads(int threads) {
+  if (threads < 0 || threads > km::cli::kMaxThreads)
+    throw km::UsageError(
+        km::strprintf("--threads=%d must be in 0..%d (0: all cores)", threads, km::cli::kMaxThreads));
+  return threads;
+}
 
 // check_finite: here (mean_variance); fit and predict leave it to the registry's range check,
 // which finds a NaN or Inf in the pass it makes anyway and names it the same way ("X: ...").
@@ -211,6 +233,7 @@ py::dict predict(const py::array& x, const Options& o) {
 }
 
 py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
+  clamp_openmp_threads();
   if (py::isinstance<py::array_t<float>>(x)) return predicting ? predict<float>(x, o) : fit<float>(x, o);
   if (py::isinstance<py::array_t<double>>(x)) return predicting ? predict<double>(x, o) : fit<double>(x, o);
   throw km::UsageError("internal: X must be float32 or float64");
@@ -231,7 +254,7 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   o.init = init;
   o.seed = seed;
   o.block = block;
-  o.threads = threads;
+  o.threads = checked_threads(threads);
   o.n_init = n_init;
   o.centroids = std::move(centroids);
   return o;
@@ -315,6 +338,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "mean_variance",
       [](const py::array& x) {
+        clamp_openmp_threads();
         if (py::isinstance<py::array_t<float>>(x)) {
           const auto data = view<float>(x, true);
           py::gil_scoped_release release;
@@ -330,6 +354,7 @@ PYBIND11_MODULE(_core, m) {
       "The address the engines would read X from (the zero-copy test compares it with X's).");
   m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
         py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
+  m.attr("max_threads") = km::cli::kMaxThreads;  // the CLI's cap on --threads (n_threads)
   m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
   m.def(
       "release_device_memory",
@@ -344,6 +369,7 @@ PYBIND11_MODULE(_core, m) {
       "time_cpp_fit",
       [](const py::array& x, const std::string& impl, int k, int loops, int repeats) {
         // The same fit through the C++ API, timed in C++: the baseline for the calling overhead.
+        clamp_openmp_threads();
         Options o = options(impl, k, loops, 0, std::nullopt, "first", 0, 128, 0, 1, std::nullopt);
         std::vector<double> seconds;
         const auto time = [&](auto tag) {

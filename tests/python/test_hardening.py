@@ -39,6 +39,60 @@ def outcome(code, env=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
+# -- threads ------------------------------------------------------------------------------------
+
+FIT = textwrap.dedent("""
+    import json, warnings, numpy as np, kmeans_gpu
+    X = np.random.default_rng(0).random((2000, 4))
+    def run(**params):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                km = kmeans_gpu.KMeans(**{"n_clusters": 3, "random_state": 0, **params}).fit(X)
+                km.predict(X)
+                result = {"threads": km.report_["threads"], "inertia": km.inertia_}
+            except (ValueError, TypeError) as e:
+                result = {"error": type(e).__name__, "message": str(e)}
+        result["warnings"] = [str(w.message) for w in caught if w.category is RuntimeWarning]
+        return result
+""")
+
+
+@pytest.mark.parametrize("threads", [1025, 100_000, 2**31, 2**40, 2**70])
+def test_threads_beyond_the_cap_give_the_cli_message(threads):
+    """n_threads=100000 crashed libgomp; now the CLI's check of --threads, for any integer."""
+    got = outcome(FIT + f"print(json.dumps(run(impl='omp', n_threads={threads})))")
+    assert got["error"] == "ValueError", got
+    # Beyond 64 bits the CLI's parser words it otherwise; the module keeps the one message.
+    expected = cli_message(f"--threads={threads}") if threads < 2**63 else \
+        f"--threads={threads} must be in 0..1024 (0: all cores)"
+    assert got["message"] == expected
+
+
+def test_threads_at_the_cap_run():
+    got = outcome(FIT + "print(json.dumps(run(impl='omp', n_threads=1024)))")
+    assert got["threads"] == 1024 and not got["warnings"], got
+
+
+@pytest.mark.parametrize("impl", ["omp", "seq"])
+def test_huge_omp_num_threads_is_clamped_as_the_cli_clamps_it(impl, tmp_path):
+    """OMP_NUM_THREADS=100000 crashed the first parallel region (the tol scale, or omp's
+    loop); the CLI clamps it to its cap of 1024 with a note: the module does the same, the note
+    a RuntimeWarning (once: the setting stays clamped)."""
+    env = {"OMP_NUM_THREADS": "100000"}
+    got = outcome(FIT + f"print(json.dumps([run(impl='{impl}', max_iter=2), run(impl='{impl}', max_iter=2, tol=0)]))",
+                  env)
+    cli = subprocess.run([KMEANS_BIN, f"--impl={impl}", "--objects=2000", "--coords=4", "--clusters=3", "--loops=2",
+                          "--report=json", "--quiet"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **env})
+    assert cli.returncode == 0, cli.stderr
+    note = "kmeans: note: OMP_NUM_THREADS=100000 is above the limit of 1024 threads; using 1024"
+    assert cli.stderr.strip() == note
+    assert got[0]["warnings"] == [note[len("kmeans: note: "):]], got
+    assert not got[1]["warnings"], got
+    assert got[0]["threads"] == got[1]["threads"] == json.loads(cli.stdout)["threads"], got
+
+
 # -- Ctrl-C inside one iteration --------------------------------------------------------------
 
 LONG = """
