@@ -136,3 +136,23 @@ def test_ctrl_c_inside_one_long_iteration():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+# -- integers beyond C's int ------------------------------------------------------------------
+
+@pytest.mark.parametrize("param,value,option", [
+    ("n_clusters", 2**31, "--clusters"),
+    ("n_clusters", 2**40, "--clusters"),
+    ("max_iter", 2**31, "--loops"),
+    ("n_init", 2**31, "--n-init"),
+    ("block", 2**40, "--block"),
+    ("n_gpus", 2**31, "--gpus"),
+    ("random_state", 2**64, "--seed"),
+    ("random_state", 2**70, "--seed"),
+    ("device_memory", 2**70, "--device-memory"),
+])
+def test_integers_beyond_c_give_the_cli_message(param, value, option):
+    """They raised pybind11's TypeError with a dump of the call; now the CLI's message."""
+    got = outcome(FIT + f"print(json.dumps(run(impl='omp', {param}={value})))")
+    assert got["error"] == "ValueError", got
+    assert got["message"] == cli_message(f"{option}={value}")
