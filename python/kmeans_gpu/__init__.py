@@ -161,7 +161,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     # -- checks ------------------------------------------------------------------------------
 
     def _dtype(self):
-        if self.precision not in _PRECISIONS:
+        if not (self.precision is None or isinstance(self.precision, str)) or self.precision not in _PRECISIONS:
             raise ValueError(f"precision={self.precision!r}: must be 'float', 'double' or None")
         dtype = _PRECISIONS[self.precision]
         return [np.float64, np.float32] if dtype is None else dtype

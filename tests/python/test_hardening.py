@@ -156,3 +156,76 @@ def test_integers_beyond_c_give_the_cli_message(param, value, option):
     got = outcome(FIT + f"print(json.dumps(run(impl='omp', {param}={value})))")
     assert got["error"] == "ValueError", got
     assert got["message"] == cli_message(f"{option}={value}")
+
+
+# -- fuzz -------------------------------------------------------------------------------------
+
+FUZZ = """
+    import json, random, sys, time, warnings
+    import numpy as np, kmeans_gpu
+    from kmeans_gpu import KMeans
+
+    INTS = [-2**70, -2**63, -2**31 - 1, -1, 0, 1, 2, 3, 7, 64, 1024, 1025, 2**31 - 1, 2**31, 2**32, 2**63 - 1,
+            2**63, 2**64 - 1, 2**64, 2**70, 10**30, np.int64(5), np.uint64(2**64 - 1), np.int32(-3)]
+    FLOATS = [float("nan"), float("inf"), -float("inf"), -1.5, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.5, 1e300,
+              np.float32(0.25)]
+    STRINGS = ["", "a", "seq", "omp", "fused", "k-means++", "k-means||", "random", "first", "float", "double",
+               "8G", "\\x00", "\\u00e9" * 50]
+    OTHERS = [None, True, False, [], [1], {}, (), object(), b"bytes", 1 + 1j, np.array([1.0]), np.zeros((3, 4)),
+              np.full((3, 4), np.nan), np.ones((2, 4)), np.zeros((3, 4), dtype=np.float32), slice(1)]
+    POOL = INTS + FLOATS + STRINGS + OTHERS
+    VALID = {"n_clusters": [1, 2, 5], "init": ["k-means++", "k-means||", "random", "first", np.zeros((3, 4))],
+             "max_iter": [1, 5, 2**31 - 1], "tol": [0, 1e-4, 1e300], "threshold": [0, 0.5, 1], "n_init": [1, 2],
+             "random_state": [None, 0, 2**64 - 1, np.random.RandomState(1)], "impl": [None, "seq", "omp"],
+             "precision": [None, "float", "double"], "block": [None, 32, 1024], "n_threads": [None, 1, 2],
+             "n_gpus": [1], "device_memory": [None, 1, 2**40]}
+    # A valid n_init that large runs for ever as asked (as the CLI's): not a hang to find.
+    SKIP = {"n_init": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 64 < v < 2**31}
+    PARAMS = ["n_clusters", "init", "max_iter", "tol", "threshold", "n_init", "random_state", "impl",
+              "precision", "block", "n_threads", "n_gpus", "device_memory"]
+
+    rng = random.Random(int(sys.argv[1]))
+    X = np.random.default_rng(0).random((50, 4))
+    counts = {"fitted": 0, "ok": 0, "ValueError": 0, "TypeError": 0}
+    warnings.simplefilter("ignore")
+    for case in range(int(sys.argv[2])):
+        params = {"n_clusters": 3, "impl": "omp", "max_iter": 20}
+        for name in rng.sample(PARAMS, rng.randint(1, 3)):
+            value = rng.choice(VALID[name] if rng.random() < 0.5 else POOL)
+            if not (name in SKIP and SKIP[name](value)):
+                params[name] = value
+        data = X.astype(np.float32) if rng.random() < 0.3 else X
+        started = time.monotonic()
+        try:
+            km = KMeans(**params).fit(data)
+            counts["fitted"] += 1
+            name = rng.choice(["block", "n_threads", "device_memory", "impl"])
+            km.set_params(**{name: rng.choice(VALID[name] if rng.random() < 0.5 else POOL)})
+            km.predict(data), km.transform(data), km.score(data)
+            counts["ok"] += 1
+        except (ValueError, TypeError) as e:
+            # A message of ours or scikit-learn's, never pybind11's dump of the call.
+            assert str(e) and "incompatible function arguments" not in str(e), (params, repr(e))
+            counts[type(e).__name__] += 1
+        except BaseException as e:
+            print(json.dumps({"params": repr(params), "raised": repr(e)}))
+            raise
+        assert time.monotonic() - started < 10, params
+    print(json.dumps(counts))
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fuzz_every_parameter(seed):
+    """Random ints, floats, strings, None, huge values and odd objects in every parameter
+    (then in predict's), half of them valid: each fit either runs or raises ValueError/TypeError,
+    soon; never a crash, a hang or another exception. KMEANS_FUZZ_CASES sets the number of
+    cases (the fixed seeds keep a run reproducible)."""
+    cases = os.environ.get("KMEANS_FUZZ_CASES", "150")
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(FUZZ), str(seed), cases], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert counts["ok"] > 10 and counts["ValueError"] > 10 and counts["TypeError"] > 10, counts
+    assert time.monotonic() - started < 60 * int(cases) / 150
