@@ -11,7 +11,7 @@ are converted once, as scikit-learn converts them); the precision follows its dt
 ``precision`` says otherwise. Labels are the CLI's: exactly ``seq``'s, the same bits on every
 run. Errors in the data or the parameters raise ValueError (TypeError for types that cannot
 be clusters' data) with the CLI's message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
-RuntimeError); Ctrl-C interrupts a fit between iterations (and between k-means++ centres).
+RuntimeError); Ctrl-C raises KeyboardInterrupt within about a second (docs/configuration.md).
 
 Differences from scikit-learn, on purpose:
 - an empty cluster keeps its previous centroid (scikit-learn moves it to a far point);
@@ -58,8 +58,21 @@ _FINITE = ("ensure_all_finite" if "ensure_all_finite" in inspect.signature(check
 
 _INITS = {"k-means++": "kmeans++", "kmeans++": "kmeans++", "k-means||": "kmeans||", "kmeans||": "kmeans||",
           "random": "random", "first": "first"}
+# The CLI's ranges: its integer options are C ints; --seed is 64-bit; --device-memory at most
+# 1.8e19 bytes (kmeans_options.cpp).
+_INT_MAX = 2**31 - 1
+_UINT64_MAX = 2**64 - 1
+_MAX_BYTES = 1.8e19
 _PRECISIONS = {None: None, "double": np.float64, "float64": np.float64, "float": np.float32,
                "float32": np.float32}
+
+
+def _float(value):
+    """A real number as a float; an integer beyond float's range as +-inf (then refused)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else -float("inf")
 
 
 def gpu_available():
@@ -148,7 +161,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     # -- checks ------------------------------------------------------------------------------
 
     def _dtype(self):
-        if self.precision not in _PRECISIONS:
+        if not (self.precision is None or isinstance(self.precision, str)) or self.precision not in _PRECISIONS:
             raise ValueError(f"precision={self.precision!r}: must be 'float', 'double' or None")
         dtype = _PRECISIONS[self.precision]
         return [np.float64, np.float32] if dtype is None else dtype
@@ -161,20 +174,27 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               ensure_min_samples=0, **{_FINITE: False})
 
     @staticmethod
-    def _int(name, value, minimum):
+    def _int(name, value, minimum, option, maximum=_INT_MAX):
+        """value as a Python int, at least minimum; above maximum, the CLI's message for its
+        option (the engines take C ints: larger values must not reach them)."""
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name}={value!r}: must be an integer")
+        value = int(value)
         if value < minimum:
             raise ValueError(f"{name}={value}: must be at least {minimum}")
-        return int(value)
+        if value > maximum:
+            raise ValueError(f"{option}={value} is out of range")
+        return value
 
     def _block(self):
-        return 0 if self.block is None else self._int("block", self.block, 1)
+        return 0 if self.block is None else self._int("block", self.block, 1, "--block")
 
     def _seed(self):
         if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool):
             if self.random_state < 0:
                 raise ValueError(f"random_state={self.random_state}: must be non-negative")
+            if self.random_state > _UINT64_MAX:
+                raise ValueError(f"--seed: '{int(self.random_state)}' is out of range")
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
@@ -184,10 +204,20 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self.impl or ""
 
     def _threads(self):
-        return 0 if self.n_threads is None else self._int("n_threads", self.n_threads, 1)
+        if self.n_threads is None:
+            return 0
+        threads = self._int("n_threads", self.n_threads, 1, "--threads", maximum=np.inf)
+        if threads > _core.max_threads:  # the CLI's cap and message
+            raise ValueError(f"--threads={threads} must be in 0..{_core.max_threads} (0: all cores)")
+        return threads
 
     def _device_memory(self):
-        return 0 if self.device_memory is None else self._int("device_memory", self.device_memory, 1)
+        if self.device_memory is None:
+            return 0
+        memory = self._int("device_memory", self.device_memory, 1, "--device-memory", maximum=np.inf)
+        if memory > _MAX_BYTES:  # the CLI's limit and message
+            raise ValueError(f"--device-memory={memory}: give bytes, or a number with K, M, G or T (e.g. 8G)")
+        return memory
 
     # -- fitting -----------------------------------------------------------------------------
 
@@ -195,10 +225,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """Fits on X (n_samples, n_features); y is ignored."""
         global last_report
         X = self._check_X(X, reset=True, dtype=self._dtype())
-        k = self._int("n_clusters", self.n_clusters, 1)
-        loops = self._int("max_iter", self.max_iter, 1)
-        n_init = self._int("n_init", self.n_init, 1)
-        if not isinstance(self.tol, numbers.Real) or not np.isfinite(self.tol) or self.tol < 0:
+        k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
+        loops = self._int("max_iter", self.max_iter, 1, "--loops")
+        n_init = self._int("n_init", self.n_init, 1, "--n-init")
+        if not isinstance(self.tol, numbers.Real) or not np.isfinite(_float(self.tol)) or self.tol < 0:
             raise ValueError(f"tol={self.tol!r}: must be finite and >= 0")
         if not isinstance(self.threshold, numbers.Real):
             raise TypeError(f"threshold={self.threshold!r}: must be a number")
@@ -219,12 +249,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                 warnings.warn(f"n_init={n_init} with given centroids: they are used once (n_init=1)", RuntimeWarning,
                               stacklevel=2)
                 n_init = 1
-        tol = float(self.tol) * _core.mean_variance(X) if self.tol > 0 and X.size else 0.0
+        tol = _float(self.tol) * _core.mean_variance(X) if self.tol > 0 and X.size else 0.0
         if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
             tol = None
-        out = _core.fit(X, self._impl(), k, loops, float(self.threshold), tol, init, self._seed(),
+        out = _core.fit(X, self._impl(), k, loops, _float(self.threshold), tol, init, self._seed(),
                         self._block(), self._threads(), n_init, centroids,
-                        self._int("n_gpus", self.n_gpus, 1), self._device_memory())
+                        self._int("n_gpus", self.n_gpus, 1, "--gpus"), self._device_memory())
         self.cluster_centers_ = out["cluster_centers"]
         self.labels_ = out["labels"]
         self.inertia_ = float(out["inertia"])

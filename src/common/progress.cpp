@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +44,21 @@ bool (*poll_check)() = nullptr;
 
 void set_poll(bool (*check)()) { poll_check = check; }
 
+namespace {
+std::atomic<bool> interrupt_flag{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "request_interrupt() must be async-signal-safe");
+}  // namespace
+
+void request_interrupt() noexcept { interrupt_flag.store(true, std::memory_order_relaxed); }
+void clear_interrupt() noexcept { interrupt_flag.store(false, std::memory_order_relaxed); }
+bool interrupt_requested() noexcept { return interrupt_flag.load(std::memory_order_relaxed); }
+
+void check_interrupt() {
+  if (interrupt_requested()) throw Interrupted{};
+}
+
 void poll() {
+  check_interrupt();
   if (poll_check && poll_check()) throw Interrupted{};
 }
 

@@ -25,4 +25,14 @@ struct Interrupted {};
 void set_poll(bool (*check)());
 void poll();
 
+// The asynchronous request: request_interrupt() sets a flag (async-signal-safe: the module's
+// SIGINT handler calls it) that long loops over objects test once per chunk with
+// interrupt_requested(), one relaxed atomic load: a loop inside an OpenMP region skips its
+// remaining chunks, and check_interrupt() after it (or a sequential loop itself) throws
+// Interrupted; poll() throws too. clear_interrupt() before a run.
+void request_interrupt() noexcept;
+void clear_interrupt() noexcept;
+bool interrupt_requested() noexcept;
+void check_interrupt();
+
 }  // namespace km::progress

@@ -266,7 +266,8 @@ class CpuParallel final : public ParallelSteps {
     const std::size_t d = data_.d, m = cands.size();
     const std::vector<T> rows = fetch_rows(data_, split_, team_, cands);
 #pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < data_.n; ++i)
+    for (std::size_t i = 0; i < data_.n; ++i) {
+      if (progress::interrupt_requested()) continue;  // an interruption skips the rest (progress.hpp)
       for (std::size_t t = 0; t < m; ++t) {
         const double a = squared_distance_double(data_.row(i), rows.data() + t * d, d);
         if (a < closest_[i]) {  // strictly: the earlier candidate keeps a tie
@@ -274,6 +275,8 @@ class CpuParallel final : public ParallelSteps {
           nearest_[i] = static_cast<std::int64_t>(first + t);
         }
       }
+    }
+    progress::check_interrupt();
     std::vector<double> mine;
     chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i]; }, kParallelChunk);
     chunk_sums = gather_all(team_, mine);

@@ -212,8 +212,10 @@ class CpuPlusPlus final : public PlusPlusSteps {
     std::vector<double> mine(chunks * trials, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded, trials,
-            &mine[ch * trials]);
+      if (!progress::interrupt_requested())  // an interruption skips the rest (progress.hpp)
+        sums_(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), closest_.data(), coords_.data(), padded,
+              trials, &mine[ch * trials]);
+    progress::check_interrupt();
     out = gather_all(team_, mine);
   }
 
@@ -226,8 +228,10 @@ class CpuPlusPlus final : public PlusPlusSteps {
     std::vector<double> mine(chunks, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t ch = 0; ch < chunks; ++ch)
-      mine[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
-                                closest_.data());
+      if (!progress::interrupt_requested())
+        mine[ch] = update_closest(data_, ch * kSumChunk, std::min(n, (ch + 1) * kSumChunk), centre.data(),
+                                  closest_.data());
+    progress::check_interrupt();
     chunk_sums = gather_all(team_, mine);
   }
 

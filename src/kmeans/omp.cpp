@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/progress.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
 #include "kmeans/implementation.hpp"
@@ -28,6 +29,7 @@ namespace {
 constexpr std::size_t kLane = 16;         // K is padded to a multiple of this
 constexpr std::size_t kBlock = 64;        // objects per block
 constexpr std::size_t kChunkBytes = 32768;  // target size of one centroid chunk
+constexpr std::size_t kInterruptChunk = 1024;  // objects between checks for an interruption (a multiple of kBlock)
 
 std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
 
@@ -219,6 +221,8 @@ class OmpEngine final : public Engine<T> {
       std::int32_t block_labels[kBlock];
       const std::size_t begin = n * t / nt, end = n * (t + 1) / nt;  // static schedule
       for (std::size_t i0 = begin; i0 < end; i0 += kBlock) {
+        // An interruption (progress.hpp): this thread stops; check_interrupt() below throws.
+        if ((i0 - begin) % kInterruptChunk == 0 && progress::interrupt_requested()) break;
         const std::size_t count = std::min(kBlock, end - i0);
         assign_(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
         for (std::size_t b = 0; b < count; ++b) {
@@ -236,6 +240,7 @@ class OmpEngine final : public Engine<T> {
         }
       }
     }
+    progress::check_interrupt();
     merge_partials(used);
     totals_[k * d + k] = changed;
     totals_[k * d + k + 1] = inertia;
@@ -266,11 +271,16 @@ class OmpEngine final : public Engine<T> {
 #pragma omp parallel num_threads(threads_)
     {
       std::vector<T> dist(kGroup * kc_), best(kBlock);
+      bool stop = false;  // an interruption: this thread skips the rest
 #pragma omp for schedule(static)
-      for (std::size_t i0 = 0; i0 < n; i0 += kBlock)
-        assign_(data_->row(i0), std::min(kBlock, n - i0), d_, ct_.data(), k_, kp_, kc_, out.data() + i0,
-                     best.data(), dist.data());
+      for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+        if (i0 % kInterruptChunk == 0 && progress::interrupt_requested()) stop = true;
+        if (!stop)
+          assign_(data_->row(i0), std::min(kBlock, n - i0), d_, ct_.data(), k_, kp_, kc_, out.data() + i0,
+                  best.data(), dist.data());
+      }
     }
+    progress::check_interrupt();
   }
 
   int threads() const override { return threads_; }

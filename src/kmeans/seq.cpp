@@ -1,12 +1,17 @@
 // seq: the trusted reference. Plain, obviously correct, one thread.
 #include <algorithm>
 
+#include "common/progress.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/implementation.hpp"
 
 namespace km {
 
 namespace {
+
+// Objects between two checks for an interruption (Ctrl-C in the Python module): one relaxed
+// load per chunk; a chunk of K = 2,000 x d = 64 takes about 0.1 s here.
+constexpr std::size_t kInterruptChunk = 1024;
 
 template <class T>
 class SeqEngine final : public Engine<T> {
@@ -29,6 +34,7 @@ class SeqEngine final : public Engine<T> {
     std::int64_t changed = 0;
     double inertia = 0;
     for (std::size_t i = 0; i < n; ++i) {
+      if (i % kInterruptChunk == 0) progress::check_interrupt();
       const T* x = data_->row(i);
       T distance = 0;
       const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d, &distance);
@@ -46,7 +52,10 @@ class SeqEngine final : public Engine<T> {
 
   void final_labels(std::vector<std::int32_t>& out) override {
     out.resize(data_->n);
-    for (std::size_t i = 0; i < data_->n; ++i) out[i] = nearest_centroid(data_->row(i), centroids_.data(), k_, data_->d);
+    for (std::size_t i = 0; i < data_->n; ++i) {
+      if (i % kInterruptChunk == 0) progress::check_interrupt();
+      out[i] = nearest_centroid(data_->row(i), centroids_.data(), k_, data_->d);
+    }
   }
 
  private:

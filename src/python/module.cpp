@@ -4,21 +4,25 @@
 // conventions ask for, then calls fit()/predict() here with a C-contiguous float32 or float64
 // array. That array's memory becomes the Dataset's (HostBuffer::borrow): the engines read it
 // in place, as they read a file the CLI loaded. The GIL is released while the engines run;
-// every iteration and every k-means++ centre polls for Ctrl-C, which ends the run with
-// KeyboardInterrupt. The library's errors become Python exceptions: UsageError and
-// InputError -> ValueError with the CLI's message, DeviceError -> kmeans_gpu.DeviceError (a
-// RuntimeError); nothing aborts the interpreter.
+// Ctrl-C ends the run with KeyboardInterrupt: every iteration and every k-means++ centre
+// polls for it, and the CPU loops test for it once per chunk of objects (SigintFlag). The
+// library's errors become Python exceptions: UsageError and InputError -> ValueError with the
+// CLI's message, DeviceError -> kmeans_gpu.DeviceError (a RuntimeError); OMP_NUM_THREADS
+// above the CLI's cap is clamped as the CLI clamps it; nothing aborts the interpreter.
+#include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/options.hpp"  // kMaxThreads: the CLI's cap on CPU threads
 #include "common/errors.hpp"
 #include "common/progress.hpp"
 #include "cuda/device.hpp"
@@ -34,6 +38,71 @@ namespace {
 bool python_interrupt_pending() {
   py::gil_scoped_acquire gil;
   return PyErr_CheckSignals() != 0;
+}
+
+// Ctrl-C inside one long loop. Python's own SIGINT handler only notes the signal for the main
+// thread's next PyErr_CheckSignals, which python_interrupt_pending() calls between iterations.
+// While a fit runs in the main thread under Python's default handler, this handler goes in
+// front of it: it sets progress's flag, which the CPU loops test once per chunk of objects, and
+// then calls Python's, so that PyErr_CheckSignals raises the KeyboardInterrupt afterwards.
+struct sigaction python_sigint;
+
+void on_sigint(int sig, siginfo_t* info, void* context) {
+  km::progress::request_interrupt();
+  if (python_sigint.sa_flags & SA_SIGINFO) python_sigint.sa_sigaction(sig, info, context);
+  else if (python_sigint.sa_handler != SIG_DFL && python_sigint.sa_handler != SIG_IGN) python_sigint.sa_handler(sig);
+}
+
+// Installs on_sigint for its lifetime where that is safe (GIL held when made and destroyed).
+// The flag is process-wide: a fit running in another thread meanwhile stops too, and raises
+// KeyboardInterrupt there.
+class SigintFlag {
+ public:
+  SigintFlag() {
+    const py::module_ threading = py::module_::import("threading"), signal = py::module_::import("signal");
+    if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) return;
+    if (!signal.attr("getsignal")(SIGINT).is(signal.attr("default_int_handler"))) return;  // the user's handler
+    if (sigaction(SIGINT, nullptr, &python_sigint) != 0) return;
+    if (!(python_sigint.sa_flags & SA_SIGINFO) &&
+        (python_sigint.sa_handler == SIG_DFL || python_sigint.sa_handler == SIG_IGN))
+      return;  // not Python's handler after all
+    struct sigaction mine {};
+    mine.sa_sigaction = on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&mine.sa_mask);
+    km::progress::clear_interrupt();
+    installed_ = sigaction(SIGINT, &mine, nullptr) == 0;
+  }
+  ~SigintFlag() {
+    if (!installed_) return;
+    sigaction(SIGINT, &python_sigint, nullptr);
+    km::progress::clear_interrupt();
+  }
+  SigintFlag(const SigintFlag&) = delete;
+  SigintFlag& operator=(const SigintFlag&) = delete;
+
+ private:
+  bool installed_ = false;
+};
+
+// OMP_NUM_THREADS above the CLI's cap crashes libgomp at the first parallel region. As the CLI
+// does, clamp it to the cap (in this thread: the setting is per thread), with the CLI's note as
+// a RuntimeWarning.
+void clamp_openmp_threads() {
+  const int threads = omp_get_max_threads();
+  if (threads <= km::cli::kMaxThreads) return;
+  omp_set_num_threads(km::cli::kMaxThreads);
+  const std::string note = km::strprintf("OMP_NUM_THREADS=%d is above the limit of %d threads; using %d", threads,
+                                         km::cli::kMaxThreads, km::cli::kMaxThreads);
+  if (PyErr_WarnEx(PyExc_RuntimeWarning, note.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+// The CLI's check of --threads (n_threads reaches here as 0 for None, or at least 1).
+int checked_threads(int threads) {
+  if (threads < 0 || threads > km::cli::kMaxThreads)
+    throw km::UsageError(
+        km::strprintf("--threads=%d must be in 0..%d (0: all cores)", threads, km::cli::kMaxThreads));
+  return threads;
 }
 
 // check_finite: here (mean_variance); fit and predict leave it to the registry's range check,
@@ -131,11 +200,15 @@ auto interruptible(F&& fn) {
     Poll() { km::progress::set_poll(python_interrupt_pending); }
     ~Poll() { km::progress::set_poll(nullptr); }
   } poll;
+  const SigintFlag flag;
   try {
     py::gil_scoped_release release;
     return fn();
   } catch (const km::progress::Interrupted&) {
-    throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals left set
+    // The KeyboardInterrupt PyErr_CheckSignals left set, or (flagged by on_sigint) raises now.
+    if (PyErr_Occurred() || PyErr_CheckSignals() != 0) throw py::error_already_set();
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
   }
 }
 
@@ -160,6 +233,7 @@ py::dict predict(const py::array& x, const Options& o) {
 }
 
 py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
+  clamp_openmp_threads();
   if (py::isinstance<py::array_t<float>>(x)) return predicting ? predict<float>(x, o) : fit<float>(x, o);
   if (py::isinstance<py::array_t<double>>(x)) return predicting ? predict<double>(x, o) : fit<double>(x, o);
   throw km::UsageError("internal: X must be float32 or float64");
@@ -180,7 +254,7 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   o.init = init;
   o.seed = seed;
   o.block = block;
-  o.threads = threads;
+  o.threads = checked_threads(threads);
   o.n_init = n_init;
   o.centroids = std::move(centroids);
   return o;
@@ -264,6 +338,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "mean_variance",
       [](const py::array& x) {
+        clamp_openmp_threads();
         if (py::isinstance<py::array_t<float>>(x)) {
           const auto data = view<float>(x, true);
           py::gil_scoped_release release;
@@ -279,6 +354,7 @@ PYBIND11_MODULE(_core, m) {
       "The address the engines would read X from (the zero-copy test compares it with X's).");
   m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
         py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
+  m.attr("max_threads") = km::cli::kMaxThreads;  // the CLI's cap on --threads (n_threads)
   m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
   m.def(
       "release_device_memory",
@@ -293,6 +369,7 @@ PYBIND11_MODULE(_core, m) {
       "time_cpp_fit",
       [](const py::array& x, const std::string& impl, int k, int loops, int repeats) {
         // The same fit through the C++ API, timed in C++: the baseline for the calling overhead.
+        clamp_openmp_threads();
         Options o = options(impl, k, loops, 0, std::nullopt, "first", 0, 128, 0, 1, std::nullopt);
         std::vector<double> seconds;
         const auto time = [&](auto tag) {

@@ -5,6 +5,8 @@
 #                                                   TARGETS e.g. "csv h5" (default all)
 # BUILD_DIR is the CMake build (its libkmeans_core.a links the option target). Exit 77: no
 # clang with libFuzzer here (the test suite reports it as skipped).
+# The Python module's parameters are fuzzed in Python, not here: test_fuzz_every_parameter in
+# tests/python/test_hardening.py (KMEANS_FUZZ_CASES=N for a longer run).
 set -euo pipefail
 mode=${1:?usage: run.sh smoke|long BUILD_DIR [RUNS]}
 build=$(cd "${2:?usage: run.sh smoke|long BUILD_DIR [RUNS]}" && pwd)
