@@ -104,6 +104,18 @@ with tempfile.TemporaryDirectory() as d:
     with gzip.open(path, "wb") as f:
         f.write(raw[:-500])
     one_line_error(run(*common, "--kernel=cpu-blas"), 1, "truncated", "truncated")
+    # A header declaring far more images than the file holds: refused from the file's size,
+    # before anything is allocated or read (it was zero-filled to the declared size first).
+    for gz in (False, True):
+        write_set(d, "t10k", 100, gz=gz)
+        name = "t10k-images-idx3-ubyte" + (".gz" if gz else "")
+        raw = open(os.path.join(d, name), "rb").read()
+        raw = gzip.decompress(raw) if gz else raw
+        lie = raw[:4] + (3000000).to_bytes(4, "big") + raw[8:]
+        with (gzip.open if gz else open)(os.path.join(d, name), "wb") as f:
+            f.write(lie)
+        one_line_error(run(*common, "--kernel=cpu-blas"), 1, "declares 3000000 images of 28 x 28 pixels",
+                       f"header lie ({'gz' if gz else 'plain'})")
 
 print("mlp_cli_test:", "FAILED" if failures else "ok")
 sys.exit(1 if failures else 0)
