@@ -204,6 +204,12 @@ TEST(Mlp, OptionsAndKernelsAreChecked) {
   o = small_options("cpu-blas");
   o.momentum = 1;
   kmtest::expect_error<km::UsageError>([&] { km::mlp::validate(o, 100); }, "--momentum=1");
+  // Epochs beyond what can run (the int counter, one EpochStats each) are refused up front.
+  o = small_options("cpu-blas");
+  o.epochs = 2147483647;
+  kmtest::expect_error<km::UsageError>([&] { km::mlp::validate(o, 100); }, "--epochs=2147483647: must be in 1..1000000");
+  o.epochs = 1000000;
+  EXPECT_NO_THROW(km::mlp::validate(o, 100));
   o = small_options("hybrid");
   kmtest::expect_error<km::UsageError>([&] { km::mlp::Trainer<float>(o, 10, 10); }, "splits each product");
   o = small_options("nope");
