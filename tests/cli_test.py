@@ -347,6 +347,21 @@ def test_host_memory_estimate():
            f"omp at K=2 x d=2e7 on a 1.5 GB budget: {p.returncode} {p.stderr!r}")
 
 
+def test_cpu_run_in_small_address_space():
+    # cuBLAS is opened at its first call, not by the loader: libcublasLt alone maps about 540 MB,
+    # and under an address-space limit below that every run (CPU ones too) failed before main.
+    import resource
+    limit = 400 * 2**20
+
+    def small():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    p = subprocess.run([KMEANS, "--impl=seq", "--objects=1000", "--report=json", "--quiet"], capture_output=True,
+                       text=True, timeout=60, preexec_fn=small, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    expect(p.returncode == 0 and json.loads(p.stdout or "{}").get("objects") == 1000,
+           f"--impl=seq under a 400 MiB address space: {p.returncode} {p.stderr!r}")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -360,7 +375,8 @@ def test_gpu_impl_without_gpu():
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
-             test_damaged_hdf5, test_gpu_impl_without_gpu, test_host_memory_estimate]:
+             test_damaged_hdf5, test_gpu_impl_without_gpu, test_host_memory_estimate,
+             test_cpu_run_in_small_address_space]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")
