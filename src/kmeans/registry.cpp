@@ -158,7 +158,10 @@ double host_bytes(const Implementation& impl, std::size_t n, std::size_t d, std:
   // A GPU engine's host side: its labels read back, the centroids, their sums and staging.
   const double engine = impl.host_bytes ? impl.host_bytes(n, k, d, elem, host_threads(params))
                                         : labels + kd * (2 * e + 8) + 8.0 * static_cast<double>(k);
-  return held + std::max(init, engine + result);
+  // The run's working memory beyond its buffers (the libraries' pages it touches, each
+  // thread's stack and malloc arena): measured at 20 MiB beside a tiny run's on 1 to 4 threads.
+  const double runtime = 32.0 * 1048576 + host_threads(params) * 262144.0;
+  return held + std::max(init, engine + result) + runtime;
 }
 
 namespace {
