@@ -8,6 +8,7 @@ import json
 import math
 import os
 import resource
+import re
 import subprocess
 import sys
 import tempfile
@@ -296,7 +297,7 @@ def test_damaged_hdf5():
                f"damaged HDF5 {name}: {p.returncode} {p.stderr!r}")
 
 
-def test_issue70_outputs_and_values():
+def test_outputs_refused_and_values_named():
     def one_error(args, code, needles, **kw):
         p = subprocess.run([KMEANS, *args], capture_output=True, text=True, timeout=120, **kw)
         lines = p.stderr.strip().splitlines()
@@ -342,6 +343,70 @@ def test_issue70_outputs_and_values():
             one_error(["--objects=20000", "--clusters=2", f"--output={os.path.join(tmp, name)}", "--quiet"], 1, words,
                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
         expect(not [n for n in os.listdir(tmp) if n.startswith(("fsize", ".fsize"))], "nothing left by the fsize run")
+def peak_rss(args, env=None):
+    """(exit code, peak resident bytes) of one kmeans run, from the child's own rusage."""
+    p = subprocess.Popen([KMEANS, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, usage.ru_maxrss * 1024
+
+
+def estimate(args):
+    """The bytes the run check says a run needs beside the data: refused on a budget of 1 byte
+    (data below 64 MiB passes the loader's check unread)."""
+    p = subprocess.run([KMEANS, *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KMEANS_HOST_MEMORY="1"))
+    lines = p.stderr.strip().splitlines()
+    m = re.search(r"needs ([0-9.]+) (GiB|MiB) of host memory but", lines[0]) if len(lines) == 1 else None
+    if p.returncode != 1 or not m:
+        raise AssertionError(f"{args} on a 1-byte budget: {p.returncode} {p.stderr!r}")
+    return float(m.group(1)) * (1 << (30 if m.group(2) == "GiB" else 20))
+
+
+def test_host_memory_estimate():
+    # The run check counts what each implementation allocates (omp: the centroids' padded
+    # [d][K] copy, and per thread its sums; --threads=0: every core's): at least the peak
+    # resident memory measured beside a tiny run's, and less than 3 times it plus 64 MiB.
+    _, base = peak_rss(["--impl=seq", "--objects=2", "--coords=1", "--clusters=1", "--quiet"])
+    shapes = [("seq", "float", 2, 6000000, 2, None), ("seq", "double", 2, 3000000, 2, None),
+              ("omp", "float", 2, 6000000, 2, 1), ("omp", "float", 2, 6000000, 2, 0),
+              ("omp", "float", 2, 6000000, 2, 4), ("omp", "double", 200, 20000, 200, 2),
+              ("seq", "float", 200, 40000, 200, None)]
+    for impl, precision, n, d, k, threads in shapes:
+        args = [f"--impl={impl}", f"--precision={precision}", f"--objects={n}", f"--coords={d}", f"--clusters={k}",
+                "--loops=2", "--quiet"] + ([f"--threads={threads}"] if threads is not None else [])
+        data = n * d * (4 if precision == "float" else 8)
+        est = data + estimate(args)
+        code, peak = peak_rss(args)
+        used = peak - base
+        tag = f"{impl}/{precision} {n}x{d} K={k} threads={threads}"
+        print(f"  {tag}: estimate {est / 2**20:.0f} MiB, measured {used / 2**20:.0f} MiB")
+        expect(code == 0, f"{tag}: exit {code}")
+        expect(est >= used, f"{tag}: estimate {est / 2**20:.0f} MiB below the measured {used / 2**20:.0f} MiB")
+        expect(est < 3 * used + 64 * 2**20, f"{tag}: estimate {est / 2**20:.0f} MiB far above {used / 2**20:.0f} MiB")
+    # The issue's shape, scaled down: omp on every core at K = 2 needs about 2.7 GB beside 160 MB
+    # of data; on a 1.5 GB budget it is refused in one line, not run.
+    p = subprocess.run([KMEANS, "--impl=omp", "--precision=float", "--objects=2", "--coords=20000000",
+                        "--clusters=2", "--threads=0"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KMEANS_HOST_MEMORY="1500000000"))
+    lines = p.stderr.strip().splitlines()
+    expect(p.returncode == 1 and len(lines) == 1 and "--impl=omp" in lines[0] and "of host memory but" in lines[0],
+           f"omp at K=2 x d=2e7 on a 1.5 GB budget: {p.returncode} {p.stderr!r}")
+
+
+def test_cpu_run_in_small_address_space():
+    # cuBLAS is opened at its first call, not by the loader: libcublasLt alone maps about 540 MB,
+    # and under an address-space limit below that every run (CPU ones too) failed before main.
+    import resource
+    limit = 400 * 2**20
+
+    def small():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    p = subprocess.run([KMEANS, "--impl=seq", "--objects=1000", "--report=json", "--quiet"], capture_output=True,
+                       text=True, timeout=60, preexec_fn=small, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    expect(p.returncode == 0 and json.loads(p.stdout or "{}").get("objects") == 1000,
+           f"--impl=seq under a 400 MiB address space: {p.returncode} {p.stderr!r}")
 
 
 def test_gpu_impl_without_gpu():
@@ -357,7 +422,8 @@ def test_gpu_impl_without_gpu():
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
-             test_damaged_hdf5, test_issue70_outputs_and_values, test_gpu_impl_without_gpu]:
+             test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
+             test_host_memory_estimate, test_cpu_run_in_small_address_space]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

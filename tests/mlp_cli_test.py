@@ -85,10 +85,19 @@ with tempfile.TemporaryDirectory() as d:
     for args, needle in ((["--kernel=nope"], "is not one of"), (["--kernel=hybrid"], "splits each product"),
                          (["--batch=0"], "--batch=0"), (["--hidden=12,x"], "--hidden=12,x"),
                          (["--batch=1000"], "larger than the 300 training items"), (["--lr=0"], "--lr=0"),
-                         (["--precision=half"], "--precision"), (["--batch=", "--lr=0.1"], "--batch: empty value")):
+                         (["--precision=half"], "--precision"), (["--batch=", "--lr=0.1"], "--batch: empty value"),
+                         (["--threads=100000"], "--threads=100000 must be in 0..1024 (0: all cores)"),
+                         (["--threads=2147483647"], "--threads=2147483647 must be in 0..1024"),
+                         (["--threads=-1"], "--threads=-1 must be in 0..1024"),
+                         (["--epochs=2147483647"], "--epochs=2147483647: must be in 1..1000000"),
+                         (["--epochs=0"], "--epochs=0: must be in 1..1000000")):
         given = {a.split("=")[0] for a in args}
         base = [a for a in common + ["--kernel=cpu-blas"] if a.split("=")[0] not in given]
         one_line_error(run(*base, *args), 2, needle, " ".join(args))
+
+    # Options are refused before the data is read.
+    one_line_error(run(f"--data={d}/none", "--epochs=1000001"), 2, "--epochs=1000001", "epochs before the data")
+    one_line_error(run(f"--data={d}/none", "--threads=1025"), 2, "--threads=1025", "threads before the data")
 
     # Data.
     one_line_error(run(f"--data={d}/none", "--kernel=cpu-blas"), 1, "neither it nor", "missing folder")
@@ -104,6 +113,18 @@ with tempfile.TemporaryDirectory() as d:
     with gzip.open(path, "wb") as f:
         f.write(raw[:-500])
     one_line_error(run(*common, "--kernel=cpu-blas"), 1, "truncated", "truncated")
+    # A header declaring far more images than the file holds: refused from the file's size,
+    # before anything is allocated or read (it was zero-filled to the declared size first).
+    for gz in (False, True):
+        write_set(d, "t10k", 100, gz=gz)
+        name = "t10k-images-idx3-ubyte" + (".gz" if gz else "")
+        raw = open(os.path.join(d, name), "rb").read()
+        raw = gzip.decompress(raw) if gz else raw
+        lie = raw[:4] + (3000000).to_bytes(4, "big") + raw[8:]
+        with (gzip.open if gz else open)(os.path.join(d, name), "wb") as f:
+            f.write(lie)
+        one_line_error(run(*common, "--kernel=cpu-blas"), 1, "declares 3000000 images of 28 x 28 pixels",
+                       f"header lie ({'gz' if gz else 'plain'})")
 
 print("mlp_cli_test:", "FAILED" if failures else "ok")
 sys.exit(1 if failures else 0)

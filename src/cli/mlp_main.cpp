@@ -13,6 +13,7 @@
 
 #include "cli/options.hpp"
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "common/progress.hpp"
 #include "cuda/device.hpp"
 #include "gemm/registry.hpp"
@@ -113,6 +114,8 @@ void dump(const Cli& c, const std::vector<int>& sizes, std::size_t train_n, km::
   std::error_code ec;
   if (!std::filesystem::is_directory(c.dump, ec))
     throw km::UsageError("--dump-init=" + c.dump + ": not an existing folder");
+  km::check_host_memory(double(c.o.epochs) * double(train_n) * sizeof(std::int32_t),
+                        km::strprintf("--dump-init's batch order of %d epochs", c.o.epochs));
   for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
     const auto w = km::mlp::initial_weights(c.o.seed, static_cast<int>(l), sizes[l], sizes[l + 1]);
     km::write_npy_file(c.dump + "/w" + std::to_string(l) + ".npy", "<f8",
@@ -212,7 +215,11 @@ int main(int argc, char** argv) {
     km::cli::clamp_openmp_threads("mlp");
     if (!c.quiet) km::progress::enable("mlp");
     if (c.train_limit < 0 || c.test_limit < 0) throw km::UsageError("--train-limit and --test-limit must be >= 0");
+    if (c.o.backend.threads < 0 || c.o.backend.threads > km::cli::kMaxThreads)  // as kmeans and gemm
+      throw km::UsageError(km::strprintf("--threads=%d must be in 0..%d (0: all cores)", c.o.backend.threads,
+                                         km::cli::kMaxThreads));
     c.o.hidden = parse_sizes(c.hidden);
+    km::mlp::validate_options(c.o);  // before the data is read
     c.o.backend.kernel = c.kernel.empty() ? (km::gpu_info().present ? "cublas" : "cpu-blas") : c.kernel;
     c.o.backend.phases = !c.no_phases;
     c.o.backend.gpu.tile = static_cast<int>(c.tile);

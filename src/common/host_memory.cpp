@@ -5,15 +5,40 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "common/errors.hpp"
 
 namespace km {
+
+namespace {
+
+// This process's resident bytes (/proc/self/statm), 0 when unknown.
+std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGESIZE);
+  return got == 2 && page > 0 ? static_cast<std::size_t>(resident * static_cast<unsigned long long>(page)) : 0;
+}
+
+// "1.50 GiB", or below a GiB "12.3 MiB".
+std::string amount(double bytes) {
+  return bytes >= 1073741824.0 ? strprintf("%.2f GiB", bytes / 1073741824.0) : strprintf("%.1f MiB", bytes / 1048576.0);
+}
+
+}  // namespace
 
 std::size_t available_host_memory() {
   if (const char* env = std::getenv("KMEANS_HOST_MEMORY")) {
     char* end = nullptr;
     const unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != env && *end == '\0') return static_cast<std::size_t>(v);
+    if (end != env && *end == '\0') {  // the whole budget: less what this process already holds
+      const std::size_t held = resident_bytes();
+      return v > held ? static_cast<std::size_t>(v - held) : 0;
+    }
   }
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (!f) return SIZE_MAX;
@@ -37,8 +62,8 @@ void check_host_memory(double bytes, const std::string& what) {
   if (bytes < 64.0 * 1048576) return;  // not worth a read of /proc/meminfo
   const std::size_t available = available_host_memory();
   if (available != SIZE_MAX && bytes > static_cast<double>(available))
-    throw InputError(strprintf("%s needs %.2f GiB of host memory but %.2f GiB are available", what.c_str(),
-                               bytes / 1073741824.0, available / 1073741824.0));
+    throw InputError(strprintf("%s needs %s of host memory but %s are available", what.c_str(), amount(bytes).c_str(),
+                               amount(static_cast<double>(available)).c_str()));
 }
 
 }  // namespace km

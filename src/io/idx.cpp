@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
@@ -13,6 +14,8 @@
 namespace km {
 
 namespace {
+
+constexpr double kMaxRatio = 1032;  // deflate: the most uncompressed bytes per compressed byte
 
 // gzread reads compressed and plain files alike.
 class GzFile {
@@ -58,6 +61,41 @@ class GzFile {
   }
   const std::string& path() const { return path_; }
 
+  // Refuses a header declaring more content (`bytes`, "what": its words) than the file can
+  // hold: a plain file's size less the `header` bytes; a gzip file, at most kMaxRatio bytes
+  // for each compressed one (deflate's limit is 1032). Without it, a file that lies would be
+  // zero-filled to the declared size before its end was found.
+  void check_declared(double bytes, std::size_t header, const std::string& what) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_, ec);
+    if (ec) return;  // read() still finds a short file
+    if (gzdirect(f_)) {
+      const double held = size > header ? static_cast<double>(size - header) : 0.0;
+      if (bytes > held)
+        throw InputError(strprintf("'%s': truncated: its header declares %s (%.0f bytes) but the file holds %.0f "
+                                   "bytes after the header",
+                                   path_.c_str(), what.c_str(), bytes, held));
+    } else if (bytes > kMaxRatio * static_cast<double>(size) + 1e6) {
+      throw InputError(strprintf("'%s': truncated: its header declares %s (%.0f bytes), more than its %llu "
+                                 "compressed bytes can hold",
+                                 path_.c_str(), what.c_str(), bytes, static_cast<unsigned long long>(size)));
+    }
+  }
+
+  // `count` bytes into `out`, which grows as they arrive (its room reserved, not touched), so
+  // a short gzip file costs what it holds, not what its header declares.
+  void read_growing(std::vector<std::uint8_t>& out, std::size_t count, const char* what) {
+    constexpr std::size_t kChunk = std::size_t(1) << 26;
+    out.clear();
+    out.reserve(count);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t step = std::min(kChunk, count - done);
+      out.resize(done + step);
+      read(out.data() + done, step, what);
+      done += step;
+    }
+  }
+
  private:
   std::string path_;
   gzFile f_ = nullptr;
@@ -89,9 +127,9 @@ IdxImages read_idx_images(const std::string& path) {
     throw InputError(strprintf("'%s': images of %zu x %zu pixels are beyond this program's 2^24", path.c_str(),
                                im.rows, im.cols));
   const double bytes = double(im.count) * double(im.rows) * double(im.cols);
+  f.check_declared(bytes, 16, strprintf("%zu images of %zu x %zu pixels", im.count, im.rows, im.cols));
   check_host_memory(bytes, strprintf("the images of '%s'", path.c_str()));
-  im.pixels.resize(im.count * im.rows * im.cols);
-  f.read(im.pixels.data(), im.pixels.size(), "pixels");
+  f.read_growing(im.pixels, im.count * im.rows * im.cols, "pixels");
   check_end(f);
   return im;
 }
@@ -101,9 +139,10 @@ std::vector<std::uint8_t> read_idx_labels(const std::string& path, int classes) 
   check_magic(f, 0x00000801u, "labels (ubyte, 1 dimension)");
   const std::size_t count = f.u32("header");
   if (count == 0) throw InputError(strprintf("'%s': no labels", path.c_str()));
+  f.check_declared(double(count), 8, strprintf("%zu labels", count));
   check_host_memory(double(count), strprintf("the labels of '%s'", path.c_str()));
-  std::vector<std::uint8_t> labels(count);
-  f.read(labels.data(), count, "labels");
+  std::vector<std::uint8_t> labels;
+  f.read_growing(labels, count, "labels");
   check_end(f);
   for (std::size_t i = 0; i < count; ++i)
     if (labels[i] >= classes)

@@ -31,6 +31,10 @@ struct Implementation {
   // Every decision of its plan as (name, value) pairs (fused: fused_plan.hpp); nullptr: none.
   std::vector<std::pair<std::string, std::string>> (*plan)(std::size_t k, std::size_t d, std::size_t elem,
                                                            const FusedConfig& config) = nullptr;
+  // The host bytes its engine allocates for n objects, K clusters of d coordinates of `elem`
+  // bytes on `threads` CPU threads, beside the data and the driver's own (registry.cpp:
+  // host_bytes); nullptr: a GPU engine's staging (labels, centroids, sums).
+  double (*host_bytes)(std::size_t n, std::size_t k, std::size_t d, std::size_t elem, int threads) = nullptr;
 
   bool needs_gpu() const { return where == Where::gpu; }
   template <class T>
@@ -55,6 +59,13 @@ constexpr Implementation describe(const char* name, const char* description, Whe
           supports,
           path,
           plan};
+}
+
+// `impl` with its engine's host-memory estimate.
+constexpr Implementation with_host_bytes(Implementation impl,
+                                         double (*bytes)(std::size_t, std::size_t, std::size_t, std::size_t, int)) {
+  impl.host_bytes = bytes;
+  return impl;
 }
 
 }  // namespace km

@@ -321,9 +321,25 @@ class OmpEngine final : public Engine<T> {
   std::vector<HostBuffer<std::int64_t>> partial_counts_;
 };
 
+// OmpEngine's buffers (setup and accumulate): the centroids, their [d][K] copy with K padded to
+// kLane (at K = 2, 8 times the centroids), the labels, the fixed-point totals, and per thread
+// its partial sums and counts (page-aligned) and its distance and best scratch.
+double omp_host_bytes(std::size_t n, std::size_t k, std::size_t d, std::size_t elem, int threads) {
+  const double page = 4096, kd = static_cast<double>(k) * static_cast<double>(d), e = static_cast<double>(elem);
+  const std::size_t kp = round_up(k, kLane);
+  const std::size_t kc = std::clamp(kChunkBytes / (d * elem) / kLane * kLane, kLane, kp);
+  const double shared = kd * e + static_cast<double>(d) * static_cast<double>(kp) * e + page +
+                        4.0 * static_cast<double>(n) + 8.0 * (kd + static_cast<double>(k) + 2);
+  const double per_thread = 8.0 * (kd + static_cast<double>(k)) + 2 * page +
+                            e * static_cast<double>(kGroup * kc + kBlock);
+  return shared + static_cast<double>(threads) * per_thread;
+}
+
 }  // namespace
 
-extern const Implementation omp_implementation =
-    describe<OmpEngine>("omp", "OpenMP CPU: static schedule, per-thread partial sums, vectorised distances", Where::cpu);
+extern const Implementation omp_implementation = with_host_bytes(
+    describe<OmpEngine>("omp", "OpenMP CPU: static schedule, per-thread partial sums, vectorised distances",
+                        Where::cpu),
+    omp_host_bytes);
 
 }  // namespace km

@@ -1,5 +1,8 @@
 #include "kmeans/registry.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -128,6 +131,39 @@ void check_arithmetic_range(double largest, std::size_t n, std::size_t d) {
 template void check_arithmetic_range<float>(double, std::size_t, std::size_t);
 template void check_arithmetic_range<double>(double, std::size_t, std::size_t);
 
+static int host_threads(const Params& params) { return params.threads > 0 ? params.threads : omp_get_max_threads(); }
+
+double host_bytes(const Implementation& impl, std::size_t n, std::size_t d, std::size_t elem, const Params& params,
+                  bool fitting) {
+  const auto k = static_cast<std::size_t>(std::max(params.k, 1));
+  const double kd = static_cast<double>(k) * static_cast<double>(d), e = static_cast<double>(elem),
+               objects = static_cast<double>(n), labels = 4.0 * objects;
+  // The driver's: the initial centroids (held to the end of a fit), the result's centroids and
+  // labels, and with --n-init the best result so far beside them.
+  const double held = kd * e + (fitting && params.n_init > 1 ? kd * e + labels : 0.0);
+  const double result = kd * e + labels;
+  // The initialisation's scratch, freed before the engine's set-up: k-means++ keeps each
+  // object's distance and its candidates' rows (in T and in double); k-means|| each object's
+  // distance and nearest candidate, and the candidates' rows (about oversampling * K a round).
+  const double trials = 2 + std::floor(std::log(static_cast<double>(k)));
+  double init = 0;
+  if (fitting && params.init == Init::kmeanspp) {
+    init = 8 * objects + trials * static_cast<double>(d) * (e + 8);
+  } else if (fitting && params.init == Init::kmeans_parallel) {
+    const double rounds = std::max(params.init_rounds, 1);
+    const double m = std::min(objects, std::ceil(params.oversampling * static_cast<double>(k) + 1) * rounds +
+                                           static_cast<double>(k));
+    init = 16 * objects + m * static_cast<double>(d) * e + (trials + 2) * m * 8 + trials * static_cast<double>(d) * 8;
+  }
+  // A GPU engine's host side: its labels read back, the centroids, their sums and staging.
+  const double engine = impl.host_bytes ? impl.host_bytes(n, k, d, elem, host_threads(params))
+                                        : labels + kd * (2 * e + 8) + 8.0 * static_cast<double>(k);
+  // The run's working memory beyond its buffers (the libraries' pages it touches, each
+  // thread's stack and malloc arena): measured at 20 MiB beside a tiny run's on 1 to 4 threads.
+  const double runtime = 32.0 * 1048576 + host_threads(params) * 262144.0;
+  return held + std::max(init, engine + result) + runtime;
+}
+
 namespace {
 
 // fitting: K must not exceed the objects (a fit needs K of them); predicting labels any
@@ -144,12 +180,8 @@ double check_problem(const Implementation& impl, const Dataset<T>& data, const P
   if (params.gpus > 1 && !impl.needs_gpu())
     throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
   const double largest = range ? check_data_range(data) : 0.0;
-  // What the run allocates beside the data: labels (engine and result), per-thread double
-  // sums, centroids.
-  const double n = static_cast<double>(data.n), kd = static_cast<double>(params.k) * static_cast<double>(data.d);
-  const double threads = params.threads > 0 ? params.threads : 1;
-  check_host_memory(2 * n * 4 + kd * (8 * (threads + 1) + 4 * sizeof(T)),
-                    strprintf("K=%d x d=%zu (labels, sums, centroids)", params.k, data.d));
+  check_host_memory(host_bytes(impl, data.n, data.d, sizeof(T), params, fitting),
+                    strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, data.d, impl.name));
   return largest;
 }
 
@@ -233,6 +265,8 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
     throw UsageError(strprintf("--gpus=%d: under mpirun each rank runs one GPU; start one rank per GPU", params.gpus));
   const Support s = supports(impl, static_cast<std::size_t>(params.k), local.d, sizeof(T));
   if (!s.ok) throw UsageError(s.reason);
+  check_host_memory(host_bytes(impl, local.n, local.d, sizeof(T), params),  // this rank's rows
+                    strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, local.d, impl.name));
   double largest = largest_finite(local);  // throws on this rank; the caller aborts the team
   team.max(&largest, 1);
   check_arithmetic_range<T>(largest, split.total, local.d);

@@ -56,6 +56,14 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
 template <class T>
 void check_arithmetic_range(double largest, std::size_t n, std::size_t d);
 
+// The host bytes a fit (or, `fitting` false, a predict) of n objects of d coordinates of `elem`
+// bytes with impl and params allocates beside the data, at its peak: the driver's centroids and
+// labels, the initialisation's scratch, and the engine's buffers (Implementation::host_bytes;
+// params.threads = 0: every core's). run() and predict() refuse a problem whose figure exceeds
+// the host memory available (common/host_memory.hpp).
+double host_bytes(const Implementation& impl, std::size_t n, std::size_t d, std::size_t elem, const Params& params,
+                  bool fitting = true);
+
 // The seed of initialisation r of --n-init: the run's seed for r = 0, derived ones after.
 std::uint64_t init_seed(std::uint64_t seed, int r);
 

@@ -67,9 +67,15 @@ class SeqEngine final : public Engine<T> {
   std::vector<std::int64_t> counts_;
 };
 
+// SeqEngine's buffers: centroids, labels, double sums and the counts.
+double seq_host_bytes(std::size_t n, std::size_t k, std::size_t d, std::size_t elem, int) {
+  const double kd = static_cast<double>(k) * static_cast<double>(d);
+  return kd * static_cast<double>(elem + sizeof(double)) + 4.0 * static_cast<double>(n) + 8.0 * static_cast<double>(k);
+}
+
 }  // namespace
 
-extern const Implementation seq_implementation =
-    describe<SeqEngine>("seq", "sequential CPU reference: plain loops, one thread", Where::cpu);
+extern const Implementation seq_implementation = with_host_bytes(
+    describe<SeqEngine>("seq", "sequential CPU reference: plain loops, one thread", Where::cpu), seq_host_bytes);
 
 }  // namespace km

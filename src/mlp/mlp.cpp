@@ -9,18 +9,23 @@
 
 namespace km::mlp {
 
-void validate(const Options& o, std::size_t train_n) {
+void validate_options(const Options& o) {
   if (o.hidden.empty()) throw UsageError("--hidden: need at least one hidden layer");
   for (int h : o.hidden)
     if (h < 1 || h > (1 << 16)) throw UsageError(strprintf("--hidden: layer size %d is not in 1..65536", h));
   if (o.batch < 1 || o.batch > (1 << 16)) throw UsageError(strprintf("--batch=%d: must be in 1..65536", o.batch));
-  if (static_cast<std::size_t>(o.batch) > train_n)
-    throw UsageError(strprintf("--batch=%d: larger than the %zu training items", o.batch, train_n));
-  if (o.epochs < 1) throw UsageError(strprintf("--epochs=%d: need at least 1", o.epochs));
+  if (o.epochs < 1 || o.epochs > kMaxEpochs)
+    throw UsageError(strprintf("--epochs=%d: must be in 1..%d", o.epochs, kMaxEpochs));
   if (!(o.lr > 0 && std::isfinite(o.lr))) throw UsageError(strprintf("--lr=%g: must be positive and finite", o.lr));
   if (!(o.momentum >= 0 && o.momentum < 1))
     throw UsageError(strprintf("--momentum=%g: must be in [0, 1)", o.momentum));
   if (o.backend.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", o.backend.threads));
+}
+
+void validate(const Options& o, std::size_t train_n) {
+  validate_options(o);
+  if (static_cast<std::size_t>(o.batch) > train_n)
+    throw UsageError(strprintf("--batch=%d: larger than the %zu training items", o.batch, train_n));
 }
 
 std::vector<int> layer_sizes(const Options& o, std::size_t d, int classes) {

@@ -57,7 +57,13 @@ struct EpochStats {
   double eval_seconds = 0; // the test pass (forward only), not in seconds
 };
 
-// Throws UsageError for impossible options (sizes, rates, batch).
+// The most epochs a run takes: each keeps its EpochStats (and with --dump-init its batch
+// order), and the epoch counter is an int; far beyond any run that could finish.
+constexpr int kMaxEpochs = 1000000;
+
+// Throws UsageError for impossible options (sizes, rates, epochs), before any data is read.
+void validate_options(const Options& o);
+// validate_options, and the batch against the training items.
 void validate(const Options& o, std::size_t train_n);
 
 // Layer sizes: d, hidden..., classes.

@@ -231,6 +231,33 @@ TEST(Hardening, HdfDatasetMustHoldWhatItDeclares) {
   expect_error([&] { km::load<double>(path); }, "never written");
 }
 
+// The run check's host memory: what each implementation allocates. omp at K = 2 keeps a [d][K]
+// copy padded to 16 centroids and a K x d sum per thread (--threads=0: every core): the issue's
+// 2 x 1e8 at K = 2 on 16 threads was killed at 22.7 GB while the check counted 6.4 GB.
+TEST(Hardening, HostMemoryEstimateCountsThreadsAndPadding) {
+  const km::Implementation& omp = km::find_implementation("omp");
+  const km::Implementation& seq = km::find_implementation("seq");
+  km::Params p;
+  p.k = 2;
+  p.threads = 16;
+  const double n = 2, d = 1e8, kd = 2 * d;
+  EXPECT_GE(km::host_bytes(omp, 2, 100000000, 4, p), 22.7e9);
+  EXPECT_GE(km::host_bytes(omp, 2, 100000000, 4, p), 16 * 8 * kd + 16 * 4 * d + 3 * 4 * kd);
+  p.threads = 1;
+  const double one = km::host_bytes(omp, 2, 100000000, 4, p);
+  p.threads = 2;
+  const double per_thread = km::host_bytes(omp, 2, 100000000, 4, p) - one;
+  EXPECT_GE(per_thread, 8 * kd);
+  p.threads = 0;
+  EXPECT_DOUBLE_EQ(km::host_bytes(omp, 2, 100000000, 4, p), one + (omp_get_max_threads() - 1) * per_thread);
+  // seq: its double sums beside the centroids (its own, the initial ones and the result's).
+  EXPECT_GE(km::host_bytes(seq, 2, 100000000, 4, p), 8 * kd + 3 * 4 * kd + 2 * 4 * n);
+  // k-means++ holds a distance per object while it runs.
+  p.k = 10;
+  p.init = km::Init::kmeanspp;
+  EXPECT_GE(km::host_bytes(seq, 100000000, 2, 4, p), 8 * 1e8);
+}
+
 TEST(Iterations, InertiaOfEachIterationComesFromItsAssignment) {
   // Iteration 2 assigns against the centroids iteration 1 produced, so its inertia is the
   // final inertia of a one-loop run (which assigns once more against those centroids).

@@ -104,6 +104,36 @@ TEST(Idx, EveryDefectIsOneLine) {
   kmtest::expect_error([&] { km::read_idx_set(dir.path().string(), "t10k", 10); }, "holds 5 images but");
 }
 
+// A header declaring more items than the file holds is refused from the file's size, before
+// anything is allocated: 2,000,000 images of 28 x 28 in a file of 116 bytes were zero-filled
+// to 1.5 GB before "truncated" (19 GB and 49 s for a larger lie).
+TEST(Idx, HeaderIsCheckedAgainstTheFileSize) {
+  TempDir dir;
+  const std::string img = dir.file("i"), lab = dir.file("l");
+  auto lie = idx_header(0x803, {2000000, 28, 28});
+  lie.insert(lie.end(), 100, 7);
+  kmtest::write_bytes(img, lie.data(), lie.size());
+  kmtest::expect_error([&] { km::read_idx_images(img); },
+                       "truncated: its header declares 2000000 images of 28 x 28 pixels (1568000000 bytes) but the "
+                       "file holds 100 bytes after the header");
+  write_gz(img + ".gz", lie);
+  kmtest::expect_error([&] { km::read_idx_images(img + ".gz"); }, "compressed bytes can hold");
+  auto labels = idx_header(0x801, {5000000});
+  labels.insert(labels.end(), {1, 2, 3});
+  kmtest::write_bytes(lab, labels.data(), labels.size());
+  kmtest::expect_error([&] { km::read_idx_labels(lab, 10); }, "declares 5000000 labels (5000000 bytes)");
+  // A gzip file within deflate's ratio but short: read as far as it goes, then one line.
+  auto zeros = idx_header(0x803, {1, 1000, 1000});
+  zeros.insert(zeros.end(), 300000, 0);
+  write_gz(img + ".gz", zeros);
+  kmtest::expect_error([&] { km::read_idx_images(img + ".gz"); }, "the file ends inside the pixels");
+  // The exact size still reads.
+  auto exact = idx_header(0x803, {3, 1, 2});
+  exact.insert(exact.end(), {1, 2, 3, 4, 5, 6});
+  kmtest::write_bytes(img, exact.data(), exact.size());
+  EXPECT_EQ(km::read_idx_images(img).pixels[5], 6);
+}
+
 TEST(Mlp, GradientMatchesFiniteDifferences) {
   auto o = small_options("cpu-blas");
   o.momentum = 0;
@@ -174,6 +204,12 @@ TEST(Mlp, OptionsAndKernelsAreChecked) {
   o = small_options("cpu-blas");
   o.momentum = 1;
   kmtest::expect_error<km::UsageError>([&] { km::mlp::validate(o, 100); }, "--momentum=1");
+  // Epochs beyond what can run (the int counter, one EpochStats each) are refused up front.
+  o = small_options("cpu-blas");
+  o.epochs = 2147483647;
+  kmtest::expect_error<km::UsageError>([&] { km::mlp::validate(o, 100); }, "--epochs=2147483647: must be in 1..1000000");
+  o.epochs = 1000000;
+  EXPECT_NO_THROW(km::mlp::validate(o, 100));
   o = small_options("hybrid");
   kmtest::expect_error<km::UsageError>([&] { km::mlp::Trainer<float>(o, 10, 10); }, "splits each product");
   o = small_options("nope");
