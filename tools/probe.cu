@@ -11,7 +11,7 @@
 //                   coordinate and centroid against shared-memory rows |c|^2, -2c, the best two with
 //                   the index in the score's low bits, |x|^2 and the margin's test, every label
 //                   stored) and nothing else: no centring, update, movers, inertia or re-check. The
-//                   ceiling that issue 11's float row at d = 16 is measured against (its "floor" is
+//                   ceiling the lab's float row at d = 16 is measured against (its "floor" is
 //                   the bytes alone). U objects a lane, U = 2 and 4; its labels are checked against
 //                   the same arithmetic on the CPU for the first 4096 objects.
 //   assign-mma      with --assign-mma=N, the same at d = 32, K = 64 in float with the scores on the

@@ -1,4 +1,4 @@
-// Outputs of issue 70: what a run writes is durable, is never a mix of two runs, and never
+// Outputs: what a run writes is durable, is never a mix of two runs, and never
 // takes the place of something that is not a regular file or of a file the run reads.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-"""The Python surface fails cleanly (issue 70): each section is one way it did not. What could
+"""The Python surface fails cleanly: each section is one way it did not. What could
 kill the interpreter runs in a subprocess, so that a crash fails the test instead of pytest.
 Run by ctest (PYTHONPATH=build/python, KMEANS_BIN=build/kmeans)."""
 
