@@ -5,6 +5,8 @@
 #include "kmeans_gpu/kmeans.hpp"
 
 #include <new>
+#include <string>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
@@ -17,13 +19,13 @@ namespace kmeans_gpu {
 namespace {
 
 template <class T>
-km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, const char* what) {
-  if (x == nullptr && n * d > 0) throw km::UsageError(std::string(what) + ": a null pointer");
+km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, std::string what) {
+  if (x == nullptr && n * d > 0) throw km::UsageError(what + ": a null pointer");
   km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), what);
   km::Dataset<T> data;
   data.n = n;
   data.d = d;
-  data.source = what;
+  data.source = std::move(what);
   data.values = km::HostBuffer<T>::borrow(x, n * d);
   return data;
 }
