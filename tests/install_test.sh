@@ -22,6 +22,17 @@ if [ -d "$build/python/kmeans_gpu" ]; then
   (cd "$tmp" && PYTHONPATH="$prefix/lib/python3/dist-packages" "$python" -c \
     'import kmeans_gpu, numpy as np; m = kmeans_gpu.KMeans(3, impl="omp", n_init=1).fit(np.random.default_rng(0).random((300, 2))); assert m.labels_.shape == (300,); print("python ok", kmeans_gpu.__file__)')
 fi
+# pip install from the checkout into a virtual environment (offline, Debian's setuptools; the
+# extension from this build), then the Python suite against the installed copy.
+if [ -d "$build/python/kmeans_gpu" ]; then
+  "$python" -m venv --system-site-packages "$tmp/venv"
+  KMEANS_BUILD_DIR="$build" "$tmp/venv/bin/pip" install -q --no-build-isolation --no-deps --no-index "$src" \
+    > "$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
+  (cd "$tmp" && env -u PYTHONPATH KMEANS_BIN="$build/kmeans" "$tmp/venv/bin/python" -c \
+    'import kmeans_gpu, sys; assert kmeans_gpu.__file__.startswith(sys.prefix), kmeans_gpu.__file__')
+  (cd "$tmp" && env -u PYTHONPATH KMEANS_BIN="$build/kmeans" "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider \
+    "$src/tests/python" | tail -1)
+fi
 cmake -S "$src/examples/cpp" -B "$tmp/example" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/configure.log"
 cmake --build "$tmp/example" > "$tmp/build.log"
 "$tmp/example/cluster"
