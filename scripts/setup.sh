@@ -6,6 +6,7 @@
 #   scripts/setup.sh run [kmeans options...]   build, then run kmeans (default: its built-in lab problem)
 #   scripts/setup.sh test                      build, then run every test (GPU tests skip without a GPU)
 #   scripts/setup.sh build                     build only
+#   scripts/setup.sh package                   build, then make build/kmeans-gpu_<version>_amd64.deb
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,5 +49,6 @@ case "$mode" in
   run) exec build/kmeans "$@" ;;
   test) cd build && exec ctest --output-on-failure -j "$(nproc)" ;;
   build) ;;
-  *) echo "usage: scripts/setup.sh run [kmeans options] | test | build" >&2; exit 2 ;;
+  package) cd build && exec cpack -G DEB ;;
+  *) echo "usage: scripts/setup.sh run [kmeans options] | test | build | package" >&2; exit 2 ;;
 esac

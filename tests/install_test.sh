@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cmake --install into a scratch prefix, then from there: the programs, the Python package, and
 # the example program (examples/cpp) configured with find_package(kmeans_gpu) and built against
-# the installed library. Usage: install_test.sh BUILD_DIR SOURCE_DIR [PYTHON]
+# the installed library; pip install into a virtual environment; the .deb unpacked.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [PYTHON]
 set -euo pipefail
-build=$1 src=$2 python=${3:-/usr/bin/python3}
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) python=${3:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -32,6 +33,17 @@ if [ -d "$build/python/kmeans_gpu" ]; then
     'import kmeans_gpu, sys; assert kmeans_gpu.__file__.startswith(sys.prefix), kmeans_gpu.__file__')
   (cd "$tmp" && env -u PYTHONPATH KMEANS_BIN="$build/kmeans" "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider \
     "$src/tests/python" | tail -1)
+fi
+# The .deb (cpack -G DEB), unpacked into a scratch root: its programs and Python package run there.
+(cd "$build" && cpack -G DEB -B "$tmp/deb" > "$tmp/cpack.log") || { cat "$tmp/cpack.log"; exit 1; }
+dpkg-deb -x "$tmp"/deb/kmeans-gpu_*_amd64.deb "$tmp/root"
+dpkg-deb -f "$tmp"/deb/kmeans-gpu_*_amd64.deb Depends | grep -q libhdf5
+"$tmp/root/usr/bin/kmeans" --help > /dev/null
+"$tmp/root/usr/bin/kmeans" --impl=omp --objects=2000 --coords=4 --clusters=4 --loops=3 --quiet --report=json |
+  grep -q '"inertia"'
+if [ -d "$build/python/kmeans_gpu" ]; then
+  (cd "$tmp" && env PYTHONPATH="$tmp/root/usr/lib/python3/dist-packages" "$python" -c \
+    'import kmeans_gpu; assert "/root/usr/" in kmeans_gpu.__file__; print("deb python ok")')
 fi
 cmake -S "$src/examples/cpp" -B "$tmp/example" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/configure.log"
 cmake --build "$tmp/example" > "$tmp/build.log"
