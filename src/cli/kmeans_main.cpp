@@ -80,6 +80,23 @@ void load_data(const Options& o, const km::Params& params, km::Team& team, km::D
   }
 }
 
+// fn()'s outcome as an exit status (0; 2 for a usage error; 1 otherwise) and, when it failed, why.
+template <class F>
+int outcome(F&& fn, std::string& why) {
+  try {
+    fn();
+    return 0;
+  } catch (const km::UsageError& e) {
+    why = e.what();
+    return 2;
+  } catch (const std::bad_alloc&) {
+    why = "out of host memory; use fewer objects, coordinates or clusters";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  return 1;
+}
+
 // agree()'s verdict acted on (dist/team.hpp): the lowest failing rank says why (naming itself
 // unless every rank failed), or rank 0 says which rank's `digests` differ from its own (`differ`
 // words it); every rank then returns the same status, 0 to go on.
@@ -114,17 +131,8 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   km::Stopwatch load_watch;
   km::Dataset<T> data;
   km::RowSplit split;
-  int status = 0;
   std::string why;
-  try {
-    load_data(o, params, team, data, split);
-  } catch (const km::UsageError& e) {
-    status = 2, why = e.what();
-  } catch (const std::bad_alloc&) {
-    status = 1, why = "out of host memory; use fewer objects, coordinates or clusters";
-  } catch (const std::exception& e) {
-    status = 1, why = e.what();
-  }
+  const int status = outcome([&] { load_data(o, params, team, data, split); }, why);
   // Every rank's rows read, or every rank ends; the shape and the given centroids must agree.
   const std::uint64_t given = km::fnv1a(params.given_centroids.data(), params.given_centroids.size() * sizeof(double));
   const auto differ = [](const km::Verdict& v) {
@@ -202,19 +210,15 @@ int main(int argc, char** argv) {
   km::Params params;
   const km::Implementation* impl = nullptr;
   if (status == 0 && !o.list) {
-    try {
-      km::cli::clamp_openmp_threads("kmeans");
-      params = km::cli::check_kmeans_options(app, o);
-      const km::GpuInfo& gpu = km::gpu_info();
-      impl = &km::find_implementation(o.impl.empty() ? km::default_implementation(gpu.present) : o.impl);
-      km::require_runnable(*impl, gpu);
-    } catch (const km::UsageError& e) {
-      status = 2, why = e.what();
-    } catch (const std::bad_alloc&) {
-      status = 1, why = "out of host memory; use fewer objects, coordinates or clusters";
-    } catch (const std::exception& e) {
-      status = 1, why = e.what();
-    }
+    status = outcome(
+        [&] {
+          km::cli::clamp_openmp_threads("kmeans");
+          params = km::cli::check_kmeans_options(app, o);
+          const km::GpuInfo& gpu = km::gpu_info();
+          impl = &km::find_implementation(o.impl.empty() ? km::default_implementation(gpu.present) : o.impl);
+          km::require_runnable(*impl, gpu);
+        },
+        why);
   }
   const auto differ = [](const km::Verdict& v) {
     return km::strprintf("rank %d was started with other options than rank 0; run every rank with the same "
