@@ -409,6 +409,72 @@ def test_cpu_run_in_small_address_space():
            f"--impl=seq under a 400 MiB address space: {p.returncode} {p.stderr!r}")
 
 
+def spherical_reference(x, k, loops, metric):
+    """Spherical k-means (cosine) or unit-centroid dot k-means in NumPy, first-K init, the lab's
+    stop rule (no object changed): (labels, centroids, objective, iterations)."""
+    import numpy as np
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)
+    data = unit(x) if metric == "cosine" else x
+    c = unit(data[:k].copy())
+    labels = np.full(len(x), -1)
+    it = 0
+    for it in range(1, loops + 1):
+        new = np.argmax(data @ c.T, axis=1)
+        changed = np.count_nonzero(new != labels)
+        labels = new
+        for j in range(k):
+            members = data[labels == j]
+            if len(members):
+                c[j] = unit(members.mean(axis=0, keepdims=True))[0]
+        if changed == 0:
+            break
+    labels = np.argmax(data @ c.T, axis=1)
+    sims = np.einsum("ij,ij->i", data, c[labels])
+    return labels, c, (np.sum(1 - sims) if metric == "cosine" else -np.sum(sims)), it
+
+
+def test_metrics():
+    try:
+        import numpy as np
+    except ImportError:
+        print("skip: no numpy")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(12)
+        x = rng.standard_normal((3000, 8)) + rng.integers(0, 3, (3000, 1)) * 0.7
+        path = os.path.join(tmp, "x.npy")
+        np.save(path, x)
+        for metric in ("cosine", "dot"):
+            for impl in ("seq", "omp"):
+                out = os.path.join(tmp, f"{metric}-{impl}.npy")
+                r = json.loads(run(f"--impl={impl}", f"--input={path}", "--clusters=7", "--loops=40",
+                                   f"--metric={metric}", f"--output={out}", "--report=json", "--quiet").stdout)
+                labels, c, objective, iterations = spherical_reference(x, 7, 40, metric)
+                got_c, got_labels = np.load(out), np.load(out[:-4] + ".labels.npy")
+                what = f"--metric={metric} --impl={impl}"
+                expect(r["metric"] == metric, f"{what}: the report names the metric: {r.get('metric')}")
+                expect(np.array_equal(got_labels, labels), f"{what}: labels are NumPy's "
+                       f"({np.count_nonzero(got_labels != labels)} differ)")
+                expect(np.allclose(got_c, c, rtol=0, atol=1e-12), f"{what}: centroids {np.abs(got_c - c).max()}")
+                expect(abs(r["inertia"] - objective) <= 1e-9 * abs(objective), f"{what}: {r['inertia']} vs {objective}")
+                expect(r["iterations"] == iterations, f"{what}: iterations {r['iterations']} vs {iterations}")
+                # --predict with the fit's centroids: the fit's labels again.
+                again = os.path.join(tmp, f"{metric}-{impl}-again.npy")
+                p = json.loads(run(f"--impl={impl}", f"--input={path}", f"--predict={out}", f"--metric={metric}",
+                                   f"--output={again}", "--report=json", "--quiet").stdout)
+                expect(np.array_equal(np.load(again[:-4] + ".labels.npy"), got_labels) and p["inertia"] == r["inertia"],
+                       f"{what}: --predict with the fit's centroids gives its labels and inertia")
+        zero = os.path.join(tmp, "zero.npy")
+        x[2] = 0
+        np.save(zero, x)
+        for args, code, needle in [(["--metric=manhattan"], 2, "--metric"),
+                                   ([f"--input={zero}", "--metric=dot", "--clusters=4"], 1, "length 0")]:
+            p = run("--impl=seq", "--objects=1000", *args, check=False) if "--input" not in args[0] else \
+                run("--impl=seq", *args, check=False)
+            lines = p.stderr.strip().splitlines()
+            expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -423,7 +489,7 @@ def test_gpu_impl_without_gpu():
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
              test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
-             test_host_memory_estimate, test_cpu_run_in_small_address_space]:
+             test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

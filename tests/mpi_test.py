@@ -88,6 +88,9 @@ def test_equal_bits(tmp):
     same_run("blobs", ["--generator=blobs", "--objects=50000", "--coords=3", "--clusters=9", "--loops=10"],
              ["--init=kmeans++", "--n-init=2"], tmp)
     same_run("h5", ["--objects=40000", "--coords=4", "--clusters=6", "--loops=5"], ["--init=kmeans++"], tmp, "h5")
+    for metric in ("cosine", "dot"):  # each rank normalises its own rows; the objective from chunk sums
+        same_run(f"metric-{metric}", ["--objects=60001", "--coords=6", "--clusters=11", "--loops=6", "--seed=8"],
+                 [f"--metric={metric}", "--init=kmeans++"], tmp, runs=((1, 1), (2, 1), (3, 2)))
     # A file read by every rank (each keeps its share).
     data = os.path.join(tmp, "data.bin")
     rnd = random.Random(5)
@@ -143,6 +146,8 @@ def test_gpu(tmp):
         for precision in ("double", "float"):
             same_run(f"gpu-{impl}-{shape[0][9:]}-{precision}", gen + shape, [f"--precision={precision}"], tmp,
                      impl=impl, runs=((1, 1), (2, 1)))
+    same_run("gpu-fused-cosine", gen + ["--coords=16", "--clusters=16"], ["--metric=cosine"], tmp, impl="fused",
+             runs=((1, 1), (2, 1)))
     p = run(2, "--impl=fused", "--objects=10000", "--coords=2", "--clusters=3", "--quiet")  # one chunk
     expect(p.returncode != 0 and "without rows" in p.stderr, f"a GPU rank without rows is refused: {p.stderr!r}")
 

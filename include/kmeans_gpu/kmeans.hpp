@@ -47,13 +47,16 @@ struct Params {
   int n_init = 1;                      // initialisations; the lowest final inertia is kept
   std::string implementation;          // empty: fused with a GPU, omp without; or a name of implementations()
   int threads = 0;                     // CPU threads (0: all)
+  // euclidean; cosine (spherical k-means: objects and centroids of length 1, inertia the sum of
+  // 1 - cos); dot (the largest inner product with centroids of length 1, inertia -sum x.c).
+  std::string metric = "euclidean";
 };
 
 template <class T>
 struct Result {
   std::vector<T> centroids;           // n_clusters x d, row-major
   std::vector<std::int32_t> labels;   // n: each object's nearest final centroid (lowest index on ties)
-  double inertia = 0;                 // the sum of squared distances to those centroids
+  double inertia = 0;                 // the sum of squared distances to those centroids (metric: its objective)
   int n_iter = 0;
   bool converged = false;             // tol stopped it (not max_iter)
   std::string implementation;         // the one that ran
@@ -63,10 +66,12 @@ struct Result {
 template <class T>
 KMEANS_GPU_API Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params = {});
 
-// Each object's nearest of the k centroids (k x d, row-major), as fit's labels are found.
+// Each object's nearest of the k centroids (k x d, row-major), as fit's labels are found, by
+// `metric` (cosine and dot: the centroids taken at length 1, as fit's are).
 template <class T>
 KMEANS_GPU_API std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids,
-                                                 std::size_t k, const std::string& implementation = {});
+                                                 std::size_t k, const std::string& implementation = {},
+                                                 const std::string& metric = "euclidean");
 
 // The implementations' names (seq, omp, naive, ..., fused), fastest last.
 KMEANS_GPU_API std::vector<std::string> implementations();
@@ -78,9 +83,10 @@ KMEANS_GPU_API const char* version();
 extern template KMEANS_GPU_API Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
 extern template KMEANS_GPU_API Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
 extern template KMEANS_GPU_API std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t,
-                                                                        const float*, std::size_t, const std::string&);
+                                                                        const float*, std::size_t, const std::string&,
+                                                                        const std::string&);
 extern template KMEANS_GPU_API std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t,
                                                                          const double*, std::size_t,
-                                                                         const std::string&);
+                                                                         const std::string&, const std::string&);
 
 }  // namespace kmeans_gpu

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/kmeans/margin.hpp"
+#include "kernels/kmeans/unit_norm.hpp"
 
 namespace km::kernels {
 
@@ -26,24 +27,38 @@ __device__ __forceinline__ unsigned long long to_fixed(double v, double scale) {
 }
 
 // One block per cluster. centroid = sum / count, or unchanged when the cluster is empty;
-// the squared shift of cluster c goes to shift_parts[c]; clears the sums and the count for
-// the next iteration (unless `keep`: fused's tensor path keeps them, updating only the
-// movers'). Sums are fixed point [k][d] (value = sum * inv_scale); centroids are
-// [d][k] when coord_major, else [k][d]. Launch with a multiple of 32 threads.
+// with `unit` (the cosine and dot metrics) re-normalised as unit_norm.hpp says, its length
+// summed by one thread in the host's order; the squared shift of cluster c goes to
+// shift_parts[c]; clears the sums and the count for the next iteration (unless `keep`: fused's
+// tensor path keeps them, updating only the movers'). Sums are fixed point [k][d] (value = sum
+// * inv_scale); centroids are [d][k] when coord_major, else [k][d]. Launch with a multiple of
+// 32 threads.
 template <class T>
 __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* __restrict__ sums,
                                  unsigned long long* __restrict__ counts, int k, int d, bool coord_major,
-                                 double inv_scale, double* __restrict__ shift_parts, bool keep = false) {
+                                 double inv_scale, double* __restrict__ shift_parts, bool keep = false,
+                                 bool unit = false) {
   __shared__ double warp_shift[32];
+  __shared__ double unit_norm;
   const int c = blockIdx.x;
   const unsigned long long count = counts[c];
+  const auto mean = [&](int j) {
+    const double sum = static_cast<double>(static_cast<long long>(sums[static_cast<std::int64_t>(c) * d + j])) * inv_scale;
+    return static_cast<T>(sum / static_cast<double>(count));
+  };
+  double norm = 1;
+  if (unit) {  // (every thread reads the sums before any clears them)
+    if (threadIdx.x == 0) unit_norm = count > 0 ? ordered_norm(mean, d) : 0.0;
+    __syncthreads();
+    norm = unit_norm;
+  }
+  const bool moves = count > 0 && norm > 0;
   double local = 0;
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     unsigned long long& s = sums[static_cast<std::int64_t>(c) * d + j];
-    if (count > 0) {
+    if (moves) {
       const std::int64_t at = coord_major ? static_cast<std::int64_t>(j) * k + c : static_cast<std::int64_t>(c) * d + j;
-      const double sum = static_cast<double>(static_cast<long long>(s)) * inv_scale;
-      const T updated = static_cast<T>(sum / static_cast<double>(count));
+      const T updated = unit ? unit_coordinate(mean(j), norm) : mean(j);
       const double delta = static_cast<double>(updated) - static_cast<double>(centroids[at]);
       local += delta * delta;
       centroids[at] = updated;

@@ -45,6 +45,7 @@ km::Params internal(const Params& p, std::size_t d) {
   q.seed = p.seed;
   q.n_init = p.n_init;
   q.threads = p.threads;
+  q.metric = km::metric_from_string(p.metric);
   if (!p.init_centroids.empty()) {
     q.init = km::Init::given;
     q.given_d = d;
@@ -98,7 +99,7 @@ Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params) {
 
 template <class T>
 std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids, std::size_t k,
-                                  const std::string& implementation_name) {
+                                  const std::string& implementation_name, const std::string& metric) {
   return translated([&] {
     const km::Dataset<T> data = borrowed(x, n, d, "x");
     if (centroids == nullptr || k == 0) throw km::UsageError("centroids: none given");
@@ -108,6 +109,7 @@ std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, cons
     p.init = km::Init::given;
     p.given_d = d;
     p.given_centroids.assign(centroids, centroids + k * d);
+    p.metric = km::metric_from_string(metric);
     km::validate(p);
     return km::predict(implementation(implementation_name), data, p).labels;
   });
@@ -126,8 +128,8 @@ const char* version() { return KMEANS_GPU_VERSION; }
 template Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
 template Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
 template std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t, const float*, std::size_t,
-                                                  const std::string&);
+                                                  const std::string&, const std::string&);
 template std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t, const double*,
-                                                   std::size_t, const std::string&);
+                                                   std::size_t, const std::string&, const std::string&);
 
 }  // namespace kmeans_gpu

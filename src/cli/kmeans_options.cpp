@@ -77,6 +77,10 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
                  "initial centroids: first, random, kmeans++, kmeans|| (scalable k-means++: a few passes over the "
                  "data, for large K; also spelt kmeans-parallel), or a centroids file (any input format; K rows of "
                  "d values)");
+  app.add_option("--metric", o.metric,
+                 "euclidean (squared distance), cosine (spherical k-means: objects and centroids normalised; "
+                 "inertia = sum of 1 - cos) or dot (largest inner product with unit-length centroids; inertia = "
+                 "-sum of x.c)");
   app.add_option("--oversampling", o.oversampling,
                  "kmeans||: each round draws about this many times K objects (default 0.5)");
   app.add_option("--init-rounds", o.init_rounds,
@@ -171,6 +175,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   params.threshold = o.threshold;
   params.tol = o.tol;
   params.n_init = to_int(o.n_init, "--n-init");
+  params.metric = metric_from_string(o.metric);
   if (app.count("--predict")) {
     if (o.predict.empty()) throw UsageError("--predict: the path is empty");
     for (const char* other : {"--init", "--n-init", "--loops", "--threshold", "--tol"})

@@ -23,7 +23,7 @@ struct KmeansOptions {
   long long loops = 10;
   double threshold = 0;
   std::optional<double> tol;
-  std::string init = "first", precision = "double", output, report = "table";
+  std::string init = "first", metric = "euclidean", precision = "double", output, report = "table";
   std::string predict;  // --predict=PATH: label the data with these centroids, no iterations
   long long n_init = 1;
   double oversampling = 0.5;  // k-means||: about oversampling * K objects drawn a round

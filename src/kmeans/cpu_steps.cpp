@@ -9,19 +9,14 @@ namespace km {
 
 template <class T>
 double finalize_centroids(const double* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
-                          T* centroids) {
-  double shift = 0;
-  for (std::size_t c = 0; c < k; ++c) {
-    if (counts[c] == 0) continue;  // empty cluster keeps its previous centroid
+                          T* centroids, bool unit) {
+  std::vector<T> mean(d);
+  return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
+    if (counts[c] == 0) return false;  // empty cluster keeps its previous centroid
     const double inv = 1.0 / static_cast<double>(counts[c]);
-    for (std::size_t j = 0; j < d; ++j) {
-      const T updated = static_cast<T>(sums[c * d + j] * inv);
-      const double delta = static_cast<double>(updated) - static_cast<double>(centroids[c * d + j]);
-      shift += delta * delta;
-      centroids[c * d + j] = updated;
-    }
-  }
-  return shift;
+    for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>(sums[c * d + j] * inv);
+    return true;
+  });
 }
 
 template <class T>
@@ -112,8 +107,8 @@ double max_abs_value(const Dataset<T>& data) {
 
 template double max_abs_value(const Dataset<float>&);
 template double max_abs_value(const Dataset<double>&);
-template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, float*);
-template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*);
+template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, float*, bool);
+template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*, bool);
 template double inertia(const Dataset<float>&, const float*, const std::int32_t*);
 template double inertia(const Dataset<double>&, const double*, const std::int32_t*);
 template double inertia_chunks(const Dataset<float>&, const float*, const std::int32_t*, std::vector<double>&);

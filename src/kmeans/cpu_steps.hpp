@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "kernels/kmeans/unit_norm.hpp"
 
 namespace km {
 
@@ -109,11 +110,37 @@ F pick_by_isa(F avx512, F avx2, F baseline) {
   return baseline;
 }
 
+// The update's last step, shared by every host update: mean(c, m) writes cluster c's mean
+// into m (d values) and returns false for an empty cluster, which keeps its centroid; with
+// `unit` (the cosine and dot metrics) the mean is re-normalised (kernels/kmeans/unit_norm.hpp),
+// and a mean of length 0 keeps the centroid too. Returns the summed squared shift (in double,
+// in cluster order). `scratch` holds d values.
+template <class T, class Mean>
+double finish_update(std::size_t k, std::size_t d, T* centroids, bool unit, T* scratch, Mean&& mean) {
+  double shift = 0;
+  for (std::size_t c = 0; c < k; ++c) {
+    if (!mean(c, scratch)) continue;
+    double norm = 1;
+    if (unit) {
+      norm = kernels::ordered_norm([&](int j) { return scratch[j]; }, static_cast<int>(d));
+      if (!(norm > 0)) continue;
+    }
+    for (std::size_t j = 0; j < d; ++j) {
+      const T updated = unit ? kernels::unit_coordinate(scratch[j], norm) : scratch[j];
+      const double delta = static_cast<double>(updated) - static_cast<double>(centroids[c * d + j]);
+      shift += delta * delta;
+      centroids[c * d + j] = updated;
+    }
+  }
+  return shift;
+}
+
 // The update and the empty-cluster rule: centroid = sum / count, or unchanged when
-// count == 0. Returns the summed squared shift of the centroids (in double).
+// count == 0; `unit`: re-normalised (finish_update). Returns the summed squared shift of the
+// centroids (in double).
 template <class T>
 double finalize_centroids(const double* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
-                          T* centroids);
+                          T* centroids, bool unit = false);
 
 // scikit-learn's inertia_: sum of squared distances (computed in double) from each object
 // to the centroid of its label. A chunked_sum: deterministic.

@@ -9,6 +9,7 @@
 #include "kernels/kmeans/stop_rule.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
+#include "kmeans/metric.hpp"
 
 namespace km {
 
@@ -40,8 +41,9 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   const double staging = watch.seconds();
 
   watch.restart();
-  const std::vector<T> initial =
+  std::vector<T> initial =
       initial_centroids(data, params, engine.on_gpu(), staged, staged ? engine.centred_rows() : nullptr);
+  if (params.metric != Metric::euclidean) unit_centroids(initial, data.d);
   result.seconds.init = watch.seconds();
   if (params.init == Init::kmeans_parallel && parallel_verbose())
     std::fprintf(stderr, "k-means||: the init's call returned after %.4f s\n", result.seconds.init);
@@ -71,8 +73,8 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   watch.restart();
   engine.read_centroids(result.centroids);
   engine.final_labels(result.labels);
-  if (!engine.final_inertia(result.centroids, result.inertia))
-    result.inertia = inertia(data, result.centroids.data(), result.labels.data());
+  if (params.metric != Metric::euclidean || !engine.final_inertia(result.centroids, result.inertia))
+    result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
   result.path = engine.path();
@@ -108,7 +110,8 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
                      const Params& params, PartialsSum& reduce, const IterationObserver& observer) {
   Result<T> result;
   Stopwatch watch;
-  const std::vector<T> initial = initial_centroids(local, split, team, params);
+  std::vector<T> initial = initial_centroids(local, split, team, params);
+  if (params.metric != Metric::euclidean) unit_centroids(initial, local.d);
   result.seconds.init = watch.seconds();
 
   watch.restart();
@@ -141,7 +144,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   std::vector<std::int32_t> labels;
   engine.final_labels(labels);
   std::vector<double> chunk_sums;
-  inertia_chunks(local, result.centroids.data(), labels.data(), chunk_sums);
+  objective_chunks(local, result.centroids.data(), labels.data(), params.metric, chunk_sums);
   result.inertia = 0;
   for (double s : gather_all(team, chunk_sums)) result.inertia += s;
   std::vector<unsigned char> all;

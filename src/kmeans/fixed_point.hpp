@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "kernels/kmeans/layouts.hpp"
+#include "kmeans/cpu_steps.hpp"
+#include <vector>
 
 namespace km {
 
@@ -48,6 +50,14 @@ double max_abs_of(const T* v, std::size_t count) {
   return m;
 }
 
+// The largest |c| any centroid of the run can have, for fixed_scales: the initial centroids
+// or, with unit-length centroids (the cosine and dot metrics), at least 1.
+template <class T>
+double centroid_reach(const T* initial, std::size_t count, bool unit) {
+  const double m = max_abs_of(initial, count);
+  return unit ? std::fmax(m, 1.0) : m;
+}
+
 // v * scale rounded to the nearest integer, ties to even (the default rounding mode), as the
 // GPU's __double2ll_rn. scale is a power of two, so the product is exact.
 inline std::int64_t to_fixed(double v, double scale) { return std::llrint(v * scale); }
@@ -66,23 +76,18 @@ inline std::int64_t to_fixed_small(double v, double scale) {
 
 // The update from fixed-point sums, exactly as kernels/kmeans/update.cuh's update_centroids
 // computes each value: centroid = (sum * 2^-E) / count in double, rounded to T; an empty
-// cluster keeps its centroid. Returns the summed squared shift (in double, in cluster order).
+// cluster keeps its centroid; `unit`: re-normalised (cpu_steps.hpp: finish_update). Returns
+// the summed squared shift (in double, in cluster order).
 template <class T>
 double finalize_fixed(const std::int64_t* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
-                      double inv_scale, T* centroids) {
-  double shift = 0;
-  for (std::size_t c = 0; c < k; ++c) {
-    if (counts[c] == 0) continue;
+                      double inv_scale, T* centroids, bool unit = false) {
+  std::vector<T> mean(d);
+  return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
+    if (counts[c] == 0) return false;
     const double count = static_cast<double>(counts[c]);
-    for (std::size_t j = 0; j < d; ++j) {
-      const double sum = static_cast<double>(sums[c * d + j]) * inv_scale;
-      const T updated = static_cast<T>(sum / count);
-      const double delta = static_cast<double>(updated) - static_cast<double>(centroids[c * d + j]);
-      shift += delta * delta;
-      centroids[c * d + j] = updated;
-    }
-  }
-  return shift;
+    for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>(static_cast<double>(sums[c * d + j]) * inv_scale / count);
+    return true;
+  });
 }
 
 }  // namespace km

@@ -166,7 +166,8 @@ template <class T>
 class OmpEngine final : public Engine<T> {
  public:
   explicit OmpEngine(const Params& params)
-      : threads_(params.threads > 0 ? params.threads : omp_get_max_threads()) {}
+      : threads_(params.threads > 0 ? params.threads : omp_get_max_threads()),
+        unit_(params.metric != Metric::euclidean) {}
 
   bool partable() const override { return true; }
   void set_whole(const Whole& whole) override { whole_ = whole; }
@@ -178,7 +179,7 @@ class OmpEngine final : public Engine<T> {
     kp_ = round_up(k_, kLane);
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
     if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
-    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, max_abs_of(initial.data(), initial.size()));
+    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, centroid_reach(initial.data(), initial.size(), unit_));
     small_addends_ = whole_.max_abs * scales_.sum < 0x1p50;  // below 2^51 after rounding: to_fixed_small
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);
@@ -259,7 +260,8 @@ class OmpEngine final : public Engine<T> {
     const std::size_t kd = k_ * d_;
     stats.changed = totals_[kd + k_];
     stats.inertia = static_cast<double>(totals_[kd + k_ + 1]) * scales_.inv_inertia;
-    stats.shift = finalize_fixed(totals_.data(), totals_.data() + kd, k_, d_, scales_.inv_sum, centroids_.data());
+    stats.shift = finalize_fixed(totals_.data(), totals_.data() + kd, k_, d_, scales_.inv_sum, centroids_.data(),
+                                 unit_);
     transpose_centroids();
   }
 
@@ -306,6 +308,7 @@ class OmpEngine final : public Engine<T> {
   }
 
   int threads_;
+  bool unit_;  // the centroids are re-normalised (cosine, dot)
   AssignFn<T> assign_ = pick_assign_block<T>();
   const Dataset<T>* data_ = nullptr;
   Whole whole_;

@@ -25,6 +25,22 @@ Init init_from_string(const std::string& name) {
   throw UsageError("--init must be first, random, kmeans++ or kmeans|| (also spelt kmeans-parallel), not '" + name + "'");
 }
 
+const char* to_string(Metric metric) {
+  switch (metric) {
+    case Metric::euclidean: return "euclidean";
+    case Metric::cosine: return "cosine";
+    case Metric::dot: return "dot";
+  }
+  return "?";
+}
+
+Metric metric_from_string(const std::string& name) {
+  if (name == "euclidean") return Metric::euclidean;
+  if (name == "cosine") return Metric::cosine;
+  if (name == "dot") return Metric::dot;
+  throw UsageError("--metric must be euclidean, cosine or dot, not '" + name + "'");
+}
+
 void validate(const Params& p) {
   if (p.k < 1) throw UsageError(strprintf("--clusters=%d: need at least 1 cluster", p.k));
   if (p.loops < 1) throw UsageError(strprintf("--loops=%d: need at least 1 loop", p.loops));

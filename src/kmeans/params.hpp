@@ -16,6 +16,14 @@ enum class Init { first, random, kmeanspp, kmeans_parallel, given };  // given: 
 const char* to_string(Init init);
 Init init_from_string(const std::string& name);  // throws UsageError
 
+// What "nearest" means (kernels/kmeans/unit_norm.hpp): euclidean, the squared distance;
+// cosine, the largest cosine similarity (spherical k-means: the objects normalised, each
+// centroid re-normalised after its update, the objective sum(1 - cos)); dot, the largest
+// inner product with unit-length centroids (the objective -sum(x.c)).
+enum class Metric { euclidean, cosine, dot };
+const char* to_string(Metric metric);
+Metric metric_from_string(const std::string& name);  // throws UsageError
+
 // k-means||'s rounds: at most this many (the K candidates it needs may take more than init_rounds).
 constexpr int kMaxInitRounds = 64;
 
@@ -25,6 +33,7 @@ struct Params {
   double threshold = 0.0;      // stop when changed/N <= threshold (the lab rule)
   std::optional<double> tol;   // stop when summed squared centroid shift <= tol (scikit-learn rule)
   Init init = Init::first;
+  Metric metric = Metric::euclidean;
   std::uint64_t seed = 0;      // for random, k-means++ and k-means|| init
   // k-means|| (init.hpp): each round draws about oversampling * K objects; at least init_rounds
   // rounds, more while fewer than K candidates were drawn.

@@ -12,6 +12,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/metric.hpp"
 #include "kmeans/multi_gpu.hpp"
 #include <nlohmann/json.hpp>
 
@@ -140,7 +141,9 @@ double host_bytes(const Implementation& impl, std::size_t n, std::size_t d, std:
                objects = static_cast<double>(n), labels = 4.0 * objects;
   // The driver's: the initial centroids (held to the end of a fit), the result's centroids and
   // labels, and with --n-init the best result so far beside them.
-  const double held = kd * e + (fitting && params.n_init > 1 ? kd * e + labels : 0.0);
+  // (cosine: the normalised copy of the data the fit runs on, kmeans/metric.hpp.)
+  const double held = kd * e + (fitting && params.n_init > 1 ? kd * e + labels : 0.0) +
+                      (params.metric == Metric::cosine ? objects * static_cast<double>(d) * e : 0.0);
   const double result = kd * e + labels;
   // The initialisation's scratch, freed before the engine's set-up: k-means++ keeps each
   // object's distance and its candidates' rows (in T and in double); k-means|| each object's
@@ -198,9 +201,11 @@ std::uint64_t init_seed(std::uint64_t seed, int r) {
   return r == 0 ? seed : hash64(seed, 0x6e5f696e6974ull /* "n_init" */, static_cast<std::uint64_t>(r));
 }
 
+namespace {
+
 template <class T>
-Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
-              const IterationObserver& observer) {
+Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Params& params,
+                 const IterationObserver& observer) {
   check_problem(impl, data, params, true, false);
   // GPU engines that check the range themselves (checks_range) do it on the device after their
   // upload, so the host reads the data once; k-means++ and k-means|| read the data before the
@@ -232,21 +237,35 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
   return best;
 }
 
+}  // namespace
+
 template <class T>
-Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Params& params) {
-  const Whole whole{data.n, check_problem(impl, data, params, false)};
+Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
+              const IterationObserver& observer) {
+  if (params.metric != Metric::cosine) return run_on(impl, data, params, observer);
+  check_problem(impl, data, params, true, false);  // (its memory check counts the copy)
+  return run_on(impl, unit_rows(data), params, observer);
+}
+
+template <class T>
+Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Params& params) {
+  const Whole whole{given.n, check_problem(impl, given, params, false)};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
+  Dataset<T> unit;
+  if (params.metric == Metric::cosine) unit = unit_rows(given);
+  const Dataset<T>& data = params.metric == Metric::cosine ? unit : given;
   Result<T> result;
   Stopwatch watch;
   result.centroids = initial_centroids(data, params);
+  if (params.metric != Metric::euclidean) unit_centroids(result.centroids, data.d);
   const auto engine = impl.make<T>(params);
   engine->set_whole(whole);
   engine->setup(data, result.centroids);
   result.seconds.setup = watch.seconds();
   watch.restart();
   engine->final_labels(result.labels);
-  if (!engine->final_inertia(result.centroids, result.inertia))
-    result.inertia = inertia(data, result.centroids.data(), result.labels.data());
+  if (params.metric != Metric::euclidean || !engine->final_inertia(result.centroids, result.inertia))
+    result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
   result.seconds.finish = watch.seconds();
   result.device = engine->device();
   result.path = engine->path();
@@ -256,9 +275,12 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
 }
 
 template <class T>
-Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const RowSplit& split, Team& team,
+Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const RowSplit& split, Team& team,
                      const Params& params, const IterationObserver& observer) {
-  if (team.size() == 1) return run(impl, local, params, observer);
+  if (team.size() == 1) return run(impl, given, params, observer);
+  Dataset<T> unit;  // cosine: this rank's rows normalised (row by row: any split gives the same bits)
+  if (params.metric == Metric::cosine) unit = unit_rows(given);
+  const Dataset<T>& local = params.metric == Metric::cosine ? unit : given;
   validate(params);
   check_clusters(params.k, split.total);
   if (params.gpus > 1)

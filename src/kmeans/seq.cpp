@@ -16,7 +16,7 @@ constexpr std::size_t kInterruptChunk = 1024;
 template <class T>
 class SeqEngine final : public Engine<T> {
  public:
-  explicit SeqEngine(const Params&) {}
+  explicit SeqEngine(const Params& params) : unit_(params.metric != Metric::euclidean) {}
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     data_ = &data;
     k_ = initial.size() / data.d;
@@ -45,7 +45,7 @@ class SeqEngine final : public Engine<T> {
     }
     stats.changed = changed;
     stats.inertia = inertia;
-    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data());
+    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data(), unit_);
   }
 
   void read_centroids(std::vector<T>& out) override { out = centroids_; }
@@ -59,6 +59,7 @@ class SeqEngine final : public Engine<T> {
   }
 
  private:
+  const bool unit_;  // the centroids are re-normalised (cosine, dot)
   const Dataset<T>* data_ = nullptr;
   std::size_t k_ = 0;
   std::vector<T> centroids_;

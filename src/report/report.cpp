@@ -29,6 +29,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.threshold = params.threshold;
   r.tol = params.tol;
   r.init = to_string(params.init);
+  r.metric = to_string(params.metric);
   r.iterations = result.iterations;
   r.converged = result.converged;
   r.inertia = result.inertia;
@@ -81,8 +82,8 @@ void write_table(std::ostream& out, const RunReport& r) {
   const bool reduced = r.gpus > 1 || r.ranks > 1;
   out << strprintf("data     %s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
                    r.objects, r.coords, megabytes, r.clusters);
-  out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s\n\n", r.init.c_str(), r.loops, r.threshold,
-                   tol_text(r.tol).c_str());
+  out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s%s\n\n", r.init.c_str(), r.loops, r.threshold,
+                   tol_text(r.tol).c_str(), r.metric == "euclidean" ? "" : ("  metric=" + r.metric).c_str());
   // The allreduce column only when parts were summed across GPUs or processes.
   out << strprintf("%6s %11s %11s %11s %11s", "iter", "h2d ms", "kernel ms", "cpu ms", "d2h ms");
   if (reduced) out << strprintf(" %12s", "allreduce ms");
@@ -136,6 +137,7 @@ void write_json(std::ostream& out, const RunReport& r) {
             {"gpus", r.gpus},
             {"ranks", r.ranks},
             {"init", r.init},
+            {"metric", r.metric},
             {"loops", r.loops},
             {"threshold", r.threshold},
             {"tol", r.tol ? json(*r.tol) : json(nullptr)},

@@ -20,6 +20,7 @@ struct RunReport {
   double threshold = 0;
   std::optional<double> tol;
   std::string init;
+  std::string metric = "euclidean";
   int iterations = 0;
   bool converged = false;
   double inertia = 0;

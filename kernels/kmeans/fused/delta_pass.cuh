@@ -33,6 +33,7 @@ struct DeltaPass {
   unsigned long long* sums_out = nullptr;
   unsigned long long* counts_out = nullptr;
   bool update = false;
+  bool unit = false;  // ... re-normalising each centroid (the cosine and dot metrics: update_centroids)
   double inv_scale = 1;
   double* shift_parts = nullptr;  // [k]: each cluster's squared shift, as update_centroids'
   double* shift_out = nullptr;

@@ -125,9 +125,19 @@ __device__ __forceinline__ void last_block_update(const DeltaPass& p, typename C
             ? 0.0
             : static_cast<double>(static_cast<long long>(__ldcg(&p.held_q[c]))) * inv_q;
     double local = 0;
+    T updated = 0;
     if (lane < d && count > 0) {
       const double sum = static_cast<double>(static_cast<long long>(held_s[c * d + lane])) * p.inv_scale;
-      const T updated = static_cast<T>(sum / static_cast<double>(count));
+      updated = static_cast<T>(sum / static_cast<double>(count));
+    }
+    bool moves = count > 0;
+    if (p.unit && moves) {  // (count is the warp's: every lane takes this branch or none)
+      // Re-normalised as update_centroids does: the length summed in coordinate order.
+      const double norm = ordered_norm([&](int j) { return __shfl_sync(0xffffffffu, updated, j); }, d);
+      moves = norm > 0;
+      if (moves) updated = unit_coordinate(updated, norm);
+    }
+    if (lane < d && moves) {
       const double delta = static_cast<double>(updated) - static_cast<double>(s[lane * k + c]);
       local += delta * delta;
       centroids[lane * k + c] = updated;

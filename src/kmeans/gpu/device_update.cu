@@ -76,7 +76,8 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
     check_arithmetic_range<T>(largest, data.n, d);
     whole_ = {data.n, largest};
   }
-  const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d, max_abs_of(initial.data(), initial.size()));
+  const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d,
+                                              centroid_reach(initial.data(), initial.size(), this->unit()));
   scale_ = scales.sum;
   inv_scale_ = scales.inv_sum;
   this->inertia_scale_ = scales.inertia;
@@ -209,7 +210,7 @@ void DeviceUpdateEngine<T>::start_update() {
   this->timer_.begin(Phase::kernel, this->stream_);
   kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(
       centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
-      shift_parts_.get(), keep_sums_);
+      shift_parts_.get(), keep_sums_, this->unit());
   CUDA_CHECK_LAUNCH();
   kernels::total_shift<><<<1, 1024, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
   CUDA_CHECK_LAUNCH();

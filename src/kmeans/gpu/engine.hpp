@@ -94,6 +94,9 @@ class GpuEngine : public Engine<T> {
   void upload_centroids(const std::vector<T>& host, T* device);
   void download_centroids(const T* device, std::vector<T>& host);
 
+  // The update re-normalises the centroids (the cosine and dot metrics: kernels/kmeans/unit_norm.hpp).
+  bool unit() const { return params_.metric != Metric::euclidean; }
+
   const Params params_;
   const char* const name_;
   const Layout layout_;

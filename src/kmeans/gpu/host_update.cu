@@ -45,7 +45,8 @@ void HostUpdateEngine<T>::iterate(IterationStats& stats) {
     add_to_cluster(x, d, &sums_[label * d], counts_[label]);
   }
   stats.inertia = inertia;
-  stats.shift = finalize_centroids(sums_.data(), counts_.data(), this->k_, d, centroids_.data());
+  stats.shift = finalize_centroids(sums_.data(), counts_.data(), this->k_, d, centroids_.data(),
+                                   this->params_.metric != Metric::euclidean);
 }
 
 template <class T>

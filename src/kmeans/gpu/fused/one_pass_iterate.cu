@@ -91,6 +91,7 @@ void FusedOnePass<T>::launch_iteration(int it, bool gated) {
   p.rechecked = tallies_.get() + 2;
   p.done = done_.get();
   p.update = true;
+  p.unit = this->unit();
   p.inv_scale = this->inv_scale_;
   p.shift_parts = this->shift_parts_.get();
   p.gate = gated ? gate_.get() : nullptr;

@@ -1,0 +1,40 @@
+// The cosine and dot metrics on the host (kernels/kmeans/unit_norm.hpp says why the
+// Euclidean assignment against unit-length centroids is theirs): the objects' normalisation
+// for cosine, the initial centroids' for both, and each metric's objective.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/dataset.hpp"
+#include "kmeans/params.hpp"
+
+namespace km {
+
+// cosine: each object divided by its length (unit_norm.hpp's arithmetic); an object of length
+// 0 stays 0. A copy: the caller's data is left as it is.
+template <class T>
+Dataset<T> unit_rows(const Dataset<T>& data);
+
+// The initial (or given) centroids made unit length, row by row, except rows already of length
+// 1 to within rounding (|length - 1| <= 4 u + 2 d 2^-53, u T's unit roundoff), which stay as
+// they are: so that an object of the normalised data, or the centroids a fit returned, keep
+// their bits (predict with a fit's centroids gives the fit's labels). Throws InputError for a
+// centroid of length 0 or not finite (cosine and dot need a direction).
+template <class T>
+void unit_centroids(std::vector<T>& centroids, std::size_t d);
+
+// The objective a fit with `metric` minimises, for the labels and centroids given, in double,
+// chunked as inertia_chunks (cpu_steps.hpp: the same bits on any thread count and any split of
+// the rows into MPI ranks): euclidean, sum |x - c|^2; cosine (data: the normalised objects),
+// sum (1 - x.c); dot, -sum x.c. chunk_sums receives each chunk's sum.
+template <class T>
+double objective_chunks(const Dataset<T>& data, const T* centroids, const std::int32_t* labels, Metric metric,
+                        std::vector<double>& chunk_sums);
+template <class T>
+double objective(const Dataset<T>& data, const T* centroids, const std::int32_t* labels, Metric metric) {
+  std::vector<double> chunk_sums;
+  return objective_chunks(data, centroids, labels, metric, chunk_sums);
+}
+
+}  // namespace km

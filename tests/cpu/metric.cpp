@@ -1,0 +1,217 @@
+// The cosine and dot metrics on the CPU (kmeans/metric.hpp, kernels/kmeans/unit_norm.hpp):
+// the normalisation's arithmetic, the update's re-normalisation, seq's labels against a
+// brute-force similarity in long double, omp against seq, the objective, predict with a fit's
+// centroids, and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "kmeans/cpu_steps.hpp"
+#include "kmeans/fixed_point.hpp"
+#include "kmeans/metric.hpp"
+#include "kmeans/registry.hpp"
+#include "metric_data.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using km::Metric;
+
+template <class T>
+double unit_roundoff() {
+  return std::numeric_limits<T>::epsilon() / 2;
+}
+
+template <class T>
+long double length(const T* v, std::size_t d) {
+  long double s = 0;
+  for (std::size_t j = 0; j < d; ++j) s += static_cast<long double>(v[j]) * v[j];
+  return std::sqrt(s);
+}
+
+template <class T>
+void check_unit_rows() {
+  auto data = kmtest::metric_data<T>(0, 500, 13, 4, 3);
+  for (std::size_t j = 0; j < data.d; ++j) data.row(7)[j] = 0;  // a zero object stays zero
+  const std::vector<T> before(data.values.data(), data.values.data() + data.n * data.d);
+  const auto unit = km::unit_rows(data);
+  ASSERT_EQ(unit.n, data.n);
+  for (std::size_t i = 0; i < data.n; ++i) {
+    if (i == 7) {
+      for (std::size_t j = 0; j < data.d; ++j) EXPECT_EQ(unit.row(i)[j], T(0));
+      continue;
+    }
+    EXPECT_NEAR(static_cast<double>(length(unit.row(i), data.d)), 1.0, 4 * unit_roundoff<T>()) << "object " << i;
+    // Each coordinate is x_j / |x| correctly rounded from double: within one ulp of the exact quotient.
+    const long double norm = length(data.row(i), data.d);
+    for (std::size_t j = 0; j < data.d; ++j)
+      EXPECT_NEAR(static_cast<double>(unit.row(i)[j]), static_cast<double>(data.row(i)[j] / norm),
+                  2 * unit_roundoff<T>());
+  }
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), data.values.data())) << "the caller's data changed";
+}
+
+TEST(Metric, UnitRowsDouble) { check_unit_rows<double>(); }
+TEST(Metric, UnitRowsFloat) { check_unit_rows<float>(); }
+
+// The update with `unit`: the normalised mean, an empty cluster and a mean of length 0 keep
+// their centroids, and the shift is measured against the normalised values.
+template <class T>
+void check_unit_update() {
+  const std::size_t k = 3, d = 4;
+  const double inv_scale = 0x1p-20;
+  std::vector<std::int64_t> sums(k * d), counts = {2, 0, 3};
+  const double means[k][d] = {{3, -4, 0, 12}, {9, 9, 9, 9}, {0, 0, 0, 0}};
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < d; ++j) sums[c * d + j] = km::to_fixed(means[c][j] * counts[c], 1 / inv_scale);
+  std::vector<T> centroids = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  const std::vector<T> before = centroids;
+  const double shift = km::finalize_fixed(sums.data(), counts.data(), k, d, inv_scale, centroids.data(), true);
+  const double expect[d] = {3.0 / 13, -4.0 / 13, 0, 12.0 / 13};
+  double want_shift = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    EXPECT_EQ(centroids[j], static_cast<T>(expect[j])) << "coordinate " << j;
+    want_shift += std::pow(static_cast<double>(static_cast<T>(expect[j])) - before[j], 2);
+  }
+  EXPECT_DOUBLE_EQ(shift, want_shift);
+  for (std::size_t j = d; j < k * d; ++j) EXPECT_EQ(centroids[j], before[j]) << "an empty or zero-length mean moved";
+  // seq's update (double sums) normalises the same way.
+  std::vector<double> dsums(k * d);
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < d; ++j) dsums[c * d + j] = means[c][j] * static_cast<double>(counts[c]);
+  std::vector<T> seq_centroids = before;
+  km::finalize_centroids(dsums.data(), counts.data(), k, d, seq_centroids.data(), true);
+  EXPECT_EQ(seq_centroids, centroids);
+}
+
+TEST(Metric, UnitUpdateDouble) { check_unit_update<double>(); }
+TEST(Metric, UnitUpdateFloat) { check_unit_update<float>(); }
+
+km::Params metric_params(Metric metric, int k) {
+  km::Params p;
+  p.k = k;
+  p.loops = 8;
+  p.metric = metric;
+  p.init = km::Init::kmeanspp;
+  p.seed = 5;
+  return p;
+}
+
+// seq's labels are the largest similarity (brute force in long double) except where two
+// centroids' similarities agree to within rounding; its centroids have length 1; its inertia is
+// the metric's objective.
+template <class T>
+void check_seq_metric(Metric metric) {
+  const double u = unit_roundoff<T>();
+  for (int kind = 0; kind < 4; ++kind) {
+    SCOPED_TRACE(std::string(km::to_string(metric)) + " " + kmtest::metric_data_name(kind));
+    const std::size_t n = 2000, d = 9;
+    const int k = 12;
+    const auto data = kmtest::metric_data<T>(kind, n, d, k, 11);
+    const auto r = km::run(km::find_implementation("seq"), data, metric_params(metric, k));
+    for (int c = 0; c < k; ++c)
+      EXPECT_NEAR(static_cast<double>(length(&r.centroids[c * d], d)), 1.0, 8 * u) << "centroid " << c;
+    long double objective = 0;
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const T* x = data.row(i);
+      const long double mine = kmtest::similarity(x, &r.centroids[r.labels[i] * d], d, metric);
+      long double best = mine;
+      for (int c = 0; c < k; ++c) best = std::max(best, kmtest::similarity(x, &r.centroids[c * d], d, metric));
+      const long double scale = metric == Metric::dot ? length(x, d) : 1;
+      if (best - mine > 16 * d * u * scale) ++wrong;
+      objective += metric == Metric::cosine ? 1 - mine : -mine * length(&r.centroids[r.labels[i] * d], d);
+    }
+    EXPECT_EQ(wrong, 0u) << "objects whose label is not their largest similarity beyond rounding";
+    const double size = metric == Metric::cosine ? static_cast<double>(n) : static_cast<double>(n) * 1000 * std::sqrt(d);
+    EXPECT_NEAR(r.inertia, static_cast<double>(objective), 16 * d * u * size);
+  }
+}
+
+TEST(Metric, SeqCosineDouble) { check_seq_metric<double>(Metric::cosine); }
+TEST(Metric, SeqCosineFloat) { check_seq_metric<float>(Metric::cosine); }
+TEST(Metric, SeqDotDouble) { check_seq_metric<double>(Metric::dot); }
+TEST(Metric, SeqDotFloat) { check_seq_metric<float>(Metric::dot); }
+
+// omp: the same bits on 1 and 3 threads; against seq (double sums, not fixed point), the same
+// iterations and labels but at near-ties, centroids to rounding.
+template <class T>
+void check_omp_metric(Metric metric) {
+  for (int kind = 0; kind < 4; ++kind) {
+    SCOPED_TRACE(std::string(km::to_string(metric)) + " " + kmtest::metric_data_name(kind));
+    const std::size_t n = 3000, d = 16;
+    const int k = 10;
+    const auto data = kmtest::metric_data<T>(kind, n, d, k, 29);
+    km::Params p = metric_params(metric, k);
+    const auto seq = km::run(km::find_implementation("seq"), data, p);
+    p.threads = 1;
+    const auto one = km::run(km::find_implementation("omp"), data, p);
+    p.threads = 3;
+    const auto three = km::run(km::find_implementation("omp"), data, p);
+    EXPECT_EQ(one.centroids, three.centroids);
+    EXPECT_EQ(one.labels, three.labels);
+    EXPECT_EQ(one.inertia, three.inertia);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += one.labels[i] != seq.labels[i];
+    EXPECT_LE(differ, n / 200);
+    for (std::size_t i = 0; i < seq.centroids.size(); ++i)
+      EXPECT_NEAR(one.centroids[i], seq.centroids[i], (std::is_same_v<T, float> ? 1e-4 : 1e-10));
+  }
+}
+
+TEST(Metric, OmpCosineDouble) { check_omp_metric<double>(Metric::cosine); }
+TEST(Metric, OmpCosineFloat) { check_omp_metric<float>(Metric::cosine); }
+TEST(Metric, OmpDotDouble) { check_omp_metric<double>(Metric::dot); }
+TEST(Metric, OmpDotFloat) { check_omp_metric<float>(Metric::dot); }
+
+// predict with a fit's centroids gives the fit's labels and objective (the centroids, already of
+// length 1, are taken as they are).
+template <class T>
+void check_predict_metric(const char* impl, Metric metric) {
+  SCOPED_TRACE(std::string(impl) + " " + km::to_string(metric));
+  const auto data = kmtest::metric_data<T>(1, 2500, 7, 6, 41);
+  const auto fit = km::run(km::find_implementation(impl), data, metric_params(metric, 6));
+  km::Params p;
+  p.k = 6;
+  p.metric = metric;
+  p.init = km::Init::given;
+  p.given_d = data.d;
+  p.given_centroids.assign(fit.centroids.begin(), fit.centroids.end());
+  const auto again = km::predict(km::find_implementation(impl), data, p);
+  EXPECT_EQ(again.centroids, fit.centroids);
+  EXPECT_EQ(again.labels, fit.labels);
+  EXPECT_EQ(again.inertia, fit.inertia);
+}
+
+TEST(Metric, PredictGivesFitLabels) {
+  for (const char* impl : {"seq", "omp"})
+    for (Metric metric : {Metric::cosine, Metric::dot}) {
+      check_predict_metric<double>(impl, metric);
+      check_predict_metric<float>(impl, metric);
+    }
+}
+
+TEST(Metric, ZeroLengthCentroidRefused) {
+  auto data = kmtest::metric_data<double>(0, 100, 3, 2, 1);
+  for (std::size_t j = 0; j < 3; ++j) data.row(1)[j] = 0;
+  km::Params p = metric_params(Metric::dot, 2);
+  p.init = km::Init::first;
+  try {
+    km::run(km::find_implementation("seq"), data, p);
+    FAIL() << "a zero initial centroid was accepted";
+  } catch (const km::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("initial centroid 1 has length 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Metric, Names) {
+  for (Metric m : {Metric::euclidean, Metric::cosine, Metric::dot})
+    EXPECT_EQ(km::metric_from_string(km::to_string(m)), m);
+  EXPECT_THROW(km::metric_from_string("manhattan"), km::UsageError);
+}
+
+}  // namespace
