@@ -11,9 +11,13 @@ launches a (1, K) grid, so K > 65535 takes its unfused update (`fused=False`, it
 sorted update, then the mean and the shift in PyTorch). Prints one JSON line: ms_per_iter, padded_to,
 fused, and with --inertia the final inertia in double.
 
+--metric cosine or dot times its batch_kmeans_Cosine or batch_kmeans_Dot instead (no --inertia).
+
 Usage: flash_peer.py --flash DIR --mode tf32|fp16|fp64|ieee --clusters K
-                     (--npy FILE | --objects N --coords D [--seed S]) [--loops 10] [--inertia]"""
+                     (--npy FILE | --objects N --coords D [--seed S]) [--loops 10] [--inertia]
+                     [--metric euclid|cosine|dot]"""
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -31,7 +35,10 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--loops", type=int, default=10)
     ap.add_argument("--inertia", action="store_true")
+    ap.add_argument("--metric", default="euclid", choices=["euclid", "cosine", "dot"])
     a = ap.parse_args()
+    if a.inertia and a.metric != "euclid":
+        ap.error("--inertia is for --metric euclid")
     if not a.npy and (a.objects <= 0 or a.coords <= 0):
         ap.error("give --npy FILE, or --objects N and --coords D")
     os.environ["TRITON_F32_DEFAULT"] = "ieee" if a.mode == "ieee" else "tf32"
@@ -40,7 +47,14 @@ def main():
         return 2
     sys.path.insert(0, a.flash)
     import torch
-    from flash_kmeans.kmeans_triton_impl import batch_kmeans_Euclid  # no torch fallback: fail loudly
+    from flash_kmeans import kmeans_triton_impl as impl  # no torch fallback: fail loudly
+
+    takes_fused = "fused" in inspect.signature(impl.batch_kmeans_Euclid).parameters  # (versions differ)
+
+    def batch_kmeans_Euclid(*args, fused=True, **kwargs):  # the metric's entry point
+        if a.metric == "euclid":
+            return impl.batch_kmeans_Euclid(*args, **kwargs, **({"fused": fused} if takes_fused else {}))
+        return (impl.batch_kmeans_Cosine if a.metric == "cosine" else impl.batch_kmeans_Dot)(*args, **kwargs)
 
     if a.npy:
         import numpy as np
@@ -70,7 +84,7 @@ def main():
 
     t1, _ = t(1)
     tn, _ = t(a.loops + 1)
-    r = dict(mode=a.mode, ms_per_iter=1e3 * (tn - t1) / a.loops, padded_to=pad if pad != d else "", fused=fused,
+    r = dict(mode=a.mode, metric=a.metric, ms_per_iter=1e3 * (tn - t1) / a.loops, padded_to=pad if pad != d else "", fused=fused,
              gpu=torch.cuda.get_device_name())
     if a.inertia:  # distances to Flash's centroids after `loops` iterations, in double
         _, cent, _ = batch_kmeans_Euclid(x, k, max_iters=a.loops, tol=-1.0, init_centroids=init.clone(), fused=fused)
