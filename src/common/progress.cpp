@@ -163,7 +163,9 @@ void part(const char* stage, double done, double total, const char* unit) {
 void end_stage() {
   State& s = state();
   if (s.on && s.printed) {
-    if (s.pending) draw(s);
+    const bool finished_pass = !s.part.empty() && !std::isnan(s.first_done);
+    if (finished_pass) s.part.clear();  // the stage's passes are over: its numbers alone
+    if (s.pending || finished_pass) draw(s);
     std::fputc('\n', s.out);
     std::fflush(s.out);
   }

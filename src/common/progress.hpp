@@ -23,8 +23,8 @@ bool shown();
 void update(const char* stage, double done, double total, const char* unit, const std::string& detail = {});
 
 // Progress within one step of the current stage, e.g. the chunks of a streamed iteration: shown
-// after the stage's line until the stage's next update(). With no current stage it begins
-// `stage`. Unlike update() it never polls for an interruption (its caller may hold device work
+// after the stage's line until the stage's next update() or its end. With no current stage it
+// begins `stage`. Unlike update() it never polls for an interruption (its caller may hold device work
 // in flight).
 void part(const char* stage, double done, double total, const char* unit);
 

@@ -111,9 +111,13 @@ TEST(Progress, PartOfAPass) {
   progress::part("labelling", 3000, 4000, "MB");  // the stage's, whatever name it gives
   want += "\rt: iterations 10%  1 of 10 iterations  5 changed  [this pass 75%: 3000 of 4000 MB]\033[K";
   EXPECT_EQ(c.text(), want);
-  progress::update("writing", 1, 2, "labels");
-  want += "\n\rt: writing 50%  1 of 2 labels\033[K";
+  progress::update("writing", 1, 2, "labels");  // a stage's end: its numbers without the pass
+  want += "\rt: iterations 10%  1 of 10 iterations  5 changed\033[K\n\rt: writing 50%  1 of 2 labels\033[K";
   EXPECT_EQ(c.text(), want);
+  progress::end_stage();
+  progress::part("labelling", 1, 4, "MB");  // a stage of passes alone keeps its last one
+  progress::end_stage();
+  EXPECT_EQ(c.text(), want + "\n\rt: labelling  [this pass 25%: 1 of 4 MB]\033[K\n");
 }
 
 // part() never polls for an interruption (device work may be in flight); update() does.
