@@ -9,6 +9,8 @@ import math
 import os
 import resource
 import re
+import select
+import struct
 import subprocess
 import sys
 import tempfile
@@ -123,26 +125,77 @@ def test_help_and_list():
         expect(line.endswith("[GPU]") == (e["where"] == "gpu"), f"--help marks where {e['name']} runs")
 
 
-def test_progress():
-    # A run over a second or two shows progress unless --quiet.
-    p = run("--impl=seq", "--objects=400000", "--loops=12", "--report=json")
-    r = json.loads(p.stdout)
-    if r["seconds"]["total"] > 1.5:
-        expect("iteration" in p.stderr, "a long run shows progress on stderr")
-    p = run("--impl=seq", "--objects=400000", "--loops=12", "--report=json", "--quiet")
-    expect(p.stderr == "", "--quiet silences progress")
-    # Every stage a person waits for: loading, k-means++, the iterations, writing (shown at once here).
+def run_on_terminal(*args, env=None):
+    """kmeans with its stderr on a pseudo-terminal: (exit status, stdout, what the terminal got)."""
+    master, terminal = os.openpty()
+    with tempfile.TemporaryFile() as out:
+        try:
+            p = subprocess.Popen([KMEANS, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=terminal, env=env)
+        finally:
+            os.close(terminal)
+        got = b""
+        while select.select([master], [], [], 120)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the program has closed the terminal
+                break
+            if not chunk:
+                break
+            got += chunk
+        os.close(master)
+        code = p.wait(timeout=120)
+        out.seek(0)
+        return code, out.read().decode(), got.decode().replace("\r\n", "\n")
+
+
+def write_npy(path, rows):
+    """A float64 (n, d) .npy of these rows (standard library only)."""
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%d, %d), }" % (len(rows), len(rows[0]))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack(f"<{len(rows) * len(rows[0])}d", *(v for r in rows for v in r)))
+
+
+def test_progress_on_a_terminal():
+    # Every stage a person waits for, on a terminal: loading (text: the scan and the parse; .npy),
+    # k-means++ and k-means||, the iterations (each fit of --n-init), each line rewritten in place.
+    env = dict(os.environ, KMEANS_PROGRESS_AFTER="0")  # shown at once, however short
     with tempfile.TemporaryDirectory() as tmp:
-        data, out = os.path.join(tmp, "d.csv"), os.path.join(tmp, "o.csv")
-        with open(data, "w") as f:
+        csv_path, npy = os.path.join(tmp, "d.csv"), os.path.join(tmp, "d.npy")
+        with open(csv_path, "w") as f:
             f.write("".join(f"{i % 97}.25,{i % 13},{i % 7}.5\n" for i in range(80000)))
-        env = dict(os.environ, KMEANS_PROGRESS_AFTER="0")
-        p = subprocess.run([KMEANS, f"--input={data}", "--impl=seq", "--clusters=40", "--init=kmeans++",
-                            "--loops=3", f"--output={out}", "--report=json"], capture_output=True, text=True,
-                           env=env, timeout=120)
+        code, out, tty = run_on_terminal(f"--input={csv_path}", "--impl=seq", "--clusters=40", "--init=kmeans++",
+                                         "--loops=3", "--report=json", env=env)
+        expect(code == 0 and json.loads(out)["iterations"] >= 1, f"a run on a terminal: {code} {tty[-300:]!r}")
         for stage in ("scanning", "reading", "k-means++", "iterations"):
-            expect(f"kmeans: {stage} " in p.stderr, f"progress shows {stage}: {p.stderr[:300]!r}")
-        expect("s left" in p.stderr and "/s" in p.stderr, "progress gives a rate and the time left")
+            expect(f"\rkmeans: {stage} " in tty, f"progress shows {stage}: {tty[:400]!r}")
+        expect("\x1b[K" in tty and tty.endswith("\n"), f"lines rewritten in place, the last one ended: {tty[-200:]!r}")
+        expect("centres/s" in tty and "s left" in tty, f"a rate and the time left: {tty[:400]!r}")
+        expect(re.search(r"iterations 100%  3 of 3 iterations .*changed, inertia", tty) is not None,
+               f"the iterations' line ends with the last one's numbers: {tty[-300:]!r}")
+        write_npy(npy, [[i % 89 * 0.5, i % 31, i % 7] for i in range(40000)])
+        code, out, tty = run_on_terminal(f"--input={npy}", "--impl=omp", "--clusters=8", "--init=kmeans||",
+                                         "--n-init=2", "--loops=2", "--report=json", env=env)
+        expect(code == 0, f"a .npy run on a terminal: {code} {tty[-300:]!r}")
+        expect("\rkmeans: reading 100%  0.96 of 0.96 MB" in tty, f"progress shows reading the .npy: {tty[:300]!r}")
+        expect("\rkmeans: k-means|| " in tty, f"progress shows k-means||: {tty[:600]!r}")
+        expect("(fit 1 of 2)" in tty and "(fit 2 of 2)" in tty, f"progress names each fit: {tty[-600:]!r}")
+
+
+def test_progress_nowhere_else():
+    # Nothing on stderr when it is not a terminal, nor with --quiet on one, nor for stages
+    # shorter than a second by default.
+    args = ["--impl=seq", "--objects=30000", "--coords=4", "--clusters=20", "--init=kmeans++", "--loops=4",
+            "--report=json"]
+    env = dict(os.environ, KMEANS_PROGRESS_AFTER="0")
+    p = subprocess.run([KMEANS, *args], capture_output=True, text=True, env=env, timeout=120)
+    expect(p.returncode == 0 and p.stderr == "", f"no progress without a terminal, got {p.stderr[:300]!r}")
+    code, _, tty = run_on_terminal(*args, "--quiet", env=env)
+    expect(code == 0 and tty == "", f"--quiet: nothing on the terminal, got {tty[:300]!r}")
+    env.pop("KMEANS_PROGRESS_AFTER")
+    code, _, tty = run_on_terminal("--impl=seq", "--objects=1000", "--coords=2", "--clusters=3", "--loops=2", env=env)
+    expect(code == 0 and tty == "", f"stages of milliseconds: nothing on the terminal, got {tty[:300]!r}")
 
 
 def test_bad_inputs():
@@ -487,7 +540,8 @@ def test_gpu_impl_without_gpu():
 
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
-             test_help_and_list, test_progress, test_bad_inputs, test_strict_options, test_init_predict_ninit_npy,
+             test_help_and_list, test_progress_on_a_terminal, test_progress_nowhere_else, test_bad_inputs,
+             test_strict_options, test_init_predict_ninit_npy,
              test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
              test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics]:
     print("run:", test.__name__)

@@ -21,9 +21,12 @@ Differences from scikit-learn, on purpose:
 - an integer ``random_state`` is the CLI's ``--seed`` (the same centres as the CLI's run);
 - ``fit`` takes no ``sample_weight``; ``n_init`` defaults to 1;
 - ``tol`` is scaled as scikit-learn scales it (by the mean of the columns' variances); the
-  CLI's ``--tol`` is the raw threshold on the summed squared centroid shift.
+  CLI's ``--tol`` is the raw threshold on the summed squared centroid shift;
+- ``verbose`` > 0 shows the CLI's progress line on stderr, and only when stderr is a terminal
+  (nothing in a notebook); scikit-learn prints its own lines on stdout.
 """
 
+import contextlib
 import inspect
 import json
 import numbers
@@ -134,6 +137,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     device_memory : int or None
         Bytes of device memory a GPU implementation may use (the CLI's ``--device-memory``);
         data beyond it streams from host memory each iteration. None: what is free.
+    verbose : int, default 0
+        Above 0: while ``fit`` or ``predict`` runs, the CLI's progress line (k-means++ or
+        k-means||, the iterations, a streamed iteration's pass) on stderr when it is a terminal
+        and a stage lasts a second (``KMEANS_PROGRESS_AFTER``); nothing otherwise.
 
     Attributes
     ----------
@@ -143,7 +150,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
                  random_state=None, impl=None, precision=None, block=None, n_threads=None, n_gpus=1,
-                 device_memory=None):
+                 device_memory=None, verbose=0):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -157,6 +164,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_threads = n_threads
         self.n_gpus = n_gpus
         self.device_memory = device_memory
+        self.verbose = verbose
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -219,6 +227,17 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"--device-memory={memory}: give bytes, or a number with K, M, G or T (e.g. 8G)")
         return memory
 
+    @contextlib.contextmanager
+    def _progress(self):
+        """The progress line for what runs inside (verbose > 0), on this thread's fits only."""
+        if not isinstance(self.verbose, numbers.Integral):  # bool too, as scikit-learn
+            raise TypeError(f"verbose={self.verbose!r}: must be an integer")
+        _core.show_progress(self.verbose > 0)
+        try:
+            yield
+        finally:
+            _core.show_progress(False)
+
     # -- fitting -----------------------------------------------------------------------------
 
     def fit(self, X, y=None):
@@ -252,9 +271,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         tol = _float(self.tol) * _core.mean_variance(X) if self.tol > 0 and X.size else 0.0
         if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
             tol = None
-        out = _core.fit(X, self._impl(), k, loops, _float(self.threshold), tol, init, self._seed(),
-                        self._block(), self._threads(), n_init, centroids,
-                        self._int("n_gpus", self.n_gpus, 1, "--gpus"), self._device_memory())
+        with self._progress():
+            out = _core.fit(X, self._impl(), k, loops, _float(self.threshold), tol, init, self._seed(),
+                            self._block(), self._threads(), n_init, centroids,
+                            self._int("n_gpus", self.n_gpus, 1, "--gpus"), self._device_memory())
         self.cluster_centers_ = out["cluster_centers"]
         self.labels_ = out["labels"]
         self.inertia_ = float(out["inertia"])
@@ -277,8 +297,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         global last_report
         check_is_fitted(self)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
-        out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
-                            self._threads(), self._device_memory())
+        with self._progress():
+            out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
+                                self._threads(), self._device_memory())
         last_report = json.loads(out["report"])
         return out
 

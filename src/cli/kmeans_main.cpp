@@ -148,12 +148,11 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
 
   const bool predicting = !o.predict.empty();
   if (predicting && team.size() > 1) throw km::UsageError("--predict runs in one process, not under mpirun");
+  km::progress::Iterations shown(params.loops, params.n_init);
   km::Result<T> result =
       predicting ? km::predict(impl, data, params)
                  : km::run_parted(impl, data, split, team, params, [&](int it, const km::IterationStats& s) {
-                     km::progress::update("iterations", it, params.loops * params.n_init, "iterations",
-                                          km::strprintf("%lld changed, inertia %.6e", static_cast<long long>(s.changed),
-                                                        s.inertia));
+                     shown(it, static_cast<long long>(s.changed), s.inertia);
                    });
   km::progress::end_stage();
   result.seconds.load = load_seconds;
@@ -246,6 +245,9 @@ int main(int argc, char** argv) {
 
   try {
     if (!o.quiet && root) km::progress::enable("kmeans");
+    struct EndStage {  // a line in progress is completed before an error's line
+      ~EndStage() { km::progress::end_stage(); }
+    } end_stage;
     return o.precision == "float" ? run_kmeans<float>(o, *impl, params, team)
                                   : run_kmeans<double>(o, *impl, params, team);
   } catch (const km::UsageError& e) {

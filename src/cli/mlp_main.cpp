@@ -214,6 +214,9 @@ int main(int argc, char** argv) {
   try {
     km::cli::clamp_openmp_threads("mlp");
     if (!c.quiet) km::progress::enable("mlp");
+    struct EndStage {  // a line in progress is completed before an error's line
+      ~EndStage() { km::progress::end_stage(); }
+    } end_stage;
     if (c.train_limit < 0 || c.test_limit < 0) throw km::UsageError("--train-limit and --test-limit must be >= 0");
     if (c.o.backend.threads < 0 || c.o.backend.threads > km::cli::kMaxThreads)  // as kmeans and gemm
       throw km::UsageError(km::strprintf("--threads=%d must be in 0..%d (0: all cores)", c.o.backend.threads,

@@ -1,11 +1,13 @@
 // HDF5 input and output through the C API (HDF5 1.10+).
 #include <hdf5.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -151,6 +153,27 @@ hid_t native_type() {
   return std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 }
 
+// Rows [first, first + count) of a 2-D dataset of d columns into dst, in strips of about 64 MB
+// (whole chunks of a chunked dataset, each read and decompressed once) so that progress shows.
+template <class T>
+bool read_rows(hid_t ds, hid_t space, hsize_t first, hsize_t count, hsize_t d, hsize_t chunk_rows,
+               std::size_t file_bytes, T* dst) {
+  const hsize_t want = std::max<hsize_t>(1, (hsize_t{64} << 20) / (d * sizeof(T) + 1));
+  const hsize_t strip = chunk_rows ? std::max(chunk_rows, want / chunk_rows * chunk_rows) : want;
+  const double total_mb = static_cast<double>(count * d * file_bytes) / 1e6;
+  for (hsize_t row = first; row < first + count;) {
+    const hsize_t end = std::min(first + count, (row / strip + 1) * strip);
+    const hsize_t start[2] = {row, 0}, rows[2] = {end - row, d};
+    Handle memory(H5Screate_simple(2, rows, nullptr), H5Sclose);
+    if (!memory.ok() || H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, rows, nullptr) < 0 ||
+        H5Dread(ds, native_type<T>(), memory.get(), space, H5P_DEFAULT, dst + (row - first) * d) < 0)
+      return false;
+    row = end;
+    progress::update("reading", static_cast<double>((row - first) * d * file_bytes) / 1e6, total_mb, "MB");
+  }
+  return true;
+}
+
 struct FindState {
   std::vector<std::string> two_d;  // paths of 2-D datasets
 };
@@ -242,8 +265,8 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
   const double declared = static_cast<double>(dims[0]) * static_cast<double>(dims[1]) * static_cast<double>(type_size);
   Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
   if (!dcpl.ok()) throw InputError(strprintf("'%s': cannot read the layout of '%s'", path.c_str(), name.c_str()));
+  hsize_t chunk[2] = {0, 0};
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
-    hsize_t chunk[2] = {0, 0};
     if (H5Pget_chunk(dcpl.get(), 2, chunk) != 2)
       throw InputError(strprintf("'%s': dataset '%s' has a damaged chunk layout", path.c_str(), name.c_str()));
     const double chunk_bytes = static_cast<double>(chunk[0]) * static_cast<double>(chunk[1]) * type_size;
@@ -262,20 +285,13 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
   const RowSplit part = split_rows(dims[0], rank, ranks);
   if (split) *split = part;
   Dataset<T> data(part.count, dims[1], path + ":" + name);
-  // HDF5 converts float<->double itself, in strips, straight into our buffer.
-  if (part.count == dims[0]) {
-    if (H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.values.data()) < 0)
-      throw InputError(strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str()));
-    return data;
-  }
-  // An MPI rank's rows: a hyperslab of the file's space into a memory space of that shape.
-  const hsize_t start[2] = {part.first, 0}, count[2] = {part.count, dims[1]};
-  Handle memory(H5Screate_simple(2, count, nullptr), H5Sclose);
-  if (!memory.ok() || H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
-      (part.count && H5Dread(ds.get(), native_type<T>(), memory.get(), space.get(), H5P_DEFAULT,
-                             data.values.data()) < 0))
-    throw InputError(strprintf("'%s': failed to read rows %zu..%zu of dataset '%s'", path.c_str(), part.first,
-                               part.first + part.count, name.c_str()));
+  // HDF5 converts float<->double itself, in strips, straight into our buffer. An MPI rank reads
+  // its rows only.
+  if (!read_rows(ds.get(), space.get(), part.first, part.count, dims[1], chunk[0], type_size, data.values.data()))
+    throw InputError(part.count == dims[0]
+                         ? strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str())
+                         : strprintf("'%s': failed to read rows %zu..%zu of dataset '%s'", path.c_str(), part.first,
+                                     part.first + part.count, name.c_str()));
   return data;
 }
 

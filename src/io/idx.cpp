@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
+#include "common/progress.hpp"
 
 namespace km {
 
@@ -93,7 +94,9 @@ class GzFile {
       out.resize(done + step);
       read(out.data() + done, step, what);
       done += step;
+      progress::update("reading", static_cast<double>(done) / 1e6, static_cast<double>(count) / 1e6, "MB");
     }
+    progress::end_stage();
   }
 
  private:

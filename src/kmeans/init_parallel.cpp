@@ -194,6 +194,7 @@ std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t
   std::vector<std::size_t> cands(trials);
   std::vector<double> chunk_heap;
   for (std::size_t c = 1; c < k; ++c) {
+    progress::update("k-means|| reduction", static_cast<double>(c), static_cast<double>(k), "centres");
     for (std::size_t t = 0; t < trials; ++t) {
       if (potential <= 0) {  // every candidate sits on a chosen centre: duplicates are unavoidable
         cands[t] = u.below(m);
@@ -327,7 +328,7 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   // up to kMaxInitRounds; none once every object sits on a candidate.
   for (int round = 0; round < kMaxInitRounds && potential > 0 && (round < params.init_rounds || cands.size() < k);
        ++round) {
-    progress::update("k-means||", static_cast<double>(round), static_cast<double>(params.init_rounds), "rounds");
+    progress::update("k-means||", round, std::max(params.init_rounds, round + 1), "rounds");
     const double t0 = since();
     const std::vector<std::size_t> drawn = steps.draw(params.seed, round, ell, potential);
     const double t1 = since();

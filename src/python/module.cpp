@@ -218,7 +218,8 @@ py::dict fit(const py::array& x, const Options& o) {
   const km::Params params = params_of(o, data.d);
   const km::Implementation& impl = implementation(o.impl);
   km::Result<T> result = interruptible([&] {
-    return km::run(impl, data, params, [](int, const km::IterationStats&) { km::progress::poll(); });
+    km::progress::Iterations shown(params.loops, params.n_init);  // polls as progress::poll() does
+    return km::run(impl, data, params, [&](int it, const km::IterationStats& s) { shown(it, s.changed, s.inertia); });
   });
   return to_python(impl, data, params, result, false);
 }
@@ -362,6 +363,14 @@ PYBIND11_MODULE(_core, m) {
         if (km::gpu_info().present) km::cuda::trim_device_pools();
       },
       "Hands the device memory that earlier fits left in the pool back to the driver.");
+  m.def(
+      "show_progress",
+      [](bool on) {
+        if (on) km::progress::enable("kmeans_gpu");
+        else km::progress::disable();
+      },
+      py::arg("on"),
+      "Progress lines on stderr from this thread's fits and predictions when it is a terminal (verbose), or none.");
   m.def("gpu_why_absent", [] { return km::gpu_info().why_absent; }, "Why no GPU is usable ('' when one is).");
   m.def("default_implementation", [] { return km::default_implementation(km::gpu_info().present); },
         "fused with a GPU, else omp.");

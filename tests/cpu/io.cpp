@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "io/generate.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
@@ -368,6 +369,55 @@ TEST(Load, RankSharesMakeTheWholeFile) {
       ASSERT_EQ(joined.size(), values.size());
       for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(joined[i], static_cast<double>(values[i])) << i;
     }
+}
+
+// A dataset over 64 MB is read in strips (whole chunks of a chunked one), so progress shows
+// while it is read: every value arrives, whole or as an MPI rank's share whose first row is no
+// strip's or chunk's, chunked or contiguous, and the line counts the file's MB.
+TEST(Load, Hdf5InStrips) {
+  TempDir dir;
+  const hsize_t n = 525522, d = 16;  // 67.3 MB in double: two strips
+  std::vector<float> values(n * d);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);  // exact up to 2^24
+  for (const bool chunked : {true, false}) {
+    const std::string path = dir.file(chunked ? "chunked.h5" : "contiguous.h5");
+    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[2] = {n, d}, chunk[2] = {1000, 8};
+    const hid_t space = H5Screate_simple(2, dims, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (chunked) H5Pset_chunk(dcpl, 2, chunk);
+    const hid_t ds = H5Dcreate2(file, "x", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(file);
+    for (const int ranks : {1, 3}) {
+      SCOPED_TRACE(std::string(chunked ? "chunked" : "contiguous") + " ranks=" + std::to_string(ranks));
+      std::size_t row = 0;
+      for (int r = 0; r < ranks; ++r) {
+        std::FILE* lines = std::tmpfile();
+        km::progress::detail::enable_on(lines, "t", 0, 0);
+        km::LoadOptions o;
+        o.rank = r;
+        o.ranks = ranks;
+        const auto part = km::load<double>(path, o);
+        km::progress::disable();
+        std::size_t same = 0;
+        while (same < part.n * d && part.values.data()[same] == static_cast<double>(values[row * d + same])) ++same;
+        EXPECT_EQ(same, part.n * d) << "the first wrong value is of row " << row + same / d;
+        row += part.n;
+        if (ranks == 1) {
+          std::string text(512, '\0');
+          std::rewind(lines);
+          text.resize(std::fread(text.data(), 1, text.size(), lines));
+          EXPECT_NE(text.find("\rt: reading 99%"), std::string::npos) << "the first strip of two: " << text;
+          EXPECT_NE(text.find("\rt: reading 100%  33.63 of 33.63 MB"), std::string::npos) << text;
+        }
+        std::fclose(lines);
+      }
+      EXPECT_EQ(row, n);
+    }
+  }
 }
 
 }  // namespace

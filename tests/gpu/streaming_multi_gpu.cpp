@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/progress.hpp"
 #include "cuda/device.hpp"
 #include "fit_checks.hpp"
 #include "io/generate.hpp"
@@ -167,6 +168,42 @@ TEST(GpuStreamed, DeviceMemoryCapStreamsOrRefuses) {
     ADD_FAILURE() << "4 MiB streamed 64 MB";
   } catch (const km::DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot stream"), std::string::npos) << e.what();
+  }
+}
+
+// On a terminal a streamed iteration shows how far its pass is (progress::part), the host
+// waiting for each chunk before it queues the next: the same bits as without the line.
+TEST(GpuStreamed, ProgressOfThePass) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const auto data = label_data<double>(0, {20011, 16, 16});  // 2.561 MB: chunks of 4,096 rows are 0.5243 MB
+  for (const char* name : {"fused", "offload"}) {
+    SCOPED_TRACE(name);
+    const km::Implementation& impl = km::find_implementation(name);
+    km::Params p;
+    p.k = 16;
+    p.loops = 4;
+    p.stream_rows = 4096;
+    const auto quiet = km::run(impl, data, p);
+    std::FILE* lines = std::tmpfile();
+    km::progress::detail::enable_on(lines, "t", 0, 0);
+    km::progress::Iterations shown(p.loops, 1);
+    const auto run =
+        km::run(impl, data, p, [&](int it, const km::IterationStats& s) { shown(it, s.changed, s.inertia); });
+    km::progress::disable();
+    std::string text(1 << 16, '\0');
+    std::rewind(lines);
+    text.resize(std::fread(text.data(), 1, text.size(), lines));
+    std::fclose(lines);
+    EXPECT_NE(run.path.find("streamed"), std::string::npos) << run.path;
+    EXPECT_EQ(run.centroids, quiet.centroids);
+    EXPECT_EQ(run.labels, quiet.labels);
+    EXPECT_EQ(run.inertia, quiet.inertia);
+    EXPECT_NE(text.find("\rt: iterations  [this pass 20%: 0.5243 of 2.561 MB]"), std::string::npos)
+        << "the first pass, before the first iteration's line: " << text.substr(0, 400);
+    EXPECT_NE(text.find("1 of 4 iterations  " + std::to_string(run.per_iteration[0].changed) + " changed"),
+              std::string::npos)
+        << text.substr(0, 400);
+    EXPECT_NE(text.find("  [this pass 82%: 2.097 of 2.561 MB]"), std::string::npos) << "a pass's last chunk but one";
   }
 }
 

@@ -178,11 +178,11 @@ FUZZ = """
              "max_iter": [1, 5, 2**31 - 1], "tol": [0, 1e-4, 1e300], "threshold": [0, 0.5, 1], "n_init": [1, 2],
              "random_state": [None, 0, 2**64 - 1, np.random.RandomState(1)], "impl": [None, "seq", "omp"],
              "precision": [None, "float", "double"], "block": [None, 32, 1024], "n_threads": [None, 1, 2],
-             "n_gpus": [1], "device_memory": [None, 1, 2**40]}
+             "n_gpus": [1], "device_memory": [None, 1, 2**40], "verbose": [0, 1, 2, True]}
     # A valid n_init that large runs for ever as asked (as the CLI's): not a hang to find.
     SKIP = {"n_init": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 64 < v < 2**31}
     PARAMS = ["n_clusters", "init", "max_iter", "tol", "threshold", "n_init", "random_state", "impl",
-              "precision", "block", "n_threads", "n_gpus", "device_memory"]
+              "precision", "block", "n_threads", "n_gpus", "device_memory", "verbose"]
 
     rng = random.Random(int(sys.argv[1]))
     X = np.random.default_rng(0).random((50, 4))

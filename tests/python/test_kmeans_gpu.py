@@ -307,6 +307,38 @@ def test_ctrl_c_interrupts_a_long_fit():
     assert time.monotonic() - start < 20
 
 
+def test_verbose_progress_only_on_a_terminal():
+    """verbose > 0: the CLI's progress line on stderr when it is a terminal; verbose=0 or another
+    stderr: nothing."""
+    code = textwrap.dedent("""
+        import os, numpy as np, kmeans_gpu
+        X = np.random.default_rng(0).random((20_000, 4))
+        for verbose in (1, 0):
+            kmeans_gpu.KMeans(12, init="k-means++", max_iter=3, tol=0, impl="omp", verbose=verbose).fit(X)
+            os.write(2, b"|fitted|")
+    """)
+    env = dict(os.environ, KMEANS_PROGRESS_AFTER="0")
+    master, terminal = os.openpty()
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=terminal, env=env)
+    os.close(terminal)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the interpreter has closed the terminal
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    assert p.wait(timeout=60) == 0, got
+    verbose, quiet, rest = got.decode().split("|fitted|")
+    assert "\rkmeans_gpu: k-means++ " in verbose and "\rkmeans_gpu: iterations 100%  3 of 3" in verbose, verbose
+    assert quiet == "" and rest == "", got
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and r.stderr == "|fitted||fitted|", r.stderr
+
+
 # -- GPU ----------------------------------------------------------------------------------------
 
 @needs_gpu

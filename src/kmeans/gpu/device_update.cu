@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/progress.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kernels/kmeans/update.cuh"
 #include "kmeans/cpu_steps.hpp"
@@ -174,6 +175,13 @@ void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
     if (this->layout_ == Layout::row_major) {
       std::swap(this->x_, st.stage[b]);
       CUDA_CHECK(cudaEventRecord(st.consumed[b].get(), s));
+    }
+    // On a terminal, one engine (--gpus' parts queue side by side) waits for the chunk before
+    // this one, this one still queued, and shows how far the pass is.
+    if (progress::shown() && c > 0 && this->params_.gpus <= 1) {
+      CUDA_CHECK(cudaEventSynchronize(st.consumed[b ^ 1].get()));
+      const double mb = static_cast<double>(d * sizeof(T)) / 1e6;
+      progress::part(accumulate ? "iterations" : "labelling", mb * c * st.chunk, mb * st.data->n, "MB");
     }
   }
   this->n_ = st.chunk;
