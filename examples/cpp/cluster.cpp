@@ -28,6 +28,16 @@ int main() {
   ok = ok && r.labels[0] != r.labels[per] && r.labels[per] != r.labels[2 * per] && r.labels[0] != r.labels[2 * per];
   const auto again = kmeans_gpu::predict(x.data(), k * per, d, r.centroids.data(), k);
   ok = ok && again == r.labels;
+  // Two problems in one call: each equals its own fit, bit for bit; and the cosine metric.
+  std::vector<double> two(x);
+  for (double v : x) two.push_back(-v);
+  const auto batch = kmeans_gpu::batch_fit(two.data(), 2, k * per, d, p);
+  const auto second = kmeans_gpu::fit(two.data() + x.size(), k * per, d, p);
+  ok = ok && batch.size() == 2 && batch[0].labels == r.labels && batch[0].centroids == r.centroids &&
+       batch[1].labels == second.labels && batch[1].centroids == second.centroids && batch[1].inertia == second.inertia;
+  p.metric = "cosine";
+  const auto spherical = kmeans_gpu::fit(x.data(), k * per, d, p);
+  ok = ok && spherical.inertia >= 0 && spherical.inertia < static_cast<double>(k * per);
   try {
     p.n_clusters = 0;
     kmeans_gpu::fit(x.data(), k * per, d, p);

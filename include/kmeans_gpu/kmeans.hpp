@@ -66,6 +66,15 @@ struct Result {
 template <class T>
 KMEANS_GPU_API Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params = {});
 
+// `batch` independent problems of n x d objects each, problem after problem at x (batch * n * d
+// values), each fitted as fit() fits it: result b equals fit(x + b * n * d, n, d, p_b) bit for
+// bit, where p_b is `params` with, when params.init_centroids is given, its b-th block of
+// n_clusters * d values (it then holds batch * n_clusters * d). Each result has its own n_iter
+// and converged.
+template <class T>
+KMEANS_GPU_API std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, std::size_t d,
+                                                const Params& params = {});
+
 // Each object's nearest of the k centroids (k x d, row-major), as fit's labels are found, by
 // `metric` (cosine and dot: the centroids taken at length 1, as fit's are).
 template <class T>
@@ -82,6 +91,10 @@ KMEANS_GPU_API const char* version();
 
 extern template KMEANS_GPU_API Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
 extern template KMEANS_GPU_API Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
+extern template KMEANS_GPU_API std::vector<Result<float>> batch_fit<float>(const float*, std::size_t, std::size_t,
+                                                                           std::size_t, const Params&);
+extern template KMEANS_GPU_API std::vector<Result<double>> batch_fit<double>(const double*, std::size_t, std::size_t,
+                                                                             std::size_t, const Params&);
 extern template KMEANS_GPU_API std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t,
                                                                         const float*, std::size_t, const std::string&,
                                                                         const std::string&);

@@ -4,6 +4,8 @@
 // local (CMakeLists.txt), so that only these functions are its interface.
 #include "kmeans_gpu/kmeans.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <new>
 #include <string>
 #include <utility>
@@ -98,6 +100,28 @@ Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params) {
 }
 
 template <class T>
+std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, std::size_t d, const Params& params) {
+  // Checked before the first fit, so that a bad batch fails before any work.
+  if (batch == 0) throw InvalidInput("batch_fit: the batch holds no problems");
+  if (x == nullptr) throw InvalidInput("x: no data given");
+  if (n != 0 && d != 0 && batch > SIZE_MAX / n / d) throw InvalidInput("batch_fit: batch x n x d overflows");
+  const std::size_t per = static_cast<std::size_t>(std::max(params.n_clusters, 0)) * d;
+  if (!params.init_centroids.empty() && params.init_centroids.size() != batch * per)
+    throw InvalidInput("init_centroids: " + std::to_string(params.init_centroids.size()) + " values, not batch x " +
+                       "n_clusters x d = " + std::to_string(batch * per));
+  std::vector<Result<T>> out;
+  out.reserve(batch);
+  Params one = params;
+  for (std::size_t b = 0; b < batch; ++b) {
+    if (!params.init_centroids.empty())
+      one.init_centroids.assign(params.init_centroids.begin() + static_cast<std::ptrdiff_t>(b * per),
+                                params.init_centroids.begin() + static_cast<std::ptrdiff_t>((b + 1) * per));
+    out.push_back(fit(x + b * n * d, n, d, one));
+  }
+  return out;
+}
+
+template <class T>
 std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids, std::size_t k,
                                   const std::string& implementation_name, const std::string& metric) {
   return translated([&] {
@@ -127,6 +151,10 @@ const char* version() { return KMEANS_GPU_VERSION; }
 
 template Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
 template Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
+template std::vector<Result<float>> batch_fit<float>(const float*, std::size_t, std::size_t, std::size_t,
+                                                     const Params&);
+template std::vector<Result<double>> batch_fit<double>(const double*, std::size_t, std::size_t, std::size_t,
+                                                       const Params&);
 template std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t, const float*, std::size_t,
                                                   const std::string&, const std::string&);
 template std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t, const double*,
