@@ -257,7 +257,7 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
 
 template <class T>
 Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const RowSplit& split, Team& team,
-                     const Params& params, const IterationObserver& observer) {
+                     const Params& params, const IterationObserver& observer, PartLabels labels_on) {
   if (team.size() == 1) return run(impl, local, params, observer);
   validate(params);
   check_clusters(params.k, split.total);
@@ -274,7 +274,7 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
   // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
   // summed on the device with NCCL; omp: on the host with MPI.
   if (impl.needs_gpu()) select_rank_device(team);  // before any engine: it makes its stream there
-  if (!impl.make<T>(params)->partable())
+  if (!partable(impl))
     throw UsageError(strprintf("--impl=%s runs as one process; under mpirun use omp, fused, offload or offload-block",
                                impl.name));
   if (impl.needs_gpu()) {
@@ -292,7 +292,7 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
     Params p = params;
     p.seed = init_seed(params.seed, r);
     const auto engine = impl.make<T>(p);
-    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, *reduce, observer));
+    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, *reduce, observer, labels_on));
     inertias.push_back(result.inertia);
     spent.init += result.seconds.init;
     spent.setup += result.seconds.setup;
@@ -308,9 +308,12 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
 }
 
 template Result<float> run_parted(const Implementation&, const Dataset<float>&, const RowSplit&, Team&, const Params&,
-                                  const IterationObserver&);
+                                  const IterationObserver&, PartLabels);
 template Result<double> run_parted(const Implementation&, const Dataset<double>&, const RowSplit&, Team&,
-                                   const Params&, const IterationObserver&);
+                                   const Params&, const IterationObserver&, PartLabels);
+
+bool partable(const Implementation& impl) { return impl.make<float>(Params{})->partable(); }
+
 template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
 template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 
