@@ -266,42 +266,51 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
 }
 
 // The mean over the columns of their variance (two passes, in double): scikit-learn's scale
-// for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks of 4,096
-// (up to 1,024 chunks at a time in parallel), the chunks' sums added in chunk order, so the
-// result is the same bits on any thread count and every run (tol decides when a fit stops).
-// Over a team of `total` rows, each rank holding whole chunks in rank order (split_rows), the
-// ranks add their chunks in turn, each from where the rank before left the sums: the single
-// process's bits.
+// for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks of 4,096, the
+// chunks' sums added in chunk order, so the result is the same bits on any thread count and
+// every run (tol decides when a fit stops). One process takes up to 1,024 chunks at a time. Over
+// a team of `total` rows, each rank holding whole chunks in rank order (split_rows), every rank
+// sums its chunks at once, then the ranks add their chunks' sums in turn, each from where the
+// rank before left them: the single process's bits.
 constexpr std::size_t kVarianceRows = 4096, kVarianceBatch = 1024;
 static_assert(km::kRowGranule % kVarianceRows == 0, "a rank's rows are whole chunks");
 
 template <class T>
 double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t total) {
   const std::size_t n = data.n, d = data.d, chunks = (n + kVarianceRows - 1) / kVarianceRows;
-  std::vector<double> part(std::min(chunks, kVarianceBatch) * d), mean(d, 0.0), var(d, 0.0);
-  const auto add_chunks = [&](bool second, std::vector<double>& out) {
-    for (std::size_t c0 = 0; c0 < chunks; c0 += kVarianceBatch) {
-      const std::size_t batch = std::min(kVarianceBatch, chunks - c0);
-      std::fill(part.begin(), part.end(), 0.0);
+  const std::size_t batch = team.size() > 1 ? chunks : std::min(chunks, kVarianceBatch);
+  std::vector<double> part(batch * d), mean(d, 0.0), var(d, 0.0);
+  // part = the sums of chunks [c0, c0 + count); then out += them, in chunk order.
+  const auto sum_chunks = [&](bool second, std::size_t c0, std::size_t count) {
+    std::fill(part.begin(), part.end(), 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
-      for (std::size_t b = 0; b < batch; ++b) {
-        double* p = part.data() + b * d;
-        const std::size_t c = c0 + b;
-        for (std::size_t i = c * kVarianceRows; i < std::min(n, (c + 1) * kVarianceRows); ++i)
-          for (std::size_t j = 0; j < d; ++j) {
-            const double v = static_cast<double>(data.row(i)[j]);
-            p[j] += second ? (v - mean[j]) * (v - mean[j]) : v;
-          }
-      }
-      for (std::size_t b = 0; b < batch; ++b)
-        for (std::size_t j = 0; j < d; ++j) out[j] += part[b * d + j];
+    for (std::size_t b = 0; b < count; ++b) {
+      double* p = part.data() + b * d;
+      const std::size_t c = c0 + b;
+      for (std::size_t i = c * kVarianceRows; i < std::min(n, (c + 1) * kVarianceRows); ++i)
+        for (std::size_t j = 0; j < d; ++j) {
+          const double v = static_cast<double>(data.row(i)[j]);
+          p[j] += second ? (v - mean[j]) * (v - mean[j]) : v;
+        }
     }
+  };
+  const auto add_chunks = [&](std::size_t count, std::vector<double>& out) {
+    for (std::size_t b = 0; b < count; ++b)
+      for (std::size_t j = 0; j < d; ++j) out[j] += part[b * d + j];
   };
   const auto pass = [&](bool second) {
     std::vector<double>& out = second ? var : mean;
-    for (int r = 0; r < team.size(); ++r) {  // rank r adds its chunks, then hands the sums on
-      if (r == team.rank()) add_chunks(second, out);
-      if (team.size() > 1) out = km::gather_all(team, r == team.rank() ? out : std::vector<double>{});
+    if (team.size() == 1) {
+      for (std::size_t c0 = 0; c0 < chunks; c0 += batch) {
+        sum_chunks(second, c0, std::min(batch, chunks - c0));
+        add_chunks(std::min(batch, chunks - c0), out);
+      }
+    } else {
+      sum_chunks(second, 0, chunks);
+      for (int r = 0; r < team.size(); ++r) {  // rank r adds its chunks, then hands the sums on
+        if (r == team.rank()) add_chunks(chunks, out);
+        out = km::gather_all(team, r == team.rank() ? out : std::vector<double>{});
+      }
     }
     for (double& v : out) v /= static_cast<double>(total);
   };
