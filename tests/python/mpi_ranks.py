@@ -112,6 +112,16 @@ def fits():
         parted = _core.mean_variance_parted(Xd[a:b], team, n)
         expect(parted.hex() == _core.mean_variance(Xd).hex(),
                f"mean variance over the ranks {parted!r} vs {_core.mean_variance(Xd)!r}")
+    # fit_predict over the ranks; a communicator of one rank (an ordinary fit).
+    a, b = cuts[rank], cuts[rank + 1]
+    one = kmeans_gpu.KMeans(4, init="k-means++", random_state=1, impl="omp").fit(X)
+    labels = kmeans_gpu.KMeans(4, init="k-means++", random_state=1, impl="omp").fit_predict(X[a:b], comm=comm)
+    expect(labels.tobytes() == one.labels_[a:b].tobytes(), "fit_predict over the ranks: labels differ")
+    say(f"ok rank {rank}: fit_predict")
+    alone = kmeans_gpu.KMeans(4, init="k-means++", random_state=1, impl="omp").fit(X, comm=MPI.COMM_SELF)
+    diff = differences(one, alone, 0, len(X))
+    expect(not diff, f"comm=MPI.COMM_SELF differs from an ordinary fit: {', '.join(diff)}")
+    say(f"ok rank {rank}: COMM_SELF")
     # A random_state drawn on each rank: rank 0's draw is every rank's.
     km = kmeans_gpu.KMeans(5, init="random", random_state=np.random.RandomState(rank), impl="omp")
     km.fit(X[cuts[rank]:cuts[rank + 1]], comm=comm)
