@@ -16,7 +16,7 @@ mode=${1:-run}
 packages=(cmake ninja-build g++ pkg-config libcli11-dev libhdf5-dev libopenblas-dev libgtest-dev
           python3 python3-numpy python3-sklearn python3-h5py nlohmann-json3-dev
           python3-dev pybind11-dev python3-pytest python3-pip python3-venv python3-setuptools python3-wheel
-          dataset-fashion-mnist zlib1g-dev libopenmpi-dev openmpi-bin)
+          dataset-fashion-mnist zlib1g-dev libopenmpi-dev openmpi-bin python3-mpi4py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -30,9 +30,9 @@ if [ -d "$build/python/kmeans_gpu" ]; then
   KMEANS_BUILD_DIR="$build" "$tmp/venv/bin/pip" install -q --no-build-isolation --no-deps --no-index "$src" \
     > "$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
   (cd "$tmp" && env -u PYTHONPATH KMEANS_BIN="$build/kmeans" "$tmp/venv/bin/python" -c \
-    'import kmeans_gpu, sys; assert kmeans_gpu.__file__.startswith(sys.prefix), kmeans_gpu.__file__')
+    'import kmeans_gpu, kmeans_gpu._ranks, sys; assert kmeans_gpu.__file__.startswith(sys.prefix), kmeans_gpu.__file__')
   (cd "$tmp" && env -u PYTHONPATH KMEANS_BIN="$build/kmeans" "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider \
-    "$src/tests/python" | tail -1)
+    --ignore="$src/tests/python/test_mpi.py" "$src/tests/python" | tail -1)
 fi
 # The .deb (cpack -G DEB), unpacked into a scratch root: its programs and Python package run there.
 (cd "$build" && cpack -G DEB -B "$tmp/deb" > "$tmp/cpack.log") || { cat "$tmp/cpack.log"; exit 1; }

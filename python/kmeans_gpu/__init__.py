@@ -13,6 +13,10 @@ run. Errors in the data or the parameters raise ValueError (TypeError for types 
 be clusters' data) with the CLI's message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
 RuntimeError); Ctrl-C raises KeyboardInterrupt within about a second (docs/configuration.md).
 
+Under mpirun, ``fit(X_local, comm=MPI.COMM_WORLD)`` (mpi4py) fits the rows every rank passes, in
+rank order, as one process would fit them all: the same centroids, inertia and iterations on
+every rank, bit for bit, and each rank's ``labels_`` for its own rows (kmeans_gpu/_ranks.py).
+
 Differences from scikit-learn, on purpose:
 - an empty cluster keeps its previous centroid (scikit-learn moves it to a far point);
 - ``threshold`` (the lab's rule) also stops the loop: when at most that fraction of the
@@ -76,6 +80,13 @@ def _float(value):
         return float(value)
     except OverflowError:
         return float("inf") if value > 0 else -float("inf")
+
+
+def _core_arguments(X, tol, args, engine):
+    """_core.fit's arguments, in order, from KMeans._arguments and _engine_arguments."""
+    return (X, engine["impl"], args["k"], args["loops"], args["threshold"], tol, args["init"], engine["seed"],
+            engine["block"], engine["threads"], args["n_init"], args["centroids"], engine["gpus"],
+            engine["device_memory"])
 
 
 def gpu_available():
@@ -197,8 +208,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _block(self):
         return 0 if self.block is None else self._int("block", self.block, 1, "--block")
 
+    def _seed_given(self):
+        """Whether random_state is the seed itself (else _seed draws one)."""
+        return isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool)
+
     def _seed(self):
-        if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool):
+        if self._seed_given():
             if self.random_state < 0:
                 raise ValueError(f"random_state={self.random_state}: must be non-negative")
             if self.random_state > _UINT64_MAX:
@@ -240,9 +255,23 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # -- fitting -----------------------------------------------------------------------------
 
-    def fit(self, X, y=None):
-        """Fits on X (n_samples, n_features); y is ignored."""
-        global last_report
+    def fit(self, X, y=None, *, comm=None):
+        """Fits on X (n_samples, n_features); y is ignored.
+
+        comm: an mpi4py communicator (e.g. ``MPI.COMM_WORLD``) whose every rank calls ``fit``
+        with its own rows of the data, in rank order (any number of rows each, none included).
+        Every rank gets the fit of all the rows that one process would make, bit for bit:
+        ``cluster_centers_``, ``inertia_``, ``n_iter_``, and ``labels_`` of its own rows. An
+        error on any rank raises on every rank (docs/configuration.md)."""
+        if comm is not None:
+            from . import _ranks
+            if _ranks.ranks_of(comm) > 1:
+                return _ranks.fit(self, X, comm)
+        return self._fit_here(X)
+
+    def _arguments(self, X, stacklevel=4):
+        """The fit's checked arguments: X converted, and the problem's (k, loops, ...) by name, as
+        _core.fit takes them."""
         X = self._check_X(X, reset=True, dtype=self._dtype())
         k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
         loops = self._int("max_iter", self.max_iter, 1, "--loops")
@@ -266,15 +295,31 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                  f"= ({k}, {X.shape[1]})")
             if n_init != 1:
                 warnings.warn(f"n_init={n_init} with given centroids: they are used once (n_init=1)", RuntimeWarning,
-                              stacklevel=2)
+                              stacklevel=stacklevel)
                 n_init = 1
-        tol = _float(self.tol) * _core.mean_variance(X) if self.tol > 0 and X.size else 0.0
-        if not np.isfinite(tol):  # values so large their squares overflow: the engines' range check says so
-            tol = None
+        return X, dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
+                       centroids=centroids)
+
+    def _engine_arguments(self):
+        """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
+        return dict(impl=self._impl(), seed=self._seed(), block=self._block(), threads=self._threads(),
+                    gpus=self._int("n_gpus", self.n_gpus, 1, "--gpus"), device_memory=self._device_memory())
+
+    def _tol(self, mean_variance):
+        """The raw tol for data of this mean column variance (a function, called only when needed)."""
+        tol = _float(self.tol) * mean_variance() if self.tol > 0 else 0.0
+        return tol if np.isfinite(tol) else None  # squares overflow: the engines' range check says so
+
+    def _fit_here(self, X):
+        X, args = self._arguments(X)
+        tol = self._tol(lambda: _core.mean_variance(X)) if X.size else 0.0
         with self._progress():
-            out = _core.fit(X, self._impl(), k, loops, _float(self.threshold), tol, init, self._seed(),
-                            self._block(), self._threads(), n_init, centroids,
-                            self._int("n_gpus", self.n_gpus, 1, "--gpus"), self._device_memory())
+            self._take(_core.fit(*_core_arguments(X, tol, args, self._engine_arguments())))
+        return self
+
+    def _take(self, out):
+        """The fitted attributes from _core's result."""
+        global last_report
         self.cluster_centers_ = out["cluster_centers"]
         self.labels_ = out["labels"]
         self.inertia_ = float(out["inertia"])
@@ -283,13 +328,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         last_report = self.report_
         return self
 
-    def fit_predict(self, X, y=None):
-        """Fits and returns the labels."""
-        return self.fit(X).labels_
+    def fit_predict(self, X, y=None, *, comm=None):
+        """Fits and returns the labels (with comm: of this rank's rows)."""
+        return self.fit(X, comm=comm).labels_
 
-    def fit_transform(self, X, y=None):
-        """Fits and returns the distances to every centroid."""
-        return self.fit(X)._distances(X)
+    def fit_transform(self, X, y=None, *, comm=None):
+        """Fits and returns the distances to every centroid (with comm: of this rank's rows)."""
+        return self.fit(X, comm=comm)._distances(X)
 
     # -- using the centroids -----------------------------------------------------------------
 

@@ -107,7 +107,8 @@ std::unique_ptr<PartialsSum> host_partials_sum(Team& team) { return std::make_un
 
 template <class T>
 Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
-                     const Params& params, PartialsSum& reduce, const IterationObserver& observer) {
+                     const Params& params, PartialsSum& reduce, const IterationObserver& observer,
+                     PartLabels labels_on) {
   Result<T> result;
   Stopwatch watch;
   std::vector<T> initial = initial_centroids(local, split, team, params);
@@ -138,7 +139,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   result.seconds.loop = watch.seconds();
 
   // The final E-step on each rank; the inertia from the ranks' chunk sums in chunk order (the
-  // single process's bits); every label on rank 0.
+  // single process's bits); every label on rank 0, or each rank's own.
   watch.restart();
   engine.read_centroids(result.centroids);
   std::vector<std::int32_t> labels;
@@ -147,10 +148,14 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   objective_chunks(local, result.centroids.data(), labels.data(), params.metric, chunk_sums);
   result.inertia = 0;
   for (double s : gather_all(team, chunk_sums)) result.inertia += s;
-  std::vector<unsigned char> all;
-  team.gather_to_root(labels.data(), labels.size() * sizeof(std::int32_t), all);
-  result.labels.resize(all.size() / sizeof(std::int32_t));
-  if (!all.empty()) std::memcpy(result.labels.data(), all.data(), all.size());
+  if (labels_on == PartLabels::own) {
+    result.labels = std::move(labels);
+  } else {
+    std::vector<unsigned char> all;
+    team.gather_to_root(labels.data(), labels.size() * sizeof(std::int32_t), all);
+    result.labels.resize(all.size() / sizeof(std::int32_t));
+    if (!all.empty()) std::memcpy(result.labels.data(), all.data(), all.size());
+  }
   result.seconds.finish = watch.seconds();
   result.device = engine.device();
   result.path = engine.path();
@@ -164,9 +169,9 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
 }
 
 template Result<float> fit_parted(Engine<float>&, const Dataset<float>&, const RowSplit&, Team&, const Whole&,
-                                  const Params&, PartialsSum&, const IterationObserver&);
+                                  const Params&, PartialsSum&, const IterationObserver&, PartLabels);
 template Result<double> fit_parted(Engine<double>&, const Dataset<double>&, const RowSplit&, Team&, const Whole&,
-                                   const Params&, PartialsSum&, const IterationObserver&);
+                                   const Params&, PartialsSum&, const IterationObserver&, PartLabels);
 template Result<float> fit(Engine<float>&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> fit(Engine<double>&, const Dataset<double>&, const Params&, const IterationObserver&);
 

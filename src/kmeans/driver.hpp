@@ -32,11 +32,16 @@ std::unique_ptr<PartialsSum> host_partials_sum(Team& team);
 // This rank's GPU is the current device; every rank calls it (ncclCommInitRank).
 std::unique_ptr<PartialsSum> nccl_partials_sum(Team& team);
 
+// Where a parted fit leaves the labels: every object's on rank 0 (the CLI writes them there), or
+// each rank its own rows' (the Python module: fit(X_local, comm=...)).
+enum class PartLabels { root, own };
+
 // The loop of one rank of a team (registry.hpp: run_parted): the same steps, with the
 // engine's integer partials summed over the team each iteration (the allreduce phase).
 template <class T>
 Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit& split, Team& team, const Whole& whole,
-                     const Params& params, PartialsSum& reduce, const IterationObserver& observer = {});
+                     const Params& params, PartialsSum& reduce, const IterationObserver& observer = {},
+                     PartLabels labels_on = PartLabels::root);
 
 // True when a stop rule fires after an iteration with these stats.
 bool should_stop(const IterationStats& stats, std::size_t n, const Params& params);

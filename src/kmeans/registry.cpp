@@ -276,7 +276,7 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Par
 
 template <class T>
 Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const RowSplit& split, Team& team,
-                     const Params& params, const IterationObserver& observer) {
+                     const Params& params, const IterationObserver& observer, PartLabels labels_on) {
   if (team.size() == 1) return run(impl, given, params, observer);
   Dataset<T> unit;  // cosine: this rank's rows normalised (row by row: any split gives the same bits)
   if (params.metric == Metric::cosine) unit = unit_rows(given);
@@ -296,7 +296,7 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
   // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
   // summed on the device with NCCL; omp: on the host with MPI.
   if (impl.needs_gpu()) select_rank_device(team);  // before any engine: it makes its stream there
-  if (!impl.make<T>(params)->partable())
+  if (!partable(impl))
     throw UsageError(strprintf("--impl=%s runs as one process; under mpirun use omp, fused, offload or offload-block",
                                impl.name));
   if (impl.needs_gpu()) {
@@ -314,7 +314,7 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
     Params p = params;
     p.seed = init_seed(params.seed, r);
     const auto engine = impl.make<T>(p);
-    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, *reduce, observer));
+    Result<T> result = finished(fit_parted(*engine, local, split, team, whole, p, *reduce, observer, labels_on));
     inertias.push_back(result.inertia);
     spent.init += result.seconds.init;
     spent.setup += result.seconds.setup;
@@ -330,9 +330,12 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
 }
 
 template Result<float> run_parted(const Implementation&, const Dataset<float>&, const RowSplit&, Team&, const Params&,
-                                  const IterationObserver&);
+                                  const IterationObserver&, PartLabels);
 template Result<double> run_parted(const Implementation&, const Dataset<double>&, const RowSplit&, Team&,
-                                   const Params&, const IterationObserver&);
+                                   const Params&, const IterationObserver&, PartLabels);
+
+bool partable(const Implementation& impl) { return impl.make<float>(Params{})->partable(); }
+
 template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
 template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 

@@ -44,12 +44,16 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& data, const Para
 
 // The run under `mpirun -np R`: every rank calls it with its rows (`split` of the whole, in
 // `local`) and gets the single process's result: the same centroids, inertia and iterations,
-// bit for bit; the labels of every object on rank 0 only (the others' are empty). Runs the
-// implementations that can hold one part of a problem (partable: omp; the GPU rungs run
-// several GPUs in one process instead, --gpus). A team of one is run().
+// bit for bit; the labels of every object on rank 0 only (the others' are empty), or with
+// PartLabels::own each rank its own rows'. Runs the implementations that can hold one part of a
+// problem (partable: omp, fused, offload, offload-block). A team of one is run().
 template <class T>
 Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const RowSplit& split, Team& team,
-                     const Params& params, const IterationObserver& observer = {});
+                     const Params& params, const IterationObserver& observer = {},
+                     PartLabels labels_on = PartLabels::root);
+
+// Whether impl can hold one part of a problem (run_parted runs it).
+bool partable(const Implementation& impl);
 
 // Throws InputError when values up to `largest` (finite) over n objects of d coordinates
 // would overflow T's squared distances or the double sums.

@@ -9,6 +9,8 @@
 // library's errors become Python exceptions: UsageError and InputError -> ValueError with the
 // CLI's message, DeviceError -> kmeans_gpu.DeviceError (a RuntimeError); OMP_NUM_THREADS
 // above the CLI's cap is clamped as the CLI clamps it; nothing aborts the interpreter.
+// fit_parted is one rank's share of a fit over an mpi4py communicator (kmeans_gpu/_ranks.py),
+// its collectives through the Python Team (py_team.hpp).
 #include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -28,6 +30,7 @@
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 #include "kmeans/registry.hpp"
+#include "python/py_team.hpp"
 #include "report/report.hpp"
 
 namespace py = pybind11;
@@ -107,8 +110,9 @@ int checked_threads(int threads) {
 
 // check_finite: here (mean_variance); fit and predict leave it to the registry's range check,
 // which finds a NaN or Inf in the pass it makes anyway and names it the same way ("X: ...").
+// A part (one rank's rows of a fit over ranks) may have no rows.
 template <class T>
-km::Dataset<T> view(const py::array& x, bool check_finite = false) {
+km::Dataset<T> view(const py::array& x, bool check_finite = false, bool part = false) {
   // The estimator hands over C-contiguous 2-D arrays of T; anything else is its bug.
   if (x.ndim() != 2 || !(x.flags() & py::array::c_style) || !py::isinstance<py::array_t<T>>(x))
     throw km::UsageError("internal: expected a C-contiguous 2-D array of the run's precision");
@@ -116,7 +120,8 @@ km::Dataset<T> view(const py::array& x, bool check_finite = false) {
   data.n = static_cast<std::size_t>(x.shape(0));
   data.d = static_cast<std::size_t>(x.shape(1));
   data.source = "X";
-  km::check_shape(static_cast<std::int64_t>(data.n), static_cast<std::int64_t>(data.d), sizeof(T), "X");
+  km::check_shape(static_cast<std::int64_t>(part ? std::max<std::size_t>(data.n, 1) : data.n),
+                  static_cast<std::int64_t>(data.d), sizeof(T), "X");
   data.values = km::HostBuffer<T>::borrow(static_cast<const T*>(x.data()), data.n * data.d);
   if (check_finite) km::check_finite(data, "X");
   return data;
@@ -262,35 +267,137 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
 }
 
 // The mean over the columns of their variance (two passes, in double): scikit-learn's scale
-// for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks (at most
-// 1,024 of them) combined in order, so the result is the same bits on any thread count and
-// every run (tol decides when a fit stops).
+// for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks of 4,096, the
+// chunks' sums added in chunk order, so the result is the same bits on any thread count and
+// every run (tol decides when a fit stops). One process takes up to 1,024 chunks at a time. Over
+// a team of `total` rows, each rank holding whole chunks in rank order (split_rows), every rank
+// sums its chunks at once, then the ranks add their chunks' sums in turn, each from where the
+// rank before left them: the single process's bits.
+constexpr std::size_t kVarianceRows = 4096, kVarianceBatch = 1024;
+static_assert(km::kRowGranule % kVarianceRows == 0, "a rank's rows are whole chunks");
+
 template <class T>
-double mean_variance(const km::Dataset<T>& data) {
-  const std::size_t n = data.n, d = data.d;
-  const std::size_t rows = std::max<std::size_t>(4096, (n + 1023) / 1024), chunks = (n + rows - 1) / rows;
-  std::vector<double> part(chunks * d), mean(d, 0.0), var(d, 0.0);
-  const auto pass = [&](bool second) {
+double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t total) {
+  const std::size_t n = data.n, d = data.d, chunks = (n + kVarianceRows - 1) / kVarianceRows;
+  const std::size_t batch = team.size() > 1 ? chunks : std::min(chunks, kVarianceBatch);
+  std::vector<double> part(batch * d), mean(d, 0.0), var(d, 0.0);
+  // part = the sums of chunks [c0, c0 + count); then out += them, in chunk order.
+  const auto sum_chunks = [&](bool second, std::size_t c0, std::size_t count) {
     std::fill(part.begin(), part.end(), 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t c = 0; c < chunks; ++c) {
-      double* p = part.data() + c * d;
-      for (std::size_t i = c * rows; i < std::min(n, (c + 1) * rows); ++i)
+    for (std::size_t b = 0; b < count; ++b) {
+      double* p = part.data() + b * d;
+      const std::size_t c = c0 + b;
+      for (std::size_t i = c * kVarianceRows; i < std::min(n, (c + 1) * kVarianceRows); ++i)
         for (std::size_t j = 0; j < d; ++j) {
           const double v = static_cast<double>(data.row(i)[j]);
           p[j] += second ? (v - mean[j]) * (v - mean[j]) : v;
         }
     }
+  };
+  const auto add_chunks = [&](std::size_t count, std::vector<double>& out) {
+    for (std::size_t b = 0; b < count; ++b)
+      for (std::size_t j = 0; j < d; ++j) out[j] += part[b * d + j];
+  };
+  const auto pass = [&](bool second) {
     std::vector<double>& out = second ? var : mean;
-    for (std::size_t c = 0; c < chunks; ++c)
-      for (std::size_t j = 0; j < d; ++j) out[j] += part[c * d + j];
-    for (double& v : out) v /= static_cast<double>(n);
+    if (team.size() == 1) {
+      for (std::size_t c0 = 0; c0 < chunks; c0 += batch) {
+        sum_chunks(second, c0, std::min(batch, chunks - c0));
+        add_chunks(std::min(batch, chunks - c0), out);
+      }
+    } else {
+      sum_chunks(second, 0, chunks);
+      for (int r = 0; r < team.size(); ++r) {  // rank r adds its chunks, then hands the sums on
+        if (r == team.rank()) add_chunks(chunks, out);
+        out = km::gather_all(team, r == team.rank() ? out : std::vector<double>{});
+      }
+    }
+    for (double& v : out) v /= static_cast<double>(total);
   };
   pass(false);
   pass(true);
   double sum = 0;
   for (double v : var) sum += v;
   return sum / static_cast<double>(d);
+}
+
+// One rank's share of a fit over the ranks of a Python Team (py_team.hpp): x holds this rank's
+// rows of `total`, those km::split_rows gives it. Every rank gets the single process's
+// centroids, inertia and iterations, and the labels of its own rows.
+template <class T>
+py::dict fit_parted(const py::array& x, const Options& o, kmeans_python::PyTeam& team, std::size_t total) {
+  const km::Dataset<T> data = view<T>(x, false, true);
+  const km::Params params = params_of(o, data.d);
+  const km::Implementation& impl = implementation(o.impl);
+  const km::RowSplit split = km::split_rows(total, team.rank(), team.size());
+  if (split.count != data.n) throw km::UsageError("internal: this rank's rows are not those split_rows gives it");
+  km::Result<T> result = kmeans_python::over_team(
+      team, [&] { return km::run_parted(impl, data, split, team, params, {}, km::PartLabels::own); });
+  return to_python(impl, data, params, result, false);
+}
+
+// The functions of a fit over ranks (kmeans_gpu/_ranks.py): each rank's share of the work,
+// the row split, and what a rank checks alone before the ranks agree.
+void add_parted(py::module_& m) {
+  m.def(
+      "mean_variance_parted",
+      [](const py::array& x, const py::object& team_object, std::size_t total) {
+        clamp_openmp_threads();
+        kmeans_python::PyTeam team(team_object);
+        const auto run = [&](auto tag) {
+          const auto data = view<decltype(tag)>(x, false, true);  // checked before it was moved
+          return kmeans_python::over_team(team, [&] { return mean_variance(data, team, total); });
+        };
+        return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
+      },
+      py::arg("X"), py::arg("team"), py::arg("total"),
+      "mean_variance over the ranks of a Team, X this rank's rows of `total` (split_rows').");
+  m.def(
+      "fit_parted",
+      [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
+         const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
+         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
+         std::size_t device_memory, const py::object& team_object, std::size_t total) {
+        const Options o =
+            options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus, device_memory);
+        clamp_openmp_threads();
+        kmeans_python::PyTeam team(team_object);
+        if (py::isinstance<py::array_t<float>>(x)) return fit_parted<float>(x, o, team, total);
+        return fit_parted<double>(x, o, team, total);
+      },
+      py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
+      py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
+      py::arg("centroids"), py::arg("gpus"), py::arg("device_memory"), py::arg("team"), py::arg("total"),
+      "One rank's share of a fit over a Team's ranks (kmeans_gpu/_ranks.py); X: its rows, split_rows'.");
+  m.def(
+      "check_finite",
+      [](const py::array& x) {
+        const auto run = [&](auto tag) {
+          const auto data = view<decltype(tag)>(x, false, true);
+          py::gil_scoped_release release;
+          km::check_finite(data, "X");
+        };
+        py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
+      },
+      py::arg("X"), "Raises ValueError naming X's first NaN or infinity.");
+  m.def(
+      "split_rows",
+      [](std::size_t total, int rank, int ranks) {
+        if (ranks < 1 || rank < 0 || rank >= ranks) throw km::UsageError("split_rows: need 0 <= rank < ranks");
+        const km::RowSplit s = km::split_rows(total, rank, ranks);
+        return py::make_tuple(s.first, s.count);
+      },
+      py::arg("total"), py::arg("rank"), py::arg("ranks"),
+      "(first, count): the rows of `total` that rank `rank` of `ranks` holds in a parted fit.");
+  m.def(
+      "resolve_implementation",
+      [](const std::string& name) {
+        const km::Implementation& impl = implementation(name);
+        return py::make_tuple(std::string(impl.name), km::partable(impl), impl.needs_gpu());
+      },
+      py::arg("impl"),
+      "(name, partable, on_gpu): the implementation a fit runs ('' the default), whether it runs parted, where.");
 }
 
 }  // namespace
@@ -340,16 +447,15 @@ PYBIND11_MODULE(_core, m) {
       "mean_variance",
       [](const py::array& x) {
         clamp_openmp_threads();
-        if (py::isinstance<py::array_t<float>>(x)) {
-          const auto data = view<float>(x, true);
+        const auto run = [&](auto tag) {
+          const auto data = view<decltype(tag)>(x, true);
           py::gil_scoped_release release;
-          return mean_variance(data);
-        }
-        const auto data = view<double>(x, true);
-        py::gil_scoped_release release;
-        return mean_variance(data);
+          return mean_variance(data, km::solo_team(), data.n);
+        };
+        return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
       },
       py::arg("X"), "The mean of X's column variances (scikit-learn's scale for tol).");
+  add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
       "The address the engines would read X from (the zero-copy test compares it with X's).");
