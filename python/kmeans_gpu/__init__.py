@@ -45,7 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._core import DeviceError
 
-__all__ = ["KMeans", "DeviceError", "implementations", "gpu_available", "last_report"]
+__all__ = ["KMeans", "DeviceError", "batch_kmeans", "implementations", "gpu_available", "last_report"]
 
 #: The JSON report of the last fit or predict in this process, as a dict: the CLI's
 #: ``--report=json`` (implementation, device, path, seconds by stage, and ``per_iteration``:
@@ -86,7 +86,7 @@ def _core_arguments(X, tol, args, engine):
     """_core.fit's arguments, in order, from KMeans._arguments and _engine_arguments."""
     return (X, engine["impl"], args["k"], args["loops"], args["threshold"], tol, args["init"], engine["seed"],
             engine["block"], engine["threads"], args["n_init"], args["centroids"], engine["gpus"],
-            engine["device_memory"])
+            engine["device_memory"], args["metric"])
 
 
 def gpu_available():
@@ -152,6 +152,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Above 0: while ``fit`` or ``predict`` runs, the CLI's progress line (k-means++ or
         k-means||, the iterations, a streamed iteration's pass) on stderr when it is a terminal
         and a stage lasts a second (``KMEANS_PROGRESS_AFTER``); nothing otherwise.
+    metric : {"euclidean", "cosine", "dot"}, default "euclidean"
+        "cosine": spherical k-means (objects and centroids of length 1; ``inertia_`` is the sum of
+        1 - cos); "dot": the largest inner product with centroids of length 1 (``inertia_`` is
+        minus the sum of x.c). Labels are the exact ones, as for "euclidean" (the CLI's
+        ``--metric``, docs/configuration.md).
 
     Attributes
     ----------
@@ -161,7 +166,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
                  random_state=None, impl=None, precision=None, block=None, n_threads=None, n_gpus=1,
-                 device_memory=None, verbose=0):
+                 device_memory=None, verbose=0, metric="euclidean"):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -176,6 +181,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_gpus = n_gpus
         self.device_memory = device_memory
         self.verbose = verbose
+        self.metric = metric
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -298,7 +304,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               stacklevel=stacklevel)
                 n_init = 1
         return X, dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
-                       centroids=centroids)
+                       centroids=centroids, metric=self._metric())
 
     def _engine_arguments(self):
         """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
@@ -344,7 +350,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
         with self._progress():
             out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
-                                self._threads(), self._device_memory())
+                                self._threads(), self._device_memory(), self._metric())
         last_report = json.loads(out["report"])
         return out
 
@@ -353,16 +359,66 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self._predict(X)["labels"]
 
     def score(self, X, y=None):
-        """Minus the inertia of X against the centroids (larger is better, as scikit-learn)."""
+        """Minus the inertia of X against the centroids (larger is better, as scikit-learn; with
+        metric="cosine" or "dot", minus that metric's objective)."""
         return -float(self._predict(X)["inertia"])
 
     def _distances(self, X):
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
         if X.size and not np.isfinite(X).all():
             _core.predict(X, "seq", self.cluster_centers_, 128, 1)  # raises the CLI's message
+        if self._metric() == "cosine":
+            norms = np.linalg.norm(X, axis=1, keepdims=True)
+            X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
         return euclidean_distances(X, self.cluster_centers_)
 
+    def _metric(self):
+        if not isinstance(self.metric, str) or self.metric not in ("euclidean", "cosine", "dot"):
+            raise ValueError(f"metric={self.metric!r}: must be 'euclidean', 'cosine' or 'dot'")
+        return self.metric
+
     def transform(self, X):
-        """The Euclidean distance of every object of X to every centroid, (n_samples, n_clusters)."""
+        """The Euclidean distance of every object of X to every centroid, (n_samples, n_clusters)
+        (metric="cosine": of the objects divided by their length)."""
         check_is_fitted(self)
         return self._distances(X)
+
+
+def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
+                 random_state=None, impl=None, precision=None, metric="euclidean", block=None, n_threads=None,
+                 n_gpus=1, device_memory=None, verbose=0):
+    """B independent k-means problems of N objects of d features each, X of shape (B, N, d).
+
+    Every problem b is fitted as ``KMeans(n_clusters, init=..., ...).fit(X[b])`` fits it, the
+    parameters meaning what they mean there (the same ``random_state`` for every problem), and
+    its result equals that separate fit bit for bit. ``init`` may be an array of shape (B,
+    n_clusters, d): problem b starts from ``init[b]``. The problems run one after another on the
+    engines (not yet as one launch sequence for the whole batch).
+
+    Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
+    (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
+    ``ValueError("problem b: ...")`` before any later problem runs."""
+    X = np.asarray(X)
+    if X.ndim != 3:
+        raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {X.ndim} (shape {X.shape}); "
+                         "use KMeans for one problem")
+    if X.shape[0] == 0:
+        raise ValueError("X: the batch holds no problems (B = 0)")
+    given = not isinstance(init, str) and not callable(init)
+    if given:
+        init = np.asarray(init)
+        if init.ndim != 3 or init.shape[0] != X.shape[0]:
+            raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({X.shape[0]}, "
+                             f"{n_clusters}, {X.shape[2]}), not {init.shape}")
+    fits = []
+    for b in range(X.shape[0]):
+        est = KMeans(n_clusters, init=init[b] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
+                     n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
+                     n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose,
+                     metric=metric)
+        try:
+            fits.append(est.fit(X[b]))
+        except ValueError as e:
+            raise ValueError(f"problem {b}: {e}") from None
+    return (np.stack([f.cluster_centers_ for f in fits]), np.stack([f.labels_ for f in fits]),
+            np.array([f.inertia_ for f in fits], dtype=np.float64), np.array([f.n_iter_ for f in fits], dtype=np.int64))

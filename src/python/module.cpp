@@ -134,6 +134,7 @@ struct Options {
   double threshold = 0;
   std::optional<double> tol;
   std::string init = "kmeans++";
+  std::string metric = "euclidean";
   std::uint64_t seed = 0;
   std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids;
 };
@@ -150,6 +151,7 @@ km::Params params_of(const Options& o, std::size_t d) {
   p.block_given = o.block > 0;
   p.threads = o.threads;
   p.n_init = o.n_init;
+  p.metric = km::metric_from_string(o.metric);
   p.gpus = o.gpus;
   p.device_memory = o.device_memory;
   if (o.centroids) {
@@ -248,8 +250,9 @@ py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
 Options options(const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
                 const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
                 std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
-                int gpus = 1, std::size_t device_memory = 0) {
+                int gpus = 1, std::size_t device_memory = 0, const std::string& metric = "euclidean") {
   Options o;
+  o.metric = metric;
   o.gpus = gpus;
   o.device_memory = device_memory;
   o.impl = impl;
@@ -358,9 +361,9 @@ void add_parted(py::module_& m) {
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
          const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
-         std::size_t device_memory, const py::object& team_object, std::size_t total) {
-        const Options o =
-            options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus, device_memory);
+         std::size_t device_memory, const std::string& metric, const py::object& team_object, std::size_t total) {
+        const Options o = options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus,
+                                  device_memory, metric);
         clamp_openmp_threads();
         kmeans_python::PyTeam team(team_object);
         if (py::isinstance<py::array_t<float>>(x)) return fit_parted<float>(x, o, team, total);
@@ -368,7 +371,8 @@ void add_parted(py::module_& m) {
       },
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
-      py::arg("centroids"), py::arg("gpus"), py::arg("device_memory"), py::arg("team"), py::arg("total"),
+      py::arg("centroids"), py::arg("gpus"), py::arg("device_memory"), py::arg("metric"), py::arg("team"),
+      py::arg("total"),
       "One rank's share of a fit over a Team's ranks (kmeans_gpu/_ranks.py); X: its rows, split_rows'.");
   m.def(
       "check_finite",
@@ -423,25 +427,28 @@ PYBIND11_MODULE(_core, m) {
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
          const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
-         std::size_t device_memory) {
-        return dispatch(
-            x, options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus, device_memory),
-            false);
+         std::size_t device_memory, const std::string& metric) {
+        return dispatch(x,
+                        options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus,
+                                device_memory, metric),
+                        false);
       },
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
-      py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0,
+      py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
       "Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON report.");
   m.def(
       "predict",
       [](const py::array& x, const std::string& impl, py::array_t<double, py::array::c_style | py::array::forcecast>
                                                          centroids,
-         int block, int threads, std::size_t device_memory) {
-        return dispatch(
-            x, options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1, device_memory), true);
+         int block, int threads, std::size_t device_memory, const std::string& metric) {
+        return dispatch(x,
+                        options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1,
+                                device_memory, metric),
+                        true);
       },
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
-      py::arg("device_memory") = 0,
+      py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
       "mean_variance",

@@ -123,6 +123,51 @@ def test_same_as_the_cli(tmp_path):
     assert set(cli) <= set(km.report_) and km.report_["source"] == "X"
 
 
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+@pytest.mark.parametrize("impl", ["seq", "omp"])
+def test_metrics_exact_and_consistent(metric, impl):
+    X = blobs(n=2000, d=6, k=5, seed=4) - 1.0
+    km = KMeans(5, metric=metric, impl=impl, random_state=2, max_iter=50).fit(X)
+    c = km.cluster_centers_
+    assert np.allclose(np.linalg.norm(c, axis=1), 1, atol=1e-14)
+    data = X / np.linalg.norm(X, axis=1, keepdims=True) if metric == "cosine" else X
+    sims = data @ c.T
+    best = sims.max(axis=1)
+    assert np.all(sims[np.arange(len(X)), km.labels_] >= best - 1e-12 * np.abs(best).max())
+    mine = sims[np.arange(len(X)), km.labels_]
+    objective = np.sum(1 - mine) if metric == "cosine" else -np.sum(mine)
+    assert km.inertia_ == pytest.approx(objective, rel=1e-12)
+    assert np.array_equal(km.predict(X), km.labels_)
+    assert km.score(X) == -km.inertia_
+    assert km.report_["metric"] == metric
+    with pytest.raises(ValueError, match="metric='manhattan'"):
+        KMeans(5, metric="manhattan").fit(X)
+
+
+@pytest.mark.parametrize("init", ["first", "k-means++", "array"])
+def test_batch_kmeans_equals_separate_fits(init):
+    rng = np.random.default_rng(8)
+    X = np.stack([blobs(n=1500, d=5, k=4, seed=s) for s in range(3)])
+    starts = X[:, 100:104].copy() if init == "array" else init
+    kwargs = dict(max_iter=30, random_state=5, impl="omp", metric="cosine" if init == "first" else "euclidean")
+    centroids, labels, inertia, n_iter = kmeans_gpu.batch_kmeans(X, 4, init=starts, **kwargs)
+    assert centroids.shape == (3, 4, 5) and labels.shape == (3, 1500) and labels.dtype == np.int32
+    for b in range(3):
+        one = KMeans(4, init=starts[b] if init == "array" else init, **kwargs).fit(X[b])
+        assert np.array_equal(centroids[b], one.cluster_centers_) and np.array_equal(labels[b], one.labels_)
+        assert inertia[b] == one.inertia_ and n_iter[b] == one.n_iter_
+    assert len(set(inertia)) == 3  # three different problems
+    bad = X.copy()
+    bad[2, 7, 1] = np.nan
+    with pytest.raises(ValueError, match="problem 2: .*object 7"):
+        kmeans_gpu.batch_kmeans(bad, 4, **kwargs)
+    with pytest.raises(ValueError, match="3 dimensions"):
+        kmeans_gpu.batch_kmeans(X[0], 4)
+    with pytest.raises(ValueError, match=r"shape \(B, n_clusters, d\)"):
+        kmeans_gpu.batch_kmeans(X, 4, init=X[0, :4])
+    del rng
+
+
 def test_predict_score_transform():
     X = blobs()
     km = KMeans(6, random_state=0, impl="omp").fit(X)
