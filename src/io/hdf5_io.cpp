@@ -249,8 +249,8 @@ Element float_element(hid_t type, const std::string& path, const std::string& na
     throw InputError(strprintf("'%s': dataset '%s' has an integer type; refused (store it as float32/float64)", where,
                                name.c_str()));
   if (cls == H5T_OPAQUE && size == 2)
-    throw InputError(strprintf("'%s': dataset '%s' has an opaque 2-byte type (h5py stores bfloat16 arrays so); "
-                               "store it as float32, or as a 16-bit float type",
+    throw InputError(strprintf("'%s': dataset '%s' has an opaque 2-byte type (as h5py stores bfloat16 arrays), "
+                               "which does not say what its values are; store them as float32 (exact) or in an .npy",
                                where, name.c_str()));
   if (cls != H5T_FLOAT)
     throw InputError(strprintf("'%s': dataset '%s' is not a floating-point dataset", where, name.c_str()));
