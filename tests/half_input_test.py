@@ -200,10 +200,38 @@ def test_bad_16bit_files(tmp):
         expect(not os.path.exists(out), f"{what}: no output written")
 
 
+def peak_rss(args):
+    """Peak resident bytes of one kmeans run, from the child's own rusage."""
+    p = subprocess.Popen([KMEANS, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    expect(os.waitstatus_to_exitcode(status) == 0, f"kmeans {' '.join(args)}: {p.stderr.read()!r}")
+    return usage.ru_maxrss * 1024
+
+
+def test_conversion_holds_no_second_copy(tmp):
+    """The 16-bit values are converted strip by strip as they are read: a run on them peaks where
+    the run on the same data saved as float32 does (a whole 16-bit copy would add 48 MB)."""
+    paths = {name: os.path.join(tmp, name) for name in ("m16.npy", "m16.h5", "m32.npy")}
+    # Made in another process: a child's peak counts this one's size at the fork.
+    subprocess.run([sys.executable, "-c", f"""if True:
+        import h5py, numpy as np
+        x16 = np.random.default_rng(0).random((3_000_000, 8), dtype=np.float32).astype(np.float16)
+        np.save({paths["m16.npy"]!r}, x16)
+        with h5py.File({paths["m16.h5"]!r}, "w") as f:
+            f["x"] = x16
+        np.save({paths["m32.npy"]!r}, x16.astype(np.float32))"""], check=True, timeout=120)
+    args = ("--impl=seq", "--clusters=2", "--loops=1", "--precision=float", "--quiet")
+    base = peak_rss([f"--input={paths['m32.npy']}", *args])
+    for name in ("m16.npy", "m16.h5"):
+        peak = peak_rss([f"--input={paths[name]}", *args])
+        print(f"  {name}: peak {peak / 2**20:.0f} MiB, float32 file {base / 2**20:.0f} MiB")
+        expect(peak <= base + 12 * 2**20, f"{name}: peak {peak / 2**20:.0f} MiB, float32's {base / 2**20:.0f} MiB")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for test in (test_float16_equals_float32, test_bfloat16_equals_float32, test_every_finite_pattern,
-                     test_bad_16bit_files):
+                     test_bad_16bit_files, test_conversion_holds_no_second_copy):
             try:
                 test(tmp)
             except Exception as e:  # an unexpected failure is one more failure, not a crash
