@@ -10,9 +10,10 @@ The data is used in place when it is a C-contiguous float32 or float64 array (ot
 are converted once, as scikit-learn converts them); the precision follows its dtype unless
 ``precision`` says otherwise. float16 and bfloat16 arrays (a dtype named 'bfloat16', as
 ml_dtypes registers it) are converted exactly to a new float32 array and run in float: the
-result is that of ``X.astype(np.float32)``, ``cluster_centers_`` included (float32). Labels are the CLI's: exactly ``seq``'s, the same bits on every
-run. Errors in the data or the parameters raise ValueError (TypeError for types that cannot
-be clusters' data) with the CLI's message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
+result is that of ``X.astype(np.float32)``, ``cluster_centers_`` included (float32). Labels
+are the CLI's: exactly ``seq``'s, the same bits on every run. Errors in the data or the
+parameters raise ValueError (TypeError for types that cannot be clusters' data) with the CLI's
+message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
 RuntimeError); Ctrl-C raises KeyboardInterrupt within about a second (docs/configuration.md).
 
 Differences from scikit-learn, on purpose:
