@@ -8,9 +8,12 @@
 
 The data is used in place when it is a C-contiguous float32 or float64 array (other arrays
 are converted once, as scikit-learn converts them); the precision follows its dtype unless
-``precision`` says otherwise. Labels are the CLI's: exactly ``seq``'s, the same bits on every
-run. Errors in the data or the parameters raise ValueError (TypeError for types that cannot
-be clusters' data) with the CLI's message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
+``precision`` says otherwise. float16 and bfloat16 arrays (a dtype named 'bfloat16', as
+ml_dtypes registers it) are converted exactly to a new float32 array and run in float: the
+result is that of ``X.astype(np.float32)``, ``cluster_centers_`` included (float32). Labels
+are the CLI's: exactly ``seq``'s, the same bits on every run. Errors in the data or the
+parameters raise ValueError (TypeError for types that cannot be clusters' data) with the CLI's
+message; a GPU failure raises ``kmeans_gpu.DeviceError`` (a
 RuntimeError); Ctrl-C raises KeyboardInterrupt within about a second (docs/configuration.md).
 
 Under mpirun, ``fit(X_local, comm=MPI.COMM_WORLD)`` (mpi4py) fits the rows every rank passes, in
@@ -44,6 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._core import DeviceError
+from ._input import host_array as _host_array
 
 __all__ = ["KMeans", "DeviceError", "batch_kmeans", "implementations", "gpu_available", "last_report"]
 
@@ -135,7 +139,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         A name of :func:`implementations` (``seq``, ``omp``, ``naive`` ... ``fused``); None:
         ``fused`` with a GPU, else ``omp``.
     precision : {"float", "double"} or None
-        None: float32 data runs in float, anything else in double.
+        None: float32, float16 and bfloat16 data runs in float, anything else in double.
     block : int or None, default None
         GPU threads per block (the CLI's ``--block``); None: 128, and for fused's one-pass
         kernels their measured best per shape (128, 192 or 256).
@@ -192,9 +196,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return [np.float64, np.float32] if dtype is None else dtype
 
     def _check_X(self, X, reset, dtype):
+        # float16/bfloat16 to float32 exactly, GPU arrays refused (_input.py); then
         # scikit-learn's conversions, n_features_in_, feature names and its message for no
         # features (its estimator checks ask for it); no objects and non-finite values are the
         # engines' to refuse, with the CLI's messages.
+        X = _host_array(X)[0]
         return _validate_data(self, X, reset=reset, accept_sparse=False, dtype=dtype, order="C",
                               ensure_min_samples=0, **{_FINITE: False})
 
@@ -278,6 +284,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _arguments(self, X, stacklevel=4):
         """The fit's checked arguments: X converted, and the problem's (k, loops, ...) by name, as
         _core.fit takes them."""
+        X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=True, dtype=self._dtype())
         k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
         loops = self._int("max_iter", self.max_iter, 1, "--loops")
@@ -304,7 +311,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               stacklevel=stacklevel)
                 n_init = 1
         return X, dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
-                       centroids=centroids, metric=self._metric())
+                       centroids=centroids, metric=self._metric(), input_dtype=input_dtype)
 
     def _engine_arguments(self):
         """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
@@ -321,6 +328,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         tol = self._tol(lambda: _core.mean_variance(X)) if X.size else 0.0
         with self._progress():
             self._take(_core.fit(*_core_arguments(X, tol, args, self._engine_arguments())))
+        if args["input_dtype"]:
+            self.report_["input_dtype"] = args["input_dtype"]  # (last_report is the same dict)
         return self
 
     def _take(self, out):
@@ -347,11 +356,14 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _predict(self, X):
         global last_report
         check_is_fitted(self)
+        X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
         with self._progress():
             out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
                                 self._threads(), self._device_memory(), self._metric())
         last_report = json.loads(out["report"])
+        if input_dtype:
+            last_report["input_dtype"] = input_dtype
         return out
 
     def predict(self, X):

@@ -53,6 +53,17 @@ void load_given_centroids(const CLI::App& app, const std::string& path, const ch
   params.given_centroids.assign(c.values.data(), c.values.data() + c.n * c.d);
 }
 
+// Whether --input holds float16 or bfloat16 values: such data runs in float unless --precision
+// says otherwise (it is float's exactly). A file that cannot be read is load()'s to report.
+bool sixteen_bit_input(const KmeansOptions& o) {
+  if (o.input.empty()) return false;
+  try {
+    return is_16bit(input_element(o.input, o.dataset));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
@@ -62,7 +73,7 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--impl", o.impl, "implementation (see below)");
   auto* size = app.add_option("--size", o.size_mb, "lab data of this many MB: MB*2^20/(coords*8) objects [256]");
   auto* objects = app.add_option("--objects", o.objects, "generate this many objects")->transform(integer);
-  auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt");
+  auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt (float16, bfloat16, float32, float64)");
   app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
   auto* generator = app.add_option("--generator", o.generator, "generated data: uniform or blobs");
   app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
@@ -91,7 +102,7 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
       ->transform(integer);
   app.add_option("--predict", o.predict, "label the data with the centroids in this file (any input format), "
                                          "without iterating; writes labels and inertia");
-  app.add_option("--precision", o.precision, "double or float");
+  app.add_option("--precision", o.precision, "double or float (default: double; float for float16/bfloat16 input)");
   app.add_option("--block", o.block,
                  "GPU threads per block (multiple of 32 in 32..1024; default 128, and for fused's one-pass kernels "
                  "their measured best per shape, 128, 192 or 256)")
@@ -165,6 +176,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
     throw UsageError("--dataset applies only to an .h5/.hdf5 --input");
   if (o.precision != "double" && o.precision != "float")
     throw UsageError("--precision must be double or float, not '" + o.precision + "'");
+  if (!app.count("--precision") && sixteen_bit_input(o)) o.precision = "float";
   if (o.report != "table" && o.report != "json" && o.report != "csv")
     throw UsageError("--report must be table, json or csv, not '" + o.report + "'");
   if (!o.impl.empty()) find_implementation(o.impl);

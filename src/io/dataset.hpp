@@ -54,6 +54,8 @@ struct Dataset {
   std::size_t d = 0;  // coordinates per object
   HostBuffer<T> values;  // n*d, row-major: object i is values[i*d .. i*d+d)
   std::string source;    // where it came from, for reports ("uniform", a path...)
+  std::string element;   // what a file or array held: "float16", "bfloat16", "float32", "float64",
+                         // "text" (.csv, .txt); empty for generated data (io/element.hpp)
 
   Dataset() = default;
   Dataset(std::size_t n_, std::size_t d_, std::string source_ = {})

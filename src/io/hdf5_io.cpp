@@ -2,11 +2,13 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "common/progress.hpp"
 #include <signal.h>
 #include <fcntl.h>
@@ -195,75 +197,89 @@ herr_t collect_2d(hid_t obj, const char* name, const ObjectInfo* info, void* op_
   return 0;
 }
 
-}  // namespace
-
-template <class T>
-Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank, int ranks, RowSplit* split) {
-  const Hdf5CrashGuard guard(path);
-  MetadataMemoryCap memory_cap;
-  silence_hdf5();
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw InputError(strprintf("'%s': not an HDF5 file (or empty)", path.c_str()));
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.ok()) throw InputError(strprintf("cannot open '%s' as HDF5", path.c_str()));
-
+// The path of the dataset to read: `dataset_name` (each link on the way checked, so a missing
+// group is our error, not an HDF5 failure), or the file's only 2-D dataset.
+std::string resolve_dataset(hid_t file, const std::string& path, const std::string& dataset_name) {
   std::string name = dataset_name;
   if (name.empty()) {
     FindState found;
-    H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_NATIVE, collect_2d, &found, H5O_INFO_BASIC);
+    H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, collect_2d, &found, H5O_INFO_BASIC);
     if (found.two_d.empty())
       throw InputError(strprintf("'%s': no 2-D dataset in the file", path.c_str()));
     if (found.two_d.size() > 1)
       throw InputError(strprintf("'%s': %zu 2-D datasets (%s, %s, ...); name one with --dataset", path.c_str(),
                                  found.two_d.size(), found.two_d[0].c_str(), found.two_d[1].c_str()));
-    name = found.two_d[0];
-  } else {
-    // Check each link on the way so a missing group is an error, not an HDF5 failure.
-    std::string partial;
-    std::size_t pos = name.front() == '/' ? 1 : 0;
-    partial = name.front() == '/' ? "/" : "";
-    bool exists = true;
-    while (exists) {
-      std::size_t slash = name.find('/', pos);
-      partial += name.substr(pos, slash == std::string::npos ? slash : slash - pos);
-      exists = H5Lexists(file.get(), partial.c_str(), H5P_DEFAULT) > 0;
-      if (slash == std::string::npos) break;
-      partial += "/";
-      pos = slash + 1;
-    }
-    if (!exists) throw InputError(strprintf("'%s': no dataset named '%s'", path.c_str(), name.c_str()));
-    ObjectInfo info;
-    herr_t got = H5Oget_info_by_name2(file.get(), name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT);
-    if (got < 0 || info.type != H5O_TYPE_DATASET)
-      throw InputError(strprintf("'%s': '%s' is not a dataset", path.c_str(), name.c_str()));
+    return found.two_d[0];
   }
+  std::string partial = name.front() == '/' ? "/" : "";
+  std::size_t pos = name.front() == '/' ? 1 : 0;
+  bool exists = true;
+  while (exists) {
+    std::size_t slash = name.find('/', pos);
+    partial += name.substr(pos, slash == std::string::npos ? slash : slash - pos);
+    exists = H5Lexists(file, partial.c_str(), H5P_DEFAULT) > 0;
+    if (slash == std::string::npos) break;
+    partial += "/";
+    pos = slash + 1;
+  }
+  if (!exists) throw InputError(strprintf("'%s': no dataset named '%s'", path.c_str(), name.c_str()));
+  ObjectInfo info;
+  herr_t got = H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT);
+  if (got < 0 || info.type != H5O_TYPE_DATASET)
+    throw InputError(strprintf("'%s': '%s' is not a dataset", path.c_str(), name.c_str()));
+  return name;
+}
 
-  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  const int dimensions = H5Sget_simple_extent_ndims(space.get());
-  if (dimensions != 2)
-    throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed",
-                               path.c_str(), name.c_str(), dimensions));
-  hsize_t dims[2];
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  const H5T_class_t cls = H5Tget_class(type.get());
+// The file opened read-only (an identifier for a Handle), or InputError.
+hid_t open_file(const std::string& path) {
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw InputError(strprintf("'%s': not an HDF5 file (or empty)", path.c_str()));
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) throw InputError(strprintf("cannot open '%s' as HDF5", path.c_str()));
+  return file;
+}
+
+// A dataset's type as the element it holds: 4- and 8-byte floats are float32 and float64 (HDF5
+// converts them to the run's precision itself); a 2-byte float is IEEE half or bfloat16 when its
+// bit fields are exactly theirs (h5py writes float16 as such a type); anything else is refused.
+Element float_element(hid_t type, const std::string& path, const std::string& name) {
+  const char* where = path.c_str();
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t size = H5Tget_size(type);
   if (cls == H5T_INTEGER)
-    throw InputError(strprintf("'%s': dataset '%s' has an integer type; refused (store it as float32/float64)",
-                               path.c_str(), name.c_str()));
+    throw InputError(strprintf("'%s': dataset '%s' has an integer type; refused (store it as float32/float64)", where,
+                               name.c_str()));
+  if (cls == H5T_OPAQUE && size == 2)
+    throw InputError(strprintf("'%s': dataset '%s' has an opaque 2-byte type (as h5py stores bfloat16 arrays), "
+                               "which does not say what its values are; store them as float32 (exact) or in an .npy",
+                               where, name.c_str()));
   if (cls != H5T_FLOAT)
-    throw InputError(strprintf("'%s': dataset '%s' is not a floating-point dataset", path.c_str(), name.c_str()));
-  check_shape(static_cast<std::int64_t>(dims[0]), static_cast<std::int64_t>(dims[1]), sizeof(T),
-              "'" + path + "' dataset '" + name + "'");
-  // What the file claims must be plausible before anything is allocated or read: a damaged
-  // or hostile header can declare any shape, chunk or element size.
-  const std::size_t type_size = H5Tget_size(type.get());
-  if (type_size != 2 && type_size != 4 && type_size != 8)
-    throw InputError(strprintf("'%s': dataset '%s' has a %zu-byte floating-point type; float32 or float64 is needed",
-                               path.c_str(), name.c_str(), type_size));
+    throw InputError(strprintf("'%s': dataset '%s' is not a floating-point dataset", where, name.c_str()));
+  if (size == 4) return Element::float32;
+  if (size == 8) return Element::float64;
+  if (size != 2)
+    throw InputError(strprintf("'%s': dataset '%s' has a %zu-byte floating-point type; float16, bfloat16, float32 "
+                               "or float64 is needed",
+                               where, name.c_str(), size));
+  std::size_t sign = 0, exponent_at = 0, exponent_bits = 0, mantissa_at = 0, mantissa_bits = 0;
+  const bool fields = H5Tget_fields(type, &sign, &exponent_at, &exponent_bits, &mantissa_at, &mantissa_bits) >= 0;
+  const std::size_t bias = H5Tget_ebias(type);
+  if (fields && H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0 && sign == 15 && mantissa_at == 0 &&
+      H5Tget_norm(type) == H5T_NORM_IMPLIED) {
+    if (exponent_at == 10 && exponent_bits == 5 && mantissa_bits == 10 && bias == 15) return Element::float16;
+    if (exponent_at == 7 && exponent_bits == 8 && mantissa_bits == 7 && bias == 127) return Element::bfloat16;
+  }
+  throw InputError(strprintf("'%s': dataset '%s' has a 16-bit float type of %zu exponent bits (bias %zu) and %zu "
+                             "mantissa bits that is neither IEEE half (5, bias 15, 10) nor bfloat16 (8, bias 127, 7)",
+                             where, name.c_str(), exponent_bits, bias, mantissa_bits));
+}
+
+// What the file claims must be plausible before anything is allocated or read: a damaged or
+// hostile header can declare any shape, chunk or element size. Returns the chunks' rows (0: not
+// chunked).
+hsize_t check_storage(hid_t ds, const hsize_t dims[2], std::size_t type_size, const std::string& path,
+                      const std::string& name) {
   const double declared = static_cast<double>(dims[0]) * static_cast<double>(dims[1]) * static_cast<double>(type_size);
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
   if (!dcpl.ok()) throw InputError(strprintf("'%s': cannot read the layout of '%s'", path.c_str(), name.c_str()));
   hsize_t chunk[2] = {0, 0};
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
@@ -274,20 +290,101 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
       throw InputError(strprintf("'%s': dataset '%s' has chunks of %.0f MiB (at most 256 MiB are read)", path.c_str(),
                                  name.c_str(), chunk_bytes / 1048576));
   }
-  const double stored = static_cast<double>(H5Dget_storage_size(ds.get()));
+  const double stored = static_cast<double>(H5Dget_storage_size(ds));
   if (H5Pget_nfilters(dcpl.get()) == 0 && stored < declared)  // uncompressed: every byte must be there
     throw InputError(strprintf("'%s': dataset '%s' declares %llu x %llu values (%.0f bytes) but stores %.0f bytes "
                                "(truncated or never written)",
                                path.c_str(), name.c_str(), static_cast<unsigned long long>(dims[0]),
                                static_cast<unsigned long long>(dims[1]), declared, stored));
+  return chunk[0];
+}
+
+// Reads a 16-bit dataset's rows [part.first, part.first + part.count) into out, converting each
+// value exactly (io/element.hpp). HDF5 reads the raw 16 bits (byte-swapped where the file is
+// big-endian) strip by strip into a buffer of about 8 MiB, or of one row of chunks when that is
+// larger, so that each chunk is read once; only that strip is held beside the data.
+template <class T>
+void read_16bit_rows(hid_t ds, hid_t space, hid_t file_type, Element element, hsize_t d, hsize_t chunk_rows,
+                     const RowSplit& part, T* out, const std::string& path, const std::string& name) {
+  Handle raw(H5Tcopy(file_type), H5Tclose);
+  if (!raw.ok() || H5Tset_order(raw.get(), H5T_ORDER_LE) < 0)
+    throw InputError(strprintf("'%s': cannot read dataset '%s'", path.c_str(), name.c_str()));
+  hsize_t step = std::max<hsize_t>(1, (hsize_t{1} << 22) / d);
+  if (chunk_rows) step = step >= chunk_rows ? step / chunk_rows * chunk_rows : chunk_rows;
+  const hsize_t strip_rows = std::min<hsize_t>(step, part.count);
+  check_host_memory(static_cast<double>(strip_rows) * static_cast<double>(d) * 2,
+                    strprintf("reading '%s' (%llu rows of 16-bit values at a time)", path.c_str(),
+                              static_cast<unsigned long long>(strip_rows)));
+  std::vector<std::uint16_t> strip(strip_rows * d);
+  const hsize_t end = part.first + part.count;
+  for (hsize_t row = part.first; row < end;) {
+    const hsize_t next = std::min(end, (row / step + 1) * step);  // strips end on multiples of step
+    const hsize_t start[2] = {row, 0}, count[2] = {next - row, d};
+    Handle memory(H5Screate_simple(2, count, nullptr), H5Sclose);
+    if (!memory.ok() || H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+        H5Dread(ds, raw.get(), memory.get(), space, H5P_DEFAULT, strip.data()) < 0)
+      throw InputError(strprintf("'%s': failed to read rows %llu..%llu of dataset '%s'", path.c_str(),
+                                 static_cast<unsigned long long>(row), static_cast<unsigned long long>(next),
+                                 name.c_str()));
+    T* to = out + (row - part.first) * d;
+    const std::size_t values = static_cast<std::size_t>((next - row) * d);
+    for (std::size_t i = 0; i < values; ++i) to[i] = static_cast<T>(bits16_to_float(strip[i], element));
+    progress::update("reading", static_cast<double>(next - part.first) * d * 2 / 1e6,
+                     static_cast<double>(part.count) * d * 2 / 1e6, "MB");
+    row = next;
+  }
+}
+
+}  // namespace
+
+Element hdf5_element(const std::string& path, const std::string& dataset_name) {
+  const Hdf5CrashGuard guard(path);
+  MetadataMemoryCap memory_cap;
+  silence_hdf5();
+  Handle file(open_file(path), H5Fclose);
+  const std::string name = resolve_dataset(file.get(), path, dataset_name);
+  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  return float_element(type.get(), path, name);
+}
+
+template <class T>
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank, int ranks, RowSplit* split) {
+  const Hdf5CrashGuard guard(path);
+  MetadataMemoryCap memory_cap;
+  silence_hdf5();
+  Handle file(open_file(path), H5Fclose);
+  const std::string name = resolve_dataset(file.get(), path, dataset_name);
+  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  const int dimensions = H5Sget_simple_extent_ndims(space.get());
+  if (dimensions != 2)
+    throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed",
+                               path.c_str(), name.c_str(), dimensions));
+  hsize_t dims[2];
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  const Element element = float_element(type.get(), path, name);
+  const std::size_t type_size = H5Tget_size(type.get());
+  check_shape(static_cast<std::int64_t>(dims[0]), static_cast<std::int64_t>(dims[1]), sizeof(T),
+              "'" + path + "' dataset '" + name + "'");
+  const hsize_t chunk_rows = check_storage(ds.get(), dims, type_size, path, name);
 
   memory_cap.release();  // the data's buffer and the read are bounded by the checks above
   const RowSplit part = split_rows(dims[0], rank, ranks);
   if (split) *split = part;
   Dataset<T> data(part.count, dims[1], path + ":" + name);
+  data.element = element_name(element);
+  if (is_16bit(element)) {
+    read_16bit_rows(ds.get(), space.get(), type.get(), element, dims[1], chunk_rows, part, data.values.data(), path,
+                    name);
+    return data;
+  }
   // HDF5 converts float<->double itself, in strips, straight into our buffer. An MPI rank reads
   // its rows only.
-  if (!read_rows(ds.get(), space.get(), part.first, part.count, dims[1], chunk[0], type_size, data.values.data()))
+  if (!read_rows(ds.get(), space.get(), part.first, part.count, dims[1], chunk_rows, type_size, data.values.data()))
     throw InputError(part.count == dims[0]
                          ? strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str())
                          : strprintf("'%s': failed to read rows %zu..%zu of dataset '%s'", path.c_str(), part.first,

@@ -19,6 +19,7 @@
 
 #include "common/errors.hpp"
 #include "common/progress.hpp"
+#include "io/element.hpp"
 #include "io/text_reader.hpp"
 
 namespace km {
@@ -83,6 +84,21 @@ void read_values(std::FILE* f, T* dst, std::size_t count, const std::string& pat
   }
 }
 
+// Reads count 16-bit values (float16 or bfloat16, little-endian) from f into dst, converting
+// each exactly (io/element.hpp) in chunks, so the 16-bit data is never held whole beside dst.
+template <class T>
+void read_16bit(std::FILE* f, T* dst, std::size_t count, Element element, const std::string& path) {
+  constexpr std::size_t kChunk = 1 << 16;
+  std::vector<std::uint16_t> chunk(std::min(count, kChunk));
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t now = std::min(kChunk, count - done);
+    read_exact(f, chunk.data(), now * sizeof(std::uint16_t), path);
+    for (std::size_t i = 0; i < now; ++i) dst[done + i] = static_cast<T>(bits16_to_float(chunk[i], element));
+    done += now;
+    progress::update("reading", done * 2 / 1e6, count * 2 / 1e6, "MB");
+  }
+}
+
 // ---------------------------------------------------------------- .bin
 // Moves to byte `offset` (64-bit) of f.
 void seek_to(std::FILE* f, std::uint64_t offset, const std::string& path) {
@@ -115,6 +131,7 @@ Dataset<T> load_bin(const std::string& path, const LoadOptions& options) {
   const RowSplit part = split_rows(n, options.rank, options.ranks);
   if (options.split) *options.split = part;
   Dataset<T> data(part.count, d, path);
+  data.element = element_name(Element::float32);
   seek_to(file.f, 8 + part.first * d * sizeof(float), path);
   read_values<float>(file.f, data.values.data(), part.count * d, path);
   return data;
@@ -223,14 +240,16 @@ class NpyHeaderParser {
   std::size_t i_ = 0;
 };
 
-template <class T>
-Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
-  const std::uint64_t size = file_size(path);
+// An .npy file's header, read and parsed; `data_offset` is where the values start.
+struct NpyFile {
+  NpyHeader header;
+  std::uint64_t data_offset = 0;
+};
+
+NpyFile read_npy_header(std::FILE* f, std::uint64_t size, const std::string& path) {
   if (size == 0) throw InputError(strprintf("'%s': empty file", path.c_str()));
-  File file(path);
   unsigned char pre[10];
-  if (size < sizeof pre || std::fread(pre, 1, sizeof pre, file.f) != sizeof pre ||
-      std::memcmp(pre, "\x93NUMPY", 6) != 0)
+  if (size < sizeof pre || std::fread(pre, 1, sizeof pre, f) != sizeof pre || std::memcmp(pre, "\x93NUMPY", 6) != 0)
     throw InputError(strprintf("'%s': not a NumPy .npy file (bad magic)", path.c_str()));
   std::uint64_t header_len, prefix;
   if (pre[6] == 1) {
@@ -238,30 +257,50 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
     prefix = 10;
   } else if (pre[6] == 2 || pre[6] == 3) {
     unsigned char more[2];
-    read_exact(file.f, more, 2, path);
+    read_exact(f, more, 2, path);
     header_len = pre[8] | (pre[9] << 8) | (std::uint64_t(more[0]) << 16) | (std::uint64_t(more[1]) << 24);
     prefix = 12;
   } else {
     throw InputError(strprintf("'%s': unsupported .npy version %d", path.c_str(), pre[6]));
   }
   if (prefix + header_len > size) throw InputError(strprintf("'%s': truncated .npy header", path.c_str()));
-  std::string header(header_len, '\0');
-  read_exact(file.f, header.data(), header_len, path);
+  std::string text(header_len, '\0');
+  read_exact(f, text.data(), header_len, path);
+  return {NpyHeaderParser(text, path).parse(), prefix + header_len};
+}
 
-  const NpyHeader h = NpyHeaderParser(header, path).parse();
-  const std::string& descr = h.descr;
-  if (h.fortran_order)
-    throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
+// The element type an .npy descr names. NumPy writes '<f2' for float16. It has no bfloat16:
+// ml_dtypes' bfloat16 is an extension type of kind 'V' (void), which np.save writes as '<V2',
+// and an array np.load read back from such a file (a plain two-byte void) saves as '|V2'; both,
+// and the name 'bfloat16' that hand-written headers use, are read as bfloat16.
+Element npy_element(const std::string& descr, const std::string& path) {
+  if (descr == "bfloat16") return Element::bfloat16;
   if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
-    throw InputError(strprintf("'%s': dtype '%s' is not little-endian float32/float64", path.c_str(),
-                               printable(descr).c_str()));
+    throw InputError(strprintf("'%s': dtype '%s' is not little-endian float16, bfloat16, float32 or float64 (save "
+                               "it little-endian: x.astype(x.dtype.newbyteorder('<')))",
+                               path.c_str(), printable(descr).c_str()));
   const char kind = descr[1];
   const std::string width = descr.substr(2);
   if (kind == 'i' || kind == 'u' || kind == 'b')
     throw InputError(strprintf("'%s': integer dtype '%s' is refused; convert it with .astype(np.float64) first",
                                path.c_str(), descr.c_str()));
-  if (kind != 'f' || (width != "4" && width != "8"))
-    throw InputError(strprintf("'%s': dtype '%s' is not float32 or float64", path.c_str(), printable(descr).c_str()));
+  if (kind == 'f' && width == "2") return Element::float16;
+  if (kind == 'f' && width == "4") return Element::float32;
+  if (kind == 'f' && width == "8") return Element::float64;
+  if (kind == 'V' && width == "2") return Element::bfloat16;
+  throw InputError(strprintf("'%s': dtype '%s' is not float16, bfloat16, float32 or float64", path.c_str(),
+                             printable(descr).c_str()));
+}
+
+template <class T>
+Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
+  const std::uint64_t size = file_size(path);
+  File file(path);
+  const NpyFile npy = read_npy_header(file.f, size, path);
+  const NpyHeader& h = npy.header;
+  if (h.fortran_order)
+    throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
+  const Element element = npy_element(h.descr, path);
   if (h.shape.size() != 2)
     throw InputError(strprintf("'%s': array has %zu dimensions; a 2-D (objects, coords) array is needed",
                                path.c_str(), h.shape.size()));
@@ -269,22 +308,26 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
     throw InputError(strprintf("'%s': shape %llu x %llu is too large", path.c_str(),
                                static_cast<unsigned long long>(h.shape[0]), static_cast<unsigned long long>(h.shape[1])));
   const std::vector<long long> dims = {static_cast<long long>(h.shape[0]), static_cast<long long>(h.shape[1])};
-  const std::size_t elem = width == "4" ? 4 : 8;
-  check_shape(dims[0], dims[1], elem, "'" + path + "'");
+  const std::size_t elem = element == Element::float64 ? 8 : element == Element::float32 ? 4 : 2;
+  check_shape(dims[0], dims[1], std::max(elem, sizeof(T)), "'" + path + "'");
   const std::uint64_t n = dims[0], d = dims[1];
-  const std::uint64_t expect = prefix + header_len + n * d * elem;
+  const std::uint64_t expect = npy.data_offset + n * d * elem;
   if (size < expect)
-    throw InputError(strprintf("'%s': truncated: shape %llu x %llu needs %llu bytes, the file has %llu", path.c_str(),
-                               static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
-                               static_cast<unsigned long long>(expect), static_cast<unsigned long long>(size)));
+    throw InputError(strprintf("'%s': truncated: shape %llu x %llu of %s needs %llu bytes, the file has %llu",
+                               path.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
+                               element_name(element), static_cast<unsigned long long>(expect),
+                               static_cast<unsigned long long>(size)));
   const RowSplit part = split_rows(n, options.rank, options.ranks);
   if (options.split) *options.split = part;
   Dataset<T> data(part.count, d, path);
-  seek_to(file.f, prefix + header_len + part.first * d * elem, path);
+  data.element = element_name(element);
+  seek_to(file.f, npy.data_offset + part.first * d * elem, path);
   if (elem == 4)
     read_values<float>(file.f, data.values.data(), part.count * d, path);
-  else
+  else if (elem == 8)
     read_values<double>(file.f, data.values.data(), part.count * d, path);
+  else
+    read_16bit(file.f, data.values.data(), part.count * d, element, path);
   return data;
 }
 
@@ -439,6 +482,7 @@ Dataset<T> load_text(const std::string& path, bool csv, const std::optional<std:
   TextShape s = csv ? scan_csv(path) : scan_txt(path, coords);
   check_shape(static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.cols), sizeof(T), "'" + path + "'");
   Dataset<T> data(s.rows, s.cols, path);
+  data.element = element_name(Element::text);
   const std::size_t parts = s.parts.size();
   std::vector<std::exception_ptr> errors(parts);
   std::atomic<std::size_t> done{0};
@@ -488,6 +532,20 @@ Format format_from_path(const std::string& path) {
                              path.c_str(), ext.c_str()));
 }
 
+Element input_element(const std::string& path, const std::string& dataset) {
+  const Format format = format_from_path(path);
+  require_regular_readable(path);
+  switch (format) {
+    case Format::hdf5: return hdf5_element(path, dataset);
+    case Format::csv:
+    case Format::txt: return Element::text;
+    case Format::bin: return Element::float32;
+    case Format::npy: break;
+  }
+  File file(path);
+  return npy_element(read_npy_header(file.f, file_size(path), path).header.descr, path);
+}
+
 template <class T>
 Dataset<T> load(const std::string& path, const LoadOptions& given) {
   RowSplit split;
@@ -512,6 +570,7 @@ Dataset<T> load(const std::string& path, const LoadOptions& given) {
     if (options.split) *options.split = part;
     if (part.count != data.n) {
       Dataset<T> mine(part.count, data.d, data.source);
+      mine.element = data.element;
       std::copy_n(data.row(part.first), part.count * data.d, mine.values.data());
       data = std::move(mine);
     }

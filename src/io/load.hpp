@@ -1,10 +1,13 @@
 // The data front end: one load() that dispatches on the file extension.
-//   .h5/.hdf5  2-D float/double dataset (options.dataset names it, else the only 2-D one)
+//   .h5/.hdf5  2-D float dataset: IEEE half, bfloat16, float32, float64 (options.dataset names
+//              it, else the only 2-D one)
 //   .csv       numbers, optional header row
-//   .npy       2-D float32/float64, C order
+//   .npy       2-D float16/bfloat16/float32/float64, little-endian, C order
 //   .bin       classic binary: int32 N, int32 d, then N*d float32 row-major
 //   .txt       classic text: one object per line, blank-separated, optional leading integer id
 // Every reader streams into one exactly-sized buffer (no second copy) and refuses NaN/Inf.
+// 16-bit values become float exactly (io/element.hpp), strip by strip as they are read; the
+// Dataset's `element` names what the file held.
 #pragma once
 
 #include <optional>
@@ -12,6 +15,7 @@
 
 #include "dist/team.hpp"
 #include "io/dataset.hpp"
+#include "io/element.hpp"
 
 namespace km {
 
@@ -36,8 +40,14 @@ void require_regular_readable(const std::string& path);
 template <class T>
 Dataset<T> load(const std::string& path, const LoadOptions& options = {});
 
+// What load() would read the values from, without reading them: an .npy file's header or an
+// HDF5 dataset's type (text for .csv and .txt, float32 for .bin). Throws InputError as load()
+// would for a file it cannot read.
+Element input_element(const std::string& path, const std::string& dataset = {});
+
 // Implemented in hdf5_io.cpp.
 // rank/ranks: read that rank's rows only (a hyperslab); split receives them.
+Element hdf5_element(const std::string& path, const std::string& dataset_name);
 template <class T>
 Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank = 0, int ranks = 1,
                      RowSplit* split = nullptr);

@@ -120,6 +120,7 @@ km::Dataset<T> view(const py::array& x, bool check_finite = false, bool part = f
   data.n = static_cast<std::size_t>(x.shape(0));
   data.d = static_cast<std::size_t>(x.shape(1));
   data.source = "X";
+  data.element = sizeof(T) == 4 ? "float32" : "float64";  // the estimator reports a 16-bit X's own type
   km::check_shape(static_cast<std::int64_t>(part ? std::max<std::size_t>(data.n, 1) : data.n),
                   static_cast<std::int64_t>(data.d), sizeof(T), "X");
   data.values = km::HostBuffer<T>::borrow(static_cast<const T*>(x.data()), data.n * data.d);

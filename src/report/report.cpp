@@ -18,6 +18,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.path = result.path;
   r.plan = result.plan;
   r.source = data.source;
+  r.input_dtype = data.element;
   r.objects = result.objects ? result.objects : data.n;
   r.gpus = result.gpus;
   r.ranks = result.ranks;
@@ -80,8 +81,9 @@ void write_table(std::ostream& out, const RunReport& r) {
   if (r.gpus > 1 || r.ranks > 1) out << strprintf("  gpus=%d  ranks=%d", r.gpus, r.ranks);
   out << "\n";
   const bool reduced = r.gpus > 1 || r.ranks > 1;
-  out << strprintf("data     %s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
-                   r.objects, r.coords, megabytes, r.clusters);
+  out << strprintf("data     %s%s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
+                   r.input_dtype.empty() ? "" : (" (" + r.input_dtype + ")").c_str(), r.objects, r.coords, megabytes,
+                   r.clusters);
   out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s%s\n\n", r.init.c_str(), r.loops, r.threshold,
                    tol_text(r.tol).c_str(), r.metric == "euclidean" ? "" : ("  metric=" + r.metric).c_str());
   // The allreduce column only when parts were summed across GPUs or processes.
@@ -129,6 +131,7 @@ void write_json(std::ostream& out, const RunReport& r) {
             {"precision", r.precision},
             {"device", r.device},
             {"source", r.source},
+            {"input_dtype", r.input_dtype.empty() ? json(nullptr) : json(r.input_dtype)},
             {"objects", r.objects},
             {"coords", r.coords},
             {"clusters", r.clusters},

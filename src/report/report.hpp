@@ -13,6 +13,7 @@ namespace km {
 
 struct RunReport {
   std::string impl, precision, device, source, path;
+  std::string input_dtype;  // what the input held (Dataset::element): "float16", "text"...; empty: generated
   std::vector<std::pair<std::string, std::string>> plan;  // the path's plan (fused; JSON "plan")
   std::size_t objects = 0, coords = 0, clusters = 0;
   int block = 0, threads = 0, loops = 0;

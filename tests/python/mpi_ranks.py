@@ -180,7 +180,7 @@ def errors():
     def engines_alone():
         team = _ranks.Team(comm)
         try:
-            _core.fit_parted(part, "omp", 3, 10, 0.0, None, "first", 0, 0, 0, 1, None, 1, 0, team, total)
+            _core.fit_parted(part, "omp", 3, 10, 0.0, None, "first", 0, 0, 0, 1, None, 1, 0, "euclidean", team, total)
         except BaseException as e:
             team.fail(e)
 

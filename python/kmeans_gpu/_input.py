@@ -1,0 +1,91 @@
+"""What the estimator does to X before scikit-learn's checks: 16-bit floats become float32
+exactly, and an array in GPU memory that NumPy cannot read is refused with one clear error.
+
+float16 (NumPy's) and bfloat16 (a dtype named 'bfloat16', as ml_dtypes and JAX register it) are
+subsets of float32: every value converts exactly, so the labels and inertia are those of the
+data converted to float32 and the fit runs in float unless ``precision`` says otherwise. The
+conversion makes one new float32 array; the caller's array is never modified. Nothing here
+imports torch, CuPy or ml_dtypes: objects are read through ``__array__``, ``dtype``,
+``__cuda_array_interface__`` and ``__dlpack_device__``.
+"""
+
+import numpy as np
+
+# DLPack device types whose memory the host reads: CPU, CUDA pinned host memory, ROCm host memory.
+_HOST_DEVICES = (1, 3, 11)
+_SIXTEEN = ("float16", "bfloat16")
+
+
+def _sixteen_bit_name(dtype):
+    """'float16' or 'bfloat16' when dtype is one of them (a NumPy dtype, or another library's
+    dtype object such as torch.float16 by its name), else None."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, np.dtype):
+        if dtype == np.float16:
+            return "float16"
+        return "bfloat16" if dtype.name == "bfloat16" and dtype.itemsize == 2 else None
+    name = str(dtype).rsplit(".", 1)[-1]  # torch.float16, torch.bfloat16, jax's dtype('bfloat16')...
+    return name if name in _SIXTEEN else None
+
+
+def _in_device_memory(X):
+    """Whether X says its data lives in GPU (or other device) memory."""
+    try:
+        X.__cuda_array_interface__
+        return True
+    except AttributeError:
+        pass
+    except Exception:  # a CUDA tensor that refuses the interface (torch: one that requires grad)
+        return True
+    device = getattr(X, "__dlpack_device__", None)
+    if callable(device):
+        try:
+            return int(device()[0]) not in _HOST_DEVICES
+        except Exception:
+            return False
+    return False
+
+
+def _to_float32(array, name):
+    """A new C-ordered float32 array of exactly array's 16-bit values."""
+    if name == "float16":
+        return array.astype(np.float32, order="C")
+    # bfloat16 is float32's upper half: its bits shifted up 16 are the float32 of the same value.
+    bits = array.view(np.uint16).astype(np.uint32, order="C")
+    bits <<= 16
+    return bits.view(np.float32)
+
+
+def host_array(X):
+    """X ready for scikit-learn's checks, and the 16-bit type it held ('float16', 'bfloat16' or
+    None). Objects that are not 16-bit are returned as they are (a DataFrame keeps its column
+    names); an array in device memory that NumPy cannot read raises TypeError."""
+    if not isinstance(X, np.ndarray):
+        if _in_device_memory(X):
+            try:
+                X = np.asarray(X)  # some libraries copy to the host themselves (JAX)
+            except Exception as e:
+                raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in GPU memory; kmeans_gpu reads "
+                                f"host arrays: copy it to the host first (CuPy: X.get(), PyTorch: X.cpu())") from e
+        elif hasattr(X, "columns") and hasattr(X, "dtypes"):  # a DataFrame of 16-bit columns only
+            names = {_sixteen_bit_name(t) for t in X.dtypes}
+            if len(names) == 1 and None not in names:
+                return X.astype(np.float32), names.pop()  # NumPy's (and ml_dtypes') casts are exact
+            return X, None
+        elif hasattr(type(X), "__array__"):
+            dtype = getattr(X, "dtype", None)
+            name = _sixteen_bit_name(dtype)
+            if dtype is not None and name is None:
+                return X, None  # not 16-bit: scikit-learn converts it as usual
+            try:
+                X = np.asarray(X)
+            except Exception as e:
+                if name is None:
+                    return X, None  # scikit-learn's own check says what is wrong
+                raise TypeError(f"X's dtype {dtype} cannot be read by NumPy; convert it to float32 first "
+                                f"(exact), e.g. X.float() or X.astype('float32')") from e
+        else:
+            return X, None
+    name = _sixteen_bit_name(X.dtype)
+    return (_to_float32(X, name), name) if name else (X, None)
