@@ -528,6 +528,42 @@ def test_metrics():
             expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")
 
 
+def test_batch_input():
+    """A 3-D .npy is B problems: each problem's centroids, labels and inertia are those of its rows
+    fitted alone, byte for byte."""
+    try:
+        import numpy as np
+    except ImportError:
+        print("skip: no numpy")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        x = np.random.default_rng(3).standard_normal((3, 2000, 5)).astype(np.float32)
+        batch = os.path.join(tmp, "batch.npy")
+        np.save(batch, x)
+        common = ["--impl=omp", "--clusters=4", "--init=kmeans++", "--seed=2", "--loops=20", "--report=json",
+                  "--quiet", "--metric=cosine"]
+        out = os.path.join(tmp, "out.npy")
+        j = json.loads(run(f"--input={batch}", f"--output={out}", *common).stdout)
+        c, lab = np.load(out), np.load(out[:-4] + ".labels.npy")
+        expect(j["batch"] == 3 and len(j["problems"]) == 3 and c.shape == (3, 4, 5) and lab.shape == (3, 2000),
+               f"batch report and outputs: {j.get('batch')} {c.shape} {lab.shape}")
+        for b in range(3):
+            one = os.path.join(tmp, f"one{b}.npy")
+            np.save(one, x[b])
+            alone = os.path.join(tmp, f"alone{b}.npy")
+            r = json.loads(run(f"--input={one}", f"--output={alone}", *common).stdout)
+            same = (r["inertia"] == j["problems"][b]["inertia"] and np.array_equal(np.load(alone), c[b])
+                    and np.array_equal(np.load(alone[:-4] + ".labels.npy"), lab[b])
+                    and r["iterations"] == j["problems"][b]["iterations"])
+            expect(same, f"batch problem {b} equals its rows fitted alone")
+        for args, needle in [(["--report=csv"], "--report=csv"), ([f"--output={os.path.join(tmp, 'o.csv')}"], ".npy")]:
+            p = run("--impl=omp", f"--input={batch}", "--clusters=4", *args, check=False)
+            lines = p.stderr.strip().splitlines()
+            expect(p.returncode == 2 and len(lines) == 1 and needle in lines[0], f"batch {args}: {p.stderr!r}")
+        p = run("--impl=omp", f"--objects=100", f"--init={batch}", "--clusters=4", check=False)
+        expect(p.returncode != 0 and "3-D" in p.stderr, f"a 3-D --init file is refused: {p.stderr!r}")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -543,7 +579,8 @@ for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_repo
              test_help_and_list, test_progress_on_a_terminal, test_progress_nowhere_else, test_bad_inputs,
              test_strict_options, test_init_predict_ninit_npy,
              test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
-             test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics]:
+             test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics,
+             test_batch_input]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/kmeans_batch.hpp"
 #include "cli/kmeans_options.hpp"
 #include "cli/options.hpp"
 #include "common/errors.hpp"
@@ -50,9 +51,10 @@ using Options = km::cli::KmeansOptions;
 // This rank's rows: read (each rank its own share: .h5, .npy, .bin) or generated.
 template <class T>
 void load_data(const Options& o, const km::Params& params, km::Team& team, km::Dataset<T>& data,
-               km::RowSplit& split) {
+               km::RowSplit& split, std::size_t& batch) {
   if (!o.input.empty()) {
     km::LoadOptions lo;
+    lo.batch = &batch;  // a 3-D .npy: a batch of problems (cli/kmeans_batch.hpp)
     lo.dataset = o.dataset;
     if (o.coords_given) lo.coords = static_cast<std::size_t>(o.coords);
     lo.rank = team.rank();  // each rank reads its rows only (.h5, .npy, .bin)
@@ -132,7 +134,8 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   km::Dataset<T> data;
   km::RowSplit split;
   std::string why;
-  const int status = outcome([&] { load_data(o, params, team, data, split); }, why);
+  std::size_t batch = 0;
+  const int status = outcome([&] { load_data(o, params, team, data, split, batch); }, why);
   // Every rank's rows read, or every rank ends; the shape and the given centroids must agree.
   const std::uint64_t given = km::fnv1a(params.given_centroids.data(), params.given_centroids.size() * sizeof(double));
   const auto differ = [](const km::Verdict& v) {
@@ -145,6 +148,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   };
   if (const int code = settle(team, status, why, {split.total, data.d, given}, differ, 1)) return code;
   const double load_seconds = load_watch.seconds();
+  if (batch) return km::cli::run_batch(o, impl, params, data, batch, load_seconds);
 
   const bool predicting = !o.predict.empty();
   if (predicting && team.size() > 1) throw km::UsageError("--predict runs in one process, not under mpirun");

@@ -301,13 +301,28 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
   if (h.fortran_order)
     throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
   const Element element = npy_element(h.descr, path);
-  if (h.shape.size() != 2)
-    throw InputError(strprintf("'%s': array has %zu dimensions; a 2-D (objects, coords) array is needed",
-                               path.c_str(), h.shape.size()));
-  if (h.shape[0] > static_cast<std::uint64_t>(INT64_MAX) || h.shape[1] > static_cast<std::uint64_t>(INT64_MAX))
+  std::vector<std::uint64_t> shape = h.shape;
+  if (shape.size() == 3 && options.batch) {  // B problems of N objects: B * N rows
+    if (options.ranks > 1)
+      throw InputError(strprintf("'%s': a batch of problems (a 3-D array) runs in one process, not under mpirun",
+                                 path.c_str()));
+    if (shape[0] == 0) throw InputError(strprintf("'%s': the batch holds no problems (shape[0] = 0)", path.c_str()));
+    if (shape[1] != 0 && shape[0] > static_cast<std::uint64_t>(INT64_MAX) / shape[1])
+      throw InputError(strprintf("'%s': a batch of %llu x %llu objects is too large", path.c_str(),
+                                 static_cast<unsigned long long>(shape[0]), static_cast<unsigned long long>(shape[1])));
+    *options.batch = shape[0];
+    shape = {shape[0] * shape[1], shape[2]};
+  } else if (options.batch) {
+    *options.batch = 0;
+  }
+  if (shape.size() != 2)
+    throw InputError(strprintf("'%s': array has %zu dimensions; a 2-D (objects, coords) array is needed%s",
+                               path.c_str(), shape.size(),
+                               shape.size() == 3 ? " (a 3-D batch of problems is read as --input only)" : ""));
+  if (shape[0] > static_cast<std::uint64_t>(INT64_MAX) || shape[1] > static_cast<std::uint64_t>(INT64_MAX))
     throw InputError(strprintf("'%s': shape %llu x %llu is too large", path.c_str(),
-                               static_cast<unsigned long long>(h.shape[0]), static_cast<unsigned long long>(h.shape[1])));
-  const std::vector<long long> dims = {static_cast<long long>(h.shape[0]), static_cast<long long>(h.shape[1])};
+                               static_cast<unsigned long long>(shape[0]), static_cast<unsigned long long>(shape[1])));
+  const std::vector<long long> dims = {static_cast<long long>(shape[0]), static_cast<long long>(shape[1])};
   const std::size_t elem = element == Element::float64 ? 8 : element == Element::float32 ? 4 : 2;
   check_shape(dims[0], dims[1], std::max(elem, sizeof(T)), "'" + path + "'");
   const std::uint64_t n = dims[0], d = dims[1];

@@ -26,6 +26,9 @@ struct LoadOptions {
   // byte offset) read only these rows; .csv and .txt are parsed whole and keep them.
   int rank = 0, ranks = 1;
   RowSplit* split = nullptr;           // receives the rows read, of how many
+  // Given: a 3-D .npy array (B, N, d) -- B problems of N objects -- is read as B * N rows of d,
+  // and *batch receives B (0 for a 2-D array). Not given: a 3-D array is refused.
+  std::size_t* batch = nullptr;
 };
 
 enum class Format { hdf5, csv, npy, bin, txt };

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <thread>
@@ -217,11 +218,16 @@ void write_result(const std::string& path, const ResultView<T>& r) {
   const std::string labels_path = labels_path_for(path);
   TemporaryFile tmp_labels(temporary_path_for(labels_path));
   if (format == Format::npy) {
+    const std::size_t b = std::max<std::size_t>(r.batch, 1);
+    const std::vector<std::size_t> centroid_shape =
+        r.batch ? std::vector<std::size_t>{r.batch, r.k, r.d} : std::vector<std::size_t>{r.k, r.d};
+    const std::vector<std::size_t> label_shape = r.batch ? std::vector<std::size_t>{r.batch, r.n} : std::vector<std::size_t>{r.n};
     write_text_file(tmp.path(), path, [&](std::FILE* f) {
-      write_npy(f, std::is_same_v<T, float> ? "<f4" : "<f8", {r.k, r.d}, r.centroids, r.k * r.d * sizeof(T));
+      write_npy(f, std::is_same_v<T, float> ? "<f4" : "<f8", centroid_shape, r.centroids, b * r.k * r.d * sizeof(T));
     });
-    write_text_file(tmp_labels.path(), labels_path,
-                    [&](std::FILE* f) { write_npy(f, "<i4", {r.n}, r.labels, r.n * sizeof(std::int32_t)); });
+    write_text_file(tmp_labels.path(), labels_path, [&](std::FILE* f) {
+      write_npy(f, "<i4", label_shape, r.labels, b * r.n * sizeof(std::int32_t));
+    });
   } else {
     // Enough digits that the text reads back to the same binary value.
     const int digits = std::is_same_v<T, float> ? 9 : 17;

@@ -21,6 +21,9 @@ struct ResultView {
   std::size_t n;
   double inertia;
   int iterations;
+  // > 0: a batch of this many problems, each of k centroids and n labels, one after another
+  // (B * k * d and B * n values), written as .npy arrays of shape (B, k, d) and (B, n).
+  std::size_t batch = 0;
 };
 
 // A file the run reads, and what an error calls it ("the input file", "the --init file").

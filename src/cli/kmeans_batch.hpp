@@ -1,0 +1,20 @@
+// A batch of problems on the command line: a 3-D --input (B, N, d) is B problems of N objects,
+// fitted one after another, each exactly as a 2-D input of its rows alone would be fitted (the
+// same parameters, seed included); the JSON report holds every problem's report, --output
+// (.npy) the centroids as (B, K, d) and the labels as (B, N).
+#pragma once
+
+#include <cstddef>
+
+#include "cli/kmeans_options.hpp"
+#include "io/dataset.hpp"
+#include "kmeans/registry.hpp"
+
+namespace km::cli {
+
+// data: the B * N rows; batch: B. Returns the exit status (0).
+template <class T>
+int run_batch(const KmeansOptions& o, const Implementation& impl, const Params& params, const Dataset<T>& data,
+              std::size_t batch, double load_seconds);
+
+}  // namespace km::cli
