@@ -11,6 +11,7 @@ date and commit of the run it shows (from the CSV's stamp columns).
   mlp.csv, mlp_torch.csv -> mlp_epoch.png, mlp_accuracy.png
   scaling.csv        -> scaling.png
   streaming.csv      -> streaming.png
+  batch_grid.csv     -> batch_grid.png (Flash-KMeans's batched grid, bench_batch.py)
   bench_gemm.csv     -> gemm_tflops.png, gemm_pct_cublas.png, gemm_tiles.png,
                         gemm_transfers.png, gemm_cpu_threads.png
 A missing CSV, or one without the rows a figure needs, draws no figure.
@@ -549,6 +550,35 @@ def streaming(rows, out):
     finish(fig, rows, os.path.join(out, "streaming.png"))
 
 
+def batch_grid(rows, out):
+    """Flash-KMeans's headline grid: ms per iteration of the whole batch, ours and Flash's, per
+    (B, K) against N, Euclidean and cosine; the labels Flash gets wrong in the title rows."""
+    if not rows:
+        return
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for (b, k), color in zip(sorted({(int(r["B"]), int(r["K"])) for r in rows}),
+                                 ["#4c72b0", "#55a868", "#c44e52", "#8172b2"]):
+            sel = sorted((r for r in rows if r["metric"] == metric and int(r["B"]) == b and int(r["K"]) == k),
+                         key=lambda r: int(r["N"]))
+            n = [int(r["N"]) for r in sel]
+            ax.plot(n, [num(r["ours_ms_per_iter"]) for r in sel], "-o", color=color, label=f"ours B={b} K={k}")
+            if sel and sel[0].get("flash_ms_per_iter"):
+                ax.plot(n, [num(r["flash_ms_per_iter"]) for r in sel], "--x", color=color, label=f"Flash B={b} K={k}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("N objects per problem (d = 128, fp16 data)")
+        ax.set_ylabel("ms per iteration of the batch (log)")
+        wrong = sum(int(num(r.get("flash_wrong_labels")) or 0) for r in rows if r["metric"] == metric)
+        ax.set_title(f"{metric}: Flash's labels from the first centroids wrong: {wrong} in all")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    fig.suptitle("Batched problems: ours (each problem fitted in turn, exact labels) vs Flash-KMeans")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    finish(fig, rows, os.path.join(out, "batch_grid.png"))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plots")
     blocks = read(os.path.join(d, "kmeans_blocks.csv"))
@@ -564,6 +594,7 @@ def main():
     mlp_plots(read(os.path.join(d, "mlp.csv")), read(os.path.join(d, "mlp_torch.csv")), d)
     scaling(read(os.path.join(d, "scaling.csv")), d)
     streaming(read(os.path.join(d, "streaming.csv")), d)
+    batch_grid(read(os.path.join(d, "batch_grid.csv")), d)
     return 0
 
 
