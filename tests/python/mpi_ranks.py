@@ -89,15 +89,18 @@ def fits():
         cases.append(("omp", np.float32, init, cuts))
         cases.append(("seq", np.float64, init, cuts))
     cases.append(("omp", np.float64, "k-means++", [s[0] for s in split] + [n]))  # split_rows' rows: no move
+    cases.append(("omp", np.float64, "random", cuts, 1, "cosine"))  # each rank normalises its own rows
+    cases.append(("omp", np.float32, "k-means++", cuts, 1, "dot"))
     cases.append(("omp", np.float64, "random", cuts, 3))  # n_init
-    for impl, dtype, init, at, *n_init in cases:
+    for impl, dtype, init, at, *more in cases:
+        n_init, metric = (more + [1, "euclidean"][len(more):])[:2]
         Xd = X.astype(dtype)
         a, b = at[rank], at[rank + 1]
-        params = dict(n_clusters=5, init=init, random_state=7, impl=impl, max_iter=30, n_init=(n_init or [1])[0])
+        params = dict(n_clusters=5, init=init, random_state=7, impl=impl, max_iter=30, n_init=n_init, metric=metric)
         one = kmeans_gpu.KMeans(**params).fit(Xd)
         many = kmeans_gpu.KMeans(**params).fit(Xd[a:b], comm=comm)
         name = init if isinstance(init, str) else "array"
-        tag = f"{impl} {np.dtype(dtype).name} init={name} n_init={params['n_init']} rows [{a}, {b})"
+        tag = f"{impl} {np.dtype(dtype).name} init={name} n_init={params['n_init']} {metric} rows [{a}, {b})"
         diff = differences(one, many, a, b)
         expect(not diff, f"{tag}: differs from one process: {', '.join(diff)}")
         expect(many.report_["ranks"] == (size if impl == "omp" else 1), f"{tag}: report ranks {many.report_['ranks']}")
