@@ -335,16 +335,28 @@ void read_16bit_rows(hid_t ds, hid_t space, hid_t file_type, Element element, hs
   }
 }
 
+// The file and its dataset `wanted` (or the only 2-D one), opened; InputError when it cannot be.
+struct OpenDataset {
+  Handle file;
+  std::string name;
+  Handle ds;
+  OpenDataset(const std::string& path, const std::string& wanted)
+      : file(open_file(path), H5Fclose),
+        name(resolve_dataset(file.get(), path, wanted)),
+        ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose) {
+    if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  }
+};
+
 }  // namespace
 
 Element hdf5_element(const std::string& path, const std::string& dataset_name) {
   const Hdf5CrashGuard guard(path);
   MetadataMemoryCap memory_cap;
   silence_hdf5();
-  Handle file(open_file(path), H5Fclose);
-  const std::string name = resolve_dataset(file.get(), path, dataset_name);
-  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  const OpenDataset opened(path, dataset_name);
+  const std::string& name = opened.name;
+  const Handle& ds = opened.ds;
   Handle type(H5Dget_type(ds.get()), H5Tclose);
   return float_element(type.get(), path, name);
 }
@@ -354,10 +366,9 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
   const Hdf5CrashGuard guard(path);
   MetadataMemoryCap memory_cap;
   silence_hdf5();
-  Handle file(open_file(path), H5Fclose);
-  const std::string name = resolve_dataset(file.get(), path, dataset_name);
-  Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw InputError(strprintf("'%s': cannot open dataset '%s'", path.c_str(), name.c_str()));
+  const OpenDataset opened(path, dataset_name);
+  const std::string& name = opened.name;
+  const Handle& ds = opened.ds;
   Handle space(H5Dget_space(ds.get()), H5Sclose);
   const int dimensions = H5Sget_simple_extent_ndims(space.get());
   if (dimensions != 2)
