@@ -564,6 +564,63 @@ def test_batch_input():
         expect(p.returncode != 0 and "3-D" in p.stderr, f"a 3-D --init file is refused: {p.stderr!r}")
 
 
+def test_weights():
+    """--weights: weighted means (NumPy's weighted Lloyd), the forms of the file, and every bad one."""
+    try:
+        import numpy as np
+    except ImportError:
+        print("skip: no numpy")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(4)
+        x = rng.standard_normal((2000, 3)) + rng.integers(0, 4, (2000, 1)) * 3.0
+        w = rng.random(2000) * 2
+        w[::9] = 0
+        path, wpath, out = (os.path.join(tmp, f) for f in ("x.npy", "w.npy", "o.npy"))
+        np.save(path, x)
+        np.save(wpath, w)
+        c = x[:4].copy()  # NumPy's weighted Lloyd from the first 4 objects
+        for iterations in range(1, 101):
+            labels = np.argmin(((x[:, None, :] - c[None]) ** 2).sum(-1), axis=1)
+            new = np.array([np.average(x[labels == j], axis=0, weights=w[labels == j]) for j in range(4)])
+            if np.array_equal(new, c):
+                break
+            c = new
+        for impl in ("seq", "omp"):
+            r = json.loads(run(f"--impl={impl}", f"--input={path}", f"--weights={wpath}", "--clusters=4", "--loops=100",
+                               f"--output={out}", "--report=json", "--quiet").stdout)
+            got = np.load(out)
+            expect(r["sample_weights"] is True, f"{impl}: the report says the fit was weighted")
+            expect(np.allclose(got, c, rtol=0, atol=1e-12), f"{impl}: weighted centroids {np.abs(got - c).max()}")
+        # One column of text, and a (N, 1) array, read as the 1-D .npy is.
+        text, column = os.path.join(tmp, "w.txt"), os.path.join(tmp, "w2.npy")
+        np.savetxt(text, w, fmt="%.17g")
+        np.save(column, w[:, None])
+        want = json.loads(run("--impl=omp", f"--input={path}", f"--weights={wpath}", "--clusters=4", "--report=json",
+                              "--quiet").stdout)["inertia"]
+        for other in (text, column):
+            got = json.loads(run("--impl=omp", f"--input={path}", f"--weights={other}", "--clusters=4",
+                                 "--report=json", "--quiet").stdout)["inertia"]
+            expect(got == want, f"--weights={os.path.basename(other)}: {got} vs {want}")
+        bad = {"short.npy": w[:-1], "wide.npy": np.ones((2000, 2)), "neg.npy": np.r_[w[:-1], -2.0],
+               "zeros.npy": np.zeros(2000)}
+        for name, values in bad.items():
+            np.save(os.path.join(tmp, name), values)
+        cases = [(["--weights=" + os.path.join(tmp, "short.npy")], 1, "holds 1999 weights for 2000 objects"),
+                 (["--weights=" + os.path.join(tmp, "wide.npy")], 1, "2 values per row"),
+                 (["--weights=" + os.path.join(tmp, "neg.npy")], 1, "sample weight 1999 is -2"),
+                 (["--weights=" + os.path.join(tmp, "zeros.npy")], 1, "the sample weights are all 0"),
+                 (["--weights=" + os.path.join(tmp, "none.npy")], 1, "none.npy"),
+                 ([f"--weights={wpath}", "--init=kmeans||"], 2, "does not take sample weights"),
+                 ([f"--weights={wpath}", f"--output={wpath}"], 2, "--output")]
+        for args, code, needle in cases:
+            p = run("--impl=omp", f"--input={path}", "--clusters=4", *args, check=False)
+            lines = p.stderr.strip().splitlines()
+            expect(p.returncode == code and len(lines) == 1 and needle in lines[0],
+                   f"{args}: {p.returncode} {p.stderr!r}")
+        expect(np.array_equal(np.load(wpath), w), "the --weights file is left as it was")
+
+
 def test_gpu_impl_without_gpu():
     gpu_impls = [e["name"] for e in json.loads(run("--list").stdout) if e["where"] == "gpu"]
     has_gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
@@ -580,7 +637,7 @@ for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_repo
              test_strict_options, test_init_predict_ninit_npy,
              test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
              test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics,
-             test_batch_input]:
+             test_batch_input, test_weights]:
     print("run:", test.__name__)
     test()
 print(f"{len(failures)} failure(s)")

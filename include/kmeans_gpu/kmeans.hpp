@@ -63,8 +63,11 @@ struct Result {
 };
 
 // A fit of the n x d objects at x (row-major; T float or double, the precision of the arithmetic).
+// sample_weight: n weights (finite, >= 0, not all 0), scikit-learn's: weighted means and inertia;
+// nullptr: every object weighs 1.
 template <class T>
-KMEANS_GPU_API Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params = {});
+KMEANS_GPU_API Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params = {},
+                             const T* sample_weight = nullptr);
 
 // `batch` independent problems of n x d objects each, problem after problem at x (batch * n * d
 // values), each fitted as fit() fits it: result b equals fit(x + b * n * d, n, d, p_b) bit for
@@ -89,8 +92,10 @@ KMEANS_GPU_API bool gpu_available();
 // "0.1".
 KMEANS_GPU_API const char* version();
 
-extern template KMEANS_GPU_API Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
-extern template KMEANS_GPU_API Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
+extern template KMEANS_GPU_API Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&,
+                                                        const float*);
+extern template KMEANS_GPU_API Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&,
+                                                          const double*);
 extern template KMEANS_GPU_API std::vector<Result<float>> batch_fit<float>(const float*, std::size_t, std::size_t,
                                                                            std::size_t, const Params&);
 extern template KMEANS_GPU_API std::vector<Result<double>> batch_fit<double>(const double*, std::size_t, std::size_t,

@@ -2,7 +2,9 @@
 // (grid-stride) and each block accumulates in shared memory (layouts.hpp:
 // block_sums_layout), merging once: K*d+K global atomics per block instead of d+1 per
 // object, and one atomic per block for the change count. Block and global sums are 64-bit
-// fixed point (update.cuh: to_fixed): the result is the same bits in any order. (On sm_90
+// fixed point (update.cuh: to_fixed): the result is the same bits in any order. With sample
+// weights the addends are w x (update.cuh: weighted_fixed), and each object's weight goes to
+// the global count directly (the block's counts are 32-bit object counts). (On sm_90
 // a shared 64-bit integer atomicAdd is itself a short compare-and-swap loop in the SASS,
 // ATOMS.CAST.SPIN.64, as a shared double one is; the integers are for the determinism.)
 #pragma once
@@ -19,7 +21,8 @@ __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __rest
                                         int d, int k, std::int32_t* __restrict__ labels,
                                         unsigned long long* changed, unsigned long long* __restrict__ sums,
                                         unsigned long long* __restrict__ counts, double scale,
-                                        unsigned long long* inertia, double inertia_scale) {
+                                        unsigned long long* inertia, double inertia_scale,
+                                        const T* __restrict__ weights = nullptr, double weight_scale = 1) {
   extern __shared__ unsigned char smem[];
   const BlockSumsLayout<int> layout = block_sums_layout<int>(k, d, sizeof(T));
   unsigned long long* block_sums = reinterpret_cast<unsigned long long*>(smem);
@@ -34,15 +37,18 @@ __global__ void assign_accumulate_block(const T* __restrict__ x, const T* __rest
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     T distance;
     const int best = nearest_shared(x, n, i, s, d, k, &distance);
-    my_inertia += to_fixed(static_cast<double>(distance), inertia_scale);
+    const double w = weight_of(weights, i);
+    my_inertia += weighted_fixed(w, static_cast<double>(distance), inertia_scale);
     moves += relabel(labels, i, best) ? 1u : 0u;
-    for (int j = 0; j < d; ++j) atomicAdd(&block_sums[best * d + j], to_fixed(static_cast<double>(x[j * n + i]), scale));
+    for (int j = 0; j < d; ++j)
+      atomicAdd(&block_sums[best * d + j], weighted_fixed(w, static_cast<double>(x[j * n + i]), scale));
     atomicAdd(&block_counts[best], 1u);
+    if (weights) atomicAdd(&counts[best], to_fixed(w, weight_scale));  // (block_counts: 32 bits)
   }
   flush_block_count(changed, moves);  // ends with __syncthreads
   flush_block_fixed(inertia, my_inertia);
   for (int c = threadIdx.x; c < k; c += blockDim.x)
-    if (block_counts[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
+    if (block_counts[c] && !weights) atomicAdd(&counts[c], static_cast<unsigned long long>(block_counts[c]));
   for (int t = threadIdx.x; t < k * d; t += blockDim.x)
     if (block_counts[t / d]) atomicAdd(&sums[t], block_sums[t]);
 }

@@ -26,25 +26,37 @@ __device__ __forceinline__ unsigned long long to_fixed(double v, double scale) {
   return static_cast<unsigned long long>(__double2ll_rn(v * scale));
 }
 
+// Sample weights (nullptr: every object weighs 1, and the addends below are the unweighted ones
+// bit for bit): object i's weight in double, and a weighted addend, w v rounded once to double
+// (exact for float data; _rn so that nothing fuses it) then to fixed point.
+template <class T>
+__device__ __forceinline__ double weight_of(const T* weights, std::int64_t i) {
+  return weights ? static_cast<double>(weights[i]) : 1.0;
+}
+__device__ __forceinline__ unsigned long long weighted_fixed(double w, double v, double scale) {
+  return to_fixed(__dmul_rn(w, v), scale);
+}
+
 // One block per cluster. centroid = sum / count, or unchanged when the cluster is empty;
 // with `unit` (the cosine and dot metrics) re-normalised as unit_norm.hpp says, its length
 // summed by one thread in the host's order; the squared shift of cluster c goes to
 // shift_parts[c]; clears the sums and the count for the next iteration (unless `keep`: fused's
 // tensor path keeps them, updating only the movers'). Sums are fixed point [k][d] (value = sum
-// * inv_scale); centroids are [d][k] when coord_major, else [k][d]. Launch with a multiple of
-// 32 threads.
+// * inv_scale), counts too (value = count * inv_weight: 1 unweighted, the weight totals' scale
+// with sample weights); centroids are [d][k] when coord_major, else [k][d]. Launch with a
+// multiple of 32 threads.
 template <class T>
 __global__ void update_centroids(T* __restrict__ centroids, unsigned long long* __restrict__ sums,
                                  unsigned long long* __restrict__ counts, int k, int d, bool coord_major,
                                  double inv_scale, double* __restrict__ shift_parts, bool keep = false,
-                                 bool unit = false) {
+                                 bool unit = false, double inv_weight = 1) {
   __shared__ double warp_shift[32];
   __shared__ double unit_norm;
   const int c = blockIdx.x;
   const unsigned long long count = counts[c];
   const auto mean = [&](int j) {
     const double sum = static_cast<double>(static_cast<long long>(sums[static_cast<std::int64_t>(c) * d + j])) * inv_scale;
-    return static_cast<T>(sum / static_cast<double>(count));
+    return static_cast<T>(sum / (static_cast<double>(count) * inv_weight));
   };
   double norm = 1;
   if (unit) {  // (every thread reads the sums before any clears them)

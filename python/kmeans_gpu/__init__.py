@@ -26,7 +26,9 @@ Differences from scikit-learn, on purpose:
   objects changed cluster (0: none changed, scikit-learn's "strict convergence");
 - ``init="first"`` (the first K objects) is the lab's initialisation;
 - an integer ``random_state`` is the CLI's ``--seed`` (the same centres as the CLI's run);
-- ``fit`` takes no ``sample_weight``; ``n_init`` defaults to 1;
+- ``sample_weight`` (``fit``, ``fit_predict``, ``fit_transform``, ``score``) is scikit-learn's
+  (weighted means and inertia), but ``init="random"`` draws its objects uniformly, not by
+  weight, and ``init="k-means||"`` does not take weights; ``n_init`` defaults to 1;
 - ``tol`` is scaled as scikit-learn scales it (by the mean of the columns' variances); the
   CLI's ``--tol`` is the raw threshold on the summed squared centroid shift;
 - ``verbose`` > 0 shows the CLI's progress line on stderr, and only when stderr is a terminal
@@ -91,6 +93,25 @@ def _core_arguments(X, tol, args, engine):
     return (X, engine["impl"], args["k"], args["loops"], args["threshold"], tol, args["init"], engine["seed"],
             engine["block"], engine["threads"], args["n_init"], args["centroids"], engine["gpus"],
             engine["device_memory"], args["metric"])
+
+
+def _sample_weight(sample_weight, X):
+    """scikit-learn's sample_weight for X: None, or a C-contiguous 1-D array of X's dtype and length
+    (a number: that weight for every object). The engines check the values (finite, >= 0, not all
+    0) and name the first bad one."""
+    if sample_weight is None:
+        return None
+    n = X.shape[0]
+    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
+        return np.full(n, sample_weight, dtype=X.dtype)
+    if hasattr(sample_weight, "__cuda_array_interface__") or hasattr(sample_weight, "__dlpack_device__"):
+        sample_weight, _ = _host_array(sample_weight)  # raises the device-array TypeError
+    w = np.asarray(sample_weight)
+    if w.dtype.kind not in "fiub":
+        raise TypeError(f"sample_weight: dtype {w.dtype} is not a number type")
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight has shape {w.shape}, not ({n},): one weight per object of X")
+    return np.ascontiguousarray(w, dtype=X.dtype)
 
 
 def gpu_available():
@@ -195,6 +216,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         dtype = _PRECISIONS[self.precision]
         return [np.float64, np.float32] if dtype is None else dtype
 
+    def _more_tags(self):
+        # As scikit-learn's KMeans: an object of weight 0 is not the same as no object (the
+        # initialisation's draws count every object).
+        return {"_xfail_checks": {"check_sample_weights_invariance":
+                                  "zero sample_weight is not equivalent to removing samples"}}
+
     def _check_X(self, X, reset, dtype):
         # float16/bfloat16 to float32 exactly, GPU arrays refused (_input.py); then
         # scikit-learn's conversions, n_features_in_, feature names and its message for no
@@ -267,8 +294,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     # -- fitting -----------------------------------------------------------------------------
 
-    def fit(self, X, y=None, *, comm=None):
+    def fit(self, X, y=None, sample_weight=None, *, comm=None):
         """Fits on X (n_samples, n_features); y is ignored.
+
+        sample_weight: None (every object weighs 1), a number, or one weight per object
+        (finite, >= 0, not all 0; converted to X's dtype): the centroids are weighted means and
+        the inertia a weighted sum, as scikit-learn's. With comm, this rank's rows' weights.
 
         comm: an mpi4py communicator (e.g. ``MPI.COMM_WORLD``) whose every rank calls ``fit``
         with its own rows of the data, in rank order (any number of rows each, none included).
@@ -278,14 +309,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if comm is not None:
             from . import _ranks
             if _ranks.ranks_of(comm) > 1:
-                return _ranks.fit(self, X, comm)
-        return self._fit_here(X)
+                return _ranks.fit(self, X, comm, sample_weight)
+        return self._fit_here(X, sample_weight)
 
-    def _arguments(self, X, stacklevel=4):
+    def _arguments(self, X, stacklevel=4, sample_weight=None):
         """The fit's checked arguments: X converted, and the problem's (k, loops, ...) by name, as
-        _core.fit takes them."""
+        _core.fit takes them (sample_weight as a keyword)."""
         X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=True, dtype=self._dtype())
+        sample_weight = _sample_weight(sample_weight, X)
         k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
         loops = self._int("max_iter", self.max_iter, 1, "--loops")
         n_init = self._int("n_init", self.n_init, 1, "--n-init")
@@ -311,7 +343,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               stacklevel=stacklevel)
                 n_init = 1
         return X, dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
-                       centroids=centroids, metric=self._metric(), input_dtype=input_dtype)
+                       centroids=centroids, metric=self._metric(), input_dtype=input_dtype,
+                       sample_weight=sample_weight)
 
     def _engine_arguments(self):
         """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
@@ -323,11 +356,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         tol = _float(self.tol) * mean_variance() if self.tol > 0 else 0.0
         return tol if np.isfinite(tol) else None  # squares overflow: the engines' range check says so
 
-    def _fit_here(self, X):
-        X, args = self._arguments(X)
+    def _fit_here(self, X, sample_weight=None):
+        X, args = self._arguments(X, sample_weight=sample_weight)
         tol = self._tol(lambda: _core.mean_variance(X)) if X.size else 0.0
         with self._progress():
-            self._take(_core.fit(*_core_arguments(X, tol, args, self._engine_arguments())))
+            self._take(_core.fit(*_core_arguments(X, tol, args, self._engine_arguments()),
+                                 sample_weight=args["sample_weight"]))
         if args["input_dtype"]:
             self.report_["input_dtype"] = args["input_dtype"]  # (last_report is the same dict)
         return self
@@ -343,24 +377,25 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         last_report = self.report_
         return self
 
-    def fit_predict(self, X, y=None, *, comm=None):
+    def fit_predict(self, X, y=None, sample_weight=None, *, comm=None):
         """Fits and returns the labels (with comm: of this rank's rows)."""
-        return self.fit(X, comm=comm).labels_
+        return self.fit(X, sample_weight=sample_weight, comm=comm).labels_
 
-    def fit_transform(self, X, y=None, *, comm=None):
+    def fit_transform(self, X, y=None, sample_weight=None, *, comm=None):
         """Fits and returns the distances to every centroid (with comm: of this rank's rows)."""
-        return self.fit(X, comm=comm)._distances(X)
+        return self.fit(X, sample_weight=sample_weight, comm=comm)._distances(X)
 
     # -- using the centroids -----------------------------------------------------------------
 
-    def _predict(self, X):
+    def _predict(self, X, sample_weight=None):
         global last_report
         check_is_fitted(self)
         X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
+        sample_weight = _sample_weight(sample_weight, X)
         with self._progress():
             out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
-                                self._threads(), self._device_memory(), self._metric())
+                                self._threads(), self._device_memory(), self._metric(), sample_weight=sample_weight)
         last_report = json.loads(out["report"])
         if input_dtype:
             last_report["input_dtype"] = input_dtype
@@ -370,10 +405,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """The nearest centroid of every object of X (the CLI's ``--predict``)."""
         return self._predict(X)["labels"]
 
-    def score(self, X, y=None):
+    def score(self, X, y=None, sample_weight=None):
         """Minus the inertia of X against the centroids (larger is better, as scikit-learn; with
-        metric="cosine" or "dot", minus that metric's objective)."""
-        return -float(self._predict(X)["inertia"])
+        metric="cosine" or "dot", minus that metric's objective), weighted by sample_weight."""
+        return -float(self._predict(X, sample_weight)["inertia"])
 
     def _distances(self, X):
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)

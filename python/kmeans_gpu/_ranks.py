@@ -197,11 +197,11 @@ class Team:
         return out
 
 
-def fit(est, X, comm):
-    """KMeans.fit(X, comm=comm) for a communicator of several ranks."""
+def fit(est, X, comm, sample_weight=None):
+    """KMeans.fit(X, sample_weight, comm=comm) for a communicator of several ranks."""
     team = Team(comm)
     try:
-        out = _fit(est, X, team)
+        out = _fit(est, X, team, sample_weight)
     except BaseException as e:
         team.fail(e)
     return est._take(out)
@@ -231,8 +231,9 @@ def _agree(infos):
                              f"the same parameters")
 
 
-def _fit(est, X, team):
-    X, args = est._arguments(X, stacklevel=5)
+def _fit(est, X, team, sample_weight=None):
+    X, args = est._arguments(X, stacklevel=5, sample_weight=sample_weight)
+    weights = args["sample_weight"]
     _core.check_finite(X)  # here, where the row it names is the caller's
     engine = est._engine_arguments()
     name, parted, on_gpu = _core.resolve_implementation(engine["impl"])
@@ -242,7 +243,7 @@ def _fit(est, X, team):
         init=args["init"] if centroids is None else "array " + hashlib.sha256(centroids.tobytes()).hexdigest(),
         max_iter=args["loops"], tol=float(est.tol), threshold=args["threshold"], n_init=args["n_init"],
         random_state=engine["seed"] if est._seed_given() else None, impl=name, block=engine["block"],
-        n_gpus=engine["gpus"])
+        n_gpus=engine["gpus"], sample_weight=weights is not None)
     infos = team.allgather(dict(rows=X.shape[0], seed=engine["seed"], settings=settings))
     _agree(infos)
     engine.update(seed=infos[0]["seed"], impl=name)  # a drawn seed: rank 0's
@@ -253,9 +254,10 @@ def _fit(est, X, team):
     if parted:
         to = [_core.split_rows(total, r, team.size)[1] for r in range(team.size)]
         part = team.move_rows(X, counts, to)
+        part_weights = None if weights is None else team.move_rows(weights, counts, to)
         tol = est._tol(lambda: _core.mean_variance_parted(part, team, total))
         try:
-            out = _core.fit_parted(*_core_arguments(part, tol, args, engine), team, total)
+            out = _core.fit_parted(*_core_arguments(part, tol, args, engine), team, total, sample_weight=part_weights)
         except (_core.DeviceError, MemoryError) as e:
             if on_gpu and not team.over:  # the other ranks may be waiting on their GPUs
                 print(f"kmeans_gpu: error: rank {team.rank}: {e}", file=sys.stderr, flush=True)
@@ -265,10 +267,11 @@ def _fit(est, X, team):
     else:
         to = [total] + [0] * (team.size - 1)
         whole = team.move_rows(X, counts, to)
+        whole_weights = None if weights is None else team.move_rows(weights, counts, to)
         out = None
         if team.rank == 0:
             tol = est._tol(lambda: _core.mean_variance(whole))
-            out = _core.fit(*_core_arguments(whole, tol, args, engine))
+            out = _core.fit(*_core_arguments(whole, tol, args, engine), sample_weight=whole_weights)
         labels = out.pop("labels") if out else np.empty(0, np.int32)
         out = team.bcast(out)
         out["labels"] = team.move_rows(labels, to, counts)

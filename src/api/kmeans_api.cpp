@@ -82,9 +82,10 @@ auto translated(F&& fn) {
 }  // namespace
 
 template <class T>
-Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params) {
+Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params, const T* sample_weight) {
   return translated([&] {
-    const km::Dataset<T> data = borrowed(x, n, d, "x");
+    km::Dataset<T> data = borrowed(x, n, d, "x");
+    if (sample_weight) data.weights = km::HostBuffer<T>::borrow(sample_weight, n);
     const km::Params p = internal(params, d);
     const km::Implementation& impl = implementation(params.implementation);
     km::Result<T> r = km::run(impl, data, p);
@@ -149,8 +150,8 @@ bool gpu_available() { return km::gpu_info().present; }
 
 const char* version() { return KMEANS_GPU_VERSION; }
 
-template Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&);
-template Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&);
+template Result<float> fit<float>(const float*, std::size_t, std::size_t, const Params&, const float*);
+template Result<double> fit<double>(const double*, std::size_t, std::size_t, const Params&, const double*);
 template std::vector<Result<float>> batch_fit<float>(const float*, std::size_t, std::size_t, std::size_t,
                                                      const Params&);
 template std::vector<Result<double>> batch_fit<double>(const double*, std::size_t, std::size_t, std::size_t,

@@ -48,6 +48,29 @@ using Options = km::cli::KmeansOptions;
   std::exit(1);
 }
 
+// --weights=PATH: this rank's rows' sample weights, read as the data's rows are (a 1-D .npy, or
+// one column of any input format), given to `data`.
+template <class T>
+void load_weights(const std::string& path, std::size_t batch, km::Team& team, const km::RowSplit& split,
+                  km::Dataset<T>& data) {
+  if (batch) throw km::UsageError("--weights applies to one problem, not to a batch (a 3-D --input)");
+  km::LoadOptions lo;
+  lo.column = true;
+  lo.rank = team.rank();
+  lo.ranks = team.size();
+  km::RowSplit rows;
+  lo.split = &rows;
+  km::Dataset<T> w = km::load<T>(path, lo);
+  if (w.d != 1)
+    throw km::InputError(km::strprintf("--weights '%s': %zu values per row; one weight per object (a 1-D array or "
+                                       "one column)",
+                                       path.c_str(), w.d));
+  if (rows.total != split.total)
+    throw km::InputError(km::strprintf("--weights '%s' holds %zu weights for %zu objects", path.c_str(), rows.total,
+                                       split.total));
+  data.weights = std::move(w.values);
+}
+
 // This rank's rows: read (each rank its own share: .h5, .npy, .bin) or generated.
 template <class T>
 void load_data(const Options& o, const km::Params& params, km::Team& team, km::Dataset<T>& data,
@@ -80,6 +103,7 @@ void load_data(const Options& o, const km::Params& params, km::Team& team, km::D
       data = km::generate_uniform_rows<T>(n, d, o.seed, split.first, split.count);
     }
   }
+  if (!o.weights.empty()) load_weights(o.weights, batch, team, split, data);
 }
 
 // fn()'s outcome as an exit status (0; 2 for a usage error; 1 otherwise) and, when it failed, why.

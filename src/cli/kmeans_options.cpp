@@ -75,6 +75,9 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   auto* objects = app.add_option("--objects", o.objects, "generate this many objects")->transform(integer);
   auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt (float16, bfloat16, float32, float64)");
   app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
+  app.add_option("--weights", o.weights,
+                 "sample weights, one per object (a 1-D .npy or one column of any input format; finite, >= 0): "
+                 "weighted means and inertia, as scikit-learn's sample_weight");
   auto* generator = app.add_option("--generator", o.generator, "generated data: uniform or blobs");
   app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
       ->transform(integer);
@@ -156,6 +159,7 @@ static std::size_t parse_bytes(const std::string& text, const char* option) {
 
 Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   if (app.count("--input") && o.input.empty()) throw UsageError("--input: the path is empty");
+  if (app.count("--weights") && o.weights.empty()) throw UsageError("--weights: the path is empty");
   if (app.count("--output") && o.output.empty()) throw UsageError("--output: the path is empty");
   if (o.threads < 0 || o.threads > kMaxThreads)
     throw UsageError(strprintf("--threads=%lld must be in 0..%d (0: all cores)", o.threads, kMaxThreads));
@@ -223,6 +227,7 @@ Params check_kmeans_options(const CLI::App& app, KmeansOptions& o) {
   validate(params);
   if (!o.output.empty()) {  // every file this run reads, the centroids' too
     std::vector<ReadFile> reads = {{"the input file", o.input}};
+    if (!o.weights.empty()) reads.push_back({"the --weights file", o.weights});
     if (app.count("--predict")) reads.push_back({"the --predict file", o.predict});
     else if (params.init == Init::given) reads.push_back({"the --init file", o.init});
     check_output_path(o.output, reads);

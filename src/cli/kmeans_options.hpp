@@ -16,6 +16,7 @@ struct KmeansOptions {
   std::optional<double> size_mb;
   std::optional<long long> objects;
   std::string input, dataset, generator = "uniform";
+  std::string weights;  // --weights=PATH: one sample weight per object
   long long coords = 16;
   bool coords_given = false;
   long long clusters = 16;

@@ -48,6 +48,32 @@ void check_finite(const Dataset<T>& data, const std::string& what, std::size_t f
   }
 }
 
+template <class T>
+double check_weights(const Dataset<T>& data, std::size_t first_object) {
+  if (!data.weighted()) return 0;
+  if (data.weights.size() != data.n)
+    throw InputError(strprintf("sample weights: %zu values for %zu objects (one weight per object)",
+                               data.weights.size(), data.n));
+  const T* w = data.weights.data();
+  const std::size_t n = data.n;
+  std::size_t first_bad = n;
+  double largest = 0;
+#pragma omp parallel for reduction(min : first_bad) reduction(max : largest) schedule(static)
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(w[i]);
+    if (!(v >= 0 && v <= kLargestWeight)) {
+      if (i < first_bad) first_bad = i;
+    } else if (v > largest) {
+      largest = v;
+    }
+  }
+  if (first_bad < n)
+    throw InputError(strprintf("sample weight %zu is %g: weights must be finite, at least 0 and at most 2^64 "
+                               "(only their ratios change the centroids; rescale them)",
+                               first_object + first_bad, static_cast<double>(w[first_bad])));
+  return largest;
+}
+
 std::size_t data_elements(std::size_t n, std::size_t d, std::size_t element_size) {
   check_host_memory(static_cast<double>(n) * static_cast<double>(d) * static_cast<double>(element_size),
                     strprintf("the data (%zu objects x %zu coordinates of %s)", n, d,
@@ -72,6 +98,8 @@ template class HostBuffer<double>;
 template class HostBuffer<std::int32_t>;
 template class HostBuffer<std::int64_t>;
 template void check_finite(const Dataset<float>&, const std::string&, std::size_t);
+template double check_weights(const Dataset<float>&, std::size_t);
+template double check_weights(const Dataset<double>&, std::size_t);
 template void check_finite(const Dataset<double>&, const std::string&, std::size_t);
 
 }  // namespace km

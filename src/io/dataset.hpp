@@ -56,6 +56,8 @@ struct Dataset {
   std::string source;    // where it came from, for reports ("uniform", a path...)
   std::string element;   // what a file or array held: "float16", "bfloat16", "float32", "float64",
                          // "text" (.csv, .txt); empty for generated data (io/element.hpp)
+  HostBuffer<T> weights;  // sample weights (n, finite, >= 0; scikit-learn's sample_weight), or
+                          // empty: every object weighs 1 (check_weights says what is accepted)
 
   Dataset() = default;
   Dataset(std::size_t n_, std::size_t d_, std::string source_ = {})
@@ -63,7 +65,16 @@ struct Dataset {
 
   const T* row(std::size_t i) const { return values.data() + i * d; }
   T* row(std::size_t i) { return values.data() + i * d; }
+  bool weighted() const { return weights.data() != nullptr; }
+  T weight(std::size_t i) const { return weighted() ? weights[i] : T(1); }
 };
+
+// Throws InputError unless data.weights is empty or holds n finite values >= 0 of which at least
+// one is positive (the first bad one named by index, first_object the rank's first row). Returns
+// the largest weight, or 0 when unweighted (fixed_point.hpp: fixed_scales).
+constexpr double kLargestWeight = 0x1p64;
+template <class T>
+double check_weights(const Dataset<T>& data, std::size_t first_object = 0);
 
 // Throws InputError naming the first object/coordinate that is NaN or infinite.
 template <class T>

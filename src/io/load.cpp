@@ -302,6 +302,7 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
     throw InputError(strprintf("'%s': Fortran-order array; save it with np.ascontiguousarray first", path.c_str()));
   const Element element = npy_element(h.descr, path);
   std::vector<std::uint64_t> shape = h.shape;
+  if (shape.size() == 1 && options.column) shape = {shape[0], 1};  // one value per object
   if (shape.size() == 3 && options.batch) {  // B problems of N objects: B * N rows
     if (options.ranks > 1)
       throw InputError(strprintf("'%s': a batch of problems (a 3-D array) runs in one process, not under mpirun",

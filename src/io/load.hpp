@@ -29,6 +29,8 @@ struct LoadOptions {
   // Given: a 3-D .npy array (B, N, d) -- B problems of N objects -- is read as B * N rows of d,
   // and *batch receives B (0 for a 2-D array). Not given: a 3-D array is refused.
   std::size_t* batch = nullptr;
+  // A 1-D .npy array is read as n rows of one value (--weights); otherwise it is refused.
+  bool column = false;
 };
 
 enum class Format { hdf5, csv, npy, bin, txt };

@@ -8,12 +8,12 @@
 namespace km {
 
 template <class T>
-double finalize_centroids(const double* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
+double finalize_centroids(const double* sums, const double* counts, std::size_t k, std::size_t d,
                           T* centroids, bool unit) {
   std::vector<T> mean(d);
   return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
     if (counts[c] == 0) return false;  // empty cluster keeps its previous centroid
-    const double inv = 1.0 / static_cast<double>(counts[c]);
+    const double inv = 1.0 / counts[c];
     for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>(sums[c * d + j] * inv);
     return true;
   });
@@ -39,6 +39,7 @@ double inertia_chunks(const Dataset<T>& data, const T* centroids, const std::int
   // cores, 30 ms on 2); the same bits.
   const std::size_t chunk = inertia_chunk(data.d), d = data.d, n = data.n;
   const std::size_t chunks = (n + chunk - 1) / chunk;
+  const bool weighted = data.weighted();  // each object's term times its weight (1: the same bits)
   chunk_sums.assign(chunks, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t c = 0; c < chunks; ++c) {
@@ -62,13 +63,21 @@ double inertia_chunks(const Dataset<T>& data, const T* centroids, const std::int
         a2 += e2 * e2;
         a3 += e3 * e3;
       }
-      s += a0;
-      s += a1;
-      s += a2;
-      s += a3;
+      if (weighted) {
+        s += static_cast<double>(data.weights[i]) * a0;
+        s += static_cast<double>(data.weights[i + 1]) * a1;
+        s += static_cast<double>(data.weights[i + 2]) * a2;
+        s += static_cast<double>(data.weights[i + 3]) * a3;
+      } else {
+        s += a0;
+        s += a1;
+        s += a2;
+        s += a3;
+      }
     }
     for (; i < end; ++i)
-      s += squared_distance_double(data.row(i), centroids + static_cast<std::size_t>(labels[i]) * d, d);
+      s += static_cast<double>(data.weight(i)) *
+           squared_distance_double(data.row(i), centroids + static_cast<std::size_t>(labels[i]) * d, d);
     chunk_sums[c] = s;
   }
   double total = 0;
@@ -107,8 +116,8 @@ double max_abs_value(const Dataset<T>& data) {
 
 template double max_abs_value(const Dataset<float>&);
 template double max_abs_value(const Dataset<double>&);
-template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, float*, bool);
-template double finalize_centroids(const double*, const std::int64_t*, std::size_t, std::size_t, double*, bool);
+template double finalize_centroids(const double*, const double*, std::size_t, std::size_t, float*, bool);
+template double finalize_centroids(const double*, const double*, std::size_t, std::size_t, double*, bool);
 template double inertia(const Dataset<float>&, const float*, const std::int32_t*);
 template double inertia(const Dataset<double>&, const double*, const std::int32_t*);
 template double inertia_chunks(const Dataset<float>&, const float*, const std::int32_t*, std::vector<double>&);

@@ -53,12 +53,14 @@ inline double squared_distance_double(const T* x, const T* c, std::size_t d) {
   return s;
 }
 
-// Adds object x (d coordinates) to its cluster's sums (double) and count: the accumulation
-// of every CPU update (seq, omp, and the GPU variants that update on the host).
+// Adds object x (d coordinates) of weight w (1 unweighted: then exactly the unweighted sums) to
+// its cluster's sums and count (its weight total), in double: the accumulation of seq and of
+// the GPU rungs that update on the host. Each addend w x_j is rounded once (exact for float
+// data) and then added; nothing is fused (-ffp-contract=off).
 template <class T>
-inline void add_to_cluster(const T* x, std::size_t d, double* sums, std::int64_t& count) {
-  for (std::size_t j = 0; j < d; ++j) sums[j] += static_cast<double>(x[j]);
-  ++count;
+inline void add_to_cluster(const T* x, double w, std::size_t d, double* sums, double& count) {
+  for (std::size_t j = 0; j < d; ++j) sums[j] += w * static_cast<double>(x[j]);
+  count += w;
 }
 
 // Centroids [k][d] -> coordinate-major [d][stride] (stride >= k; the columns past k are
@@ -135,15 +137,16 @@ double finish_update(std::size_t k, std::size_t d, T* centroids, bool unit, T* s
   return shift;
 }
 
-// The update and the empty-cluster rule: centroid = sum / count, or unchanged when
-// count == 0; `unit`: re-normalised (finish_update). Returns the summed squared shift of the
-// centroids (in double).
+// The update and the empty-cluster rule: centroid = sum / count (count: the weight total), or
+// unchanged when count == 0; `unit`: re-normalised (finish_update). Returns the summed squared
+// shift of the centroids (in double).
 template <class T>
-double finalize_centroids(const double* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
+double finalize_centroids(const double* sums, const double* counts, std::size_t k, std::size_t d,
                           T* centroids, bool unit = false);
 
 // scikit-learn's inertia_: sum of squared distances (computed in double) from each object
-// to the centroid of its label. A chunked_sum: deterministic.
+// to the centroid of its label, each times the object's sample weight where the data has
+// them. A chunked_sum: deterministic.
 template <class T>
 double inertia(const Dataset<T>& data, const T* centroids, const std::int32_t* labels);
 // The same, with each chunk's sum (chunks of inertia_chunk(d) objects, a power of two that

@@ -30,9 +30,10 @@ template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
   Result<T> result;
   Stopwatch watch;
-  // A GPU initialisation reads the engine's device copy of the data when it has one.
-  const bool gpu_init =
-      engine.on_gpu() && (params.init == Init::kmeanspp || params.init == Init::kmeans_parallel);
+  // A GPU initialisation reads the engine's device copy of the data when it has one (weighted
+  // k-means++ runs on the host: init_plusplus.cpp).
+  const bool gpu_init = engine.on_gpu() && !data.weighted() &&
+                        (params.init == Init::kmeanspp || params.init == Init::kmeans_parallel);
   // k-means|| on the GPU: its kernels load while the data goes up (KernelPreload).
   KernelPreload preload;
   if (gpu_init && params.init == Init::kmeans_parallel && params.gpu_init.preload) preload.start_parallel<T>(data.d);

@@ -20,6 +20,7 @@ namespace km {
 struct Whole {
   std::size_t n = 0;    // objects in all parts together
   double max_abs = 0;   // the largest |x| over all parts
+  double max_weight = 0;  // the largest sample weight over all parts; 0: unweighted (Dataset::weights)
 };
 
 // What one part contributes to an iteration: buffers of 64-bit integers (two's complement,

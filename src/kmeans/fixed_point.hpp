@@ -18,11 +18,15 @@
 namespace km {
 
 // The scales of one problem: from the whole data's largest |x| and object count (not one
-// part's), and the initial centroids' largest |c| (the same in every part), so that every part
-// rounds its addends identically.
+// part's), the initial centroids' largest |c| (the same in every part) and, with sample
+// weights, the largest weight, so that every part rounds its addends identically. Weighted, a
+// sum's addend is w x (in double: exact for float data, one rounding for double) and a count's
+// is w, both bounded through n max w; unweighted the counts are plain object counts (scale 1),
+// and the scales are those of max w = 1, so weights of all 1 give the unweighted bits.
 struct FixedScales {
-  double sum = 1, inv_sum = 1;          // centroid sums: |sum| <= n max|x| stays below 2^61
-  double inertia = 1, inv_inertia = 1;  // the inertia: at most n d (max|x| + max|c|)^2
+  double sum = 1, inv_sum = 1;          // centroid sums: |sum| <= n max w max|x| stays below 2^61
+  double inertia = 1, inv_inertia = 1;  // the inertia: at most n max w d (max|x| + max|c|)^2
+  double weight = 1, inv_weight = 1;    // the counts (weight totals): 1 unweighted
 };
 
 // A centroid is an initial one (an empty cluster keeps it) or a mean of objects, so |x - c| is at
@@ -30,15 +34,23 @@ struct FixedScales {
 // data (an --init file, Python's init=), which with max|x| alone overflowed the first iteration's
 // fixed-point sum. Where the initial centroids lie within the data's range (every initialisation
 // that picks objects or means), the bound and so the bits are those of (2 max|x|)^2.
-inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d, double initial_max_abs = 0) {
+// max_weight: 0 unweighted, else the largest sample weight (Whole::max_weight).
+inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d, double initial_max_abs = 0,
+                                double max_weight = 0) {
   FixedScales s;
-  const int e = kernels::fixed_point_exponent(max_abs * static_cast<double>(n));
+  const double mass = static_cast<double>(n) * (max_weight > 0 ? max_weight : 1.0);
+  const int e = kernels::fixed_point_exponent(max_abs * mass);
   const double reach = max_abs + std::fmax(max_abs, initial_max_abs);
-  const int ei = kernels::fixed_point_exponent(static_cast<double>(n) * static_cast<double>(d) * reach * reach);
+  const int ei = kernels::fixed_point_exponent(mass * static_cast<double>(d) * reach * reach);
   s.sum = std::ldexp(1.0, e);
   s.inv_sum = std::ldexp(1.0, -e);
   s.inertia = std::ldexp(1.0, ei);
   s.inv_inertia = std::ldexp(1.0, -ei);
+  if (max_weight > 0) {
+    const int ew = kernels::fixed_point_exponent(mass);
+    s.weight = std::ldexp(1.0, ew);
+    s.inv_weight = std::ldexp(1.0, -ew);
+  }
   return s;
 }
 
@@ -75,16 +87,17 @@ inline std::int64_t to_fixed_small(double v, double scale) {
 }
 
 // The update from fixed-point sums, exactly as kernels/kmeans/update.cuh's update_centroids
-// computes each value: centroid = (sum * 2^-E) / count in double, rounded to T; an empty
-// cluster keeps its centroid; `unit`: re-normalised (cpu_steps.hpp: finish_update). Returns
-// the summed squared shift (in double, in cluster order).
+// computes each value: centroid = (sum * 2^-E) / (count * 2^-W) in double, rounded to T (W = 0
+// unweighted: count is the object count); an empty cluster (count 0) keeps its centroid; `unit`:
+// re-normalised (cpu_steps.hpp: finish_update). Returns the summed squared shift (in double, in
+// cluster order).
 template <class T>
 double finalize_fixed(const std::int64_t* sums, const std::int64_t* counts, std::size_t k, std::size_t d,
-                      double inv_scale, T* centroids, bool unit = false) {
+                      double inv_scale, T* centroids, bool unit = false, double inv_weight = 1) {
   std::vector<T> mean(d);
   return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
     if (counts[c] == 0) return false;
-    const double count = static_cast<double>(counts[c]);
+    const double count = static_cast<double>(counts[c]) * inv_weight;
     for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>(static_cast<double>(sums[c * d + j]) * inv_scale / count);
     return true;
   });

@@ -49,6 +49,12 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
 class PlusPlusSteps {
  public:
   virtual ~PlusPlusSteps() = default;
+  // With sample weights (scikit-learn's weighted k-means++): every "distance" below is the
+  // object's weight times its squared distance, and the first centre is drawn with probability
+  // proportional to the weight: weights() sets closest[i] = w_i and gives the chunks' sums, and
+  // that draw walks them as any other. Only the CPU's steps take weights.
+  virtual bool weighted() const { return false; }
+  virtual void weights(std::vector<double>& /*chunk_sums*/) {}
   // closest[i] = the distance from object i to object `first`; the chunks' sums of closest.
   virtual void start(std::size_t first, std::vector<double>& chunk_sums) = 0;
   // One candidate's draw: the object of chunk `chunk` where the running remainder r, less

@@ -25,17 +25,19 @@ using init_detail::Uniform;
 
 namespace {
 
-// The candidates' chunk sums over objects [begin, end): s[t] += min(closest[i], distance from
-// object i to candidate t), the distances (in double, summed over j in order) taken from cc
+// The candidates' chunk sums over objects [begin, end): s[t] += min(closest[i], w_i times the
+// squared distance from object i to candidate t; w_i = 1 unweighted), the distances (in double, summed over j in order) taken from cc
 // ([d][padded]) as vector lanes. Built for AVX-512, AVX2 and baseline x86-64, chosen at run time.
 template <class T>
 [[gnu::always_inline]] inline void candidate_sums_impl(const Dataset<T>& data, std::size_t begin, std::size_t end,
                                                        const double* closest, const double* cc,
                                                        std::size_t padded, std::size_t trials, double* s) {
   const std::size_t d = data.d;
+  const T* weights = data.weighted() ? data.weights.data() : nullptr;  // (w = 1: the same bits)
   auto add = [&](std::size_t i, std::size_t g, const Lanes& acc) {
+    const double w = weights ? static_cast<double>(weights[i]) : 1.0;
     for (std::size_t l = 0; l < kLanes && g + l < trials; ++l)
-      s[g + l] += std::min(closest[i], acc[l]);
+      s[g + l] += std::min(closest[i], w * acc[l]);
   };
   std::size_t i = begin;
   // Four objects at a time; each candidate's sum still takes the objects in order.
@@ -67,7 +69,8 @@ KM_CANDIDATE_VARIANT(candidate_sums_avx2, KM_TARGET_AVX2)
 KM_CANDIDATE_VARIANT(candidate_sums_avx512, KM_TARGET_AVX512)
 #undef KM_CANDIDATE_VARIANT
 
-// closest[i] = min(closest[i], distance from object i to centre) for i in [begin, end); returns
+// closest[i] = min(closest[i], w_i times the squared distance from object i to centre) for i in
+// [begin, end) (w_i = 1 unweighted); returns
 // their sum in object order. Four objects at a time keep
 // four independent add chains in flight; each distance is still summed over j in order.
 template <class T>
@@ -88,10 +91,10 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       a2 += e2 * e2;
       a3 += e3 * e3;
     }
-    s += closest[i] = std::min(closest[i], a0);
-    s += closest[i + 1] = std::min(closest[i + 1], a1);
-    s += closest[i + 2] = std::min(closest[i + 2], a2);
-    s += closest[i + 3] = std::min(closest[i + 3], a3);
+    s += closest[i] = std::min(closest[i], static_cast<double>(data.weight(i)) * a0);
+    s += closest[i + 1] = std::min(closest[i + 1], static_cast<double>(data.weight(i + 1)) * a1);
+    s += closest[i + 2] = std::min(closest[i + 2], static_cast<double>(data.weight(i + 2)) * a2);
+    s += closest[i + 3] = std::min(closest[i + 3], static_cast<double>(data.weight(i + 3)) * a3);
   }
   for (; i < end; ++i) {
     double a = 0;
@@ -99,7 +102,7 @@ double update_closest(const Dataset<T>& data, std::size_t begin, std::size_t end
       const double e = static_cast<double>(data.row(i)[j]) - centre[j];
       a += e * e;
     }
-    s += closest[i] = std::min(closest[i], a);
+    s += closest[i] = std::min(closest[i], static_cast<double>(data.weight(i)) * a);
   }
   return s;
 }
@@ -140,13 +143,21 @@ class CpuPlusPlus final : public PlusPlusSteps {
   CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team)
       : data_(local), split_(split), team_(team), closest_(local.n) {}
 
+  bool weighted() const override { return data_.weighted(); }
+  void weights(std::vector<double>& chunk_sums) override {
+    std::vector<double> mine;
+    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i] = static_cast<double>(data_.weights[i]); });
+    chunk_sums = gather_all(team_, mine);
+  }
+
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
     std::vector<double> mine;
     chunked_sum(
         data_.n, mine,
         [&](std::size_t i) {
-          return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
+          return closest_[i] =
+                     static_cast<double>(data_.weight(i)) * squared_distance_double(data_.row(i), centre.data(), data_.d);
         });
     chunk_sums = gather_all(team_, mine);
   }
@@ -251,19 +262,37 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
 
-  std::size_t first = u.below(n);
-  fetch(first, out.data());
   std::vector<double> chunk_sums, candidate_sums;  // [chunk], [chunk][candidate]
-  steps.start(first, chunk_sums);
   auto total = [](const std::vector<double>& sums) {  // in chunk order
     double p = 0;
     for (double s : sums) p += s;
     return p;
   };
+  std::vector<PlusPlusSteps::Draw> draws;
+  // Draws with probability proportional to closest[i]: the chunk here, the object within it by
+  // the steps' walk.
+  auto draw = [&](std::size_t count, double potential) {
+    draws.resize(count);
+    for (auto& w : draws) {
+      w.r = u() * potential;
+      w.chunk = 0;
+      while (w.chunk + 1 < chunk_sums.size() && w.r >= chunk_sums[w.chunk]) w.r -= chunk_sums[w.chunk++];
+    }
+    steps.walk(draws);
+  };
+  std::size_t first = 0;
+  if (steps.weighted()) {  // the first centre in proportion to the weights
+    steps.weights(chunk_sums);
+    draw(1, total(chunk_sums));
+    first = draws[0].cand;
+  } else {
+    first = u.below(n);
+  }
+  fetch(first, out.data());
+  steps.start(first, chunk_sums);
   double potential = total(chunk_sums);
 
   std::vector<std::size_t> candidates(trials);
-  std::vector<PlusPlusSteps::Draw> draws;
   for (std::size_t c = 1; c < k; ++c) {
     progress::update("k-means++", static_cast<double>(c), static_cast<double>(k), "centres");
     // Draw candidates with probability proportional to the squared distance: the chunk here,
@@ -271,13 +300,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
       for (auto& cand : candidates) cand = u.below(n);
     } else {
-      draws.resize(trials);
-      for (auto& w : draws) {
-        w.r = u() * potential;
-        w.chunk = 0;
-        while (w.chunk + 1 < chunk_sums.size() && w.r >= chunk_sums[w.chunk]) w.r -= chunk_sums[w.chunk++];
-      }
-      steps.walk(draws);
+      draw(trials, potential);
       for (std::size_t t = 0; t < trials; ++t) candidates[t] = draws[t].cand;
     }
     // Keep the candidate that lowers the potential most (first one on ties). Every
@@ -314,7 +337,7 @@ std::vector<T> kmeanspp_centres(const Dataset<T>& local, const RowSplit& split, 
   std::vector<T> out(k * d);
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   std::unique_ptr<PlusPlusSteps> steps;
-  if (on_gpu && team.size() == 1)
+  if (on_gpu && team.size() == 1 && !local.weighted())
     steps = gpu_plusplus_steps(local, trials, device_rows);
   else
     steps = std::make_unique<CpuPlusPlus<T>>(local, split, team);

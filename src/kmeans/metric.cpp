@@ -13,6 +13,7 @@ namespace km {
 template <class T>
 Dataset<T> unit_rows(const Dataset<T>& data) {
   Dataset<T> out(data.n, data.d, data.source);
+  if (data.weighted()) out.weights = HostBuffer<T>::borrow(data.weights.data(), data.n);  // (the caller's)
   const std::size_t d = data.d;
   const auto n = static_cast<std::ptrdiff_t>(data.n);
 #pragma omp parallel for schedule(static)
@@ -58,7 +59,7 @@ double objective_chunks(const Dataset<T>& data, const T* centroids, const std::i
         const T* c = centroids + static_cast<std::size_t>(labels[i]) * d;
         double dot = 0;
         for (std::size_t j = 0; j < d; ++j) dot += static_cast<double>(x[j]) * static_cast<double>(c[j]);
-        return offset - dot;
+        return static_cast<double>(data.weight(i)) * (offset - dot);
       },
       inertia_chunk(d));
 }

@@ -12,7 +12,8 @@
 namespace km {
 
 // cosine: each object divided by its length (unit_norm.hpp's arithmetic); an object of length
-// 0 stays 0. A copy: the caller's data is left as it is.
+// 0 stays 0. A copy: the caller's data is left as it is (its sample weights are borrowed, so
+// `data` must outlive the copy).
 template <class T>
 Dataset<T> unit_rows(const Dataset<T>& data);
 
@@ -27,7 +28,8 @@ void unit_centroids(std::vector<T>& centroids, std::size_t d);
 // The objective a fit with `metric` minimises, for the labels and centroids given, in double,
 // chunked as inertia_chunks (cpu_steps.hpp: the same bits on any thread count and any split of
 // the rows into MPI ranks): euclidean, sum |x - c|^2; cosine (data: the normalised objects),
-// sum (1 - x.c); dot, -sum x.c. chunk_sums receives each chunk's sum.
+// sum (1 - x.c); dot, -sum x.c; each term times the object's sample weight where there are
+// weights. chunk_sums receives each chunk's sum.
 template <class T>
 double objective_chunks(const Dataset<T>& data, const T* centroids, const std::int32_t* labels, Metric metric,
                         std::vector<double>& chunk_sums);

@@ -178,9 +178,11 @@ class OmpEngine final : public Engine<T> {
     k_ = initial.size() / d_;
     kp_ = round_up(k_, kLane);
     kc_ = std::clamp(kChunkBytes / (d_ * sizeof(T)) / kLane * kLane, kLane, kp_);
-    if (whole_.n == 0) whole_ = {data.n, max_abs_value(data)};
-    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, centroid_reach(initial.data(), initial.size(), unit_));
-    small_addends_ = whole_.max_abs * scales_.sum < 0x1p50;  // below 2^51 after rounding: to_fixed_small
+    if (whole_.n == 0) whole_ = {data.n, max_abs_value(data), check_weights(data)};
+    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, centroid_reach(initial.data(), initial.size(), unit_),
+                           whole_.max_weight);
+    // below 2^51 after rounding: to_fixed_small (weighted: the addends are w x)
+    small_addends_ = whole_.max_abs * std::fmax(whole_.max_weight, 1.0) * scales_.sum < 0x1p50;
     centroids_ = initial;
     ct_ = HostBuffer<T>(d_ * kp_);
     // Padding centroids sit at +Inf: their distances are +Inf and never win.
@@ -206,7 +208,8 @@ class OmpEngine final : public Engine<T> {
   void accumulate() override {
     Stopwatch watch;
     const std::size_t n = data_->n, d = d_, k = k_;
-    const double scale = scales_.sum, inertia_scale = scales_.inertia;
+    const double scale = scales_.sum, inertia_scale = scales_.inertia, weight_scale = scales_.weight;
+    const bool weighted = data_->weighted();
     std::int64_t changed = 0, inertia = 0;
     int used = 1;
 #pragma omp parallel num_threads(threads_) reduction(+ : changed, inertia)
@@ -228,11 +231,18 @@ class OmpEngine final : public Engine<T> {
         assign_(data_->row(i0), count, d, ct_.data(), k, kp_, kc_, block_labels, best.data(), dist.data());
         for (std::size_t b = 0; b < count; ++b) {
           const std::int32_t label = block_labels[b];
-          inertia += to_fixed(static_cast<double>(best[b]), inertia_scale);
           if (label != labels_[i0 + b]) ++changed;
           labels_[i0 + b] = label;
           const T* x = data_->row(i0 + b);
           std::int64_t* s = sums + static_cast<std::size_t>(label) * d;
+          if (weighted) {  // w x, rounded once (exact for float data), as the GPU's weighted_fixed
+            const double w = static_cast<double>(data_->weights[i0 + b]);
+            inertia += to_fixed(w * static_cast<double>(best[b]), inertia_scale);
+            for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed(w * static_cast<double>(x[j]), scale);
+            counts[label] += to_fixed(w, weight_scale);
+            continue;
+          }
+          inertia += to_fixed(static_cast<double>(best[b]), inertia_scale);
           if (small_addends_)
             for (std::size_t j = 0; j < d; ++j) s[j] += to_fixed_small(static_cast<double>(x[j]), scale);
           else
@@ -261,7 +271,7 @@ class OmpEngine final : public Engine<T> {
     stats.changed = totals_[kd + k_];
     stats.inertia = static_cast<double>(totals_[kd + k_ + 1]) * scales_.inv_inertia;
     stats.shift = finalize_fixed(totals_.data(), totals_.data() + kd, k_, d_, scales_.inv_sum, centroids_.data(),
-                                 unit_);
+                                 unit_, scales_.inv_weight);
     transpose_centroids();
   }
 

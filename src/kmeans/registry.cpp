@@ -97,21 +97,31 @@ double largest_finite(const Dataset<T>& data) {
 // The largest |x| (the engines' fixed-point scales need it: passed on, so the data is read
 // once).
 template <class T>
-double check_data_range(const Dataset<T>& data) {
+double check_data_range(const Dataset<T>& data, double max_weight = 0) {
   const double largest = largest_finite(data);
-  km::check_arithmetic_range<T>(largest, data.n, data.d);
+  km::check_arithmetic_range<T>(largest, data.n, data.d, max_weight);
   return largest;
+}
+
+// The sample weights checked (Dataset: check_weights) and their largest (0 unweighted), once
+// the whole team's largest is known: all of them 0 leaves no mean to take.
+double weights_with_mass(double largest_weight, bool weighted) {
+  if (weighted && !(largest_weight > 0))
+    throw InputError("the sample weights are all 0: at least one object must weigh more than 0");
+  return largest_weight;
 }
 
 }  // namespace
 
 template <class T>
-void check_arithmetic_range(double largest, std::size_t n, std::size_t d) {
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight) {
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
   // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
   // (both in double).
-  const double lg = std::log2(largest) + 1, ln = std::log2(static_cast<double>(n)),
+  // (Sample weights scale the sums and the inertia by at most their largest.)
+  const double lg = std::log2(largest) + 1,
+               ln = std::log2(static_cast<double>(n)) + (max_weight > 1 ? std::log2(max_weight) : 0.0),
                ld = std::log2(static_cast<double>(d));
   const double t_max = std::log2(static_cast<double>(std::numeric_limits<T>::max()));
   const double d_max = std::log2(std::numeric_limits<double>::max());
@@ -129,8 +139,8 @@ void check_arithmetic_range(double largest, std::size_t n, std::size_t d) {
                                "overflow double; rescale the data",
                                largest, n));
 }
-template void check_arithmetic_range<float>(double, std::size_t, std::size_t);
-template void check_arithmetic_range<double>(double, std::size_t, std::size_t);
+template void check_arithmetic_range<float>(double, std::size_t, std::size_t, double);
+template void check_arithmetic_range<double>(double, std::size_t, std::size_t, double);
 
 static int host_threads(const Params& params) { return params.threads > 0 ? params.threads : omp_get_max_threads(); }
 
@@ -182,7 +192,11 @@ double check_problem(const Implementation& impl, const Dataset<T>& data, const P
   if (!s.ok) throw UsageError(s.reason);
   if (params.gpus > 1 && !impl.needs_gpu())
     throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
-  const double largest = range ? check_data_range(data) : 0.0;
+  if (data.weighted() && fitting && params.init == Init::kmeans_parallel)
+    throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
+                     "scikit-learn's), first, random or given centroids");
+  const double max_weight = weights_with_mass(check_weights(data), data.weighted());
+  const double largest = range ? check_data_range(data, max_weight) : 0.0;
   check_host_memory(host_bytes(impl, data.n, data.d, sizeof(T), params, fitting),
                     strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, data.d, impl.name));
   return largest;
@@ -211,7 +225,8 @@ Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Param
   // upload, so the host reads the data once; k-means++ and k-means|| read the data before the
   // setup, and --gpus splits it, so those are checked here first.
   const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp &&
-                                params.init != Init::kmeans_parallel;
+                                params.init != Init::kmeans_parallel && !data.weighted();
+  const double max_weight = check_weights(data);  // (check_problem has refused bad ones)
   Whole whole;  // n = 0 until the host has checked the range
   Result<T> best;
   std::vector<double> inertias;
@@ -220,7 +235,8 @@ Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Param
     Params p = params;
     p.seed = init_seed(params.seed, r);
     const auto engine = p.gpus > 1 ? make_multi_gpu<T>(impl, p) : impl.make<T>(p);
-    if (whole.n == 0 && !(engine_may_check && engine->checks_range())) whole = {data.n, check_data_range(data)};
+    if (whole.n == 0 && !(engine_may_check && engine->checks_range()))
+      whole = {data.n, check_data_range(data, max_weight), max_weight};
     if (whole.n) engine->set_whole(whole);
     Result<T> result = finished(fit(*engine, data, p, observer));
     inertias.push_back(result.inertia);
@@ -249,7 +265,7 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Params& params) {
-  const Whole whole{given.n, check_problem(impl, given, params, false)};
+  const Whole whole{given.n, check_problem(impl, given, params, false), check_weights(given)};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Dataset<T> unit;
   if (params.metric == Metric::cosine) unit = unit_rows(given);
@@ -289,10 +305,18 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
   if (!s.ok) throw UsageError(s.reason);
   check_host_memory(host_bytes(impl, local.n, local.d, sizeof(T), params),  // this rank's rows
                     strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, local.d, impl.name));
-  double largest = largest_finite(local);  // throws on this rank; the caller aborts the team
-  team.max(&largest, 1);
-  check_arithmetic_range<T>(largest, split.total, local.d);
-  const Whole whole{split.total, largest};
+  if (local.weighted() && params.init == Init::kmeans_parallel)
+    throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
+                     "scikit-learn's), first, random or given centroids");
+  // (largest_finite and check_weights throw on this rank; the caller aborts the team.)
+  double largest[4] = {largest_finite(local), check_weights(local, split.first), local.weighted() ? 1.0 : 0.0,
+                       local.weighted() ? 0.0 : 1.0};
+  team.max(largest, 4);
+  if (largest[2] > 0 && largest[3] > 0)
+    throw UsageError("sample weights were given on some ranks but not on others: give every rank its rows' weights");
+  const double max_weight = weights_with_mass(largest[1], local.weighted());
+  check_arithmetic_range<T>(largest[0], split.total, local.d, max_weight);
+  const Whole whole{split.total, largest[0], max_weight};
   // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
   // summed on the device with NCCL; omp: on the host with MPI.
   if (impl.needs_gpu()) select_rank_device(team);  // before any engine: it makes its stream there

@@ -56,9 +56,10 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& local, const 
 bool partable(const Implementation& impl);
 
 // Throws InputError when values up to `largest` (finite) over n objects of d coordinates
-// would overflow T's squared distances or the double sums.
+// would overflow T's squared distances or the double sums (each addend scaled by at most
+// max_weight, the largest sample weight).
 template <class T>
-void check_arithmetic_range(double largest, std::size_t n, std::size_t d);
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight = 0);
 
 // The host bytes a fit (or, `fitting` false, a predict) of n objects of d coordinates of `elem`
 // bytes with impl and params allocates beside the data, at its peak: the driver's centroids and

@@ -38,10 +38,11 @@ class SeqEngine final : public Engine<T> {
       const T* x = data_->row(i);
       T distance = 0;
       const std::int32_t label = nearest_centroid(x, centroids_.data(), k_, d, &distance);
-      inertia += static_cast<double>(distance);
+      const double w = static_cast<double>(data_->weight(i));
+      inertia += w * static_cast<double>(distance);
       if (label != labels_[i]) ++changed;
       labels_[i] = label;
-      add_to_cluster(x, d, &sums_[label * d], counts_[label]);
+      add_to_cluster(x, w, d, &sums_[label * d], counts_[label]);
     }
     stats.changed = changed;
     stats.inertia = inertia;
@@ -65,7 +66,7 @@ class SeqEngine final : public Engine<T> {
   std::vector<T> centroids_;
   std::vector<std::int32_t> labels_;
   std::vector<double> sums_;
-  std::vector<std::int64_t> counts_;
+  std::vector<double> counts_;  // weight totals (object counts unweighted)
 };
 
 // SeqEngine's buffers: centroids, labels, double sums and the counts.

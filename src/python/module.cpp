@@ -138,7 +138,19 @@ struct Options {
   std::string metric = "euclidean";
   std::uint64_t seed = 0;
   std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids;
+  std::optional<py::array> sample_weight;  // 1-D, C-contiguous, X's dtype and length (the estimator's)
 };
+
+// Options::sample_weight as data's weights, borrowed (the caller keeps the array alive).
+template <class T>
+void attach_weights(km::Dataset<T>& data, const Options& o) {
+  if (!o.sample_weight) return;
+  const py::array& w = *o.sample_weight;
+  if (w.ndim() != 1 || !(w.flags() & py::array::c_style) || !py::isinstance<py::array_t<T>>(w) ||
+      static_cast<std::size_t>(w.shape(0)) != data.n)
+    throw km::UsageError("internal: expected sample weights as a C-contiguous 1-D array of X's dtype and length");
+  data.weights = km::HostBuffer<T>::borrow(static_cast<const T*>(w.data()), data.n);
+}
 
 km::Params params_of(const Options& o, std::size_t d) {
   km::Params p;
@@ -222,7 +234,8 @@ auto interruptible(F&& fn) {
 
 template <class T>
 py::dict fit(const py::array& x, const Options& o) {
-  const km::Dataset<T> data = view<T>(x);
+  km::Dataset<T> data = view<T>(x);
+  attach_weights(data, o);
   const km::Params params = params_of(o, data.d);
   const km::Implementation& impl = implementation(o.impl);
   km::Result<T> result = interruptible([&] {
@@ -234,7 +247,8 @@ py::dict fit(const py::array& x, const Options& o) {
 
 template <class T>
 py::dict predict(const py::array& x, const Options& o) {
-  const km::Dataset<T> data = view<T>(x);
+  km::Dataset<T> data = view<T>(x);
+  attach_weights(data, o);
   const km::Params params = params_of(o, data.d);
   const km::Implementation& impl = implementation(o.impl);
   km::Result<T> result = interruptible([&] { return km::predict(impl, data, params); });
@@ -251,8 +265,10 @@ py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
 Options options(const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
                 const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
                 std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
-                int gpus = 1, std::size_t device_memory = 0, const std::string& metric = "euclidean") {
+                int gpus = 1, std::size_t device_memory = 0, const std::string& metric = "euclidean",
+                std::optional<py::array> sample_weight = std::nullopt) {
   Options o;
+  o.sample_weight = std::move(sample_weight);
   o.metric = metric;
   o.gpus = gpus;
   o.device_memory = device_memory;
@@ -331,7 +347,8 @@ double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t tot
 // centroids, inertia and iterations, and the labels of its own rows.
 template <class T>
 py::dict fit_parted(const py::array& x, const Options& o, kmeans_python::PyTeam& team, std::size_t total) {
-  const km::Dataset<T> data = view<T>(x, false, true);
+  km::Dataset<T> data = view<T>(x, false, true);
+  attach_weights(data, o);
   const km::Params params = params_of(o, data.d);
   const km::Implementation& impl = implementation(o.impl);
   const km::RowSplit split = km::split_rows(total, team.rank(), team.size());
@@ -362,9 +379,10 @@ void add_parted(py::module_& m) {
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
          const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
-         std::size_t device_memory, const std::string& metric, const py::object& team_object, std::size_t total) {
+         std::size_t device_memory, const std::string& metric, const py::object& team_object, std::size_t total,
+         std::optional<py::array> sample_weight) {
         const Options o = options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus,
-                                  device_memory, metric);
+                                  device_memory, metric, std::move(sample_weight));
         clamp_openmp_threads();
         kmeans_python::PyTeam team(team_object);
         if (py::isinstance<py::array_t<float>>(x)) return fit_parted<float>(x, o, team, total);
@@ -373,7 +391,7 @@ void add_parted(py::module_& m) {
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
       py::arg("centroids"), py::arg("gpus"), py::arg("device_memory"), py::arg("metric"), py::arg("team"),
-      py::arg("total"),
+      py::arg("total"), py::arg("sample_weight") = py::none(),
       "One rank's share of a fit over a Team's ranks (kmeans_gpu/_ranks.py); X: its rows, split_rows'.");
   m.def(
       "check_finite",
@@ -428,28 +446,31 @@ PYBIND11_MODULE(_core, m) {
       [](const py::array& x, const std::string& impl, int k, int loops, double threshold, std::optional<double> tol,
          const std::string& init, std::uint64_t seed, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
-         std::size_t device_memory, const std::string& metric) {
+         std::size_t device_memory, const std::string& metric, std::optional<py::array> sample_weight) {
         return dispatch(x,
                         options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids, gpus,
-                                device_memory, metric),
+                                device_memory, metric, std::move(sample_weight)),
                         false);
       },
       py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tol"),
       py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
       py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
-      "Fits X (C-contiguous float32/float64, used in place); returns a dict of the result and the JSON report.");
+      py::arg("sample_weight") = py::none(),
+      "Fits X (C-contiguous float32/float64, used in place; sample_weight: None or X's dtype, 1-D); returns a "
+      "dict of the result and the JSON report.");
   m.def(
       "predict",
       [](const py::array& x, const std::string& impl, py::array_t<double, py::array::c_style | py::array::forcecast>
                                                          centroids,
-         int block, int threads, std::size_t device_memory, const std::string& metric) {
+         int block, int threads, std::size_t device_memory, const std::string& metric,
+         std::optional<py::array> sample_weight) {
         return dispatch(x,
                         options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1,
-                                device_memory, metric),
+                                device_memory, metric, std::move(sample_weight)),
                         true);
       },
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
-      py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
+      py::arg("device_memory") = 0, py::arg("metric") = "euclidean", py::arg("sample_weight") = py::none(),
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
       "mean_variance",

@@ -31,6 +31,7 @@ RunReport make_report(const std::string& impl, const Dataset<T>& data, const Par
   r.tol = params.tol;
   r.init = to_string(params.init);
   r.metric = to_string(params.metric);
+  r.weighted = data.weighted();
   r.iterations = result.iterations;
   r.converged = result.converged;
   r.inertia = result.inertia;
@@ -81,9 +82,9 @@ void write_table(std::ostream& out, const RunReport& r) {
   if (r.gpus > 1 || r.ranks > 1) out << strprintf("  gpus=%d  ranks=%d", r.gpus, r.ranks);
   out << "\n";
   const bool reduced = r.gpus > 1 || r.ranks > 1;
-  out << strprintf("data     %s%s: %zu objects x %zu coords (%.1f MiB), %zu clusters\n", r.source.c_str(),
+  out << strprintf("data     %s%s: %zu objects x %zu coords (%.1f MiB), %zu clusters%s\n", r.source.c_str(),
                    r.input_dtype.empty() ? "" : (" (" + r.input_dtype + ")").c_str(), r.objects, r.coords, megabytes,
-                   r.clusters);
+                   r.clusters, r.weighted ? ", sample weights" : "");
   out << strprintf("loop     init=%s  loops=%d  threshold=%g  tol=%s%s\n\n", r.init.c_str(), r.loops, r.threshold,
                    tol_text(r.tol).c_str(), r.metric == "euclidean" ? "" : ("  metric=" + r.metric).c_str());
   // The allreduce column only when parts were summed across GPUs or processes.
@@ -141,6 +142,7 @@ void write_json(std::ostream& out, const RunReport& r) {
             {"ranks", r.ranks},
             {"init", r.init},
             {"metric", r.metric},
+            {"sample_weights", r.weighted},
             {"loops", r.loops},
             {"threshold", r.threshold},
             {"tol", r.tol ? json(*r.tol) : json(nullptr)},

@@ -22,6 +22,7 @@ struct RunReport {
   std::optional<double> tol;
   std::string init;
   std::string metric = "euclidean";
+  bool weighted = false;  // the fit had sample weights (Dataset::weights)
   int iterations = 0;
   bool converged = false;
   double inertia = 0;

@@ -84,7 +84,8 @@ void check_unit_update() {
   for (std::size_t c = 0; c < k; ++c)
     for (std::size_t j = 0; j < d; ++j) dsums[c * d + j] = means[c][j] * static_cast<double>(counts[c]);
   std::vector<T> seq_centroids = before;
-  km::finalize_centroids(dsums.data(), counts.data(), k, d, seq_centroids.data(), true);
+  const std::vector<double> dcounts(counts.begin(), counts.end());
+  km::finalize_centroids(dsums.data(), dcounts.data(), k, d, seq_centroids.data(), true);
   EXPECT_EQ(seq_centroids, centroids);
 }
 

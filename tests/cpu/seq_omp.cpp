@@ -251,11 +251,14 @@ TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
   km::from_coord_major(cols.data(), k, d, stride, back.data());
   EXPECT_EQ(back, rows);
   std::vector<double> sums(d, 0);
-  std::int64_t count = 0;
-  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
-  km::add_to_cluster(rows.data() + d, d, sums.data(), count);
+  double count = 0;
+  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), count);
   EXPECT_EQ(count, 2);
   EXPECT_EQ(sums[4], 2 * rows[d + 4]);
+  km::add_to_cluster(rows.data() + d, 0.5, d, sums.data(), count);  // a weighted object: w x, and w
+  EXPECT_EQ(count, 2.5);
+  EXPECT_EQ(sums[4], 2.5 * rows[d + 4]);
   // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
   const std::size_t n = 3 * km::kSumChunk + 17;
   std::vector<double> chunks;

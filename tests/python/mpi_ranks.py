@@ -92,15 +92,25 @@ def fits():
     cases.append(("omp", np.float64, "random", cuts, 1, "cosine"))  # each rank normalises its own rows
     cases.append(("omp", np.float32, "k-means++", cuts, 1, "dot"))
     cases.append(("omp", np.float64, "random", cuts, 3))  # n_init
+    # Sample weights (a tenth of them 0): each rank passes its rows' weights.
+    cases.append(("omp", np.float64, "k-means++", cuts, 1, "euclidean", True))
+    cases.append(("omp", np.float32, "first", cuts, 1, "euclidean", True))
+    cases.append(("seq", np.float64, "k-means++", cuts, 1, "euclidean", True))
+    cases.append(("omp", np.float64, "random", cuts, 1, "cosine", True))
+    rng = np.random.default_rng(3)
+    weights = rng.random(n) * 2
+    weights[rng.random(n) < 0.1] = 0
     for impl, dtype, init, at, *more in cases:
-        n_init, metric = (more + [1, "euclidean"][len(more):])[:2]
+        n_init, metric, weighted = (more + [1, "euclidean", False][len(more):])[:3]
         Xd = X.astype(dtype)
         a, b = at[rank], at[rank + 1]
+        w = weights if weighted else None
         params = dict(n_clusters=5, init=init, random_state=7, impl=impl, max_iter=30, n_init=n_init, metric=metric)
-        one = kmeans_gpu.KMeans(**params).fit(Xd)
-        many = kmeans_gpu.KMeans(**params).fit(Xd[a:b], comm=comm)
+        one = kmeans_gpu.KMeans(**params).fit(Xd, sample_weight=w)
+        many = kmeans_gpu.KMeans(**params).fit(Xd[a:b], sample_weight=None if w is None else w[a:b], comm=comm)
         name = init if isinstance(init, str) else "array"
-        tag = f"{impl} {np.dtype(dtype).name} init={name} n_init={params['n_init']} {metric} rows [{a}, {b})"
+        tag = (f"{impl} {np.dtype(dtype).name} init={name} n_init={params['n_init']} {metric}"
+               f"{' weighted' if weighted else ''} rows [{a}, {b})")
         diff = differences(one, many, a, b)
         expect(not diff, f"{tag}: differs from one process: {', '.join(diff)}")
         expect(many.report_["ranks"] == (size if impl == "omp" else 1), f"{tag}: report ranks {many.report_['ranks']}")
@@ -152,8 +162,8 @@ def errors():
     cuts = uneven_cuts(n)
     mine = X[cuts[rank]:cuts[rank + 1]]
     last = size - 1
-    fit = lambda Xr, **kw: kmeans_gpu.KMeans(**{"n_clusters": 3, "impl": "omp", "random_state": 0, **kw}).fit(  # noqa
-        Xr, comm=comm)
+    fit = lambda Xr, sample_weight=None, **kw: kmeans_gpu.KMeans(  # noqa
+        **{"n_clusters": 3, "impl": "omp", "random_state": 0, **kw}).fit(Xr, sample_weight=sample_weight, comm=comm)
 
     bad = mine.copy()
     if rank == last:
@@ -173,6 +183,14 @@ def errors():
     text = np.array([["a", "b", "c"]] * 4) if rank == last else mine
     expect_raise("X of text on one rank", ValueError, f"rank {last}: ", lambda: fit(text))
     expect_raise("every rank alike", ValueError, "--clusters=6000", lambda: fit(mine, n_clusters=6000))
+    ones = np.ones(len(mine))
+    expect_raise("weights on one rank only", ValueError, f"rank {last} has sample_weight=True and rank 0",
+                 lambda: fit(mine, sample_weight=ones if rank == last else None))
+    negative = ones.copy()
+    if rank == last:
+        negative[2] = -1
+    expect_raise("a negative weight on one rank", ValueError, f"sample weight {cuts[last] + 2} is -1",
+                 lambda: fit(mine, sample_weight=negative))
     # In the engines, on one rank: run_parted's range check finds the NaN this rank's part holds
     # (the estimator's own check bypassed) before the first collective, which the others wait in.
     total, (first, count) = n, _core.split_rows(n, rank, size)

@@ -201,9 +201,9 @@ def test_data_used_in_place(monkeypatch):
     seen = []
     real = kmeans_gpu._core.fit
 
-    def spy(X, *args):
+    def spy(X, *args, **kwargs):
         seen.append(X)
-        return real(X, *args)
+        return real(X, *args, **kwargs)
 
     monkeypatch.setattr(kmeans_gpu._core, "fit", spy)
     for dtype in (np.float64, np.float32):

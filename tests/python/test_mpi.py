@@ -59,9 +59,9 @@ def check(ranks, mode, tmp_path, cases):
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_fit_over_ranks_is_the_single_process_fit(mpi, ranks, tmp_path):
-    check(ranks, "fits", tmp_path, cases=21)
+    check(ranks, "fits", tmp_path, cases=25)
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_errors_raise_on_every_rank(mpi, ranks, tmp_path):
-    check(ranks, "errors", tmp_path, cases=12)
+    check(ranks, "errors", tmp_path, cases=14)

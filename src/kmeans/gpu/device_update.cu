@@ -52,10 +52,14 @@ const T* DeviceUpdateEngine<T>::stage(const Dataset<T>& data, std::size_t k) {
 template <class T>
 void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& initial) {
   const std::size_t k = initial.size() / data.d, d = data.d;
+  if (data.weighted() && !takes_weights())
+    throw DeviceError(strprintf("internal: --impl=%s's path got sample weights it does not sum", this->name_));
   this->k_ = k;
   this->d_ = d;
   const std::size_t budget = device_budget(this->params_.device_memory);
-  const std::size_t data_bytes = data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1);
+  const std::size_t weight_bytes = data.weighted() ? data.n * sizeof(T) : 0;
+  const std::size_t data_bytes =
+      data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1) + weight_bytes;
   // Params::stream_rows = R streams in chunks of R rows whatever the memory (for the tests).
   const std::size_t forced = this->params_.stream_rows;
   if (whole_.n == 0) {
@@ -75,12 +79,15 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
                        "did not)");
     }
     check_arithmetic_range<T>(largest, data.n, d);
-    whole_ = {data.n, largest};
+    whole_ = {data.n, largest, check_weights(data)};
   }
   const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d,
-                                              centroid_reach(initial.data(), initial.size(), this->unit()));
+                                          centroid_reach(initial.data(), initial.size(), this->unit()),
+                                          whole_.max_weight);
   scale_ = scales.sum;
   inv_scale_ = scales.inv_sum;
+  weight_scale_ = scales.weight;
+  inv_weight_ = scales.inv_weight;
   this->inertia_scale_ = scales.inertia;
   this->inertia_inv_scale_ = scales.inv_inertia;
   const std::size_t extra = prepare(data);
@@ -94,6 +101,11 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   sums_ = this->template device_buffer<unsigned long long>(k * d);
   counts_ = this->template device_buffer<unsigned long long>(k);
   shift_parts_ = this->template device_buffer<double>(k);
+  if (data.weighted()) {
+    weights_ = this->template device_buffer<T>(data.n);
+    CUDA_CHECK(cudaMemcpyAsync(weights_.get(), data.weights.data(), data.n * sizeof(T), cudaMemcpyHostToDevice,
+                               this->stream_));
+  }
   this->upload_centroids(initial, centroids_.get());
   CUDA_CHECK(cudaMemsetAsync(sums_.get(), 0, k * d * sizeof(unsigned long long), this->stream_));
   CUDA_CHECK(cudaMemsetAsync(counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
@@ -110,7 +122,8 @@ void DeviceUpdateEngine<T>::setup_streamed(const Dataset<T>& data, std::size_t e
   const std::size_t n = data.n, d = data.d, k = this->k_, row = d * sizeof(T);
   // Per row of a chunk: two staging rows, the engine's own copy (coordinate-major rungs
   // transpose into it) and its per-object buffers; per row of the data: its label.
-  const std::size_t fixed = buffer_bytes(k, d) + n * sizeof(std::int32_t) + (8ull << 20);
+  const std::size_t fixed =
+      buffer_bytes(k, d) + n * (sizeof(std::int32_t) + (data.weighted() ? sizeof(T) : 0)) + (8ull << 20);
   const std::size_t per_row = 3 * row + (extra_for_all + n - 1) / n;
   const std::size_t room = budget > fixed ? (budget - fixed) / per_row : 0;
   const std::size_t chunk = forced_rows ? std::min(n, forced_rows) : std::min(n, room / 4096 * 4096);
@@ -168,6 +181,7 @@ void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
       std::swap(this->x_, st.stage[b]);
     }
     this->n_ = rows;
+    weights_offset_ = c * st.chunk;
     std::swap(this->labels_, st.labels[c]);
     rows_changed();
     assign(accumulate);
@@ -185,6 +199,7 @@ void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
     }
   }
   this->n_ = st.chunk;
+  weights_offset_ = 0;
 }
 
 template <class T>
@@ -218,7 +233,7 @@ void DeviceUpdateEngine<T>::start_update() {
   this->timer_.begin(Phase::kernel, this->stream_);
   kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(
       centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
-      shift_parts_.get(), keep_sums_, this->unit());
+      shift_parts_.get(), keep_sums_, this->unit(), inv_weight_);
   CUDA_CHECK_LAUNCH();
   kernels::total_shift<><<<1, 1024, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
   CUDA_CHECK_LAUNCH();

@@ -27,6 +27,9 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   bool partable() const override { return true; }
   void set_whole(const Whole& whole) override { whole_ = whole; }
   bool checks_range() const override { return true; }
+  // Whether its accumulation takes sample weights (offload's and offload-block's; fused routes
+  // weighted fits to them): setup refuses weighted data otherwise, never ignores the weights.
+  virtual bool takes_weights() const { return false; }
   void accumulate() override;
   Partials partials() override;
   void start_update() override;
@@ -55,12 +58,16 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   // per-object norms are recomputed).
   virtual void rows_changed() {}
   bool streamed() const { return streamed_ != nullptr; }
+  // The sample weights of the rows now in x_ (nullptr unweighted): the accumulating kernels'
+  // `weights` argument, with weight_scale_ (update.cuh: weighted_fixed).
+  const T* weights() const { return weights_.get() ? weights_.get() + weights_offset_ : nullptr; }
 
   DeviceBuffer<T> centroids_;              // in layout_
   DeviceBuffer<unsigned long long> sums_;  // [k][d], 64-bit fixed point: value = sum * inv_scale_
   DeviceBuffer<unsigned long long> counts_;
   DeviceBuffer<double> shift_parts_;       // [k]: each cluster's squared shift (update.cuh: total_shift)
   double scale_ = 1, inv_scale_ = 1;       // 2^E and 2^-E, E from max|x| and N (set before prepare)
+  double weight_scale_ = 1, inv_weight_ = 1;  // the counts' scale: 1 unweighted (fixed_point.hpp)
   bool keep_sums_ = false;                 // the update leaves sums_ and counts_ as they are (not cleared)
   Whole whole_;                            // the whole problem, when this engine holds a part
 
@@ -71,6 +78,8 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   // carry across chunks (integers: the in-memory result bit for bit).
   struct Streamed;
   std::shared_ptr<Streamed> streamed_;
+  DeviceBuffer<T> weights_;         // all n sample weights (out of core too: 1/d of the data), or none
+  std::size_t weights_offset_ = 0;  // the first row of the chunk in x_
   void setup_streamed(const Dataset<T>& data, std::size_t extra_for_all, std::size_t budget, std::size_t forced_rows);
   void run_chunks(bool accumulate);
 };

@@ -84,6 +84,7 @@ double GpuEngine<T>::device_largest() {
 template <class T>
 bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) {
   if (uploaded_ == nullptr || uploaded_ != data_ || n_ == 0) return false;  // out of core: the host sums it
+  if (data_->weighted()) return false;  // the host's inertia() multiplies by the weights
   DeviceBuffer<T> c = device_buffer<T>(centroids.size());
   CUDA_CHECK(cudaMemcpyAsync(c.get(), centroids.data(), centroids.size() * sizeof(T), cudaMemcpyHostToDevice,
                              stream_));

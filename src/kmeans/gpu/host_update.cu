@@ -41,8 +41,9 @@ void HostUpdateEngine<T>::iterate(IterationStats& stats) {
   for (std::size_t i = 0; i < this->n_; ++i) {
     const T* x = this->data_->row(i);
     const std::size_t label = static_cast<std::size_t>(labels[i]);
-    inertia += static_cast<double>(squared_distance(x, &centroids_[label * d], d));
-    add_to_cluster(x, d, &sums_[label * d], counts_[label]);
+    const double w = static_cast<double>(this->data_->weight(i));
+    inertia += w * static_cast<double>(squared_distance(x, &centroids_[label * d], d));
+    add_to_cluster(x, w, d, &sums_[label * d], counts_[label]);
   }
   stats.inertia = inertia;
   stats.shift = finalize_centroids(sums_.data(), counts_.data(), this->k_, d, centroids_.data(),

@@ -35,7 +35,7 @@ class HostUpdateEngine : public GpuEngine<T> {
   PinnedBuffer<std::int32_t> host_labels_;
   PinnedBuffer<T> staged_;
   std::vector<double> sums_;
-  std::vector<std::int64_t> counts_;
+  std::vector<double> counts_;  // weight totals (object counts unweighted)
 };
 
 }  // namespace km::gpu

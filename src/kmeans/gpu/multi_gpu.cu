@@ -75,13 +75,14 @@ class MultiGpuEngine final : public Engine<T> {
     const std::size_t gpus = parts_.size();
     if (data.n < gpus)
       throw UsageError(strprintf("--gpus=%zu: more GPUs than objects (%zu)", gpus, data.n));
-    const Whole whole = whole_.n ? whole_ : Whole{data.n, max_abs_value(data)};
+    const Whole whole = whole_.n ? whole_ : Whole{data.n, max_abs_value(data), check_weights(data)};
     for (std::size_t g = 0; g < gpus; ++g) {
       Part& part = parts_[g];
       const std::size_t begin = data.n * g / gpus, end = data.n * (g + 1) / gpus;
       part.rows.n = end - begin;
       part.rows.d = data.d;
       part.rows.values = HostBuffer<T>::borrow(data.row(begin), part.rows.n * data.d);
+      if (data.weighted()) part.rows.weights = HostBuffer<T>::borrow(data.weights.data() + begin, part.rows.n);
       part.rows.source = data.source;
       DeviceScope on(part.device);
       part.engine->set_whole(whole);

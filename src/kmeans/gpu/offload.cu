@@ -27,7 +27,8 @@ template <class T>
 void OffloadEngine<T>::accumulate_pass() {
   this->launch(kernels::assign_accumulate_global<T>, this->grid_for(this->n_), this->params_.block,
                kernels::centroids_bytes(this->k_, this->d_, sizeof(T)), this->centroids_.get(), this->changed_.get(),
-               this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_);
+               this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_,
+               this->weights(), this->weight_scale_);
 }
 
 template class OffloadEngine<float>;

@@ -12,6 +12,7 @@ class OffloadEngine : public DeviceUpdateEngine<T> {
       : DeviceUpdateEngine<T>(p, name, Layout::coord_major) {}
 
  protected:
+  bool takes_weights() const override { return true; }
   std::size_t prepare(const Dataset<T>& data) override;
   void assign(bool accumulate) final;
   // The assignment that also accumulates sums_/counts_ and counts changes.

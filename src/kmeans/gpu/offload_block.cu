@@ -28,7 +28,7 @@ class OffloadBlockEngine final : public OffloadEngine<T> {
   void accumulate_pass() override {
     this->launch(kernels::assign_accumulate_block<T>, grid_, this->params_.block, bytes_, this->centroids_.get(),
                  this->changed_.get(), this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(),
-                 this->inertia_scale_);
+                 this->inertia_scale_, this->weights(), this->weight_scale_);
   }
 
   std::size_t bytes_ = 0;

@@ -4,6 +4,9 @@
 //             only the objects that move accumulated, the update in the last block;
 //   tensor    (any shape; tensor.cu) distances and arg-min on the tensor cores with a proven
 //             margin and a re-check of the close calls, then the sums by sorted label.
+// With sample weights neither path applies (their sums count objects: the movers, the runs of
+// sorted labels, the algebraic inertia); the fit runs on offload-block's kernels, else offload's
+// (K*d beyond shared memory), else naive's, whose sums take the weights.
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +17,11 @@
 #include "kmeans/gpu/engine.hpp"
 #include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/implementation.hpp"
+#include "kmeans/registry.hpp"
+
+namespace km {
+extern const Implementation offload_block_implementation, offload_implementation, naive_implementation;
+}
 
 namespace km::gpu {
 
@@ -58,12 +66,12 @@ class FusedEngine final : public Engine<T> {
 
   void setup(const Dataset<T>& data, const std::vector<T>& initial) override {
     const std::size_t k = initial.size() / data.d;
-    if (!staged_ || staged_k_ != k) make_path(k, data.d);  // else stage() made it and put the data up
+    if (!staged_ || staged_k_ != k) make_path(k, data.d, data.weighted());  // else stage() made it
     staged_ = false;
     path_->setup(data, initial);
   }
   const T* stage(const Dataset<T>& data, std::size_t k) override {
-    make_path(k, data.d);
+    make_path(k, data.d, data.weighted());
     staged_ = true;
     staged_k_ = k;
     return path_->stage(data, k);
@@ -94,7 +102,19 @@ class FusedEngine final : public Engine<T> {
   }
 
  private:
-  void make_path(std::size_t k, std::size_t d) {
+  void make_path(std::size_t k, std::size_t d, bool weighted) {
+    if (weighted) {
+      for (const Implementation* impl : {&offload_block_implementation, &offload_implementation,
+                                         &naive_implementation})
+        if (supports(*impl, k, d, sizeof(T)).ok) {
+          path_name_ = impl == &offload_block_implementation ? "weighted: offload-block's kernels"
+                       : impl == &offload_implementation     ? "weighted: offload's kernels"
+                                                             : "weighted: naive's kernel, host update";
+          path_ = impl->make<T>(params_);
+          if (whole_.n) path_->set_whole(whole_);
+          return;
+        }
+    }
     const bool one_pass = plan_for(k, d, sizeof(T), params_.fused).path == FusedPlan::Path::one_pass;
     path_name_ = one_pass ? "one-pass" : "tensor";
     if (one_pass)
