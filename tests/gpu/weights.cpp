@@ -1,7 +1,7 @@
 // Sample weights on every GPU rung: the whole fit bit for bit against the CPU rung with the same
-// arithmetic (naive, transpose and shared update on the host in double as seq does; offload and
-// offload-block in fixed point as omp does; fused runs weighted fits on offload-block's kernels,
-// else offload's, else naive's, and is held to that rung's reference), on spread, clustered,
+// arithmetic (naive, transpose and shared update on the host in double as seq does; offload,
+// offload-block and fused, whose weighted fits take its tensor path at every shape, in fixed
+// point as omp does), on spread, clustered,
 // quantised and offset data (tests/metric_data.hpp) with continuous weights (a tenth of them 0)
 // and integer ones, in both precisions, in memory and streamed; weights of 1 give the
 // unweighted bits. Skipped, with the reason, without a GPU.
@@ -25,11 +25,9 @@ using namespace kmtest;
 
 const std::vector<SplitShape> kWeightShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 128, 1000}};
 
-// The CPU rung whose update arithmetic the fit's path shares.
-const char* reference_of(const std::string& impl, const std::string& path) {
-  if (impl == "naive" || impl == "transpose" || impl == "shared") return "seq";
-  if (impl == "fused" && path.find("naive") != std::string::npos) return "seq";
-  return "omp";
+// The CPU rung whose update arithmetic the rung shares.
+const char* reference_of(const std::string& impl) {
+  return impl == "naive" || impl == "transpose" || impl == "shared" ? "seq" : "omp";
 }
 
 template <class T>
@@ -49,7 +47,10 @@ void check_weighted(const km::Implementation& impl, std::size_t stream_rows = 0)
       p.seed = 9;
       p.stream_rows = stream_rows;
       const auto got = km::run(impl, data, p);
-      const km::Implementation& ref_impl = km::find_implementation(reference_of(impl.name, got.path));
+      const km::Implementation& ref_impl = km::find_implementation(reference_of(impl.name));
+      if (std::string(impl.name) == "fused") {
+        EXPECT_EQ(got.path.rfind("tensor (sample weights)", 0), 0u) << got.path;
+      }
       SCOPED_TRACE(std::string("against ") + ref_impl.name + ", path " + got.path);
       const auto ref = km::run(ref_impl, data, p);
       EXPECT_EQ(got.iterations, ref.iterations);
@@ -80,8 +81,8 @@ TEST(GpuWeightsStreamed, FusedAndOffload) {
   }
 }
 
-// Weights of 1 on the device-update rungs: the unweighted fit's bits (fused's weighted fit runs
-// offload-block's kernels; its unweighted fit is omp's bits, and so is offload-block's).
+// Weights of 1 on the device-update rungs: the unweighted fit's bits (fused's weighted fit takes
+// the tensor path, its unweighted one at d = 16 the one pass: both omp's bits).
 TEST(GpuWeightsOnes, GiveTheUnweightedBits) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   for (const char* name : {"offload", "offload-block", "fused"})

@@ -41,18 +41,23 @@ static __global__ void relabel_for_sort(const std::int32_t* __restrict__ next, s
 }
 
 // With Q (the movers' scheme, below), also each cluster's q sum (the members' object_q, summed
-// by the thread of coordinate 0 beside the count) into q_sums.
-template <class T, int U = kSortedUnroll, bool Q = false>
+// by the thread of coordinate 0 beside the count) into q_sums. With W (sample weights, never
+// with Q), each addend is w x (update.cuh: weighted_fixed), each count the members' fixed-point
+// weights, and each inertia term w (x_j - c_j)^2.
+template <class T, int U = kSortedUnroll, bool Q = false, bool W = false>
 __global__ void __launch_bounds__(1024)
     accumulate_sorted(const T* __restrict__ x, const T* __restrict__ centroids,
                       const std::int32_t* __restrict__ sorted_labels, const std::int64_t* __restrict__ sorted_index,
                       std::int64_t n, int d, int chunk, unsigned long long* __restrict__ sums,
                       unsigned long long* __restrict__ counts, double scale, unsigned long long* inertia,
                       double inertia_scale, const unsigned long long* __restrict__ object_q = nullptr,
-                      unsigned long long* __restrict__ q_sums = nullptr) {
+                      unsigned long long* __restrict__ q_sums = nullptr, const T* __restrict__ weights = nullptr,
+                      double weight_scale = 1) {
+  static_assert(!(Q && W), "the movers' scheme counts objects");
   __shared__ std::int32_t labels_s[kSortedChunk];
   __shared__ std::int64_t index_s[kSortedChunk];
   __shared__ unsigned long long q_s[Q ? kSortedChunk : 1];
+  __shared__ double w_s[W ? kSortedChunk : 1];
   unsigned long long part = 0;  // the inertia, fixed point: one addend per object and coordinate
   const std::int64_t chunks = (n + chunk - 1) / chunk;
   for (std::int64_t ch = blockIdx.x; ch < chunks; ch += gridDim.x) {
@@ -64,10 +69,11 @@ __global__ void __launch_bounds__(1024)
       const std::int64_t i = sorted_index[begin + q];
       index_s[q] = i * d;
       if (Q) q_s[q] = object_q[i];
+      if (W) w_s[q] = static_cast<double>(weights[i]);
     }
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-      unsigned long long acc = 0, qacc = 0;
+      unsigned long long acc = 0, qacc = 0, wacc = 0;  // (wacc: the members' weights, W)
       int label = labels_s[0], run = 0;  // the cluster's members in the chunk: from position run on
       // The centroid's coordinate changes only with the cluster, which the sorted chunk
       // changes a few times: one register, reloaded then, not a load per object.
@@ -90,23 +96,30 @@ __global__ void __launch_bounds__(1024)
           if (cl[u] != label) {
             atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
             if (j == 0) {
-              atomicAdd(&counts[label], static_cast<unsigned long long>(q0 + u - run));
+              atomicAdd(&counts[label], W ? wacc : static_cast<unsigned long long>(q0 + u - run));
               if (Q) atomicAdd(&q_sums[label], qacc);
             }
-            acc = qacc = 0;
+            acc = qacc = wacc = 0;
             run = q0 + u;
             label = cl[u];
             cj = static_cast<double>(centroids[static_cast<std::int64_t>(label) * d + j]);
           }
           const double diff = static_cast<double>(v[u]) - cj;
-          part += to_fixed(diff * diff, inertia_scale);
-          acc += to_fixed(static_cast<double>(v[u]), scale);
+          if constexpr (W) {
+            const double w = w_s[q0 + u];
+            part += weighted_fixed(w, diff * diff, inertia_scale);
+            acc += weighted_fixed(w, static_cast<double>(v[u]), scale);
+            if (j == 0) wacc += to_fixed(w, weight_scale);
+          } else {
+            part += to_fixed(diff * diff, inertia_scale);
+            acc += to_fixed(static_cast<double>(v[u]), scale);
+          }
           if (Q && j == 0) qacc += q_s[q0 + u];
         }
       }
       atomicAdd(&sums[static_cast<std::int64_t>(label) * d + j], acc);
       if (j == 0) {
-        atomicAdd(&counts[label], static_cast<unsigned long long>(size - run));
+        atomicAdd(&counts[label], W ? wacc : static_cast<unsigned long long>(size - run));
         if (Q) atomicAdd(&q_sums[label], qacc);
       }
     }

@@ -4,9 +4,8 @@
 //             only the objects that move accumulated, the update in the last block;
 //   tensor    (any shape; tensor.cu) distances and arg-min on the tensor cores with a proven
 //             margin and a re-check of the close calls, then the sums by sorted label.
-// With sample weights neither path applies (their sums count objects: the movers, the runs of
-// sorted labels, the algebraic inertia); the fit runs on offload-block's kernels, else offload's
-// (K*d beyond shared memory), else naive's, whose sums take the weights.
+// With sample weights, the tensor path at every shape: its sums by sorted label take the weights
+// (the one pass's movers and algebraic inertia count objects).
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,11 +16,6 @@
 #include "kmeans/gpu/engine.hpp"
 #include "kmeans/gpu/fused_plan.hpp"
 #include "kmeans/implementation.hpp"
-#include "kmeans/registry.hpp"
-
-namespace km {
-extern const Implementation offload_block_implementation, offload_implementation, naive_implementation;
-}
 
 namespace km::gpu {
 
@@ -103,24 +97,14 @@ class FusedEngine final : public Engine<T> {
 
  private:
   void make_path(std::size_t k, std::size_t d, bool weighted) {
-    if (weighted) {
-      for (const Implementation* impl : {&offload_block_implementation, &offload_implementation,
-                                         &naive_implementation})
-        if (supports(*impl, k, d, sizeof(T)).ok) {
-          path_name_ = impl == &offload_block_implementation ? "weighted: offload-block's kernels"
-                       : impl == &offload_implementation     ? "weighted: offload's kernels"
-                                                             : "weighted: naive's kernel, host update";
-          path_ = impl->make<T>(params_);
-          if (whole_.n) path_->set_whole(whole_);
-          return;
-        }
-    }
-    const bool one_pass = plan_for(k, d, sizeof(T), params_.fused).path == FusedPlan::Path::one_pass;
-    path_name_ = one_pass ? "one-pass" : "tensor";
+    Params p = params_;
+    if (weighted) p.fused.path = FusedConfig::Path::tensor;  // (its plan, and what --list would say, the tensor's)
+    const bool one_pass = plan_for(k, d, sizeof(T), p.fused).path == FusedPlan::Path::one_pass;
+    path_name_ = one_pass ? "one-pass" : weighted ? "tensor (sample weights)" : "tensor";
     if (one_pass)
-      path_ = make_fused_one_pass<T>(params_);
+      path_ = make_fused_one_pass<T>(p);
     else
-      path_ = make_fused_tensor<T>(params_);
+      path_ = make_fused_tensor<T>(p);
     if (whole_.n) path_->set_whole(whole_);
   }
 

@@ -86,6 +86,7 @@ template <class T>
 class FusedTensor final : public DeviceUpdateEngine<T> {
  public:
   explicit FusedTensor(const Params& p) : DeviceUpdateEngine<T>(p, "fused", Layout::row_major) {}
+  bool takes_weights() const override { return true; }  // accumulate_sorted's W
 
   // The whole problem here and in device memory: the sums are kept across iterations, and once
   // at most movers_after_ of the objects moved in the last iteration, only the movers go
@@ -296,7 +297,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // FusedConfig::movers_after: from the iteration after one in which at most that fraction of
     // the objects moved (0: never; 1: from the second iteration); the guard as for the one pass.
     {
-      movers_after_ = this->params_.fused.movers_after.value_or(kMoversAfter);
+      // (Sample weights: never; the movers' q sums and counts count objects.)
+      movers_after_ = this->data_->weighted() ? 0.0 : this->params_.fused.movers_after.value_or(kMoversAfter);
       q_guard_ = this->params_.fused.guard;
       held_ = movers_ = this->keep_sums_ = false;
       last_changed_ = 0;
@@ -482,11 +484,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       std::size_t temp_bytes = sort_temp_.size();
       CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.get(), temp_bytes, next_.get(), sorted_labels_.get(),
                                                  index_.get(), sorted_index_.get(), n, 0, label_bits_, s));
-      (this->keep_sums_ ? kernels::accumulate_sorted<T, kernels::kSortedUnroll, true>
-                        : kernels::accumulate_sorted<T>)<<<sorted_grid_, sorted_threads_, 0, s>>>(
+      (this->weights()    ? kernels::accumulate_sorted<T, kernels::kSortedUnroll, false, true>
+       : this->keep_sums_ ? kernels::accumulate_sorted<T, kernels::kSortedUnroll, true>
+                          : kernels::accumulate_sorted<T>)<<<sorted_grid_, sorted_threads_, 0, s>>>(
           this->x_.get(), this->centroids_.get(), sorted_labels_.get(), sorted_index_.get(), n, d, sorted_chunk_,
           this->sums_.get(), this->counts_.get(), this->scale_, this->inertia_.get(), this->inertia_scale_,
-          object_q_.get(), q_sums_.get());
+          object_q_.get(), q_sums_.get(), this->weights(), this->weight_scale_);
       CUDA_CHECK_LAUNCH();
     } else {  // the final E-step: the labels only
       kernels::relabel_for_sort<<<static_cast<unsigned>((this->n_ + 255) / 256), 256, 0, s>>>(
