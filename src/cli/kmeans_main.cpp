@@ -69,6 +69,9 @@ void load_weights(const std::string& path, std::size_t batch, km::Team& team, co
     throw km::InputError(km::strprintf("--weights '%s' holds %zu weights for %zu objects", path.c_str(), rows.total,
                                        split.total));
   data.weights = std::move(w.values);
+  // A rank without rows holds no weights, yet its fit is weighted (Dataset::weighted: a buffer).
+  static const T kNone{};
+  if (data.n == 0) data.weights = km::HostBuffer<T>::borrow(&kNone, 0);
 }
 
 // This rank's rows: read (each rank its own share: .h5, .npy, .bin) or generated.

@@ -76,8 +76,8 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   auto* input = app.add_option("--input", o.input, "read data from .h5/.hdf5/.csv/.npy/.bin/.txt (float16, bfloat16, float32, float64)");
   app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
   app.add_option("--weights", o.weights,
-                 "sample weights, one per object (a 1-D .npy or one column of any input format; finite, >= 0): "
-                 "weighted means and inertia, as scikit-learn's sample_weight");
+                 "sample weights, one per object (a 1-D .npy, or one column of any input format: .h5 its only "
+                 "2-D dataset; finite, >= 0): weighted means and inertia, as scikit-learn's sample_weight");
   auto* generator = app.add_option("--generator", o.generator, "generated data: uniform or blobs");
   app.add_option("--coords", o.coords, "coordinates per object (generated data; checked against files)")
       ->transform(integer);

@@ -1,5 +1,6 @@
 #include "io/dataset.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -49,29 +50,29 @@ void check_finite(const Dataset<T>& data, const std::string& what, std::size_t f
 }
 
 template <class T>
-double check_weights(const Dataset<T>& data, std::size_t first_object) {
-  if (!data.weighted()) return 0;
+WeightRange check_weights(const Dataset<T>& data, std::size_t first_object) {
+  if (!data.weighted()) return {};
   if (data.weights.size() != data.n)
     throw InputError(strprintf("sample weights: %zu values for %zu objects (one weight per object)",
                                data.weights.size(), data.n));
   const T* w = data.weights.data();
   const std::size_t n = data.n;
   std::size_t first_bad = n;
-  double largest = 0;
-#pragma omp parallel for reduction(min : first_bad) reduction(max : largest) schedule(static)
+  double largest = 0, smallest = std::numeric_limits<double>::infinity();
+#pragma omp parallel for reduction(min : first_bad, smallest) reduction(max : largest) schedule(static)
   for (std::size_t i = 0; i < n; ++i) {
     const double v = static_cast<double>(w[i]);
     if (!(v >= 0 && v <= kLargestWeight)) {
       if (i < first_bad) first_bad = i;
-    } else if (v > largest) {
-      largest = v;
+    } else if (v > 0) {
+      largest = std::max(largest, v);
+      smallest = std::min(smallest, v);
     }
   }
   if (first_bad < n)
-    throw InputError(strprintf("sample weight %zu is %g: weights must be finite, at least 0 and at most 2^64 "
-                               "(only their ratios change the centroids; rescale them)",
+    throw InputError(strprintf("sample weight %zu is %g: weights must be finite, at least 0 and at most 2^64",
                                first_object + first_bad, static_cast<double>(w[first_bad])));
-  return largest;
+  return {largest, largest > 0 ? smallest : 0.0};
 }
 
 std::size_t data_elements(std::size_t n, std::size_t d, std::size_t element_size) {
@@ -98,8 +99,8 @@ template class HostBuffer<double>;
 template class HostBuffer<std::int32_t>;
 template class HostBuffer<std::int64_t>;
 template void check_finite(const Dataset<float>&, const std::string&, std::size_t);
-template double check_weights(const Dataset<float>&, std::size_t);
-template double check_weights(const Dataset<double>&, std::size_t);
+template WeightRange check_weights(const Dataset<float>&, std::size_t);
+template WeightRange check_weights(const Dataset<double>&, std::size_t);
 template void check_finite(const Dataset<double>&, const std::string&, std::size_t);
 
 }  // namespace km

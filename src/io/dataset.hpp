@@ -69,12 +69,17 @@ struct Dataset {
   T weight(std::size_t i) const { return weighted() ? weights[i] : T(1); }
 };
 
-// Throws InputError unless data.weights is empty or holds n finite values >= 0 of which at least
-// one is positive (the first bad one named by index, first_object the rank's first row). Returns
-// the largest weight, or 0 when unweighted (fixed_point.hpp: fixed_scales).
+// The largest sample weight and the smallest positive one (0 and 0: unweighted, or all 0).
+struct WeightRange {
+  double max = 0, min = 0;
+};
+
+// Throws InputError unless data.weights is empty or holds n finite values in [0, 2^64] (the
+// first bad one named by index, first_object the rank's first row). Returns their range
+// (fixed_point.hpp: fixed_scales); that one is positive is the caller's check (over every rank).
 constexpr double kLargestWeight = 0x1p64;
 template <class T>
-double check_weights(const Dataset<T>& data, std::size_t first_object = 0);
+WeightRange check_weights(const Dataset<T>& data, std::size_t first_object = 0);
 
 // Throws InputError naming the first object/coordinate that is NaN or infinite.
 template <class T>

@@ -20,7 +20,9 @@ namespace km {
 struct Whole {
   std::size_t n = 0;    // objects in all parts together
   double max_abs = 0;   // the largest |x| over all parts
-  double max_weight = 0;  // the largest sample weight over all parts; 0: unweighted (Dataset::weights)
+  // The sample weights over all parts (Dataset::weights): the largest (0: unweighted) and the
+  // smallest positive one.
+  double max_weight = 0, min_weight = 0;
 };
 
 // What one part contributes to an iteration: buffers of 64-bit integers (two's complement,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/errors.hpp"
 #include "kernels/kmeans/layouts.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include <vector>
@@ -34,10 +35,24 @@ struct FixedScales {
 // data (an --init file, Python's init=), which with max|x| alone overflowed the first iteration's
 // fixed-point sum. Where the initial centroids lie within the data's range (every initialisation
 // that picks objects or means), the bound and so the bits are those of (2 max|x|)^2.
-// max_weight: 0 unweighted, else the largest sample weight (Whole::max_weight).
+// max_weight: 0 unweighted, else the largest sample weight (Whole::max_weight), min_weight the
+// smallest positive one.
+//
+// The weights' range. A quantum of these sums is about n max w 2^-61 (of weight, and times max|x|
+// of a coordinate), so a cluster of the lightest objects has its mean to about n (max w / min w)
+// 2^-62 of max|x|. Up to n max w / min w = 2^32 that is 2^-30 (1e-9, the bar scikit-learn
+// agreement is tested at); beyond it the fixed-point rungs refuse the weights with one line, and
+// seq and the GPU rungs that update on the host, which sum in double, take them.
+constexpr double kWeightSpread = 0x1p32;
 inline FixedScales fixed_scales(double max_abs, std::size_t n, std::size_t d, double initial_max_abs = 0,
-                                double max_weight = 0) {
+                                double max_weight = 0, double min_weight = 0) {
   FixedScales s;
+  if (max_weight > 0 && static_cast<double>(n) * (max_weight / min_weight) > kWeightSpread)
+    throw InputError(strprintf(
+        "sample weights from %g to %g over %zu objects: the fixed-point sums of omp, offload, offload-block and "
+        "fused resolve n * largest / smallest positive weight up to 2^32 (here %.3g); use --impl=seq, naive, "
+        "transpose or shared (sums in double), or fewer or less spread weights",
+        min_weight, max_weight, n, static_cast<double>(n) * (max_weight / min_weight)));
   const double mass = static_cast<double>(n) * (max_weight > 0 ? max_weight : 1.0);
   const int e = kernels::fixed_point_exponent(max_abs * mass);
   const double reach = max_abs + std::fmax(max_abs, initial_max_abs);

@@ -104,10 +104,15 @@ double check_data_range(const Dataset<T>& data, double max_weight = 0) {
 }
 
 // The sample weights checked (Dataset: check_weights) and their largest (0 unweighted), once
-// the whole team's largest is known: all of them 0 leaves no mean to take.
+// the whole team's largest is known: all of them 0 leaves no mean to take, and a largest below
+// 2^-64 no fixed-point scale (only the weights' ratios move the centroids).
 double weights_with_mass(double largest_weight, bool weighted) {
   if (weighted && !(largest_weight > 0))
     throw InputError("the sample weights are all 0: at least one object must weigh more than 0");
+  if (weighted && largest_weight < 0x1p-64)
+    throw InputError(strprintf("the largest sample weight is %g: at least 2^-64 is needed; multiply the weights by "
+                               "a power of 2 (only their ratios move the centroids)",
+                               largest_weight));
   return largest_weight;
 }
 
@@ -195,7 +200,8 @@ double check_problem(const Implementation& impl, const Dataset<T>& data, const P
   if (data.weighted() && fitting && params.init == Init::kmeans_parallel)
     throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
                      "scikit-learn's), first, random or given centroids");
-  const double max_weight = weights_with_mass(check_weights(data), data.weighted());
+  // (predict, score: weights of 0 everywhere give an inertia of 0.)
+  const double max_weight = weights_with_mass(check_weights(data).max, data.weighted() && fitting);
   const double largest = range ? check_data_range(data, max_weight) : 0.0;
   check_host_memory(host_bytes(impl, data.n, data.d, sizeof(T), params, fitting),
                     strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, data.d, impl.name));
@@ -226,7 +232,7 @@ Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Param
   // setup, and --gpus splits it, so those are checked here first.
   const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp &&
                                 params.init != Init::kmeans_parallel && !data.weighted();
-  const double max_weight = check_weights(data);  // (check_problem has refused bad ones)
+  const WeightRange weights = check_weights(data);  // (check_problem has refused bad ones)
   Whole whole;  // n = 0 until the host has checked the range
   Result<T> best;
   std::vector<double> inertias;
@@ -236,7 +242,7 @@ Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Param
     p.seed = init_seed(params.seed, r);
     const auto engine = p.gpus > 1 ? make_multi_gpu<T>(impl, p) : impl.make<T>(p);
     if (whole.n == 0 && !(engine_may_check && engine->checks_range()))
-      whole = {data.n, check_data_range(data, max_weight), max_weight};
+      whole = {data.n, check_data_range(data, weights.max), weights.max, weights.min};
     if (whole.n) engine->set_whole(whole);
     Result<T> result = finished(fit(*engine, data, p, observer));
     inertias.push_back(result.inertia);
@@ -265,7 +271,8 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Params& params) {
-  const Whole whole{given.n, check_problem(impl, given, params, false), check_weights(given)};
+  const WeightRange weights = check_weights(given);
+  const Whole whole{given.n, check_problem(impl, given, params, false), weights.max, weights.min};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Dataset<T> unit;
   if (params.metric == Metric::cosine) unit = unit_rows(given);
@@ -309,14 +316,16 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
     throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
                      "scikit-learn's), first, random or given centroids");
   // (largest_finite and check_weights throw on this rank; the caller aborts the team.)
-  double largest[4] = {largest_finite(local), check_weights(local, split.first), local.weighted() ? 1.0 : 0.0,
-                       local.weighted() ? 0.0 : 1.0};
-  team.max(largest, 4);
+  const WeightRange mine = check_weights(local, split.first);
+  // (the smallest positive weight as the largest of -w: 0 stays 0 for a rank without one)
+  double largest[5] = {largest_finite(local), mine.max, local.weighted() ? 1.0 : 0.0, local.weighted() ? 0.0 : 1.0,
+                       mine.min > 0 ? -mine.min : -kLargestWeight * 2};
+  team.max(largest, 5);
   if (largest[2] > 0 && largest[3] > 0)
     throw UsageError("sample weights were given on some ranks but not on others: give every rank its rows' weights");
   const double max_weight = weights_with_mass(largest[1], local.weighted());
   check_arithmetic_range<T>(largest[0], split.total, local.d, max_weight);
-  const Whole whole{split.total, largest[0], max_weight};
+  const Whole whole{split.total, largest[0], max_weight, max_weight > 0 ? -largest[4] : 0.0};
   // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
   // summed on the device with NCCL; omp: on the host with MPI.
   if (impl.needs_gpu()) select_rank_device(team);  // before any engine: it makes its stream there

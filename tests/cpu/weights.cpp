@@ -263,9 +263,32 @@ TEST(Weights, BadWeightsAreRefusedWithOneLine) {
   data.weights = km::HostBuffer<double>(data.n - 1);
   std::fill_n(data.weights.data(), data.n - 1, 1.0);
   expect_error([&] { km::run(impl, data, p); }, "99 values for 100 objects");
+  data.weights = km::HostBuffer<double>(data.n);
+  std::fill_n(data.weights.data(), data.n, 1e-30);
+  expect_error([&] { km::run(impl, data, p); }, "at least 2^-64 is needed");
   data.weights = sample_weights<double>(data.n, 2);
   p.init = km::Init::kmeans_parallel;
   expect_error([&] { km::run(impl, data, p); }, "does not take sample weights");
+}
+
+// Weights too spread for 64-bit fixed point (a cluster of the lightest objects would get its mean
+// to worse than 2^-30 of max|x|): the fixed-point rungs refuse them, seq (double sums) takes them
+// and gets the light cluster's mean; predict (score) with weights all 0 gives an inertia of 0.
+TEST(Weights, SpreadBeyondFixedPointIsRefusedWhereItMatters) {
+  auto data = kmtest::make_data<double>(true, 1000, 2, 4, 3);
+  data.weights = km::HostBuffer<double>(data.n);
+  std::fill_n(data.weights.data(), data.n, 1.0);
+  data.weights[5] = 1e12;
+  const km::Params p = given_params(4, first_rows(data, 4), data.d, km::Metric::euclidean);
+  expect_error([&] { km::run(km::find_implementation("omp"), data, p); }, "resolve n * largest / smallest");
+  const auto seq = km::run(km::find_implementation("seq"), data, p);
+  EXPECT_GT(seq.iterations, 0);
+  data.weights[5] = 1e5;  // n * 1e5 < 2^32: taken, and within 1e-9 of seq
+  const auto a = km::run(km::find_implementation("omp"), data, p), b = km::run(km::find_implementation("seq"), data, p);
+  EXPECT_EQ(a.labels, b.labels);
+  for (std::size_t i = 0; i < a.centroids.size(); ++i) EXPECT_NEAR(a.centroids[i], b.centroids[i], 1e-9 * 10);
+  std::fill_n(data.weights.data(), data.n, 0.0);
+  EXPECT_EQ(km::predict(km::find_implementation("omp"), data, p).inertia, 0.0);
 }
 
 }  // namespace

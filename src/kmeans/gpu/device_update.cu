@@ -79,11 +79,12 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
                        "did not)");
     }
     check_arithmetic_range<T>(largest, data.n, d);
-    whole_ = {data.n, largest, check_weights(data)};
+    const WeightRange w = check_weights(data);
+    whole_ = {data.n, largest, w.max, w.min};
   }
   const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d,
                                           centroid_reach(initial.data(), initial.size(), this->unit()),
-                                          whole_.max_weight);
+                                          whole_.max_weight, whole_.min_weight);
   scale_ = scales.sum;
   inv_scale_ = scales.inv_sum;
   weight_scale_ = scales.weight;

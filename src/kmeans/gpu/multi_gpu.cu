@@ -75,7 +75,8 @@ class MultiGpuEngine final : public Engine<T> {
     const std::size_t gpus = parts_.size();
     if (data.n < gpus)
       throw UsageError(strprintf("--gpus=%zu: more GPUs than objects (%zu)", gpus, data.n));
-    const Whole whole = whole_.n ? whole_ : Whole{data.n, max_abs_value(data), check_weights(data)};
+    const WeightRange w = whole_.n ? WeightRange{} : check_weights(data);
+    const Whole whole = whole_.n ? whole_ : Whole{data.n, max_abs_value(data), w.max, w.min};
     for (std::size_t g = 0; g < gpus; ++g) {
       Part& part = parts_[g];
       const std::size_t begin = data.n * g / gpus, end = data.n * (g + 1) / gpus;
