@@ -111,6 +111,16 @@ def test_equal_bits(tmp):
     same_run("npy-file", [f"--input={os.path.join(tmp, 'data.npy')}", "--clusters=9", "--loops=6"],
              ["--init=random", "--seed=2"], tmp)
     same_run("csv-file", [f"--input={os.path.join(tmp, 'data.csv')}", "--clusters=5", "--loops=6"], [], tmp)
+    # --weights: each rank reads its rows' weights; with 1,000 objects ranks 1 and 2 hold none.
+    w = np.random.default_rng(8).random(len(x)) * 2
+    w[::10] = 0
+    np.save(os.path.join(tmp, "w.npy"), w)
+    same_run("weights", [f"--input={os.path.join(tmp, 'data.npy')}", "--clusters=9", "--loops=6"],
+             [f"--weights={os.path.join(tmp, 'w.npy')}", "--init=kmeans++"], tmp)
+    np.save(os.path.join(tmp, "small.npy"), x[:1000])
+    np.save(os.path.join(tmp, "w-small.npy"), w[:1000])
+    same_run("weights-rank-without-rows", [f"--input={os.path.join(tmp, 'small.npy')}", "--clusters=4", "--loops=6"],
+             [f"--weights={os.path.join(tmp, 'w-small.npy')}"], tmp)
     try:
         import h5py
         with h5py.File(os.path.join(tmp, "data.h5"), "w") as f:

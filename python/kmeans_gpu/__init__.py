@@ -111,6 +111,11 @@ def _sample_weight(sample_weight, X):
         raise TypeError(f"sample_weight: dtype {w.dtype} is not a number type")
     if w.shape != (n,):
         raise ValueError(f"sample_weight has shape {w.shape}, not ({n},): one weight per object of X")
+    if w.dtype.kind == "f" and X.dtype == np.float32 and w.dtype.itemsize > 4:
+        big = np.abs(w[np.isfinite(w)]).max(initial=0)
+        if big > np.finfo(np.float32).max:
+            raise ValueError(f"sample_weight: {big:g} does not fit X's float32; rescale the weights (only their "
+                             f"ratios move the centroids) or pass X as float64")
     return np.ascontiguousarray(w, dtype=X.dtype)
 
 

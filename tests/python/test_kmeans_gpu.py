@@ -47,7 +47,10 @@ def cli_error(*args):
 def _checks(impl):
     try:  # scikit-learn >= 1.6
         from sklearn.utils.estimator_checks import estimator_checks_generator
-        generated = estimator_checks_generator(KMeans(impl=impl), legacy=True, mark=None)
+        # As scikit-learn's own KMeans: an object of weight 0 is not the same as no object.
+        generated = estimator_checks_generator(
+            KMeans(impl=impl), legacy=True, mark="skip",
+            expected_failed_checks={"check_sample_weights_invariance": "zero weight is not removal"})
     except ImportError:
         generated = check_estimator(KMeans(impl=impl), generate_only=True)
     for est, check in generated:
