@@ -47,7 +47,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _core, _input
 from ._core import DeviceError
 from ._input import host_array as _host_array
 
@@ -311,11 +311,38 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Every rank gets the fit of all the rows that one process would make, bit for bit:
         ``cluster_centers_``, ``inertia_``, ``n_iter_``, and ``labels_`` of its own rows. An
         error on any rank raises on every rank (docs/configuration.md)."""
+        device = _input.device_array(X)
         if comm is not None:
             from . import _ranks
             if _ranks.ranks_of(comm) > 1:
+                if device is not None:
+                    raise ValueError("X in GPU memory: a fit over MPI ranks reads host arrays")
                 return _ranks.fit(self, X, comm, sample_weight)
+        if device is not None:
+            return self._fit_device(device, sample_weight)
         return self._fit_here(X, sample_weight)
+
+    def _fit_device(self, X, sample_weight):
+        """The fit of a CUDA array (CuPy, PyTorch) read where it is: no copy to the host and back."""
+        if sample_weight is not None:
+            raise ValueError("X in GPU memory: sample weights need the data on the host")
+        want = self._dtype()
+        if not isinstance(want, list) and want != X.dtype:
+            raise ValueError(f"precision={self.precision!r} with X of {X.dtype} in GPU memory: convert X there")
+        if X.n == 0:
+            raise ValueError(f"X: invalid shape 0 x {X.d} (both must be positive)")
+        self.n_features_in_ = X.d
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        args = self._problem(X.d, stacklevel=4)
+        tol = self._tol(X.mean_variance)
+        engine = self._engine_arguments()
+        with self._progress():
+            out = _core.fit_device(X.pointer, X.n, X.d, X.dtype == np.float32, engine["impl"], args["k"],
+                                   args["loops"], args["threshold"], tol, args["init"], engine["seed"],
+                                   engine["block"], engine["threads"], args["n_init"], args["centroids"],
+                                   engine["gpus"], engine["device_memory"], args["metric"])
+        return self._take(out)
 
     def _arguments(self, X, stacklevel=4, sample_weight=None):
         """The fit's checked arguments: X converted, and the problem's (k, loops, ...) by name, as
@@ -323,6 +350,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=True, dtype=self._dtype())
         sample_weight = _sample_weight(sample_weight, X)
+        args = self._problem(X.shape[1], stacklevel + 1)
+        args.update(input_dtype=input_dtype, sample_weight=sample_weight)
+        return X, args
+
+    def _problem(self, n_features, stacklevel):
+        """The problem's checked parameters (k, loops, ...) by name, as _core.fit takes them, for
+        data of n_features columns."""
         k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
         loops = self._int("max_iter", self.max_iter, 1, "--loops")
         n_init = self._int("n_init", self.n_init, 1, "--n-init")
@@ -340,16 +374,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise TypeError("init: a callable is not supported; pass 'k-means++', 'random', 'first' or an array")
         else:
             centroids = check_array(self.init, dtype=np.float64, order="C", **{_FINITE: True})
-            if centroids.shape != (k, X.shape[1]):
+            if centroids.shape != (k, n_features):
                 raise ValueError(f"the initial centroids have shape {centroids.shape}, not (n_clusters, n_features) "
-                                 f"= ({k}, {X.shape[1]})")
+                                 f"= ({k}, {n_features})")
             if n_init != 1:
                 warnings.warn(f"n_init={n_init} with given centroids: they are used once (n_init=1)", RuntimeWarning,
                               stacklevel=stacklevel)
                 n_init = 1
-        return X, dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
-                       centroids=centroids, metric=self._metric(), input_dtype=input_dtype,
-                       sample_weight=sample_weight)
+        return dict(k=k, loops=loops, threshold=_float(self.threshold), init=init, n_init=n_init,
+                    centroids=centroids, metric=self._metric())
 
     def _engine_arguments(self):
         """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
@@ -395,6 +428,19 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _predict(self, X, sample_weight=None):
         global last_report
         check_is_fitted(self)
+        device = _input.device_array(X)
+        if device is not None:  # read in place on the GPU
+            if sample_weight is not None:
+                raise ValueError("X in GPU memory: sample weights need the data on the host")
+            if device.d != self.n_features_in_:
+                raise ValueError(f"X has {device.d} features, but KMeans is expecting {self.n_features_in_} "
+                                 f"features as input.")
+            with self._progress():
+                out = _core.predict_device(device.pointer, device.n, device.d, device.dtype == np.float32,
+                                           self._impl(), self.cluster_centers_, self._block(), self._threads(),
+                                           self._device_memory(), self._metric())
+            last_report = json.loads(out["report"])
+            return out
         X, input_dtype = _host_array(X)
         X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
         sample_weight = _sample_weight(sample_weight, X)

@@ -47,6 +47,47 @@ def _in_device_memory(X):
     return False
 
 
+class DeviceArray:
+    """A C-contiguous 2-D float32/float64 array in CUDA memory (CuPy, PyTorch), read in place by
+    the engines through its ``__cuda_array_interface__``; ``owner`` keeps it alive."""
+
+    def __init__(self, owner, pointer, n, d, dtype):
+        self.owner, self.pointer, self.n, self.d, self.dtype = owner, pointer, n, d, dtype
+
+    def mean_variance(self):
+        """The mean of the columns' variances, in float64, by the array's own library (scikit-learn's
+        scale for tol; summed on the device, so not the host fit's bits)."""
+        X = self.owner
+        if hasattr(X, "double") and hasattr(X, "var"):  # PyTorch
+            return float(X.double().var(dim=0, unbiased=False).mean().item())
+        return float(X.astype("float64").var(axis=0).mean())
+
+
+def device_array(X):
+    """X as a DeviceArray when it is a CUDA array the engines can read in place, else None (host
+    data, or device memory that only DLPack describes: host_array says what to do)."""
+    if isinstance(X, np.ndarray):
+        return None
+    try:
+        face = X.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as e:  # PyTorch: a tensor that requires grad
+        raise TypeError(f"X in GPU memory cannot be read ({e}); pass X.detach()") from e
+    shape, typestr, strides = tuple(face["shape"]), face["typestr"], face.get("strides")
+    dtype = np.dtype(typestr)
+    name = f"{type(X).__module__}.{type(X).__name__}"
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"X is a {name} of {dtype} in GPU memory; the engines read float32 or float64 there: convert it "
+                        f"on the device (CuPy: X.astype('float32'), PyTorch: X.float())")
+    if len(shape) != 2:
+        raise ValueError(f"X in GPU memory has shape {shape}; a 2-D (n_samples, n_features) array is needed")
+    if strides is not None and tuple(strides) != (shape[1] * dtype.itemsize, dtype.itemsize):
+        raise ValueError(f"X in GPU memory is not C-contiguous (strides {tuple(strides)}); make it so on the device "
+                         f"(CuPy: cupy.ascontiguousarray(X), PyTorch: X.contiguous())")
+    return DeviceArray(X, int(face["data"][0]), int(shape[0]), int(shape[1]), dtype)
+
+
 def _to_float32(array, name):
     """A new C-ordered float32 array of exactly array's 16-bit values."""
     if name == "float16":

@@ -24,7 +24,9 @@
 #include "cli/options.hpp"
 #include "common/errors.hpp"
 #include "common/progress.hpp"
+#include "cuda/check.hpp"
 #include "cuda/device.hpp"
+#include "cuda/memory.hpp"
 #include "io/generate.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
@@ -72,6 +74,20 @@ void load_weights(const std::string& path, std::size_t batch, km::Team& team, co
   // A rank without rows holds no weights, yet its fit is weighted (Dataset::weighted: a buffer).
   static const T kNone{};
   if (data.n == 0) data.weights = km::HostBuffer<T>::borrow(&kNone, 0);
+}
+
+// --on-device: the rows copied into GPU memory and the host's copy freed, so that the fit reads
+// them there only (registry.hpp: check_device_data), as it does a CuPy array's. `held` keeps them.
+template <class T>
+void put_on_device(km::Dataset<T>& data, km::Team& team, km::cuda::DeviceBuffer<T>& held) {
+  if (team.size() > 1) throw km::UsageError("--on-device runs in one process, not under mpirun");
+  if (!km::gpu_info().present) throw km::UsageError("--on-device needs a CUDA GPU: " + km::gpu_info().why_absent);
+  const std::size_t bytes = data.n * data.d * sizeof(T);
+  km::check_device_memory(bytes, "--on-device", "use fewer objects or --precision=float");
+  held = km::cuda::DeviceBuffer<T>(data.n * data.d);
+  CUDA_CHECK(cudaMemcpy(held.get(), data.values.data(), bytes, cudaMemcpyHostToDevice));
+  data.device_values = held.get();
+  data.values = km::HostBuffer<T>();
 }
 
 // This rank's rows: read (each rank its own share: .h5, .npy, .bin) or generated.
@@ -174,6 +190,9 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
                          v.digests[2] != v.digests0[2] ? " (and different initial centroids)" : "");
   };
   if (const int code = settle(team, status, why, {split.total, data.d, given}, differ, 1)) return code;
+  if (batch && o.on_device) throw km::UsageError("--on-device takes one problem, not a batch (a 3-D --input)");
+  km::cuda::DeviceBuffer<T> on_gpu;
+  if (o.on_device) put_on_device(data, team, on_gpu);
   const double load_seconds = load_watch.seconds();
   if (batch) return km::cli::run_batch(o, impl, params, data, batch, load_seconds);
 

@@ -121,6 +121,9 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--output", o.output, "write centroids and labels to .h5/.hdf5 or .csv");
   app.add_option("--report", o.report, "report format: table, json or csv");
   app.add_flag("--quiet", o.quiet, "no progress on stderr");
+  app.add_flag("--on-device", o.on_device,
+               "put the data in GPU memory first (counted in the load) and fit it from there, as a CuPy or "
+               "PyTorch array is: fused, offload or offload-block");
   // Hidden: fused's tuning fields for measurement tools (docs/configuration.md, kmeans/tuning.hpp).
   app.add_option("--fused-config", o.fused_config, "fused's tuning: name=value,... (docs/configuration.md)")
       ->group("");

@@ -34,6 +34,7 @@ struct KmeansOptions {
   std::string fused_config;   // --fused-config=name=value,... (measurement tools: kmeans/tuning.hpp)
   std::string device_memory;  // --device-memory: bytes, or with a K, M, G or T suffix (powers of 1024)
   bool quiet = false;
+  bool on_device = false;  // --on-device: the data put on the GPU first, the fit reading it there
   bool list = false;
 };
 

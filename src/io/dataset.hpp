@@ -58,6 +58,10 @@ struct Dataset {
                          // "text" (.csv, .txt); empty for generated data (io/element.hpp)
   HostBuffer<T> weights;  // sample weights (n, finite, >= 0; scikit-learn's sample_weight), or
                           // empty: every object weighs 1 (check_weights says what is accepted)
+  // Data already on the GPU (a CuPy array, a PyTorch CUDA tensor): the n x d rows, row-major, in
+  // the current device's memory, owned by the caller; `values` is then empty and the host never
+  // reads the rows (registry.hpp: check_device_data says which fits take such data).
+  const T* device_values = nullptr;
 
   Dataset() = default;
   Dataset(std::size_t n_, std::size_t d_, std::string source_ = {})
@@ -66,8 +70,13 @@ struct Dataset {
   const T* row(std::size_t i) const { return values.data() + i * d; }
   T* row(std::size_t i) { return values.data() + i * d; }
   bool weighted() const { return weights.data() != nullptr; }
+  bool on_device() const { return device_values != nullptr; }
   T weight(std::size_t i) const { return weighted() ? weights[i] : T(1); }
 };
+
+// Row i into out (d values), from host memory or, for data on the device, by a copy from there.
+template <class T>
+void copy_row(const Dataset<T>& data, std::size_t i, T* out);
 
 // The largest sample weight and the smallest positive one (0 and 0: unweighted, or all 0).
 struct WeightRange {

@@ -37,8 +37,8 @@ void fetch_rows_into(const Dataset<T>& local, const RowSplit& split, Team& team,
                      std::vector<T>& out) {
   const std::size_t d = local.d;
   out.resize(rows.size() * d);
-  if (team.size() == 1) {
-    for (std::size_t q = 0; q < rows.size(); ++q) std::copy_n(local.row(rows[q] - split.first), d, out.begin() + q * d);
+  if (team.size() == 1) {  // (data on the device: a copy a row)
+    for (std::size_t q = 0; q < rows.size(); ++q) copy_row(local, rows[q] - split.first, out.data() + q * d);
     return;
   }
   std::vector<T> mine;

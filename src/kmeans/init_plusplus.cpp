@@ -337,8 +337,8 @@ std::vector<T> kmeanspp_centres(const Dataset<T>& local, const RowSplit& split, 
   std::vector<T> out(k * d);
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   std::unique_ptr<PlusPlusSteps> steps;
-  if (on_gpu && team.size() == 1 && !local.weighted())
-    steps = gpu_plusplus_steps(local, trials, device_rows);
+  if (on_gpu && team.size() == 1 && !local.weighted())  // (data on the device: read there)
+    steps = gpu_plusplus_steps(local, trials, device_rows ? device_rows : local.device_values);
   else
     steps = std::make_unique<CpuPlusPlus<T>>(local, split, team);
   pick_kmeanspp(n, d, k, params.seed, *steps, out, [&](std::size_t row, T* to) {

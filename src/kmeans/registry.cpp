@@ -98,6 +98,14 @@ double largest_finite(const Dataset<T>& data) {
 // once).
 template <class T>
 double check_data_range(const Dataset<T>& data, double max_weight = 0) {
+  if (data.on_device()) {  // on the device, where the data are; a NaN is not named by object there
+    const double largest = device_largest_of(data.device_values, data.n * data.d);
+    if (std::isnan(largest))
+      throw InputError(strprintf("%s: a value is NaN or infinite (NaN/Inf are not allowed)",
+                                 data.source.empty() ? "the data" : data.source.c_str()));
+    km::check_arithmetic_range<T>(largest, data.n, data.d, max_weight);
+    return largest;
+  }
   const double largest = largest_finite(data);
   km::check_arithmetic_range<T>(largest, data.n, data.d, max_weight);
   return largest;
@@ -262,8 +270,29 @@ Result<T> run_on(const Implementation& impl, const Dataset<T>& data, const Param
 }  // namespace
 
 template <class T>
+void check_device_data(const Implementation& impl, const Dataset<T>& data, const Params& params) {
+  if (!data.on_device()) return;
+  const std::string what = "data on the GPU";
+  // The rungs that keep the whole loop on the device (DeviceUpdateEngine, device_update.hpp):
+  // named, because asking an engine (partable) would need a GPU to make it.
+  const std::string name = impl.name;
+  if (name != "fused" && name != "offload" && name != "offload-block")
+    throw UsageError(strprintf("--impl=%s cannot read %s: use fused, offload or offload-block (or copy the data to "
+                               "the host)",
+                               impl.name, what.c_str()));
+  if (params.metric != Metric::euclidean)
+    throw UsageError(strprintf("%s: the %s metric needs the data on the host (its normalised copy)", what.c_str(),
+                               to_string(params.metric)));
+  if (data.weighted()) throw UsageError(what + ": sample weights need the data on the host");
+  if (params.gpus > 1) throw UsageError(what + ": one GPU, the one that holds the data");
+  if (params.init == Init::kmeans_parallel)
+    throw UsageError(what + ": --init=kmeans|| needs the data on the host; use kmeans++, random, first or centroids");
+}
+
+template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
+  check_device_data(impl, data, params);
   if (params.metric != Metric::cosine) return run_on(impl, data, params, observer);
   check_problem(impl, data, params, true, false);  // (its memory check counts the copy)
   return run_on(impl, unit_rows(data), params, observer);
@@ -271,6 +300,7 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
 
 template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Params& params) {
+  check_device_data(impl, given, params);
   const WeightRange weights = check_weights(given);
   const Whole whole{given.n, check_problem(impl, given, params, false), weights.max, weights.min};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
@@ -301,6 +331,7 @@ template <class T>
 Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const RowSplit& split, Team& team,
                      const Params& params, const IterationObserver& observer, PartLabels labels_on) {
   if (team.size() == 1) return run(impl, given, params, observer);
+  if (given.on_device()) throw UsageError("data on the GPU: one process, not a team of ranks");
   Dataset<T> unit;  // cosine: this rank's rows normalised (row by row: any split gives the same bits)
   if (params.metric == Metric::cosine) unit = unit_rows(given);
   const Dataset<T>& local = params.metric == Metric::cosine ? unit : given;
@@ -369,6 +400,8 @@ template Result<double> run_parted(const Implementation&, const Dataset<double>&
 
 bool partable(const Implementation& impl) { return impl.make<float>(Params{})->partable(); }
 
+template void check_device_data(const Implementation&, const Dataset<float>&, const Params&);
+template void check_device_data(const Implementation&, const Dataset<double>&, const Params&);
 template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
 template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 

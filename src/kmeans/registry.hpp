@@ -61,6 +61,16 @@ bool partable(const Implementation& impl);
 template <class T>
 void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight = 0);
 
+// Data already on the device (Dataset::device_values): the fits that take it -- the rungs that
+// keep the whole loop on the GPU (offload, offload-block, fused), one GPU, one process, the
+// Euclidean metric, no sample weights, any initialisation but k-means|| -- else UsageError
+// naming what to change. Nothing for host data.
+template <class T>
+void check_device_data(const Implementation& impl, const Dataset<T>& data, const Params& params);
+// max |x| of `count` values in device memory, NaN when one is NaN or infinite (kmeans/gpu/engine.cu).
+template <class T>
+double device_largest_of(const T* x, std::size_t count);
+
 // The host bytes a fit (or, `fitting` false, a predict) of n objects of d coordinates of `elem`
 // bytes with impl and params allocates beside the data, at its peak: the driver's centroids and
 // labels, the initialisation's scratch, and the engine's buffers (Implementation::host_bytes;

@@ -255,6 +255,35 @@ py::dict predict(const py::array& x, const Options& o) {
   return to_python(impl, data, params, result, true);
 }
 
+// X in CUDA memory (a CuPy array, a PyTorch tensor: kmeans_gpu/_input.py: device_array), n x d
+// row-major at `address` on the current device: read there by the engines (registry.hpp:
+// check_device_data says which fits).
+template <class T>
+py::dict on_device(std::uintptr_t address, std::size_t n, std::size_t d, const Options& o, bool predicting) {
+  km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), "X");
+  if (address == 0) throw km::UsageError("X in GPU memory: a null pointer");
+  km::Dataset<T> data;
+  data.n = n;
+  data.d = d;
+  data.source = "X (GPU memory)";
+  data.element = sizeof(T) == 4 ? "float32" : "float64";
+  data.device_values = reinterpret_cast<const T*>(address);
+  const km::Params params = params_of(o, d);
+  const km::Implementation& impl = implementation(o.impl);
+  km::Result<T> result = interruptible([&] {
+    if (predicting) return km::predict(impl, data, params);
+    km::progress::Iterations shown(params.loops, params.n_init);
+    return km::run(impl, data, params, [&](int it, const km::IterationStats& s) { shown(it, s.changed, s.inertia); });
+  });
+  return to_python(impl, data, params, result, predicting);
+}
+
+py::dict dispatch_device(std::uintptr_t address, std::size_t n, std::size_t d, bool single, const Options& o,
+                         bool predicting) {
+  clamp_openmp_threads();
+  return single ? on_device<float>(address, n, d, o, predicting) : on_device<double>(address, n, d, o, predicting);
+}
+
 py::dict dispatch(const py::array& x, const Options& o, bool predicting) {
   clamp_openmp_threads();
   if (py::isinstance<py::array_t<float>>(x)) return predicting ? predict<float>(x, o) : fit<float>(x, o);
@@ -472,6 +501,35 @@ PYBIND11_MODULE(_core, m) {
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
       py::arg("device_memory") = 0, py::arg("metric") = "euclidean", py::arg("sample_weight") = py::none(),
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
+  m.def(
+      "fit_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl, int k, int loops,
+         double threshold, std::optional<double> tol, const std::string& init, std::uint64_t seed, int block,
+         int threads, int n_init, std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
+         int gpus, std::size_t device_memory, const std::string& metric) {
+        return dispatch_device(address, n, d, single,
+                               options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids,
+                                       gpus, device_memory, metric),
+                               false);
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("k"),
+      py::arg("loops"), py::arg("threshold"), py::arg("tol"), py::arg("init"), py::arg("seed"), py::arg("block"),
+      py::arg("threads"), py::arg("n_init"), py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0,
+      py::arg("metric") = "euclidean",
+      "Fits n x d values (float32 when single, else float64), row-major in CUDA memory at address, read there.");
+  m.def(
+      "predict_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl,
+         py::array_t<double, py::array::c_style | py::array::forcecast> centroids, int block, int threads,
+         std::size_t device_memory, const std::string& metric) {
+        return dispatch_device(address, n, d, single,
+                               options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1,
+                                       device_memory, metric),
+                               true);
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("centroids"),
+      py::arg("block"), py::arg("threads"), py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
+      "Labels n x d values in CUDA memory at address with the given centroids, read there.");
   m.def(
       "mean_variance",
       [](const py::array& x) {

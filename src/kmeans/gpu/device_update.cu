@@ -62,6 +62,13 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
       data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1) + weight_bytes;
   // Params::stream_rows = R streams in chunks of R rows whatever the memory (for the tests).
   const std::size_t forced = this->params_.stream_rows;
+  // Data already on the device is copied beside itself, never streamed from the host.
+  const auto refuse_out_of_core = [&] {
+    if (data.on_device())
+      throw DeviceError(strprintf("--impl=%s: the data on the GPU (%.2f GiB) and the engine's copy and buffers do "
+                                  "not fit its memory (%.2f GiB usable); copy the data to the host, which streams it",
+                                  this->name_, data.n * d * sizeof(T) / 1073741824.0, budget / 1073741824.0));
+  };
   if (whole_.n == 0) {
     // The range check, left to this engine (checks_range): when the data fits, on the device
     // right after the upload (the host then reads the data once, for the copy: on Fashion-MNIST
@@ -71,9 +78,13 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
       if (this->uploaded_ != &data) this->upload_data(data, buffer_bytes(k, d));  // else stage() did
       largest = this->device_largest();
     } else {
+      refuse_out_of_core();
       largest = max_abs_value(data);
     }
     if (std::isnan(largest)) {  // the host names the object and coordinate
+      if (data.on_device())
+        throw InputError(strprintf("%s: a value is NaN or infinite (NaN/Inf are not allowed)",
+                                   data.source.empty() ? "the data" : data.source.c_str()));
       check_finite(data, data.source.empty() ? std::string("the data") : data.source);
       throw InputError("the data changed while it was being read (the device saw a NaN or infinity the host "
                        "did not)");
@@ -93,6 +104,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   this->inertia_inv_scale_ = scales.inv_inertia;
   const std::size_t extra = prepare(data);
   if (forced || data_bytes + data.n * sizeof(std::int32_t) + buffer_bytes(k, d) + extra > budget) {
+    refuse_out_of_core();
     this->release_data();  // uploaded for the range check, but the engine's buffers do not fit beside it
     setup_streamed(data, extra, budget, forced);
   } else {

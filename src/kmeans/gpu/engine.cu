@@ -40,11 +40,18 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
                       std::string("--impl=") + name_, "use --precision=float or fewer objects");
   rows_ = DeviceBuffer<T>();
   x_ = device_buffer<T>(n_ * d_);
+  // Data already on the device: copied there (the engine owns and may reorder its copy).
+  const auto put = [&](T* to) {
+    if (data.on_device())
+      CUDA_CHECK(cudaMemcpyAsync(to, data.device_values, data_bytes, cudaMemcpyDeviceToDevice, stream_));
+    else
+      cuda::upload(to, data.values.data(), data_bytes, stream_);
+  };
   if (layout_ == Layout::row_major) {
-    cuda::upload(x_.get(), data.values.data(), data_bytes, stream_);
+    put(x_.get());
   } else {
     DeviceBuffer<T> rows = device_buffer<T>(n_ * d_);
-    cuda::upload(rows.get(), data.values.data(), data_bytes, stream_);
+    put(rows.get());
     const dim3 grid(static_cast<unsigned>((n_ + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
     kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(
         rows.get(), x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
@@ -202,3 +209,27 @@ template class GpuEngine<float>;
 template class GpuEngine<double>;
 
 }  // namespace km::gpu
+
+namespace km {
+
+template <class T>
+double device_largest_of(const T* x, std::size_t count) {
+  cuda::Stream stream;
+  cuda::DeviceBuffer<unsigned long long> out(2);
+  unsigned long long host[2] = {};
+  CUDA_CHECK(cudaMemsetAsync(out.get(), 0, 2 * sizeof(unsigned long long), stream));
+  const int grid = static_cast<int>(std::min<std::size_t>((count + 255) / 256, 8ull * multiprocessor_count()));
+  kernels::largest_magnitude<T><<<std::max(grid, 1), 256, 0, stream>>>(x, static_cast<std::int64_t>(count), out.get());
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpyAsync(host, out.get(), sizeof(host), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host[1]) return std::numeric_limits<double>::quiet_NaN();
+  double largest = 0;
+  std::memcpy(&largest, &host[0], sizeof(double));
+  return largest;
+}
+template double device_largest_of(const float*, std::size_t);
+template double device_largest_of(const double*, std::size_t);
+
+
+}  // namespace km

@@ -98,8 +98,11 @@ class GpuDistances {
   // Objects `rows` as doubles [rows][d] into centres_ (grown to hold them).
   void upload_rows(const std::vector<std::size_t>& rows) {
     staging_.resize(rows.size() * d_);
-    for (std::size_t t = 0; t < rows.size(); ++t)
-      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(data_.row(rows[t])[j]);
+    std::vector<T> row(d_);
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+      copy_row(data_, rows[t], row.data());  // (data on the device: copied from there)
+      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(row[j]);
+    }
     if (centres_.size() < staging_.size()) centres_ = DeviceBuffer<double>(staging_.size(), stream_);
     CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
                                cudaMemcpyHostToDevice, stream_));

@@ -1,0 +1,48 @@
+// Data on the GPU (Dataset::device_values) refused, before anything reads it, by every fit that
+// cannot take it (registry.hpp: check_device_data), each with one line naming what to change. The
+// rows' address here is never dereferenced: the checks come first (the GPU tests fit real ones).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/errors.hpp"
+#include "kmeans/registry.hpp"
+
+namespace {
+
+template <class F>
+void expect_usage(F&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
+  } catch (const km::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceData, FitsThatCannotTakeItSayWhy) {
+  static const float somewhere[8] = {};
+  km::Dataset<float> data;
+  data.n = 1000;
+  data.d = 4;
+  data.device_values = somewhere;  // (never read: each case is refused first)
+  km::Params p;
+  p.k = 3;
+  p.init = km::Init::first;
+  for (const char* name : {"seq", "omp", "naive", "transpose", "shared"})
+    expect_usage([&] { km::run(km::find_implementation(name), data, p); }, "cannot read data on the GPU");
+  const auto& fused = km::find_implementation("fused");
+  km::Params q = p;
+  q.metric = km::Metric::cosine;
+  expect_usage([&] { km::run(fused, data, q); }, "the cosine metric needs the data on the host");
+  q = p;
+  q.init = km::Init::kmeans_parallel;
+  expect_usage([&] { km::run(fused, data, q); }, "--init=kmeans|| needs the data on the host");
+  q = p;
+  q.gpus = 2;
+  expect_usage([&] { km::run(fused, data, q); }, "one GPU");
+  data.weights = km::HostBuffer<float>(data.n);
+  expect_usage([&] { km::run(fused, data, p); }, "sample weights need the data on the host");
+}
+
+}  // namespace

@@ -1,0 +1,107 @@
+// Data already on the GPU (Dataset::device_values, as a CuPy array or a PyTorch CUDA tensor is
+// handed over): the fit of the device copy equals the fit of the host data bit for bit (centroids,
+// labels, inertia, iterations) on every rung that takes it (offload, offload-block, fused: its cell,
+// one-pass and tensor paths), both precisions, every initialisation it takes; predict too; and the
+// host's copy is never read (freed before the fit). Skipped, with the reason, without a GPU.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/device.hpp"
+#include "cuda/memory.hpp"
+#include "fit_checks.hpp"
+#include "kmeans/registry.hpp"
+#include "metric_data.hpp"
+
+namespace {
+
+using namespace kmtest;
+
+const std::vector<SplitShape> kDeviceShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 128, 1000}};
+
+// The same rows in device memory, the host's values dropped (a read of them would crash).
+template <class T>
+km::Dataset<T> on_device(const km::Dataset<T>& host, km::cuda::DeviceBuffer<T>& held) {
+  held = km::cuda::DeviceBuffer<T>(host.n * host.d);
+  CUDA_CHECK(cudaMemcpy(held.get(), host.values.data(), host.n * host.d * sizeof(T), cudaMemcpyHostToDevice));
+  km::Dataset<T> out;
+  out.n = host.n;
+  out.d = host.d;
+  out.source = host.source;
+  out.device_values = held.get();
+  return out;
+}
+
+template <class T>
+void check_device(const km::Implementation& impl) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const SplitShape& s : kDeviceShapes) {
+    if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
+    for (int kind = 0; kind < 4; ++kind) {
+      const auto host = metric_data<T>(kind, s.n, s.d, static_cast<std::size_t>(s.k), 17);
+      km::cuda::DeviceBuffer<T> held;
+      const auto device = on_device(host, held);
+      for (km::Init init : {km::Init::first, km::Init::random, km::Init::kmeanspp}) {
+        SCOPED_TRACE(std::string(impl.name) + " d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " " +
+                     metric_data_name(kind) + " init " + std::to_string(static_cast<int>(init)));
+        km::Params p;
+        p.k = s.k;
+        p.loops = 10;
+        p.init = init;
+        p.seed = 5;
+        const auto want = km::run(impl, host, p);
+        const auto got = km::run(impl, device, p);
+        EXPECT_EQ(got.iterations, want.iterations);
+        EXPECT_EQ(got.inertia, want.inertia);
+        EXPECT_EQ(got.labels, want.labels);
+        EXPECT_EQ(got.centroids, want.centroids);
+        EXPECT_EQ(got.path, want.path);
+        // predict with the fit's centroids, from the device copy: the fit's labels.
+        km::Params q;
+        q.k = s.k;
+        q.init = km::Init::given;
+        q.given_d = s.d;
+        q.given_centroids.assign(want.centroids.begin(), want.centroids.end());
+        const auto labels = km::predict(impl, device, q);
+        EXPECT_EQ(labels.labels, want.labels);
+        EXPECT_EQ(labels.inertia, km::predict(impl, host, q).inertia);
+      }
+    }
+  }
+}
+
+class GpuDeviceData : public ::testing::TestWithParam<const char*> {};
+TEST_P(GpuDeviceData, Double) { check_device<double>(km::find_implementation(GetParam())); }
+TEST_P(GpuDeviceData, Float) { check_device<float>(km::find_implementation(GetParam())); }
+std::string rung_name(const ::testing::TestParamInfo<const char*>& rung) {
+  std::string name = rung.param;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+INSTANTIATE_TEST_SUITE_P(Rungs, GpuDeviceData, ::testing::Values("fused", "offload", "offload-block"), rung_name);
+
+// A NaN in device memory: refused with one line (by the range check on the device).
+TEST(GpuDeviceDataErrors, NanIsRefused) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  auto host = metric_data<float>(0, 1000, 4, 3, 2);
+  host.row(700)[2] = std::numeric_limits<float>::quiet_NaN();
+  km::cuda::DeviceBuffer<float> held;
+  const auto device = on_device(host, held);
+  km::Params p;
+  p.k = 3;
+  p.init = km::Init::kmeanspp;
+  for (km::Init init : {km::Init::first, km::Init::kmeanspp}) {
+    p.init = init;
+    try {
+      km::run(km::find_implementation("fused"), device, p);
+      ADD_FAILURE() << "no error";
+    } catch (const km::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("NaN or infinite"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace

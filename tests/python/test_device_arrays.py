@@ -1,0 +1,42 @@
+"""X in GPU memory (``__cuda_array_interface__``: CuPy arrays, PyTorch CUDA tensors): what the
+estimator accepts and refuses before the engines read it. The rows' address of these stand-ins is
+never dereferenced: every case here is refused first (the GPU tests fit real device data)."""
+
+import numpy as np
+import pytest
+
+import kmeans_gpu
+from kmeans_gpu import KMeans
+
+
+class OnDevice:
+    """A stand-in for a CUDA array: only its interface, pointing at nothing readable."""
+
+    def __init__(self, shape, typestr="<f4", strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
+                                         "data": (0x1000, False), "version": 3}
+
+
+def test_refused_where_it_cannot_be_read():
+    X = OnDevice((500, 4))
+    for impl in ("seq", "omp"):
+        with pytest.raises(ValueError, match=f"--impl={impl} cannot read data on the GPU"):
+            KMeans(3, impl=impl, tol=0).fit(X)
+    with pytest.raises(ValueError, match="sample weights need the data on the host"):
+        KMeans(3, impl="omp", tol=0).fit(X, sample_weight=np.ones(500))
+    fitted = KMeans(3, impl="omp").fit(np.random.default_rng(0).random((500, 4)))
+    with pytest.raises(ValueError, match="cannot read data on the GPU"):
+        fitted.predict(X)
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        fitted.predict(OnDevice((500, 5)))
+
+
+def test_shapes_and_types_named():
+    with pytest.raises(TypeError, match="float32 or float64 there"):
+        KMeans(3, tol=0).fit(OnDevice((500, 4), "<f2"))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        KMeans(3, tol=0).fit(OnDevice((500, 4), "<f4", (4, 2000)))
+    with pytest.raises(ValueError, match="a 2-D"):
+        KMeans(3, tol=0).fit(OnDevice((5, 100, 4)))
+    with pytest.raises(ValueError, match="precision='double' with X of float32"):
+        KMeans(3, tol=0, precision="double").fit(OnDevice((500, 4)))
