@@ -611,7 +611,6 @@ def test_weights():
                  (["--weights=" + os.path.join(tmp, "neg.npy")], 1, "sample weight 1999 is -2"),
                  (["--weights=" + os.path.join(tmp, "zeros.npy")], 1, "the sample weights are all 0"),
                  (["--weights=" + os.path.join(tmp, "none.npy")], 1, "none.npy"),
-                 ([f"--weights={wpath}", "--init=kmeans||"], 2, "does not take sample weights"),
                  ([f"--weights={wpath}", f"--output={wpath}"], 2, "--output")]
         for args, code, needle in cases:
             p = run("--impl=omp", f"--input={path}", "--clusters=4", *args, check=False)

@@ -28,7 +28,7 @@ Differences from scikit-learn, on purpose:
 - an integer ``random_state`` is the CLI's ``--seed`` (the same centres as the CLI's run);
 - ``sample_weight`` (``fit``, ``fit_predict``, ``fit_transform``, ``score``) is scikit-learn's
   (weighted means and inertia), but ``init="random"`` draws its objects uniformly, not by
-  weight, and ``init="k-means||"`` does not take weights; ``n_init`` defaults to 1;
+  weight; ``n_init`` defaults to 1;
 - ``tol`` is scaled as scikit-learn scales it (by the mean of the columns' variances); the
   CLI's ``--tol`` is the raw threshold on the summed squared centroid shift;
 - ``verbose`` > 0 shows the CLI's progress line on stderr, and only when stderr is a terminal

@@ -13,6 +13,7 @@
 
 #include "common/errors.hpp"
 #include "common/progress.hpp"
+#include "kmeans/fixed_point.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/init_detail.hpp"
@@ -237,7 +238,9 @@ std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t
 
 // k-means||'s steps on the CPU: OpenMP over objects. Over a team, each rank holds its rows'
 // closest and nearest; the draws and the chunk sums are gathered in rank order (index order),
-// the counts summed (integers: any order).
+// the counts summed (integers: any order). With sample weights (the only steps that take them)
+// each object's share of the potential and its chance to be drawn are w times its squared
+// distance, and a candidate weighs its nearest objects' weights (fixed point: any order).
 template <class T>
 class CpuParallel final : public ParallelSteps {
  public:
@@ -250,7 +253,10 @@ class CpuParallel final : public ParallelSteps {
     std::vector<double> mine;
     chunked_sum(
         data_.n, mine,
-        [&](std::size_t i) { return closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d); },
+        [&](std::size_t i) {
+          closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
+          return share(i);
+        },
         kParallelChunk);
     chunk_sums = gather_all(team_, mine);
   }
@@ -258,7 +264,7 @@ class CpuParallel final : public ParallelSteps {
   std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) override {
     std::vector<std::size_t> mine;
     for (std::size_t i = 0; i < data_.n; ++i)
-      if (parallel_drawn(seed, round, split_.total, split_.first + i, closest_[i], ell, potential))
+      if (parallel_drawn(seed, round, split_.total, split_.first + i, share(i), ell, potential))
         mine.push_back(split_.first + i);
     return gather_all(team_, mine);
   }
@@ -279,13 +285,21 @@ class CpuParallel final : public ParallelSteps {
     }
     progress::check_interrupt();
     std::vector<double> mine;
-    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i]; }, kParallelChunk);
+    chunked_sum(data_.n, mine, [&](std::size_t i) { return share(i); }, kParallelChunk);
     chunk_sums = gather_all(team_, mine);
   }
 
   std::vector<std::int64_t> weigh(std::size_t candidates) override {
     std::vector<std::int64_t> mine(candidates, 0);
-    for (std::int64_t t : nearest_) ++mine[static_cast<std::size_t>(t)];
+    if (data_.weighted()) {  // each weight at the whole data's one scale
+      double largest = check_weights(data_).max;
+      team_.max(&largest, 1);
+      const double scale = fixed_scales(1.0, split_.total, 1, 0, largest, largest).weight;
+      for (std::size_t i = 0; i < data_.n; ++i)
+        mine[static_cast<std::size_t>(nearest_[i])] += to_fixed(static_cast<double>(data_.weights[i]), scale);
+    } else {
+      for (std::int64_t t : nearest_) ++mine[static_cast<std::size_t>(t)];
+    }
     const std::vector<std::int64_t> all = gather_all(team_, mine);
     std::vector<std::int64_t> counts(candidates, 0);
     for (std::size_t q = 0; q < all.size(); ++q) counts[q % candidates] += all[q];
@@ -293,6 +307,9 @@ class CpuParallel final : public ParallelSteps {
   }
 
  private:
+  // Object i's share of the potential: its squared distance, times its weight where there are weights.
+  double share(std::size_t i) const { return static_cast<double>(data_.weight(i)) * closest_[i]; }
+
   const Dataset<T>& data_;
   const RowSplit split_;
   Team& team_;
@@ -430,7 +447,7 @@ std::vector<T> kmeans_parallel_centres(const Dataset<T>& local, const RowSplit& 
   if (parallel_verbose())
     std::fprintf(stderr, "k-means||: the steps begin %.4f s after the init's call\n",
                  std::chrono::duration<double>(began - entered).count());
-  if (on_gpu && team.size() == 1)
+  if (on_gpu && team.size() == 1 && !local.weighted())
     steps = gpu_parallel_steps(local, device_rows, centred, params.gpu_init);
   else
     steps = std::make_unique<CpuParallel<T>>(local, split, team);

@@ -205,9 +205,6 @@ double check_problem(const Implementation& impl, const Dataset<T>& data, const P
   if (!s.ok) throw UsageError(s.reason);
   if (params.gpus > 1 && !impl.needs_gpu())
     throw UsageError(strprintf("--gpus=%d: --impl=%s runs on the CPU", params.gpus, impl.name));
-  if (data.weighted() && fitting && params.init == Init::kmeans_parallel)
-    throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
-                     "scikit-learn's), first, random or given centroids");
   // (predict, score: weights of 0 everywhere give an inertia of 0.)
   const double max_weight = weights_with_mass(check_weights(data).max, data.weighted() && fitting);
   const double largest = range ? check_data_range(data, max_weight) : 0.0;
@@ -343,9 +340,6 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
   if (!s.ok) throw UsageError(s.reason);
   check_host_memory(host_bytes(impl, local.n, local.d, sizeof(T), params),  // this rank's rows
                     strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, local.d, impl.name));
-  if (local.weighted() && params.init == Init::kmeans_parallel)
-    throw UsageError("--init=kmeans|| does not take sample weights; use --init=kmeans++ (weighted as "
-                     "scikit-learn's), first, random or given centroids");
   // (largest_finite and check_weights throw on this rank; the caller aborts the team.)
   const WeightRange mine = check_weights(local, split.first);
   // (the smallest positive weight as the largest of -w: 0 stays 0 for a rank without one)

@@ -266,9 +266,26 @@ TEST(Weights, BadWeightsAreRefusedWithOneLine) {
   data.weights = km::HostBuffer<double>(data.n);
   std::fill_n(data.weights.data(), data.n, 1e-30);
   expect_error([&] { km::run(impl, data, p); }, "at least 2^-64 is needed");
-  data.weights = sample_weights<double>(data.n, 2);
+}
+
+// Weighted k-means|| (on the CPU): weights of 1 draw and reduce as without weights, bit for bit;
+// the same centres on 1 and 3 threads; and weights move them.
+TEST(Weights, KmeansParallelByWeight) {
+  auto data = kmtest::make_data<double>(true, 30011, 4, 20, 6);
+  km::Params p;
+  p.k = 20;
   p.init = km::Init::kmeans_parallel;
-  expect_error([&] { km::run(impl, data, p); }, "does not take sample weights");
+  p.seed = 3;
+  const auto plain = km::initial_centroids(data, p);
+  data.weights = km::HostBuffer<double>(data.n);
+  std::fill_n(data.weights.data(), data.n, 1.0);
+  EXPECT_EQ(km::initial_centroids(data, p), plain);
+  data.weights = sample_weights<double>(data.n, 4);
+  kmtest::ScopedThreads threads(1);
+  const auto one = km::initial_centroids(data, p);
+  threads.set(3);
+  EXPECT_EQ(km::initial_centroids(data, p), one);
+  EXPECT_NE(one, plain);
 }
 
 // Weights too spread for 64-bit fixed point (a cluster of the lightest objects would get its mean

@@ -97,6 +97,7 @@ def fits():
     cases.append(("omp", np.float32, "first", cuts, 1, "euclidean", True))
     cases.append(("seq", np.float64, "k-means++", cuts, 1, "euclidean", True))
     cases.append(("omp", np.float64, "random", cuts, 1, "cosine", True))
+    cases.append(("omp", np.float64, "k-means||", cuts, 1, "euclidean", True))
     rng = np.random.default_rng(3)
     weights = rng.random(n) * 2
     weights[rng.random(n) < 0.1] = 0

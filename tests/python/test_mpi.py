@@ -59,7 +59,7 @@ def check(ranks, mode, tmp_path, cases):
 
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_fit_over_ranks_is_the_single_process_fit(mpi, ranks, tmp_path):
-    check(ranks, "fits", tmp_path, cases=25)
+    check(ranks, "fits", tmp_path, cases=26)
 
 
 @pytest.mark.parametrize("ranks", [2, 3])

@@ -91,9 +91,7 @@ def test_bad_weights_raise_one_line(bad, message):
     assert message in str(e.value)
 
 
-def test_unsupported_combinations():
+def test_not_a_number_type():
     X, w = data(n=300)
-    with pytest.raises(ValueError, match="does not take sample weights"):
-        KMeans(3, init="k-means||", impl="omp").fit(X, sample_weight=w)
     with pytest.raises(TypeError, match="not a number type"):
         KMeans(3, impl="omp").fit(X, sample_weight=np.array(["a"] * 300))
