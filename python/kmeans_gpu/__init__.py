@@ -335,8 +335,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         args = self._problem(X.d, stacklevel=4)
-        tol = self._tol(X.mean_variance)
         engine = self._engine_arguments()
+        _core.check_device_fit(engine["impl"], args["metric"], args["init"], engine["gpus"])  # before X is read
+        tol = self._tol(X.mean_variance)
         with self._progress():
             out = _core.fit_device(X.pointer, X.n, X.d, X.dtype == np.float32, engine["impl"], args["k"],
                                    args["loops"], args["threshold"], tol, args["init"], engine["seed"],
@@ -435,6 +436,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             if device.d != self.n_features_in_:
                 raise ValueError(f"X has {device.d} features, but KMeans is expecting {self.n_features_in_} "
                                  f"features as input.")
+            _core.check_device_fit(self._impl(), self._metric(), "first", 1)
             with self._progress():
                 out = _core.predict_device(device.pointer, device.n, device.d, device.dtype == np.float32,
                                            self._impl(), self.cluster_centers_, self._block(), self._threads(),

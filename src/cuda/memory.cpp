@@ -11,6 +11,8 @@
 #include <omp.h>
 #endif
 
+#include "io/dataset.hpp"
+
 namespace km::cuda {
 
 PinnedRegion::PinnedRegion(const void* p, std::size_t bytes, bool device_writes) {
@@ -211,3 +213,18 @@ void upload(void* device, const void* host, std::size_t bytes, cudaStream_t stre
 }
 
 }  // namespace km::cuda
+
+namespace km {
+
+template <class T>
+void copy_row(const Dataset<T>& data, std::size_t i, T* out) {
+  if (!data.on_device()) {
+    std::copy_n(data.row(i), data.d, out);
+    return;
+  }
+  CUDA_CHECK(cudaMemcpy(out, data.device_values + i * data.d, data.d * sizeof(T), cudaMemcpyDeviceToHost));
+}
+template void copy_row(const Dataset<float>&, std::size_t, float*);
+template void copy_row(const Dataset<double>&, std::size_t, double*);
+
+}  // namespace km

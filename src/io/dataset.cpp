@@ -6,11 +6,8 @@
 #include <limits>
 #include <new>
 
-#include <cuda_runtime.h>
-
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
-#include "cuda/check.hpp"
 
 namespace km {
 
@@ -78,15 +75,6 @@ WeightRange check_weights(const Dataset<T>& data, std::size_t first_object) {
   return {largest, largest > 0 ? smallest : 0.0};
 }
 
-template <class T>
-void copy_row(const Dataset<T>& data, std::size_t i, T* out) {
-  if (!data.on_device()) {
-    std::copy_n(data.row(i), data.d, out);
-    return;
-  }
-  CUDA_CHECK(cudaMemcpy(out, data.device_values + i * data.d, data.d * sizeof(T), cudaMemcpyDeviceToHost));
-}
-
 std::size_t data_elements(std::size_t n, std::size_t d, std::size_t element_size) {
   check_host_memory(static_cast<double>(n) * static_cast<double>(d) * static_cast<double>(element_size),
                     strprintf("the data (%zu objects x %zu coordinates of %s)", n, d,
@@ -112,8 +100,6 @@ template class HostBuffer<std::int32_t>;
 template class HostBuffer<std::int64_t>;
 template void check_finite(const Dataset<float>&, const std::string&, std::size_t);
 template WeightRange check_weights(const Dataset<float>&, std::size_t);
-template void copy_row(const Dataset<float>&, std::size_t, float*);
-template void copy_row(const Dataset<double>&, std::size_t, double*);
 template WeightRange check_weights(const Dataset<double>&, std::size_t);
 template void check_finite(const Dataset<double>&, const std::string&, std::size_t);
 

@@ -74,7 +74,8 @@ struct Dataset {
   T weight(std::size_t i) const { return weighted() ? weights[i] : T(1); }
 };
 
-// Row i into out (d values), from host memory or, for data on the device, by a copy from there.
+// Row i into out (d values), from host memory or, for data on the device, by a copy from there
+// (defined in src/cuda/memory.cpp, beside the CUDA runtime the readers do without).
 template <class T>
 void copy_row(const Dataset<T>& data, std::size_t i, T* out);
 

@@ -518,6 +518,24 @@ PYBIND11_MODULE(_core, m) {
       py::arg("metric") = "euclidean",
       "Fits n x d values (float32 when single, else float64), row-major in CUDA memory at address, read there.");
   m.def(
+      "check_device_fit",
+      [](const std::string& impl, const std::string& metric, const std::string& init, int gpus) {
+        static const double somewhere = 0;  // (never read: the check looks at where the data is, not at it)
+        km::Dataset<double> data;
+        data.n = data.d = 1;
+        data.device_values = &somewhere;
+        km::Params p;
+        p.metric = km::metric_from_string(metric);
+        p.init = km::init_from_string(init);
+        p.gpus = gpus;
+        const km::Implementation& chosen =
+            km::find_implementation(impl.empty() ? km::default_implementation(km::gpu_info().present) : impl);
+        km::check_device_data(chosen, data, p);
+        km::require_runnable(chosen, km::gpu_info());
+      },
+      py::arg("impl"), py::arg("metric"), py::arg("init"), py::arg("gpus"),
+      "Raises ValueError unless a fit with these settings reads data in GPU memory (before anything reads it).");
+  m.def(
       "predict_device",
       [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl,
          py::array_t<double, py::array::c_style | py::array::forcecast> centroids, int block, int threads,

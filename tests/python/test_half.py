@@ -1,8 +1,9 @@
 """float16 and bfloat16 data in the Python module: the results are those of the data converted
 exactly to float32 (labels, centroids, inertia, distances), the caller's array is left alone, the
-report says what was read, and arrays in GPU memory end in one clear TypeError."""
+report says what was read, and arrays in GPU memory that cannot be read end in one clear error."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -186,14 +187,23 @@ class _DlpackDevice:
         return self.readable
 
 
-@pytest.mark.parametrize("X", [_CupyLike(), _TorchCudaLike(), _DlpackDevice()], ids=["cupy", "torch", "dlpack"])
-def test_gpu_arrays_are_one_clear_error(X):
-    with pytest.raises(TypeError, match="in GPU memory; kmeans_gpu reads host arrays: copy it to the host"):
+# A CUDA array is read in place by the rungs that can (tests/python/test_device_arrays.py); omp
+# cannot, and says so; one whose interface refuses (a torch tensor that requires grad) and
+# DLPack-only device memory are one TypeError each; transform reads host arrays only.
+@pytest.mark.parametrize("X,kind,words", [
+    (_CupyLike(), ValueError, "--impl=omp cannot read data on the GPU"),
+    (_TorchCudaLike(), TypeError, "pass X.detach()"),
+    (_DlpackDevice(), TypeError, "in GPU memory; kmeans_gpu reads host arrays: copy it to the host")],
+    ids=["cupy", "torch", "dlpack"])
+def test_gpu_arrays_are_one_clear_error(X, kind, words):
+    with pytest.raises(kind, match=re.escape(words)):
         KMeans(2, impl="omp").fit(X)
     km = KMeans(2, impl="omp").fit(np.arange(20, dtype=np.float32).reshape(10, 2))
-    for method in (km.predict, km.transform, km.score):
-        with pytest.raises(TypeError, match="in GPU memory"):
+    for method in (km.predict, km.score):
+        with pytest.raises(kind, match=re.escape(words)):
             method(X)
+    with pytest.raises(TypeError, match="in GPU memory"):
+        km.transform(X)
 
 
 def test_device_arrays_that_copy_themselves_still_work():
