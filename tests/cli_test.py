@@ -629,6 +629,10 @@ def test_gpu_impl_without_gpu():
     for impl in gpu_impls:
         p = run(f"--impl={impl}", "--objects=100", check=False)
         expect(p.returncode == 2 and "needs a CUDA GPU" in p.stderr, f"{impl} without a GPU: clear error")
+    p = run("--impl=omp", "--objects=100", "--on-device", check=False)
+    lines = p.stderr.strip().splitlines()
+    expect(p.returncode == 2 and len(lines) == 1 and "--on-device needs a CUDA GPU" in lines[0],
+           f"--on-device without a GPU: one line: {p.stderr!r}")
 
 
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
