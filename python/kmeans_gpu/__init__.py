@@ -228,7 +228,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                   "zero sample_weight is not equivalent to removing samples"}}
 
     def _check_X(self, X, reset, dtype):
-        # float16/bfloat16 to float32 exactly, GPU arrays refused (_input.py); then
+        # float16/bfloat16 to float32 exactly, GPU arrays the engines do not read refused (_input.py); then
         # scikit-learn's conversions, n_features_in_, feature names and its message for no
         # features (its estimator checks ask for it); no objects and non-finite values are the
         # engines' to refuse, with the CLI's messages.

@@ -1,5 +1,6 @@
-"""What the estimator does to X before scikit-learn's checks: 16-bit floats become float32
-exactly, and an array in GPU memory that NumPy cannot read is refused with one clear error.
+"""What the estimator does to X before scikit-learn's checks: a CUDA array the engines read in
+place is described (device_array), 16-bit floats become float32 exactly, and an array in GPU memory
+that neither the engines nor NumPy can read is refused with one clear error.
 
 float16 (NumPy's) and bfloat16 (a dtype named 'bfloat16', as ml_dtypes and JAX register it) are
 subsets of float32: every value converts exactly, so the labels and inertia are those of the
