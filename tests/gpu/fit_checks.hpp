@@ -101,6 +101,28 @@ void expect_same_fit(const R& with, const R& without, bool same_keys = true) {
   }
 }
 
+// The CPU rung whose update arithmetic a GPU rung shares: seq's double sums for the rungs that
+// update on the host, omp's fixed point for the rest.
+inline const char* cpu_reference_of(const std::string& impl) {
+  return impl == "naive" || impl == "transpose" || impl == "shared" ? "seq" : "omp";
+}
+
+// A GPU fit against its CPU rung's (cpu_reference_of), bit for bit: iterations, final inertia,
+// every label (the first that differs named) and every centroid value.
+template <class R>
+void expect_fit_is_reference(const R& got, const R& ref, const char* ref_name) {
+  EXPECT_EQ(got.iterations, ref.iterations);
+  EXPECT_EQ(got.inertia, ref.inertia);
+  ASSERT_EQ(got.labels.size(), ref.labels.size());
+  std::size_t differ = 0, first = 0;
+  for (std::size_t i = 0; i < got.labels.size(); ++i)
+    if (got.labels[i] != ref.labels[i] && differ++ == 0) first = i;
+  EXPECT_EQ(differ, 0u) << "first at object " << first;
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < got.centroids.size(); ++i) moved += got.centroids[i] != ref.centroids[i];
+  EXPECT_EQ(moved, 0u) << "centroid values that differ from " << ref_name << "'s";
+}
+
 // Whole fits of fused (5 iterations; uniform, blobs, quantised data) with the configuration
 // `base` and with `base` and the FusedConfig field `field`=`value` agree bit for bit: labels,
 // centroids, and per iteration the change counts and (with `same_keys`) the re-check counts.

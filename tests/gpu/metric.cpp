@@ -21,14 +21,10 @@ using namespace kmtest;
 // d = 2 (fused's cells), 16 (one pass), 64 and 128 (the tensor path), K up to 1000.
 const std::vector<SplitShape> kMetricShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 128, 1000}};
 
-const char* reference_of(const std::string& impl) {
-  return impl == "naive" || impl == "transpose" || impl == "shared" ? "seq" : "omp";
-}
-
 template <class T>
 void check_metric(const km::Implementation& impl, km::Metric metric, std::size_t stream_rows = 0) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
-  const km::Implementation& ref_impl = km::find_implementation(reference_of(impl.name));
+  const km::Implementation& ref_impl = km::find_implementation(cpu_reference_of(impl.name));
   for (const SplitShape& s : kMetricShapes) {
     if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
     for (int kind = 0; kind < 4; ++kind) {
@@ -42,18 +38,7 @@ void check_metric(const km::Implementation& impl, km::Metric metric, std::size_t
       p.init = km::Init::kmeanspp;
       p.seed = 9;
       p.stream_rows = stream_rows;
-      const auto ref = km::run(ref_impl, data, p);
-      const auto got = km::run(impl, data, p);
-      EXPECT_EQ(got.iterations, ref.iterations);
-      EXPECT_EQ(got.inertia, ref.inertia);
-      ASSERT_EQ(got.labels.size(), ref.labels.size());
-      std::size_t differ = 0, first = 0;
-      for (std::size_t i = 0; i < got.labels.size(); ++i)
-        if (got.labels[i] != ref.labels[i] && differ++ == 0) first = i;
-      EXPECT_EQ(differ, 0u) << "first at object " << first;
-      std::size_t moved = 0;
-      for (std::size_t i = 0; i < got.centroids.size(); ++i) moved += got.centroids[i] != ref.centroids[i];
-      EXPECT_EQ(moved, 0u) << "centroid values that differ from " << ref_impl.name << "'s";
+      expect_fit_is_reference(km::run(impl, data, p), km::run(ref_impl, data, p), ref_impl.name);
     }
   }
 }

@@ -25,11 +25,6 @@ using namespace kmtest;
 
 const std::vector<SplitShape> kWeightShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 128, 1000}};
 
-// The CPU rung whose update arithmetic the rung shares.
-const char* reference_of(const std::string& impl) {
-  return impl == "naive" || impl == "transpose" || impl == "shared" ? "seq" : "omp";
-}
-
 template <class T>
 void check_weighted(const km::Implementation& impl, std::size_t stream_rows = 0) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -47,22 +42,12 @@ void check_weighted(const km::Implementation& impl, std::size_t stream_rows = 0)
       p.seed = 9;
       p.stream_rows = stream_rows;
       const auto got = km::run(impl, data, p);
-      const km::Implementation& ref_impl = km::find_implementation(reference_of(impl.name));
+      const km::Implementation& ref_impl = km::find_implementation(cpu_reference_of(impl.name));
       if (std::string(impl.name) == "fused") {
         EXPECT_EQ(got.path.rfind("tensor (sample weights)", 0), 0u) << got.path;
       }
       SCOPED_TRACE(std::string("against ") + ref_impl.name + ", path " + got.path);
-      const auto ref = km::run(ref_impl, data, p);
-      EXPECT_EQ(got.iterations, ref.iterations);
-      EXPECT_EQ(got.inertia, ref.inertia);
-      ASSERT_EQ(got.labels.size(), ref.labels.size());
-      std::size_t differ = 0, first = 0;
-      for (std::size_t i = 0; i < got.labels.size(); ++i)
-        if (got.labels[i] != ref.labels[i] && differ++ == 0) first = i;
-      EXPECT_EQ(differ, 0u) << "first at object " << first;
-      std::size_t moved = 0;
-      for (std::size_t i = 0; i < got.centroids.size(); ++i) moved += got.centroids[i] != ref.centroids[i];
-      EXPECT_EQ(moved, 0u) << "centroid values that differ from " << ref_impl.name << "'s";
+      expect_fit_is_reference(got, km::run(ref_impl, data, p), ref_impl.name);
     }
   }
 }
