@@ -73,7 +73,8 @@ KMEANS_GPU_API Result<T> fit(const T* x, std::size_t n, std::size_t d, const Par
 // values), each fitted as fit() fits it: result b equals fit(x + b * n * d, n, d, p_b) bit for
 // bit, where p_b is `params` with, when params.init_centroids is given, its b-th block of
 // n_clusters * d values (it then holds batch * n_clusters * d). Each result has its own n_iter
-// and converged.
+// and converged. With implementation "fused" on one GPU the problems' iterations run together
+// (one CUDA graph an iteration of the batch); otherwise one problem after another.
 template <class T>
 KMEANS_GPU_API std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, std::size_t d,
                                                 const Params& params = {});

@@ -492,8 +492,10 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     Every problem b is fitted as ``KMeans(n_clusters, init=..., ...).fit(X[b])`` fits it, the
     parameters meaning what they mean there (the same ``random_state`` for every problem), and
     its result equals that separate fit bit for bit. ``init`` may be an array of shape (B,
-    n_clusters, d): problem b starts from ``init[b]``. The problems run one after another on the
-    engines (not yet as one launch sequence for the whole batch).
+    n_clusters, d): problem b starts from ``init[b]``. With impl="fused" on one GPU the problems'
+    iterations run together, each iteration of the batch one launch of a CUDA graph; otherwise one
+    problem after another. ``last_report`` then holds the batch's report: ``together``,
+    ``seconds_per_iteration`` (the whole batch's, median) and each problem's report.
 
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
@@ -510,15 +512,34 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
         if init.ndim != 3 or init.shape[0] != X.shape[0]:
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({X.shape[0]}, "
                              f"{n_clusters}, {X.shape[2]}), not {init.shape}")
-    fits = []
-    for b in range(X.shape[0]):
-        est = KMeans(n_clusters, init=init[b] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
-                     n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
-                     n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose,
-                     metric=metric)
+    global last_report
+    batch = X.shape[0]
+    est = KMeans(n_clusters, init=init[0] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
+                 n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
+                 n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose, metric=metric)
+    rows, tols = [], []
+    for b in range(batch):
         try:
-            fits.append(est.fit(X[b]))
+            Xb, args = est._arguments(X[b], stacklevel=3)
+            tols.append(est._tol(lambda: _core.mean_variance(Xb)))
         except ValueError as e:
             raise ValueError(f"problem {b}: {e}") from None
-    return (np.stack([f.cluster_centers_ for f in fits]), np.stack([f.labels_ for f in fits]),
-            np.array([f.inertia_ for f in fits], dtype=np.float64), np.array([f.n_iter_ for f in fits], dtype=np.int64))
+        rows.append(Xb)
+    engine = est._engine_arguments()
+    centroids = None
+    if given:
+        centroids = np.ascontiguousarray(check_array(init.reshape(-1, init.shape[2]), dtype=np.float64,
+                                                     **{_FINITE: True}))
+        if init.shape[1:] != (args["k"], X.shape[2]):
+            raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {args['k']}, "
+                             f"{X.shape[2]}), not {init.shape}")
+    with est._progress():
+        fits, together, seconds = _core.batch_fit(
+            np.concatenate(rows), batch, engine["impl"], args["k"], args["loops"], args["threshold"], tols,
+            args["init"], engine["seed"], engine["block"], engine["threads"], args["n_init"], centroids,
+            engine["gpus"], engine["device_memory"], args["metric"])
+    last_report = {"batch": batch, "together": together, "seconds_per_iteration": seconds,
+                   "problems": [json.loads(f["report"]) for f in fits]}
+    return (np.stack([f["cluster_centers"] for f in fits]), np.stack([f["labels"] for f in fits]),
+            np.array([f["inertia"] for f in fits], dtype=np.float64),
+            np.array([f["n_iter"] for f in fits], dtype=np.int64))

@@ -13,6 +13,7 @@
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/dataset.hpp"
+#include "kmeans/batch.hpp"
 #include "kmeans/params.hpp"
 #include "kmeans/registry.hpp"
 
@@ -110,16 +111,31 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
   if (!params.init_centroids.empty() && params.init_centroids.size() != batch * per)
     throw InvalidInput("init_centroids: " + std::to_string(params.init_centroids.size()) + " values, not batch x " +
                        "n_clusters x d = " + std::to_string(batch * per));
-  std::vector<Result<T>> out;
-  out.reserve(batch);
-  Params one = params;
-  for (std::size_t b = 0; b < batch; ++b) {
-    if (!params.init_centroids.empty())
-      one.init_centroids.assign(params.init_centroids.begin() + static_cast<std::ptrdiff_t>(b * per),
-                                params.init_centroids.begin() + static_cast<std::ptrdiff_t>((b + 1) * per));
-    out.push_back(fit(x + b * n * d, n, d, one));
-  }
-  return out;
+  return translated([&] {
+    const km::Dataset<T> data = borrowed(x, batch * n, d, "x");
+    std::vector<km::Params> each;
+    Params one = params;
+    for (std::size_t b = 0; b < batch; ++b) {
+      if (!params.init_centroids.empty())
+        one.init_centroids.assign(params.init_centroids.begin() + static_cast<std::ptrdiff_t>(b * per),
+                                  params.init_centroids.begin() + static_cast<std::ptrdiff_t>((b + 1) * per));
+      each.push_back(internal(one, d));
+    }
+    const km::Implementation& impl = implementation(params.implementation);
+    km::BatchResult<T> fits = km::run_batch(impl, data, batch, each);
+    std::vector<Result<T>> out;
+    for (km::Result<T>& r : fits.problems) {
+      Result<T> o;
+      o.centroids = std::move(r.centroids);
+      o.labels = std::move(r.labels);
+      o.inertia = r.inertia;
+      o.n_iter = r.iterations;
+      o.converged = r.converged;
+      o.implementation = impl.name;
+      out.push_back(std::move(o));
+    }
+    return out;
+  });
 }
 
 template <class T>

@@ -9,6 +9,8 @@
 #include "common/progress.hpp"
 #include "io/load.hpp"
 #include "io/write.hpp"
+#include "common/stats.hpp"
+#include "kmeans/batch.hpp"
 #include "report/report.hpp"
 
 namespace km::cli {
@@ -31,31 +33,25 @@ int run_batch(const KmeansOptions& o, const Implementation& impl, const Params& 
               std::size_t batch, double load_seconds) {
   check_batch(o, data.n, batch);
   const std::size_t n = data.n / batch, d = data.d, k = static_cast<std::size_t>(params.k);
+  progress::Iterations shown(params.loops, params.n_init);  // the first problem's iterations
+  BatchResult<T> fits = km::run_batch(impl, data, batch, std::vector<Params>(batch, params),
+                                      [&](std::size_t b, int it, const IterationStats& s) {
+                                        if (b == 0) shown(it, static_cast<long long>(s.changed), s.inertia);
+                                      });
+  progress::end_stage();
+  if (!fits.problems.empty()) fits.problems[0].seconds.load = load_seconds;
   std::vector<T> centroids;
   std::vector<std::int32_t> labels;
   std::vector<std::string> reports;
   for (std::size_t b = 0; b < batch; ++b) {
-    Dataset<T> one;  // problem b's rows, in place
-    one.n = n;
-    one.d = d;
-    one.values = HostBuffer<T>::borrow(data.row(b * n), n * d);
-    one.source = data.source + "[" + std::to_string(b) + "]";
-    one.element = data.element;
-    progress::Iterations shown(params.loops, params.n_init);
-    Result<T> result;
-    try {
-      result = run(impl, one, params, [&](int it, const IterationStats& s) {
-        shown(it, static_cast<long long>(s.changed), s.inertia);
-      });
-    } catch (const UsageError& e) {
-      throw UsageError("problem " + std::to_string(b) + ": " + e.what());
-    } catch (const InputError& e) {
-      throw InputError("problem " + std::to_string(b) + ": " + e.what());
-    }
-    progress::end_stage();
-    if (b == 0) result.seconds.load = load_seconds;
+    const Result<T>& result = fits.problems[b];
     centroids.insert(centroids.end(), result.centroids.begin(), result.centroids.end());
     labels.insert(labels.end(), result.labels.begin(), result.labels.end());
+    Dataset<T> one;  // the report's facts of problem b (its rows are not read)
+    one.n = n;
+    one.d = d;
+    one.source = data.source + "[" + std::to_string(b) + "]";
+    one.element = data.element;
     const RunReport r = make_report(impl.name, one, params, result);
     std::ostringstream text;
     if (o.report == "json") {
@@ -68,8 +64,10 @@ int run_batch(const KmeansOptions& o, const Implementation& impl, const Params& 
   }
   if (!o.output.empty())
     write_result(o.output, ResultView<T>{centroids.data(), k, d, labels.data(), n, 0.0, 0, batch});
+  const double per_iteration = median(fits.iteration_seconds);
   if (o.report == "json") {
-    std::cout << "{\"batch\": " << batch << ", \"problems\": [";
+    std::cout << "{\"batch\": " << batch << ", \"together\": " << (fits.together ? "true" : "false")
+              << ", \"seconds_per_iteration\": " << per_iteration << ", \"problems\": [";
     for (std::size_t b = 0; b < batch; ++b) {
       std::string r = reports[b];
       while (!r.empty() && r.back() == '\n') r.pop_back();
@@ -78,6 +76,8 @@ int run_batch(const KmeansOptions& o, const Implementation& impl, const Params& 
     std::cout << "]}\n";
   } else if (!o.quiet || o.report == "table") {
     for (const std::string& r : reports) std::cout << r;
+    std::cout << "batch of " << batch << (fits.together ? ", its iterations together" : ", one fit after another")
+              << ": " << per_iteration * 1e3 << " ms per iteration of the batch (median)\n";
   }
   std::cout.flush();
   return 0;

@@ -1,7 +1,8 @@
 // A batch of problems on the command line: a 3-D --input (B, N, d) is B problems of N objects,
-// fitted one after another, each exactly as a 2-D input of its rows alone would be fitted (the
-// same parameters, seed included); the JSON report holds every problem's report, --output
-// (.npy) the centroids as (B, K, d) and the labels as (B, N).
+// each fitted exactly as a 2-D input of its rows alone would be (the same parameters, seed
+// included), with fused on one GPU their iterations together (kmeans/batch.hpp); the JSON report
+// holds the batch's time per iteration and every problem's report, --output (.npy) the centroids
+// as (B, K, d) and the labels as (B, N).
 #pragma once
 
 #include <cstddef>

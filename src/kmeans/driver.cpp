@@ -27,8 +27,7 @@ StopLimits stop_limits(std::size_t n, const Params& params) {
 }
 
 template <class T>
-Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
-  Result<T> result;
+void start_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Result<T>& result) {
   Stopwatch watch;
   // A GPU initialisation reads the engine's device copy of the data when it has one (weighted
   // k-means++ runs on the host: init_plusplus.cpp).
@@ -52,8 +51,31 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
   watch.restart();
   engine.setup(data, initial);
   result.seconds.setup = staging + watch.seconds();
+}
 
-  watch.restart();
+template <class T>
+void end_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Result<T>& result) {
+  // As scikit-learn: the labels returned are the nearest *final* centroids (one more
+  // E-step), and the inertia is measured against them.
+  Stopwatch watch;
+  engine.read_centroids(result.centroids);
+  engine.final_labels(result.labels);
+  if (params.metric != Metric::euclidean || !engine.final_inertia(result.centroids, result.inertia))
+    result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
+  result.seconds.finish = watch.seconds();
+  result.device = engine.device();
+  result.path = engine.path();
+  result.plan = engine.plan();
+  result.threads = engine.threads();
+  result.block = engine.block();
+  result.gpus = engine.gpus();
+}
+
+template <class T>
+Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, const IterationObserver& observer) {
+  Result<T> result;
+  start_fit(engine, data, params, result);
+  Stopwatch watch;
   for (int it = 1; it <= params.loops; ++it) {
     IterationStats stats;
     Stopwatch iteration;
@@ -68,21 +90,7 @@ Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, c
     }
   }
   result.seconds.loop = watch.seconds();
-
-  // As scikit-learn: the labels returned are the nearest *final* centroids (one more
-  // E-step), and the inertia is measured against them.
-  watch.restart();
-  engine.read_centroids(result.centroids);
-  engine.final_labels(result.labels);
-  if (params.metric != Metric::euclidean || !engine.final_inertia(result.centroids, result.inertia))
-    result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
-  result.seconds.finish = watch.seconds();
-  result.device = engine.device();
-  result.path = engine.path();
-  result.plan = engine.plan();
-  result.threads = engine.threads();
-  result.block = engine.block();
-  result.gpus = engine.gpus();
+  end_fit(engine, data, params, result);
   return result;
 }
 
@@ -173,6 +181,10 @@ template Result<float> fit_parted(Engine<float>&, const Dataset<float>&, const R
                                   const Params&, PartialsSum&, const IterationObserver&, PartLabels);
 template Result<double> fit_parted(Engine<double>&, const Dataset<double>&, const RowSplit&, Team&, const Whole&,
                                    const Params&, PartialsSum&, const IterationObserver&, PartLabels);
+template void start_fit(Engine<float>&, const Dataset<float>&, const Params&, Result<float>&);
+template void start_fit(Engine<double>&, const Dataset<double>&, const Params&, Result<double>&);
+template void end_fit(Engine<float>&, const Dataset<float>&, const Params&, Result<float>&);
+template void end_fit(Engine<double>&, const Dataset<double>&, const Params&, Result<double>&);
 template Result<float> fit(Engine<float>&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> fit(Engine<double>&, const Dataset<double>&, const Params&, const IterationObserver&);
 

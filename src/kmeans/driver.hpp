@@ -20,6 +20,14 @@ template <class T>
 Result<T> fit(Engine<T>& engine, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});
 
+// fit()'s stages around its loop: the initialisation and setup (seconds.init, .setup), and the
+// final E-step, inertia and the engine's facts (seconds.finish). run_batch runs the loops of a
+// batch's problems together between them.
+template <class T>
+void start_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Result<T>& result);
+template <class T>
+void end_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Result<T>& result);
+
 // Sums an engine's integer partials over a team, in place, every rank at once; returns the
 // seconds it took (the allreduce phase). On the host: MPI_Allreduce (Team::sum); on the device:
 // NCCL, its communicator set up through the team (kmeans/gpu/multi_gpu.cu).

@@ -112,6 +112,16 @@ class Engine {
     start_update();
     finish_update(stats);
   }
+
+  // ---- Batches (registry.hpp: run_batch). An engine whose whole iteration can be queued on its
+  // own stream, with no wait, no timer and no decision on the host, returns that stream (a
+  // cudaStream_t) after setup; one CUDA graph then runs an iteration of every problem of a batch
+  // at once (gpu/batch_graph.cu). nullptr where it cannot (the default).
+  virtual void* graph_stream() { return nullptr; }
+  // The iteration, queued on graph_stream() (captured into the graph).
+  virtual void queue_iteration() {}
+  // After the graph ran: the iteration's changed, shift, inertia and counts, as iterate() gives.
+  virtual void collect_iteration(IterationStats&) {}
 };
 
 }  // namespace km

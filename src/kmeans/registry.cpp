@@ -287,6 +287,20 @@ void check_device_data(const Implementation& impl, const Dataset<T>& data, const
 }
 
 template <class T>
+std::unique_ptr<Engine<T>> checked_engine(const Implementation& impl, const Dataset<T>& data, const Params& params) {
+  check_device_data(impl, data, params);
+  check_problem(impl, data, params, true, false);
+  const bool engine_may_check = impl.needs_gpu() && params.gpus <= 1 && params.init != Init::kmeanspp &&
+                                params.init != Init::kmeans_parallel && !data.weighted();
+  auto engine = params.gpus > 1 ? make_multi_gpu<T>(impl, params) : impl.make<T>(params);
+  if (!(engine_may_check && engine->checks_range())) {
+    const WeightRange weights = check_weights(data);
+    engine->set_whole({data.n, check_data_range(data, weights.max), weights.max, weights.min});
+  }
+  return engine;
+}
+
+template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer) {
   check_device_data(impl, data, params);
@@ -399,6 +413,8 @@ template void check_device_data(const Implementation&, const Dataset<double>&, c
 template Result<float> predict(const Implementation&, const Dataset<float>&, const Params&);
 template Result<double> predict(const Implementation&, const Dataset<double>&, const Params&);
 
+template std::unique_ptr<Engine<float>> checked_engine(const Implementation&, const Dataset<float>&, const Params&);
+template std::unique_ptr<Engine<double>> checked_engine(const Implementation&, const Dataset<double>&, const Params&);
 template Result<float> run(const Implementation&, const Dataset<float>&, const Params&, const IterationObserver&);
 template Result<double> run(const Implementation&, const Dataset<double>&, const Params&, const IterationObserver&);
 

@@ -2,6 +2,7 @@
 // and limits. The CLI (--help, --list), the tests and the benchmarks iterate it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ std::string registry_json(std::size_t k = 0, std::size_t d = 0, std::size_t elem
 template <class T>
 Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& params,
               const IterationObserver& observer = {});
+
+// run()'s checks of one fit of data (n_init 1) and its engine, not yet set up, the range checked
+// where the engine will not check it itself (run_batch: kmeans/batch.hpp).
+template <class T>
+std::unique_ptr<Engine<T>> checked_engine(const Implementation& impl, const Dataset<T>& data, const Params& params);
 
 // Labels every object with its nearest given centroid (params.init == Init::given), without
 // iterating: the result has the given centroids, the labels and the inertia, iterations 0.

@@ -140,6 +140,8 @@ const std::vector<Field>& fields() {
       KM_BOOL(tensor_copy, "tensor_copy"),
       KM_OPT_DOUBLE(movers_after, "movers_after"),
       KM_BOOL(share_copy, "share_copy"),
+      Field{"share", [](FusedConfig& c, const std::string& v) { c.share = parse_int("share", v, 1, 1 << 20); },
+            [](const FusedConfig& c) { return std::to_string(c.share); }},
   };
   return all;
 }

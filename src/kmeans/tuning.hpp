@@ -75,6 +75,9 @@ struct FusedConfig {
   std::optional<double> movers_after;
   /// k-means|| reads the tensor path's centred copy instead of making its own. Name: share_copy.
   bool share_copy = true;
+  /// The problems sharing the GPU at once (a batch's graph: batch_graph.cu): the tensor path's
+  /// grid-stride kernels launch 1/share of their one-problem grid. Name: share.
+  int share = 1;
 };
 
 // k-means|| on the GPU (src/kmeans/gpu/kmeanspp.cu); test hooks for its fallbacks.

@@ -29,6 +29,8 @@
 #include "common/progress.hpp"
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
+#include "common/stats.hpp"
+#include "kmeans/batch.hpp"
 #include "kmeans/registry.hpp"
 #include "python/py_team.hpp"
 #include "report/report.hpp"
@@ -315,6 +317,48 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   return o;
 }
 
+// B problems of n rows each, one after another in x (B n x d): km::run_batch, problem b with
+// tol tols[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d rows). Returns
+// (the problems' results as fit's dicts, whether the iterations ran together, the batch's median
+// seconds per iteration).
+template <class T>
+py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o, const std::vector<std::optional<double>>& tols,
+                    const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& centroids) {
+  const km::Dataset<T> data = view<T>(x);
+  if (batch == 0 || data.n % batch != 0 || tols.size() != batch)
+    throw km::UsageError("internal: a batch's rows, problems and tols do not agree");
+  const km::Params base = params_of(o, data.d);
+  const std::size_t per = static_cast<std::size_t>(o.k) * data.d;
+  if (centroids && static_cast<std::size_t>(centroids->size()) != batch * per)
+    throw km::UsageError("internal: the batch's initial centroids are not (B, n_clusters, d)");
+  std::vector<km::Params> params(batch, base);
+  for (std::size_t b = 0; b < batch; ++b) {
+    params[b].tol = tols[b];
+    if (centroids) {
+      params[b].init = km::Init::given;
+      params[b].given_d = data.d;
+      params[b].given_centroids.assign(centroids->data() + b * per, centroids->data() + (b + 1) * per);
+    }
+  }
+  const km::Implementation& impl = implementation(o.impl);
+  km::BatchResult<T> fits = interruptible([&] {
+    km::progress::Iterations shown(base.loops, base.n_init);  // the first problem's (it polls Ctrl-C)
+    return km::run_batch(impl, data, batch, params, [&](std::size_t b, int it, const km::IterationStats& s) {
+      if (b == 0) shown(it, s.changed, s.inertia);
+    });
+  });
+  py::list out;
+  for (std::size_t b = 0; b < batch; ++b) {
+    km::Dataset<T> one;  // the report's facts of problem b
+    one.n = data.n / batch;
+    one.d = data.d;
+    one.source = "X[" + std::to_string(b) + "]";
+    one.element = data.element;
+    out.append(to_python(impl, one, params[b], fits.problems[b], false));
+  }
+  return py::make_tuple(out, fits.together, km::median(fits.iteration_seconds));
+}
+
 // The mean over the columns of their variance (two passes, in double): scikit-learn's scale
 // for tol, without NumPy's temporary copies of X. Rows are summed in fixed chunks of 4,096, the
 // chunks' sums added in chunk order, so the result is the same bits on any thread count and
@@ -560,6 +604,25 @@ PYBIND11_MODULE(_core, m) {
         return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
       },
       py::arg("X"), "The mean of X's column variances (scikit-learn's scale for tol).");
+  m.def(
+      "batch_fit",
+      [](const py::array& x, std::size_t batch, const std::string& impl, int k, int loops, double threshold,
+         const std::vector<std::optional<double>>& tols, const std::string& init, std::uint64_t seed, int block,
+         int threads, int n_init,
+         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
+         std::size_t device_memory, const std::string& metric) {
+        const Options o = options(impl, k, loops, threshold, std::nullopt, init, seed, block, threads, n_init,
+                                  std::nullopt, gpus, device_memory, metric);
+        clamp_openmp_threads();
+        if (py::isinstance<py::array_t<float>>(x)) return batch_fit<float>(x, batch, o, tols, centroids);
+        if (py::isinstance<py::array_t<double>>(x)) return batch_fit<double>(x, batch, o, tols, centroids);
+        throw km::UsageError("internal: X must be float32 or float64");
+      },
+      py::arg("X"), py::arg("batch"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"),
+      py::arg("tols"), py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
+      py::arg("centroids"),
+      py::arg("gpus"), py::arg("device_memory"), py::arg("metric"),
+      "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans).");
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),

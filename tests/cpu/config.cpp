@@ -57,6 +57,7 @@ const std::vector<FieldCase>& field_cases() {
       {"tensor_copy", "0", [](const Config& c) { return !c.tensor_copy; }},
       {"movers_after", "0.3", [](const Config& c) { return c.movers_after == 0.3; }},
       {"share_copy", "0", [](const Config& c) { return !c.share_copy; }},
+      {"share", "32", [](const Config& c) { return c.share == 32; }},
   };
   return cases;
 }
@@ -161,7 +162,7 @@ TEST(FusedConfig, UnknownNamesAndBadValuesNameTheField) {
                            "cells=5", "cells=2", "cells=260", "cells=-4", "cells=x", "prefetch=3", "prefetch=-1",
                            "prefetch=2", "guard=-1", "guard=x", "guard=inf",
                            "float_copy_after=nan", "float_copy_after=0.1x", "float_copy_after=-0.5", "float_copy_after=",
-                           "movers_after=1e999", "cell_candidates=2", "cell_candidates=maybe", "sorted=auto2"})
+                           "movers_after=1e999", "cell_candidates=2", "cell_candidates=maybe", "sorted=auto2", "share=0"})
     refused(spec, spec);
   Config c;
   try {

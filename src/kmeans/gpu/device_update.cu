@@ -242,8 +242,15 @@ Partials DeviceUpdateEngine<T>::partials() {
 
 template <class T>
 void DeviceUpdateEngine<T>::start_update() {
-  const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
   this->timer_.begin(Phase::kernel, this->stream_);
+  queue_update();
+  this->timer_.end(this->stream_);
+  this->queue_read_back(true);
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::queue_update() {
+  const int k = static_cast<int>(this->k_), d = static_cast<int>(this->d_);
   kernels::update_centroids<T><<<k, kernels::coordinate_threads(d), 0, this->stream_>>>(
       centroids_.get(), sums_.get(), counts_.get(), k, d, this->layout_ == Layout::coord_major, inv_scale_,
       shift_parts_.get(), keep_sums_, this->unit(), inv_weight_);
@@ -251,8 +258,25 @@ void DeviceUpdateEngine<T>::start_update() {
   kernels::total_shift<><<<1, 1024, 0, this->stream_>>>(shift_parts_.get(), k, this->shift_.get());
   CUDA_CHECK_LAUNCH();
   after_update();
-  this->timer_.end(this->stream_);
-  this->queue_read_back(true);
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::queue_iteration() {
+  if (!graphable()) throw DeviceError(strprintf("internal: --impl=%s's iteration cannot be queued", this->name_));
+  this->reset_changed();
+  assign(true);
+  queue_update();
+  CUDA_CHECK(cudaMemcpyAsync(this->counters_host_.get(), this->counters_.get(), sizeof(typename GpuEngine<T>::Counters),
+                             cudaMemcpyDeviceToHost, this->stream_));
+}
+
+template <class T>
+void DeviceUpdateEngine<T>::collect_iteration(IterationStats& stats) {
+  const auto& c = *this->counters_host_.get();
+  stats.changed = static_cast<std::int64_t>(c.changed);
+  stats.shift = c.shift;
+  if (this->inertia_inv_scale_ != 0)
+    stats.inertia = static_cast<double>(static_cast<long long>(c.inertia)) * this->inertia_inv_scale_;
 }
 
 template <class T>

@@ -34,6 +34,10 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   Partials partials() override;
   void start_update() override;
   void finish_update(IterationStats& stats) override;
+  // A batch's graph (engine.hpp): the stream where graphable() says the iteration has no host step.
+  void* graph_stream() override { return graphable() ? static_cast<void*>(this->stream_.get()) : nullptr; }
+  void queue_iteration() override;
+  void collect_iteration(IterationStats& stats) override;
   void read_centroids(std::vector<T>& out) override { this->download_centroids(centroids_.get(), out); }
   void final_labels(std::vector<std::int32_t>& out) override;
   std::string path() const override { return streamed_ ? "streamed" : ""; }
@@ -54,6 +58,11 @@ class DeviceUpdateEngine : public GpuEngine<T> {
   virtual void assign(bool accumulate) = 0;
   // Work after each update_centroids (e.g. the tensor path's centred centroids and norms).
   virtual void after_update() {}
+  // Whether iterate() is accumulate() then apply() with no decision on the host between its
+  // launches and nothing streamed: then queue_iteration() is that iteration (a batch's graph).
+  virtual bool graphable() const { return false; }
+  // update_centroids, the shift's sum and after_update, queued on the stream (start_update's work).
+  void queue_update();
   // Out of core: x_, labels_ and n_ now hold another chunk of the rows (e.g. the tensor path's
   // per-object norms are recomputed).
   virtual void rows_changed() {}

@@ -95,17 +95,19 @@ class GpuDistances {
     return static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows);
   }
 
-  // Objects `rows` as doubles [rows][d] into centres_ (grown to hold them).
+  // Objects `rows` as doubles [rows][d] into centres_ (grown to hold them), gathered on the device
+  // from x_ (data on the device: a cudaMemcpy a row cost 19.7 ms of a 602 ms fit at 60000 x 784,
+  // K = 256, H200). (The indices' copy from pageable memory is staged before it returns.)
   void upload_rows(const std::vector<std::size_t>& rows) {
-    staging_.resize(rows.size() * d_);
-    std::vector<T> row(d_);
-    for (std::size_t t = 0; t < rows.size(); ++t) {
-      copy_row(data_, rows[t], row.data());  // (data on the device: copied from there)
-      for (std::size_t j = 0; j < d_; ++j) staging_[t * d_ + j] = static_cast<double>(row[j]);
-    }
-    if (centres_.size() < staging_.size()) centres_ = DeviceBuffer<double>(staging_.size(), stream_);
-    CUDA_CHECK(cudaMemcpyAsync(centres_.get(), staging_.data(), staging_.size() * sizeof(double),
+    const std::size_t m = rows.size();
+    if (centres_.size() < m * d_) centres_ = DeviceBuffer<double>(m * d_, stream_);
+    if (row_index_.size() < m) row_index_ = DeviceBuffer<std::int64_t>(m, stream_);
+    index_staging_.assign(rows.begin(), rows.end());
+    CUDA_CHECK(cudaMemcpyAsync(row_index_.get(), index_staging_.data(), m * sizeof(std::int64_t),
                                cudaMemcpyHostToDevice, stream_));
+    kernels::gather_rows<T, double><<<static_cast<unsigned>(m), 128, 0, stream_>>>(
+        x_, row_index_.get(), static_cast<int>(d_), centres_.get());
+    CUDA_CHECK_LAUNCH();
   }
 
   // closest = min(closest, the distance to object `centre`), or with `first` that distance.
@@ -136,7 +138,8 @@ class GpuDistances {
   DeviceBuffer<T> own_;  // the data, when no device copy was given
   const T* x_ = nullptr;
   DeviceBuffer<double> closest_, centres_, sums_;
-  std::vector<double> staging_;
+  DeviceBuffer<std::int64_t> row_index_;
+  std::vector<std::int64_t> index_staging_;
 };
 
 template <class T>

@@ -135,6 +135,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
   }
 
+  void collect_iteration(IterationStats& stats) override {  // a batch's graph: the movers' scheme is off
+    DeviceUpdateEngine<T>::collect_iteration(stats);
+    const auto& counters = *this->counters_host_.get();
+    stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
+    stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
+    stats.summed = static_cast<std::int64_t>(this->n_);
+  }
+
   std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
     if (tf32_) return tf32_kernels_.wgmma ? "tf32 candidates, wgmma" : "tf32 candidates";
     return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
@@ -195,6 +203,13 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   }
 
  private:
+  // Without the movers' scheme every iteration is the same launches (iterate's first branch).
+  bool graphable() const override { return movers_after_ <= 0 && !this->streamed() && this->whole_.n == this->n_; }
+  // The multiprocessors this problem's grid-stride kernels cover: all, or its share of a batch's.
+  unsigned sms() const {
+    return static_cast<unsigned>(std::max(1, multiprocessor_count() / std::max(1, this->params_.fused.share)));
+  }
+
   std::size_t prepare(const Dataset<T>& data) override {
     kernels_ = tensor_kernels<T>(data.d, this->params_.fused.wgmma);
     cuda::opt_in_shared(kernels_.assign, kernels_.smem, "--impl=fused");
@@ -254,7 +269,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     queue_ = this->template device_buffer<kernels::Recheck>(n);
     everyone_ = this->template device_buffer<std::int64_t>(n);
     all_min_ = this->template device_buffer<unsigned long long>(n);
-    rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, static_cast<std::size_t>(multiprocessor_count()) * 8));
+    rows_grid_ = static_cast<int>(std::min<std::size_t>((n + 7) / 8, std::size_t{sms()} * 8));
     // The sort by label: its buffers and workspace, label bits, and the chunks' launch shape.
     index_ = this->template device_buffer<std::int64_t>(n);
     sorted_index_ = this->template device_buffer<std::int64_t>(n);
@@ -267,7 +282,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
                                                this->stream_));
     sort_temp_ = this->template device_buffer<unsigned char>(temp_bytes);
     sorted_threads_ = kernels::coordinate_threads(static_cast<int>(this->d_));
-    const std::size_t sms = static_cast<std::size_t>(multiprocessor_count());
+    const std::size_t sms = this->sms();
     sorted_chunk_ = static_cast<int>(std::clamp<std::size_t>(n / (sms * 8), 16, kernels::kSortedChunk));
     sorted_grid_ = static_cast<int>(std::min<std::size_t>((n + sorted_chunk_ - 1) / sorted_chunk_, sms * 16));
     // Double, by default: the candidates from the TF32 kernels on a float copy of the centred
@@ -449,22 +464,22 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
           xnorm2_.get(), mu_norm_, n, d, k, bound_, next_.get(), queue_.get(), everyone_.get(), queued,
           this->labels_.get());
     CUDA_CHECK_LAUNCH();
-    kernels::recheck_nearest<T><<<multiprocessor_count() * 8, kernels::kNearestThreads, 0, s>>>(
+    kernels::recheck_nearest<T><<<sms() * 8, kernels::kNearestThreads, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, queue_.get(), queued, everyone_.get(), all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
-    const unsigned all_grid = static_cast<unsigned>(multiprocessor_count()) * 16;
+    const unsigned all_grid = sms() * 16;
     kernels::recheck_all<T, false><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
         this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     if constexpr (std::is_same_v<T, float>)
-      kernels::recheck_all_labels<<<static_cast<unsigned>(multiprocessor_count()) * 2, 256, 0, s>>>(
+      kernels::recheck_all_labels<<<sms() * 2, 256, 0, s>>>(
           everyone_.get(), queued + 1, all_min_.get(), next_.get());
     else
       kernels::recheck_all<T, true><<<all_grid, kernels::kAllWarps * 32, 0, s>>>(
           this->x_.get(), this->centroids_.get(), d, k, everyone_.get(), queued + 1, all_min_.get(), next_.get());
     CUDA_CHECK_LAUNCH();
     if (accumulate && movers_) {  // the kept sums: only the movers, the inertia from the sums
-      kernels::move_members<T><<<static_cast<unsigned>(multiprocessor_count()) * 8, 256, 0, s>>>(
+      kernels::move_members<T><<<sms() * 8, 256, 0, s>>>(
           this->x_.get(), next_.get(), this->labels_.get(), n, d, this->sums_.get(), this->counts_.get(),
           this->scale_, object_q_.get(), q_sums_.get(), this->changed_.get());
       CUDA_CHECK_LAUNCH();

@@ -1,0 +1,135 @@
+#include "kmeans/batch.hpp"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "common/errors.hpp"
+#include "cuda/check.hpp"
+#include "kmeans/driver.hpp"
+#include "kmeans/metric.hpp"
+#include "kmeans/registry.hpp"
+
+namespace km {
+
+namespace {
+
+// Problem b's rows of the batch, in place.
+template <class T>
+Dataset<T> problem_view(const Dataset<T>& data, std::size_t b, std::size_t n) {
+  Dataset<T> one;
+  one.n = n;
+  one.d = data.d;
+  if (data.on_device())
+    one.device_values = data.device_values + b * n * data.d;
+  else
+    one.values = HostBuffer<T>::borrow(data.row(b * n), n * data.d);
+  if (data.weighted()) one.weights = HostBuffer<T>::borrow(data.weights.data() + b * n, n);
+  one.source = data.source + "[" + std::to_string(b) + "]";
+  one.element = data.element;
+  return one;
+}
+
+// fn(), with problem b named in the errors the caller can act on.
+template <class F>
+auto for_problem(std::size_t b, F&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError& e) {
+    throw UsageError("problem " + std::to_string(b) + ": " + e.what());
+  } catch (const InputError& e) {
+    throw InputError("problem " + std::to_string(b) + ": " + e.what());
+  }
+}
+
+// Whether the batch's iterations may run together: fused on one GPU, one initialisation a
+// problem, the device memory not capped, and launches not synchronised one by one (the
+// graph's capture forbids it).
+template <class T>
+bool may_run_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
+                      const std::vector<Params>& params) {
+  if (std::string(impl.name) != "fused" || batch < 2 || data.weighted() || sync_after_launches() ||
+      !gpu_info().present)
+    return false;
+  for (const Params& p : params)
+    if (p.n_init != 1 || p.gpus > 1 || p.device_memory != 0 || p.stream_rows != 0) return false;
+  return true;
+}
+
+// The batch's iterations together (gpu/batch_graph.cu); false, having freed what it made, where
+// some problem's engine cannot queue its iteration (its data streamed: the batch does not fit).
+template <class T>
+bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch, std::size_t n,
+                  const std::vector<Params>& given, const BatchObserver& observer, BatchResult<T>& out) {
+  std::vector<Params> params = given;
+  for (Params& p : params) {  // the tensor path without the movers' scheme: no step on the host
+    p.fused.path = FusedConfig::Path::tensor;
+    p.fused.movers_after = 0.0;
+    p.fused.share = static_cast<int>(batch);
+  }
+  std::vector<Dataset<T>> views;
+  views.reserve(batch);  // (the engines keep pointers to them)
+  std::vector<std::unique_ptr<Engine<T>>> engines;
+  std::vector<Engine<T>*> running;
+  std::vector<Result<T>> results(batch);
+  for (std::size_t b = 0; b < batch; ++b) {
+    Dataset<T> view = problem_view(data, b, n);
+    views.push_back(params[b].metric == Metric::cosine ? unit_rows(view) : std::move(view));
+    for_problem(b, [&] {
+      engines.push_back(checked_engine(impl, views[b], params[b]));
+      start_fit(*engines[b], views[b], params[b], results[b]);
+      return 0;
+    });
+    if (!engines[b]->graph_stream()) return false;
+    running.push_back(engines[b].get());
+  }
+  const std::vector<std::size_t> rows(batch, n);
+  out.iteration_seconds = gpu::iterate_together(running, rows, params, results, observer);
+  for (std::size_t b = 0; b < batch; ++b) {
+    for_problem(b, [&] {
+      end_fit(*engines[b], views[b], params[b], results[b]);
+      if (!std::isfinite(results[b].inertia))
+        throw InputError("the inertia is not finite: the arithmetic overflowed; rescale the data");
+      return 0;
+    });
+    engines[b].reset();
+  }
+  out.problems = std::move(results);
+  out.together = true;
+  return true;
+}
+
+}  // namespace
+
+template <class T>
+BatchResult<T> run_batch(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
+                         const std::vector<Params>& params, const BatchObserver& observer) {
+  if (batch == 0) throw UsageError("a batch needs at least one problem");
+  if (data.n % batch != 0) throw UsageError("internal: a batch's rows are not whole problems");
+  if (params.size() != batch) throw UsageError("internal: a batch needs one Params a problem");
+  const std::size_t n = data.n / batch;
+  BatchResult<T> out;
+  if (may_run_together(impl, data, batch, params) && fit_together(impl, data, batch, n, params, observer, out))
+    return out;
+  out = BatchResult<T>{};
+  for (std::size_t b = 0; b < batch; ++b) {
+    const Dataset<T> view = problem_view(data, b, n);
+    Result<T> r = for_problem(b, [&] {
+      return run(impl, view, params[b], [&](int it, const IterationStats& s) {
+        if (observer) observer(b, it, s);
+      });
+    });
+    if (out.iteration_seconds.size() < r.per_iteration.size()) out.iteration_seconds.resize(r.per_iteration.size());
+    for (std::size_t i = 0; i < r.per_iteration.size(); ++i) out.iteration_seconds[i] += r.per_iteration[i].total;
+    out.problems.push_back(std::move(r));
+  }
+  return out;
+}
+
+template BatchResult<float> run_batch(const Implementation&, const Dataset<float>&, std::size_t,
+                                      const std::vector<Params>&, const BatchObserver&);
+template BatchResult<double> run_batch(const Implementation&, const Dataset<double>&, std::size_t,
+                                       const std::vector<Params>&, const BatchObserver&);
+
+}  // namespace km

@@ -1,0 +1,125 @@
+// Batches on the GPU (kmeans/batch.hpp): fused runs a batch's iterations together, each one CUDA
+// graph of every problem still running, and each problem's result equals its separate fit bit for
+// bit: centroids, labels, inertia, iterations, whether it converged, and every iteration's change
+// count and shift. The problems differ in their data, so they stop at different iterations (a
+// graph without the stopped ones). Both precisions, the three metrics, the four data kinds of the
+// metric tests, the shapes of each of fused's paths for a separate fit, and every initialisation.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/device.hpp"
+#include "fit_checks.hpp"
+#include "kmeans/batch.hpp"
+#include "kmeans/registry.hpp"
+#include "metric_data.hpp"
+
+namespace {
+
+using namespace kmtest;
+
+// B problems of n rows each, problem b from its own seed, one after another.
+template <class T>
+km::Dataset<T> batch_data(int kind, std::size_t batch, const SplitShape& s) {
+  km::Dataset<T> all(batch * s.n, s.d, "batch");
+  for (std::size_t b = 0; b < batch; ++b) {
+    const auto one = metric_data<T>(kind, s.n, s.d, static_cast<std::size_t>(s.k), 40 + b);
+    std::copy(one.values.data(), one.values.data() + s.n * s.d, all.row(b * s.n));
+  }
+  return all;
+}
+
+template <class T>
+km::Dataset<T> problem(const km::Dataset<T>& all, std::size_t b, std::size_t n) {
+  km::Dataset<T> one;
+  one.n = n;
+  one.d = all.d;
+  one.values = km::HostBuffer<T>::borrow(all.row(b * n), n * all.d);
+  return one;
+}
+
+template <class T>
+void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const std::vector<km::Params>& params) {
+  const km::Implementation& fused = km::find_implementation("fused");
+  const km::BatchResult<T> got = km::run_batch(fused, all, batch, params);
+  EXPECT_TRUE(got.together);
+  ASSERT_EQ(got.problems.size(), batch);
+  const std::size_t n = all.n / batch;
+  std::size_t longest = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    SCOPED_TRACE("problem " + std::to_string(b));
+    const km::Result<T> want = km::run(fused, problem(all, b, n), params[b]);
+    const km::Result<T>& r = got.problems[b];
+    EXPECT_EQ(r.iterations, want.iterations);
+    EXPECT_EQ(r.converged, want.converged);
+    EXPECT_EQ(r.inertia, want.inertia);
+    EXPECT_EQ(r.labels, want.labels);
+    EXPECT_EQ(r.centroids, want.centroids);
+    ASSERT_EQ(r.per_iteration.size(), want.per_iteration.size());
+    for (std::size_t i = 0; i < r.per_iteration.size(); ++i) {
+      EXPECT_EQ(r.per_iteration[i].changed, want.per_iteration[i].changed) << "iteration " << i + 1;
+      EXPECT_EQ(r.per_iteration[i].shift, want.per_iteration[i].shift) << "iteration " << i + 1;
+    }
+    longest = std::max<std::size_t>(longest, static_cast<std::size_t>(r.iterations));
+  }
+  EXPECT_EQ(got.iteration_seconds.size(), longest);
+}
+
+// fused's one-pass shapes (d = 2, 16, K small), the tensor path's mma.sync (d = 16, 200) and wgmma
+// (d = 128) shapes, K up to 300.
+const std::vector<SplitShape> kBatchShapes = {{3001, 2, 16}, {2003, 16, 16}, {1501, 128, 100}, {1200, 200, 40},
+                                              {4000, 128, 300}};
+
+template <class T>
+void check_batches(km::Metric metric) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const SplitShape& s : kBatchShapes)
+    for (int kind = 0; kind < 4; ++kind) {
+      const std::size_t batch = 4;
+      const auto all = batch_data<T>(kind, batch, s);
+      for (km::Init init : {km::Init::first, km::Init::kmeanspp, km::Init::random}) {
+        SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " " + metric_data_name(kind) +
+                     " init " + std::to_string(static_cast<int>(init)));
+        km::Params p;
+        p.k = s.k;
+        p.loops = 25;
+        p.init = init;
+        p.seed = 9;
+        p.metric = metric;
+        if (kind == 1) p.tol = 1e-6;  // blobs: the shift rule stops them too
+        expect_separate_fits(all, batch, std::vector<km::Params>(batch, p));
+      }
+    }
+}
+
+TEST(GpuBatch, EqualsSeparateFitsFloat) { check_batches<float>(km::Metric::euclidean); }
+TEST(GpuBatch, EqualsSeparateFitsDouble) { check_batches<double>(km::Metric::euclidean); }
+TEST(GpuBatch, CosineEqualsSeparateFits) { check_batches<float>(km::Metric::cosine); }
+TEST(GpuBatch, DotEqualsSeparateFits) { check_batches<double>(km::Metric::dot); }
+
+// Given initial centroids, different for each problem, and a problem that stops at the second
+// iteration (nothing moves: its objects are its 8 centroids repeated) beside ones that run on.
+TEST(GpuBatch, GivenCentroidsAndEarlyStops) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const SplitShape s{2048, 64, 8};
+  const std::size_t batch = 5;
+  auto all = batch_data<float>(1, batch, s);
+  // problem 2: 8 points repeated, K = 8 at them: nothing moves after the first iteration
+  for (std::size_t i = 0; i < s.n; ++i)
+    std::copy(all.row(2 * s.n + i % 8), all.row(2 * s.n + i % 8) + s.d, all.row(2 * s.n + i));
+  std::vector<km::Params> params;
+  for (std::size_t b = 0; b < batch; ++b) {
+    km::Params p;
+    p.k = s.k;
+    p.loops = 40;
+    p.init = km::Init::given;
+    p.given_d = s.d;
+    const std::size_t first = b == 2 ? 0 : 3 * b + 1;  // problem 2 starts at its 8 distinct points
+    p.given_centroids.assign(all.row(b * s.n + first), all.row(b * s.n + first) + s.k * s.d);
+    params.push_back(p);
+  }
+  expect_separate_fits(all, batch, params);
+}
+
+}  // namespace
