@@ -574,7 +574,7 @@ def batch_grid(rows, out):
         ax.set_title(f"{metric}: Flash's labels from the first centroids wrong: {wrong} in all")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-    fig.suptitle("Batched problems: ours (each problem fitted in turn, exact labels) vs Flash-KMeans")
+    fig.suptitle("Batched problems: ours (iterations together, one CUDA graph each; exact labels) vs Flash-KMeans")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     finish(fig, rows, os.path.join(out, "batch_grid.png"))
 
