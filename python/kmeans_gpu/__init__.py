@@ -187,6 +187,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         1 - cos); "dot": the largest inner product with centroids of length 1 (``inertia_`` is
         minus the sum of x.c). Labels are the exact ones, as for "euclidean" (the CLI's
         ``--metric``, docs/configuration.md).
+    output : {"host", "device"}, default "host"
+        "device": X must be in GPU memory (a CuPy array or a PyTorch CUDA tensor), and
+        ``cluster_centers_``, ``labels_`` and ``predict``'s labels come back as arrays of X's
+        library on X's device (copies of the results, K x d and n values); "host": NumPy arrays.
 
     Attributes
     ----------
@@ -196,7 +200,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
                  random_state=None, impl=None, precision=None, block=None, n_threads=None, n_gpus=1,
-                 device_memory=None, verbose=0, metric="euclidean"):
+                 device_memory=None, verbose=0, metric="euclidean", output="host"):
         self.n_clusters = n_clusters
         self.init = init
         self.max_iter = max_iter
@@ -212,6 +216,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.device_memory = device_memory
         self.verbose = verbose
         self.metric = metric
+        self.output = output
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -312,6 +317,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         ``cluster_centers_``, ``inertia_``, ``n_iter_``, and ``labels_`` of its own rows. An
         error on any rank raises on every rank (docs/configuration.md)."""
         device = _input.device_array(X)
+        if self._output() == "device" and device is None:
+            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
+                             "or use output='host'")
         if comm is not None:
             from . import _ranks
             if _ranks.ranks_of(comm) > 1:
@@ -326,6 +334,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """The fit of a CUDA array (CuPy, PyTorch) read where it is: no copy to the host and back."""
         if sample_weight is not None:
             raise ValueError("X in GPU memory: sample weights need the data on the host")
+        make = _input.device_maker(X.owner) if self._output() == "device" else None  # (before the fit)
         want = self._dtype()
         if not isinstance(want, list) and want != X.dtype:
             raise ValueError(f"precision={self.precision!r} with X of {X.dtype} in GPU memory: convert X there")
@@ -343,7 +352,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                    args["loops"], args["threshold"], tol, args["init"], engine["seed"],
                                    engine["block"], engine["threads"], args["n_init"], args["centroids"],
                                    engine["gpus"], engine["device_memory"], args["metric"])
-        return self._take(out)
+        self._take(out)
+        if make:
+            self.cluster_centers_, self.labels_ = make(self.cluster_centers_), make(self.labels_)
+        return self
 
     def _arguments(self, X, stacklevel=4, sample_weight=None):
         """The fit's checked arguments: X converted, and the problem's (k, loops, ...) by name, as
@@ -430,6 +442,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         global last_report
         check_is_fitted(self)
         device = _input.device_array(X)
+        if self._output() == "device" and device is None:
+            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
+                             "or use output='host'")
         if device is not None:  # read in place on the GPU
             if sample_weight is not None:
                 raise ValueError("X in GPU memory: sample weights need the data on the host")
@@ -437,17 +452,20 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                 raise ValueError(f"X has {device.d} features, but KMeans is expecting {self.n_features_in_} "
                                  f"features as input.")
             _core.check_device_fit(self._impl(), self._metric(), "first", 1)
+            make = _input.device_maker(device.owner) if self._output() == "device" else None
             with self._progress():
                 out = _core.predict_device(device.pointer, device.n, device.d, device.dtype == np.float32,
-                                           self._impl(), self.cluster_centers_, self._block(), self._threads(),
+                                           self._impl(), self._centers(), self._block(), self._threads(),
                                            self._device_memory(), self._metric())
             last_report = json.loads(out["report"])
+            if make:
+                out["labels"] = make(out["labels"])
             return out
         X, input_dtype = _host_array(X)
-        X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
+        X = self._check_X(X, reset=False, dtype=self._centers().dtype)
         sample_weight = _sample_weight(sample_weight, X)
         with self._progress():
-            out = _core.predict(X, self._impl(), self.cluster_centers_, self._block(),
+            out = _core.predict(X, self._impl(), self._centers(), self._block(),
                                 self._threads(), self._device_memory(), self._metric(), sample_weight=sample_weight)
         last_report = json.loads(out["report"])
         if input_dtype:
@@ -464,13 +482,22 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return -float(self._predict(X, sample_weight)["inertia"])
 
     def _distances(self, X):
-        X = self._check_X(X, reset=False, dtype=self.cluster_centers_.dtype)
+        X = self._check_X(X, reset=False, dtype=self._centers().dtype)
         if X.size and not np.isfinite(X).all():
-            _core.predict(X, "seq", self.cluster_centers_, 128, 1)  # raises the CLI's message
+            _core.predict(X, "seq", self._centers(), 128, 1)  # raises the CLI's message
         if self._metric() == "cosine":
             norms = np.linalg.norm(X, axis=1, keepdims=True)
             X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
-        return euclidean_distances(X, self.cluster_centers_)
+        return euclidean_distances(X, self._centers())
+
+    def _centers(self):
+        """cluster_centers_ as a NumPy array (output="device" keeps them as X's kind)."""
+        return _input.to_host(self.cluster_centers_)
+
+    def _output(self):
+        if not isinstance(self.output, str) or self.output not in ("host", "device"):
+            raise ValueError(f"output={self.output!r}: must be 'host' or 'device'")
+        return self.output
 
     def _metric(self):
         if not isinstance(self.metric, str) or self.metric not in ("euclidean", "cosine", "dot"):

@@ -131,3 +131,30 @@ def host_array(X):
             return X, None
     name = _sixteen_bit_name(X.dtype)
     return (_to_float32(X, name), name) if name else (X, None)
+
+
+def device_maker(owner):
+    """For KMeans(output="device"): a function making a NumPy result an array of owner's library on
+    owner's device (CuPy, PyTorch); ValueError, before any fit, for other kinds of CUDA array."""
+    library = type(owner).__module__.split(".")[0]
+    if library == "torch":
+        import torch
+        return lambda array: torch.as_tensor(array, device=owner.device)
+    if library == "cupy":
+        import cupy
+
+        def make(array):
+            with cupy.cuda.Device(owner.device.id):
+                return cupy.asarray(array)
+        return make
+    raise ValueError(f"output='device': results as {type(owner).__module__}.{type(owner).__name__} are not made; "
+                     "X must be a CuPy array or a PyTorch CUDA tensor (or use output='host')")
+
+
+def to_host(array):
+    """A result made by device_maker (or a NumPy array) as a NumPy array."""
+    if isinstance(array, np.ndarray):
+        return array
+    if hasattr(array, "get") and not hasattr(array, "detach"):  # CuPy
+        return array.get()
+    return array.detach().cpu().numpy()  # PyTorch

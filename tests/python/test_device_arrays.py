@@ -40,3 +40,20 @@ def test_shapes_and_types_named():
         KMeans(3, tol=0).fit(OnDevice((5, 100, 4)))
     with pytest.raises(ValueError, match="precision='double' with X of float32"):
         KMeans(3, tol=0, precision="double").fit(OnDevice((500, 4)))
+
+
+def test_output_device_needs_a_cupy_or_torch_array():
+    X = np.random.default_rng(1).random((300, 4))
+    with pytest.raises(ValueError, match="output='device': X is not in GPU memory"):
+        KMeans(3, impl="omp", output="device").fit(X)
+    with pytest.raises(ValueError, match="output='gpu': must be 'host' or 'device'"):
+        KMeans(3, impl="omp", output="gpu").fit(X)
+    # another kind of CUDA array: refused before the fit reads it (the stand-in's rows are not readable)
+    with pytest.raises(ValueError, match="results as .*OnDevice are not made"):
+        KMeans(3, impl="fused", tol=0, output="device").fit(OnDevice((500, 4)))
+    fitted = KMeans(3, impl="omp").fit(X)
+    fitted.output = "device"
+    with pytest.raises(ValueError, match="output='device': X is not in GPU memory"):
+        fitted.predict(X)
+    fitted.output = "host"
+    assert np.array_equal(fitted.predict(X), fitted.labels_)

@@ -432,7 +432,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const int d = static_cast<int>(this->d_), k = static_cast<int>(this->k_);
     cudaStream_t s = this->stream_;
     unsigned long long* queued = this->counters_.get()->queued;
-    CUDA_CHECK(cudaMemsetAsync(queued, 0, 2 * sizeof(unsigned long long), s));
+    // (An iteration's counters, these included, were cleared at its start: reset_changed. The final
+    // E-step, and each streamed chunk, clear the queues' lengths here.)
+    if (!accumulate || this->streamed()) CUDA_CHECK(cudaMemsetAsync(queued, 0, 2 * sizeof(unsigned long long), s));
     const bool copied = operand_.get() != nullptr;
     const std::size_t rows = copied ? kernels_.pre_rows : kernels_.rows;
     const auto blocks = static_cast<unsigned>((this->n_ + rows - 1) / rows);
