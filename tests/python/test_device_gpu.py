@@ -1,0 +1,57 @@
+"""The module's device path on a GPU (CuPy arrays, PyTorch CUDA tensors): each fit the host array's
+bits, predict, output="device", and batch_kmeans's problems together equal to their separate fits.
+Skipped, with the reason, without a GPU, CuPy or PyTorch (CI; the refusals: test_device_arrays.py)."""
+
+import numpy as np
+import pytest
+
+import kmeans_gpu
+from kmeans_gpu import KMeans
+
+cp = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+if not kmeans_gpu.gpu_available() or not torch.cuda.is_available():
+    pytest.skip("no usable GPU", allow_module_level=True)
+
+
+def libraries(X):
+    return (("cupy", cp.asarray(X), cp.ndarray, lambda a: a.get()),
+            ("torch", torch.as_tensor(X, device="cuda"), torch.Tensor, lambda a: a.cpu().numpy()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,d,k", [(20011, 64, 50), (5003, 2, 16), (3001, 128, 300)])
+@pytest.mark.parametrize("init", ["k-means++", "random", "first"])
+def test_device_fit_is_the_host_fit(dtype, n, d, k, init):
+    X = np.random.default_rng(3).random((n, d)).astype(dtype)
+    kw = dict(init=init, random_state=4, max_iter=20, impl="fused")
+    host = KMeans(k, **kw).fit(X)
+    for name, dev, _, _ in libraries(X):
+        got = KMeans(k, **kw).fit(dev)
+        assert np.array_equal(got.cluster_centers_, host.cluster_centers_), name
+        assert np.array_equal(got.labels_, host.labels_) and got.inertia_ == host.inertia_, name
+        assert got.n_iter_ == host.n_iter_, name
+        assert np.array_equal(np.asarray(got.predict(dev)), host.predict(X)), name
+
+
+def test_output_device():
+    X = np.random.default_rng(5).random((7001, 48)).astype(np.float32)
+    host = KMeans(30, init="k-means++", random_state=4, max_iter=20, impl="fused").fit(X)
+    for name, dev, kind, back in libraries(X):
+        got = KMeans(30, init="k-means++", random_state=4, max_iter=20, impl="fused", output="device").fit(dev)
+        assert isinstance(got.cluster_centers_, kind) and isinstance(got.labels_, kind), name
+        assert np.array_equal(back(got.cluster_centers_), host.cluster_centers_), name
+        assert np.array_equal(back(got.labels_), host.labels_), name
+        labels = got.predict(dev)
+        assert isinstance(labels, kind) and np.array_equal(back(labels), host.labels_), name
+        assert got.score(dev) == host.score(X), name
+
+
+def test_batch_together_equals_separate_fits():
+    Xb = np.random.default_rng(6).random((6, 4099, 32)).astype(np.float32)
+    c, l, inertia, n_iter = kmeans_gpu.batch_kmeans(Xb, 20, init="k-means++", random_state=2, max_iter=40, impl="fused")
+    assert kmeans_gpu.last_report["together"] is True
+    for b in range(6):
+        one = KMeans(20, init="k-means++", random_state=2, max_iter=40, impl="fused").fit(Xb[b])
+        assert np.array_equal(c[b], one.cluster_centers_) and np.array_equal(l[b], one.labels_), b
+        assert inertia[b] == one.inertia_ and n_iter[b] == one.n_iter_, b
