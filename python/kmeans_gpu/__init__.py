@@ -527,6 +527,9 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
     ``ValueError("problem b: ...")`` before any later problem runs."""
+    if hasattr(X, "__cuda_array_interface__"):
+        raise ValueError("X in GPU memory: batch_kmeans reads host arrays (CuPy: X.get(), PyTorch: X.cpu()); "
+                         "KMeans.fit reads one problem in place")
     X = np.asarray(X)
     if X.ndim != 3:
         raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {X.ndim} (shape {X.shape}); "

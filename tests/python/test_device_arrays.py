@@ -57,3 +57,8 @@ def test_output_device_needs_a_cupy_or_torch_array():
         fitted.predict(X)
     fitted.output = "host"
     assert np.array_equal(fitted.predict(X), fitted.labels_)
+
+
+def test_batch_of_device_arrays_named():
+    with pytest.raises(ValueError, match="batch_kmeans reads host arrays"):
+        kmeans_gpu.batch_kmeans(OnDevice((3, 500, 4)), 3)
