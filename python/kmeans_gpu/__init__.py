@@ -527,7 +527,11 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
     ``ValueError("problem b: ...")`` before any later problem runs."""
-    if hasattr(X, "__cuda_array_interface__"):
+    try:
+        in_gpu_memory = hasattr(X, "__cuda_array_interface__")
+    except Exception:  # PyTorch: a CUDA tensor that requires grad
+        in_gpu_memory = True
+    if in_gpu_memory:
         raise ValueError("X in GPU memory: batch_kmeans reads host arrays (CuPy: X.get(), PyTorch: X.cpu()); "
                          "KMeans.fit reads one problem in place")
     X = np.asarray(X)
@@ -556,6 +560,9 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
             raise ValueError(f"problem {b}: {e}") from None
         rows.append(Xb)
     engine = est._engine_arguments()
+    # each problem's seed as its own KMeans(random_state=...) would draw it: an int is every
+    # problem's; None or a RandomState draws one a problem, in order
+    seeds = [engine["seed"]] + [est._seed() for _ in range(batch - 1)]
     centroids = None
     if given:
         centroids = np.ascontiguousarray(check_array(init.reshape(-1, init.shape[2]), dtype=np.float64,
@@ -566,7 +573,7 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     with est._progress():
         fits, together, seconds = _core.batch_fit(
             np.concatenate(rows), batch, engine["impl"], args["k"], args["loops"], args["threshold"], tols,
-            args["init"], engine["seed"], engine["block"], engine["threads"], args["n_init"], centroids,
+            args["init"], seeds, engine["block"], engine["threads"], args["n_init"], centroids,
             engine["gpus"], engine["device_memory"], args["metric"])
     last_report = {"batch": batch, "together": together, "seconds_per_iteration": seconds,
                    "problems": [json.loads(f["report"]) for f in fits]}

@@ -37,6 +37,7 @@ int run_batch(const KmeansOptions& o, const Implementation& impl, const Params& 
   BatchResult<T> fits = km::run_batch(impl, data, batch, std::vector<Params>(batch, params),
                                       [&](std::size_t b, int it, const IterationStats& s) {
                                         if (b == 0) shown(it, static_cast<long long>(s.changed), s.inertia);
+                                        else progress::poll();
                                       });
   progress::end_stage();
   if (!fits.problems.empty()) fits.problems[0].seconds.load = load_seconds;

@@ -40,6 +40,8 @@ auto for_problem(std::size_t b, F&& fn) {
     throw UsageError("problem " + std::to_string(b) + ": " + e.what());
   } catch (const InputError& e) {
     throw InputError("problem " + std::to_string(b) + ": " + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError("problem " + std::to_string(b) + ": " + e.what());
   }
 }
 
@@ -49,8 +51,8 @@ auto for_problem(std::size_t b, F&& fn) {
 template <class T>
 bool may_run_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
                       const std::vector<Params>& params) {
-  if (std::string(impl.name) != "fused" || batch < 2 || data.weighted() || sync_after_launches() ||
-      !gpu_info().present)
+  if (std::string(impl.name) != "fused" || batch < 2 || data.weighted() || data.on_device() ||
+      sync_after_launches() || !gpu_info().present)
     return false;
   for (const Params& p : params)
     if (p.n_init != 1 || p.gpus > 1 || p.device_memory != 0 || p.stream_rows != 0) return false;
@@ -58,7 +60,8 @@ bool may_run_together(const Implementation& impl, const Dataset<T>& data, std::s
 }
 
 // The batch's iterations together (gpu/batch_graph.cu); false, having freed what it made, where
-// some problem's engine cannot queue its iteration (its data streamed: the batch does not fit).
+// some problem's engine cannot queue its iteration (its data streamed: the batch does not fit) or
+// its set-up ran out of device memory beside the others' (each problem then fits alone).
 template <class T>
 bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch, std::size_t n,
                   const std::vector<Params>& given, const BatchObserver& observer, BatchResult<T>& out) {
@@ -76,12 +79,18 @@ bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_
   for (std::size_t b = 0; b < batch; ++b) {
     Dataset<T> view = problem_view(data, b, n);
     views.push_back(params[b].metric == Metric::cosine ? unit_rows(view) : std::move(view));
+    bool short_of_memory = false;
     for_problem(b, [&] {
       engines.push_back(checked_engine(impl, views[b], params[b]));
-      start_fit(*engines[b], views[b], params[b], results[b]);
+      try {
+        start_fit(*engines[b], views[b], params[b], results[b]);
+      } catch (const DeviceError&) {
+        if (b == 0) throw;  // not for the others' memory: its own error
+        short_of_memory = true;
+      }
       return 0;
     });
-    if (!engines[b]->graph_stream()) return false;
+    if (short_of_memory || !engines[b]->graph_stream()) return false;
     running.push_back(engines[b].get());
   }
   const std::vector<std::size_t> rows(batch, n);

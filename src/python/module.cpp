@@ -318,15 +318,16 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
 }
 
 // B problems of n rows each, one after another in x (B n x d): km::run_batch, problem b with
-// tol tols[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d rows). Returns
+// tol tols[b], seed seeds[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d rows). Returns
 // (the problems' results as fit's dicts, whether the iterations ran together, the batch's median
 // seconds per iteration).
 template <class T>
 py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o, const std::vector<std::optional<double>>& tols,
+                    const std::vector<std::uint64_t>& seeds,
                     const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& centroids) {
   const km::Dataset<T> data = view<T>(x);
-  if (batch == 0 || data.n % batch != 0 || tols.size() != batch)
-    throw km::UsageError("internal: a batch's rows, problems and tols do not agree");
+  if (batch == 0 || data.n % batch != 0 || tols.size() != batch || seeds.size() != batch)
+    throw km::UsageError("internal: a batch's rows, problems, tols and seeds do not agree");
   const km::Params base = params_of(o, data.d);
   const std::size_t per = static_cast<std::size_t>(o.k) * data.d;
   if (centroids && static_cast<std::size_t>(centroids->size()) != batch * per)
@@ -334,6 +335,7 @@ py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o, con
   std::vector<km::Params> params(batch, base);
   for (std::size_t b = 0; b < batch; ++b) {
     params[b].tol = tols[b];
+    params[b].seed = seeds[b];
     if (centroids) {
       params[b].init = km::Init::given;
       params[b].given_d = data.d;
@@ -345,6 +347,7 @@ py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o, con
     km::progress::Iterations shown(base.loops, base.n_init);  // the first problem's (it polls Ctrl-C)
     return km::run_batch(impl, data, batch, params, [&](std::size_t b, int it, const km::IterationStats& s) {
       if (b == 0) shown(it, s.changed, s.inertia);
+      else km::progress::poll();  // Ctrl-C, after the first problem has stopped too
     });
   });
   py::list out;
@@ -607,19 +610,19 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "batch_fit",
       [](const py::array& x, std::size_t batch, const std::string& impl, int k, int loops, double threshold,
-         const std::vector<std::optional<double>>& tols, const std::string& init, std::uint64_t seed, int block,
-         int threads, int n_init,
+         const std::vector<std::optional<double>>& tols, const std::string& init,
+         const std::vector<std::uint64_t>& seeds, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
          std::size_t device_memory, const std::string& metric) {
-        const Options o = options(impl, k, loops, threshold, std::nullopt, init, seed, block, threads, n_init,
+        const Options o = options(impl, k, loops, threshold, std::nullopt, init, 0, block, threads, n_init,
                                   std::nullopt, gpus, device_memory, metric);
         clamp_openmp_threads();
-        if (py::isinstance<py::array_t<float>>(x)) return batch_fit<float>(x, batch, o, tols, centroids);
-        if (py::isinstance<py::array_t<double>>(x)) return batch_fit<double>(x, batch, o, tols, centroids);
+        if (py::isinstance<py::array_t<float>>(x)) return batch_fit<float>(x, batch, o, tols, seeds, centroids);
+        if (py::isinstance<py::array_t<double>>(x)) return batch_fit<double>(x, batch, o, tols, seeds, centroids);
         throw km::UsageError("internal: X must be float32 or float64");
       },
       py::arg("X"), py::arg("batch"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"),
-      py::arg("tols"), py::arg("init"), py::arg("seed"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
+      py::arg("tols"), py::arg("init"), py::arg("seeds"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
       py::arg("centroids"),
       py::arg("gpus"), py::arg("device_memory"), py::arg("metric"),
       "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans).");

@@ -160,6 +160,13 @@ def test_batch_kmeans_equals_separate_fits(init):
         assert np.array_equal(centroids[b], one.cluster_centers_) and np.array_equal(labels[b], one.labels_)
         assert inertia[b] == one.inertia_ and n_iter[b] == one.n_iter_
     assert len(set(inertia)) == 3  # three different problems
+    if init == "k-means++":  # a RandomState draws each problem's seed in turn, as separate fits would
+        kw = dict(kwargs, random_state=np.random.RandomState(7))
+        centroids, labels, inertia, n_iter = kmeans_gpu.batch_kmeans(X, 4, init=init, **kw)
+        kw["random_state"] = np.random.RandomState(7)
+        for b in range(3):
+            one = KMeans(4, init=init, **kw).fit(X[b])
+            assert np.array_equal(centroids[b], one.cluster_centers_) and inertia[b] == one.inertia_
     bad = X.copy()
     bad[2, 7, 1] = np.nan
     with pytest.raises(ValueError, match="problem 2: .*object 7"):

@@ -33,20 +33,31 @@ template <class T>
 GraphExec capture(const std::vector<Engine<T>*>& engines, const std::vector<char>& running, cudaStream_t origin,
                   const cuda::Event& fork, const std::vector<std::unique_ptr<cuda::Event>>& joins) {
   CUDA_CHECK(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
+  std::size_t forked = 0;  // engines [0, forked) joined the capture (skipping those not running)
   try {
     CUDA_CHECK(cudaEventRecord(fork.get(), origin));
-    for (std::size_t b = 0; b < engines.size(); ++b) {
+    for (std::size_t b = 0; b < engines.size(); ++b, forked = b) {
       if (!running[b]) continue;
       const auto s = static_cast<cudaStream_t>(engines[b]->graph_stream());
       CUDA_CHECK(cudaStreamWaitEvent(s, fork.get(), 0));
+      forked = b + 1;
       engines[b]->queue_iteration();
       CUDA_CHECK(cudaEventRecord(joins[b]->get(), s));
       CUDA_CHECK(cudaStreamWaitEvent(origin, joins[b]->get(), 0));
     }
   } catch (...) {
+    // Every stream that forked joins back (errors ignored), so that the capture ends and takes
+    // them out of capture mode; the runtime's last error is cleared for later calls.
+    for (std::size_t b = 0; b < forked; ++b)
+      if (running[b]) {
+        const auto s = static_cast<cudaStream_t>(engines[b]->graph_stream());
+        cudaEventRecord(joins[b]->get(), s);
+        cudaStreamWaitEvent(origin, joins[b]->get(), 0);
+      }
     cudaGraph_t abandoned = nullptr;
-    cudaStreamEndCapture(origin, &abandoned);  // the capture ends with the error that stopped it
+    cudaStreamEndCapture(origin, &abandoned);
     if (abandoned) cudaGraphDestroy(abandoned);
+    cudaGetLastError();
     throw;
   }
   cudaGraph_t raw = nullptr;
