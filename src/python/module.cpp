@@ -317,13 +317,13 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   return o;
 }
 
-// B problems of n rows each, one after another in x (B n x d): km::run_batch, problem b with
-// tol tols[b], seed seeds[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d rows). Returns
-// (the problems' results as fit's dicts, whether the iterations ran together, the batch's median
-// seconds per iteration).
+// B problems of n rows each, one after another in x (B n x d): km::run_batch, problem b with tol
+// tols[b], seed seeds[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d
+// rows). Returns (the problems' results as fit's dicts, whether the iterations ran together, the
+// batch's median seconds per iteration).
 template <class T>
-py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o, const std::vector<std::optional<double>>& tols,
-                    const std::vector<std::uint64_t>& seeds,
+py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o,
+                    const std::vector<std::optional<double>>& tols, const std::vector<std::uint64_t>& seeds,
                     const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& centroids) {
   const km::Dataset<T> data = view<T>(x);
   if (batch == 0 || data.n % batch != 0 || tols.size() != batch || seeds.size() != batch)
