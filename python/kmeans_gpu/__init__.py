@@ -526,7 +526,7 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
 
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
-    ``ValueError("problem b: ...")`` before any later problem runs."""
+    ``ValueError("problem b: ...")``, and no result is returned."""
     try:
         in_gpu_memory = hasattr(X, "__cuda_array_interface__")
     except Exception:  # PyTorch: a CUDA tensor that requires grad
