@@ -60,6 +60,19 @@ km::Params internal(const Params& p, std::size_t d) {
   return q;
 }
 
+// A fit's result as the public API gives it.
+template <class T>
+Result<T> public_result(km::Result<T>&& r, const km::Implementation& impl) {
+  Result<T> out;
+  out.centroids = std::move(r.centroids);
+  out.labels = std::move(r.labels);
+  out.inertia = r.inertia;
+  out.n_iter = r.iterations;
+  out.converged = r.converged;
+  out.implementation = impl.name;
+  return out;
+}
+
 // fn() with the library's errors as the public ones.
 template <class F>
 auto translated(F&& fn) {
@@ -89,15 +102,7 @@ Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params, co
     if (sample_weight) data.weights = km::HostBuffer<T>::borrow(sample_weight, n);
     const km::Params p = internal(params, d);
     const km::Implementation& impl = implementation(params.implementation);
-    km::Result<T> r = km::run(impl, data, p);
-    Result<T> out;
-    out.centroids = std::move(r.centroids);
-    out.labels = std::move(r.labels);
-    out.inertia = r.inertia;
-    out.n_iter = r.iterations;
-    out.converged = r.converged;
-    out.implementation = impl.name;
-    return out;
+    return public_result(km::run(impl, data, p), impl);
   });
 }
 
@@ -124,16 +129,7 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
     const km::Implementation& impl = implementation(params.implementation);
     km::BatchResult<T> fits = km::run_batch(impl, data, batch, each);
     std::vector<Result<T>> out;
-    for (km::Result<T>& r : fits.problems) {
-      Result<T> o;
-      o.centroids = std::move(r.centroids);
-      o.labels = std::move(r.labels);
-      o.inertia = r.inertia;
-      o.n_iter = r.iterations;
-      o.converged = r.converged;
-      o.implementation = impl.name;
-      out.push_back(std::move(o));
-    }
+    for (km::Result<T>& r : fits.problems) out.push_back(public_result(std::move(r), impl));
     return out;
   });
 }

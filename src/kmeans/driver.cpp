@@ -26,6 +26,21 @@ StopLimits stop_limits(std::size_t n, const Params& params) {
   return {params.threshold * static_cast<double>(n), params.tol ? *params.tol : -1.0};
 }
 
+namespace {
+
+// What the report says of the engine that ran.
+template <class T>
+void engine_facts(const Engine<T>& engine, Result<T>& result) {
+  result.device = engine.device();
+  result.path = engine.path();
+  result.plan = engine.plan();
+  result.threads = engine.threads();
+  result.block = engine.block();
+  result.gpus = engine.gpus();
+}
+
+}  // namespace
+
 template <class T>
 void start_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Result<T>& result) {
   Stopwatch watch;
@@ -63,12 +78,7 @@ void end_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Re
   if (params.metric != Metric::euclidean || !engine.final_inertia(result.centroids, result.inertia))
     result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
   result.seconds.finish = watch.seconds();
-  result.device = engine.device();
-  result.path = engine.path();
-  result.plan = engine.plan();
-  result.threads = engine.threads();
-  result.block = engine.block();
-  result.gpus = engine.gpus();
+  engine_facts(engine, result);
 }
 
 template <class T>
@@ -166,12 +176,8 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
     if (!all.empty()) std::memcpy(result.labels.data(), all.data(), all.size());
   }
   result.seconds.finish = watch.seconds();
-  result.device = engine.device();
-  result.path = engine.path();
-  result.plan = engine.plan();
-  result.threads = engine.threads();
-  result.block = engine.block();
-  result.gpus = engine.gpus() * team.size();
+  engine_facts(engine, result);
+  result.gpus *= team.size();
   result.ranks = team.size();
   result.objects = split.total;
   return result;
