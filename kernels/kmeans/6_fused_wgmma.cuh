@@ -36,6 +36,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cuda_fp16.h>
+
 #include "kernels/gemm/common.cuh"
 #include "kernels/kmeans/candidate_lists.cuh"
 
@@ -47,27 +49,48 @@ namespace km::kernels {
 // beside another's products (2 x 64 and 1 x 64), were 12-18% and 18-31% slower on every measured
 // shape (H100, same call): each m64n64 product reads as many
 // object bytes from shared memory for half the work, and each block streams every centroid.
-template <int WG_, int BN_, int MIN_BLOCKS_>
+template <int WG_, int BN_, int MIN_BLOCKS_, class Op_>
 struct WgmmaShape {
+  using Op = Op_;
+  using E = typename Op::E;             // an operand's storage: a TF32 float or a float16's bits
   static constexpr int WG = WG_;        // warpgroups a block, 64 objects each
   static constexpr int BM = 64 * WG;    // objects a block
   static constexpr int BN = BN_;        // centroids a tile: an m64nBN accumulator per warpgroup
   static constexpr int ACC = BN / 2;    // its floats a thread
   static_assert(kKeyPad % BN == 0, "a tile's keys lie within the padded keys");
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;
-  static constexpr int BK = 32;         // coordinates a slice: 128 bytes of TF32, one swizzle atom
+  static constexpr int CE = 16 / int(sizeof(E));  // coordinates a 16-byte chunk
+  static constexpr int BK = 8 * CE;     // coordinates a slice: 128 bytes, one swizzle atom
   static constexpr int STAGES = 4;      // the centroids' ring (5 measured 3-6% slower)
   static constexpr int MAX_D = 128;     // the objects' tile, whole d, stays in shared memory
   static constexpr int threads = WG * 128;
   static constexpr int L = 4;
-  static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * 4;
-  static constexpr std::size_t b_bytes = std::size_t(BN) * BK * 4;
+  static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * sizeof(E);
+  static constexpr std::size_t b_bytes = std::size_t(BN) * BK * sizeof(E);
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
   static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
+  static_assert(BK / Op::K == 4, "four instructions a slice, each 32 bytes further along the atom");
   static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
 };
-using WgmmaAssignShape = WgmmaShape<4, 128, 1>;
+
+// The two operand formats of float's centred objects and centroids (margin.hpp): Tf32, the
+// TF32 copy and centroids (wgmma k8, keys keyed - 2 acc); F16, both scaled by powers of two and
+// rounded to float16 (wgmma k16, keys keyed - 2^(1 - ex - ec) acc; f16_candidates_bound), the
+// same fold and lists.
+struct WgmmaTf32 {
+  using E = float;
+  static constexpr int K = 8;
+  static constexpr bool scaled = false;
+};
+struct WgmmaF16 {
+  using E = unsigned short;  // a float16's bits
+  static constexpr int K = 16;
+  static constexpr bool scaled = true;
+};
+template <class Op>
+using WgmmaAssignShape = WgmmaShape<4, 128, 1, Op>;
+
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -144,31 +167,81 @@ __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], std::uint64
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
+
+// The same for a 64 x 16 slice of float16 objects and a 128 x 16 slice of float16 centroids
+// (both K-major: no transposes), FP32 out.
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                     int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// One slice's product of an operand format (4 instructions, 32 bytes apart in the atoms).
+template <class Op>
+__device__ __forceinline__ void wgmma_slice(float (&d)[64], unsigned a_low, unsigned b_low, bool accumulate_first) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    if constexpr (Op::K == 8)
+      wgmma_m64n128k8_tf32(d, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), accumulate_first || kk > 0);
+    else
+      wgmma_m64n128k16_f16(d, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), accumulate_first || kk > 0);
+  }
+}
 #endif
 
 // The centroids' tile image the assignment copies its stages from: for tile ct (BN centroids)
-// and slice dt (BK coordinates), in that order, the BN x BK floats exactly as the stage holds
+// and slice dt (BK coordinates), in that order, the BN x BK operands exactly as the stage holds
 // them (row r's 16-byte chunk c8 at chunk c8 ^ (r % 8), the 128-byte swizzle), zeros past k and
 // d: ceil(k / BN) * BN rows of ceil(d / BK) * BK. From centred, row-major [k][d] (d a multiple
-// of 4); one thread a 16-byte chunk of the image, written in order.
+// of a chunk's coordinates); one thread a 16-byte chunk of the image, written in order. F16:
+// each coordinate scaled by 2^e (f16_scale_exponent of *cmax2) and rounded to float16, and
+// centred overwritten with the rounded value unscaled (exact), the operand the thresholds read.
 template <class S>
-__global__ void wgmma_image_kernel(const float* __restrict__ centred, int k, int d, float4* __restrict__ image) {
-  constexpr int BN = S::BN, BK = S::BK;
+__global__ void wgmma_image_kernel(float* __restrict__ centred, int k, int d, const double* __restrict__ cmax2,
+                                   uint4* __restrict__ image) {
+  constexpr int BN = S::BN, BK = S::BK, CE = S::CE;
   const int dtiles = (d + BK - 1) / BK;
-  const std::int64_t chunks = static_cast<std::int64_t>((k + BN - 1) / BN) * BN * dtiles * (BK / 4);
+  const std::int64_t chunks = static_cast<std::int64_t>((k + BN - 1) / BN) * BN * dtiles * (BK / CE);
+  [[maybe_unused]] float up = 1.f, down = 1.f;
+  if constexpr (S::Op::scaled) {
+    const int e = f16_scale_exponent(sqrt(*cmax2));
+    up = ldexpf(1.f, e);
+    down = ldexpf(1.f, -e);
+  }
   for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < chunks;
        q += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t slice = q / (BN * BK / 4);
-    const int r = static_cast<int>(q / (BK / 4) % BN), c8 = static_cast<int>(q % (BK / 4)) ^ (r & 7);
+    const std::int64_t slice = q / (BN * BK / CE);
+    const int r = static_cast<int>(q / (BK / CE) % BN), c8 = static_cast<int>(q % (BK / CE)) ^ (r & 7);
     const int ct = static_cast<int>(slice / dtiles), dt = static_cast<int>(slice % dtiles);
-    const int j = ct * BN + r, p = dt * BK + 4 * c8;
-    image[q] = j < k && p < d ? *reinterpret_cast<const float4*>(centred + static_cast<std::int64_t>(j) * d + p)
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
+    const int j = ct * BN + r, p = dt * BK + CE * c8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (j < k && p < d) {
+      float* c = centred + static_cast<std::int64_t>(j) * d + p;
+      if constexpr (S::Op::scaled) {
+        unsigned short h[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const __half r16 = __float2half_rn(c[u] * up);  // exact scaling, one rounding
+          h[u] = __half_as_ushort(r16);
+          c[u] = __half2float(r16) * down;
+        }
+        v = make_uint4(h[0] | (unsigned{h[1]} << 16), h[2] | (unsigned{h[3]} << 16), h[4] | (unsigned{h[5]} << 16),
+                       h[6] | (unsigned{h[7]} << 16));
+      } else {
+        v = *reinterpret_cast<const uint4*>(c);
+      }
+    }
+    image[q] = v;
   }
 }
 
-// x: the centred TF32 copy, row-major [n][d]; image: the centroids' tile image (above), centred:
-// the same centroids row-major (the thresholds' reads); prev: the labels of the previous
+// x: the centred TF32 copy (Tf32) or the objects as float16 (F16), row-major [n][d]; image: the
+// centroids' tile image (above), centred: the same centroids row-major as floats (the
+// thresholds' reads); prev: the labels of the previous
 // iteration (any value outside [0, k): no threshold); the other arguments as
 // fused_tensor_assign's. Launch: WgmmaAssignShape::threads threads, smem bytes.
 // CEILING (k-means||'s rounds): prev is not read; each row's lists start at the lower of T_h from
@@ -177,14 +250,22 @@ __global__ void wgmma_image_kernel(const float* __restrict__ centred, int k, int
 // wherever that centroid's distance is below ceiling[i], and -1 or some centroid elsewhere.
 template <class S, bool CEILING = false>
 __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
-    fused_wgmma_assign(const float* __restrict__ x, const float* __restrict__ image, const float* __restrict__ centred,
+    fused_wgmma_assign(const void* __restrict__ x_in, const void* __restrict__ image_in, const float* __restrict__ centred,
                        const float* __restrict__ keyed, const double* __restrict__ cmax2,
                        const double* __restrict__ xc2, double mu_norm, std::int64_t n, int d, int k,
                        CandidateBound bound, std::int32_t* __restrict__ labels, Recheck* __restrict__ queue,
                        std::int64_t* __restrict__ everyone, unsigned long long* __restrict__ queued,
                        const std::int32_t* __restrict__ prev, const double* __restrict__ ceiling) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, STAGES = S::STAGES, NT = S::threads, L = S::L;
+  constexpr int BM = S::BM, BN = S::BN, BK = S::BK, CE = S::CE, STAGES = S::STAGES, NT = S::threads, L = S::L;
+  using E = typename S::E;
+  const E* const x = static_cast<const E*>(x_in);
+  const E* const image = static_cast<const E*>(image_in);
+  // The keys' fold: keyed - 2 acc, and from the scaled float16 operands keyed - 2^(1 - ex - ec)
+  // acc (a power of two: the same single rounding of the fused multiply-add).
+  float key_scale = -2.f;
+  if constexpr (S::Op::scaled)
+    key_scale = ldexpf(-2.f, -f16_scale_exponent(sqrt(*cmax2)) - bound.operand_exponent);
   extern __shared__ __align__(16) unsigned char wgmma_raw[];
   unsigned char* const base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
   unsigned char* const b_ring = base + S::a_bytes;
@@ -201,12 +282,12 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // numbered (slice, row, chunk) so that every split is a shift (a division by d's chunks cost
   // 7% of the kernel's instructions).
   {
-    const float* xb = x + row0 * d;
+    const E* xb = x + row0 * d;
     for (int q = threadIdx.x; q < dtiles * BM * 8; q += NT) {
       const int sl = q / (BM * 8), r = (q >> 3) & (BM - 1), c8 = q & 7, c4 = 8 * sl + c8;
-      const bool in = r < rows_here && 4 * c4 < d;
+      const bool in = r < rows_here && CE * c4 < d;
       gemm::cp_async<16>(base + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
-                         in ? xb + static_cast<std::int64_t>(r) * d + 4 * c4 : x, in);
+                         in ? xb + static_cast<std::int64_t>(r) * d + CE * c4 : x, in);
     }
     gemm::cp_async_commit();
   }
@@ -282,25 +363,40 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     float s = 0.f;
     if (known) {
       const float* c = centred + static_cast<std::int64_t>(q) * d;
-      const int per_half = dp / 8;  // 16-byte chunks: 8, 12 or 16
+      const int per_half = dp / CE / 2;  // 16-byte chunks: 4 a slice
       for (int c4 = half * per_half; c4 < (half + 1) * per_half; c4 += 4) {
-        float4 cv[4];  // four reads in flight
+        float4 cv[4][CE / 4];  // four chunks' reads in flight
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-          cv[u] = 4 * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + 4 * (c4 + u))) : make_float4(0, 0, 0, 0);
+#pragma unroll
+          for (int w = 0; w < CE / 4; ++w)
+            cv[u][w] = CE * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + CE * (c4 + u) + 4 * w))
+                                         : make_float4(0, 0, 0, 0);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int cu = c4 + u;
-          const float4 xv = *reinterpret_cast<const float4*>(base + (cu >> 3) * (BM * 128) + row * 128 +
-                                                             (((cu & 7) ^ (row & 7)) << 4));
-          s = __fmaf_rn(xv.x, cv[u].x, s);
-          s = __fmaf_rn(xv.y, cv[u].y, s);
-          s = __fmaf_rn(xv.z, cv[u].z, s);
-          s = __fmaf_rn(xv.w, cv[u].w, s);
+          const unsigned char* chunk = base + (cu >> 3) * (BM * 128) + row * 128 + (((cu & 7) ^ (row & 7)) << 4);
+#pragma unroll
+          for (int w = 0; w < CE / 4; ++w) {
+            float4 xv;
+            if constexpr (CE == 4) {
+              xv = *reinterpret_cast<const float4*>(chunk);
+            } else {  // four float16 objects' coordinates, exactly as floats
+              const uint2 h = *reinterpret_cast<const uint2*>(chunk + 8 * w);
+              const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+              const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+              xv = make_float4(lo.x, lo.y, hi.x, hi.y);
+            }
+            s = __fmaf_rn(xv.x, cv[u][w].x, s);
+            s = __fmaf_rn(xv.y, cv[u][w].y, s);
+            s = __fmaf_rn(xv.z, cv[u][w].z, s);
+            s = __fmaf_rn(xv.w, cv[u][w].w, s);
+          }
         }
       }
     }
     s += __shfl_xor_sync(0xffffffffu, s, 16);
+    if constexpr (S::Op::scaled) s = ldexpf(s, -bound.operand_exponent);  // the objects' scale undone, exactly
     float threshold = INFINITY;  // row (lane & 15)'s
     if (known) {
       const std::int64_t i = row0 + row;
@@ -332,9 +428,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
       wgmma_fence();
       const unsigned a_low = descriptor_low(a_slices + dt * (BM * 128)),
                      b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
-#pragma unroll
-      for (int kk = 0; kk < BK / 8; ++kk)
-        wgmma_m64n128k8_tf32(acc, sw128_descriptor(a_low + 2 * kk), sw128_descriptor(b_low + 2 * kk), dt > 0 || kk > 0);
+      wgmma_slice<typename S::Op>(acc, a_low, b_low, dt > 0);
       wgmma_commit();
       if (!CEILING && ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
       wgmma_wait<1>();            // the previous slice's products done ...
@@ -363,7 +457,8 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
         const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + tile0 + 8 * j + 2 * tq));
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          least[h] = fminf(least[h], fminf(__fmaf_rn(-2.f, acc[4 * j + 2 * h], nk.x), __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], nk.y)));
+          least[h] = fminf(least[h], fminf(__fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x),
+                                            __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y)));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -402,8 +497,8 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
         col[2 * b + 1] = c + 1;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
-          key[h][2 * b] = __fmaf_rn(-2.f, acc[4 * j + 2 * h], nk.x);
-          key[h][2 * b + 1] = __fmaf_rn(-2.f, acc[4 * j + 2 * h + 1], nk.y);
+          key[h][2 * b] = __fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x);
+          key[h][2 * b + 1] = __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y);
         }
       }
       push_keys8(own[0], key[0], col);
@@ -431,7 +526,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
     settle_object<float, L, CEILING>(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone,
                                      queued);
 #else
-  (void)x, (void)image, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
+  (void)x_in, (void)image_in, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
   (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev, (void)ceiling;
   __trap();  // built for sm_90a only (src/kmeans/gpu/fused_wgmma.cu); never launched elsewhere
 #endif

@@ -67,6 +67,8 @@ KM_MARGIN_HD inline double rounding_gamma(double m, double u) { return m * u / (
 
 struct CandidateBound {
   double a = 0, b = 0, b_mu = 0, centre = 0, g2 = 0, tiny = 0;
+  double x_abs = 0;          // an absolute error of the objects' operand, per unit of C (float16's)
+  int operand_exponent = 0;  // the objects' operand is x' 2^operand_exponent (float16's; the fold undoes it)
 };
 
 // u_x, u_c: the mma's view of the objects and the centroids; u_acc: the accumulation's unit
@@ -92,7 +94,7 @@ KM_MARGIN_HD inline CandidateBound candidate_bound(std::size_t d, double u_x, do
 // E above, the bound on |Â - K| for any centroid of an object with X = xc2.
 KM_MARGIN_HD inline double candidate_error(const CandidateBound& k, double xc2, double mu_norm, double cmax2) {
   const double c = sqrt(cmax2), xc = sqrt(xc2), xr = xc + mu_norm;
-  return k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * (xc + c) + k.tiny;
+  return k.a * cmax2 + k.b * xr * c + k.b_mu * mu_norm * c + k.centre * (xc + c) * (xc + c) + k.x_abs * c + k.tiny;
 }
 
 KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2, double mu_norm, double cmax2,
@@ -119,6 +121,45 @@ KM_MARGIN_HD inline double candidate_margin(const CandidateBound& k, double xc2,
 // centroids too), so that no operand, product or key leaves float's range.
 KM_MARGIN_HD inline CandidateBound tf32_candidates_bound(std::size_t d) {
   return candidate_bound(d, 0x1p-11 + 0x1p-23, 0x1p-11 + 0x1p-23, 0x1p-24, 0x1p-24, 0x1p-126);
+}
+
+// Float on float16 tensor cores (6_fused_wgmma.cuh: WgmmaF16). The operands are float's
+// centred ones, x' = fl32(x - mu) and c' = fl32(c - mu) (c' rounded to TF32 first, cvt.rna), each
+// scaled by a power of two -- 2^ex for every object (ex from the largest |x'_p| of the data, set
+// once a fit: every scaled coordinate below 2^15 and the largest at least 2^14), 2^ec for the
+// centroids (f16_scale_exponent, from the largest |c'|^2, each iteration) -- and rounded to
+// float16 (cvt.rn). In float16's normal range that rounding is within 2^-11 of the value, as
+// TF32's (the same 10 fraction bits; a TF32 value there is a float16, so c' is rounded once);
+// below it within 2^-25 of the scaled value in absolute terms: 2^-25 2^-ex for an object's
+// coordinate, 2^-25 2^-ec <= 2^-39 C for a centroid's. Against the other operand these add at
+// most 2^-25 2^-ex sqrt(d) C (charged as x_abs C, doubled by the key, 1% on top) and
+// sqrt(d) 2^-39 |x| C (inside u_c = 2^-11 + sqrt(d) 2^-39). The products of float16 values
+// are exact in FP32 (22 significant bits; none underflows) and are accumulated in FP32 (u_acc =
+// 2^-24, each addition charged 2 u_acc as for TF32); the fold multiplies the sum by
+// 2^(1 - ex - ec), exactly (ex, ec <= 70: the factor stays a float, 2^-139 at the least). With
+// ec at its cap (C below 2^-55) a centroid coordinate's absolute error is at most 2^-95; against
+// |x'_p| < 2^(15 - ex), doubled by the key, d 2^(-79 - ex) at most, in `tiny`.
+// A float16 operand's scale 2^e for coordinates of magnitude at most m: m < 2^q, so 2^e =
+// 2^(15 - q) keeps every scaled coordinate below 2^15 (no overflow) and m 2^e >= 2^14, so that
+// the rounding of one below float16's normal range is off by at most 2^-25 2^-e <= 2^-39 m
+// (margin.hpp). e is capped at 70 (m below 2^-55: the cap's absolute error is in the bound's
+// `tiny`; the keys' factor 2^(1 - ex - ec) stays a float). The centroids' from the largest |c'|^2 (m = sqrt(cmax2)), each iteration; the
+// objects' from their largest |x'_p|, once.
+KM_MARGIN_HD inline int f16_scale_exponent(double m) {
+  int q = 0;
+  (void)frexp(m, &q);
+  const int e = 15 - q;
+  return e < 70 ? e : 70;
+}
+
+KM_MARGIN_HD inline CandidateBound f16_candidates_bound(std::size_t d, int ex) {
+  const double root_d = std::sqrt(static_cast<double>(d));
+  CandidateBound r = candidate_bound(d, 0x1p-11, 0x1p-11 + root_d * 0x1p-39, 0x1p-24, 0x1p-24, 0x1p-126);
+  r.x_abs = 1.01 * 2 * root_d * std::ldexp(1.0, -25 - ex);
+  const double cap = static_cast<double>(d) * std::ldexp(1.0, -78 - ex);
+  if (r.tiny < cap) r.tiny = cap;
+  r.operand_exponent = ex;
+  return r;
 }
 
 // A ceiling (k-means||'s rounds, tensor_nearest.hpp): the caller needs the nearest row only

@@ -138,6 +138,7 @@ const std::vector<Field>& fields() {
       KM_BOOL(wgmma, "wgmma"),
       KM_BOOL(tf32_in_double, "tf32_in_double"),
       KM_BOOL(tensor_copy, "tensor_copy"),
+      KM_BOOL(f16_scores, "f16_scores"),
       KM_OPT_DOUBLE(movers_after, "movers_after"),
       KM_BOOL(share_copy, "share_copy"),
       Field{"share", [](FusedConfig& c, const std::string& v) { c.share = parse_int("share", v, 1, 1 << 20); },

@@ -70,6 +70,9 @@ struct FusedConfig {
   bool tf32_in_double = true;
   /// In float, the objects centred and rounded to TF32 once, in a copy. Name: tensor_copy.
   bool tensor_copy = true;
+  /// In float, where every value of the data is a float16 (checked on the device) and wgmma runs:
+  /// the objects kept as float16 and scored on float16 tensor cores (no TF32 copy). Name: f16_scores.
+  bool f16_scores = true;
   /// Only the movers accumulated from the iteration after one where at most this fraction moved
   /// (0: never). Name: movers_after.
   std::optional<double> movers_after;

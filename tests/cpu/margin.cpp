@@ -78,6 +78,21 @@ float tf32_candidate_key(const std::vector<double>& xo, const std::vector<double
   return emulated_key(xf, cf, static_cast<float>(n));
 }
 
+// Float on float16 tensor cores (margin.hpp: f16_candidates_bound), as the wgmma kernel forms
+// its keys: x' scaled by 2^ex and rounded to float16, c' rounded to TF32, scaled by 2^ec (from
+// cmax2, as the image kernel) and rounded to float16, products exact, every accumulation
+// truncated, then keyed + 2^(1 - ex - ec) times the sum, rounded once.
+float f16_key(const std::vector<float>& xo, const std::vector<float>& cc, float keyed, int ex, double cmax2) {
+  const int ec = km::kernels::f16_scale_exponent(std::sqrt(cmax2));
+  float dot = 0;
+  for (std::size_t p = 0; p < xo.size(); ++p) {
+    const float xh = static_cast<float>(static_cast<_Float16>(xo[p] * std::ldexp(1.0f, ex)));
+    const float ch = static_cast<float>(static_cast<_Float16>(tf32_rna(cc[p]) * std::ldexp(1.0f, ec)));
+    dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(xh) * ch);
+  }
+  return keyed + std::ldexp(-2.0f, -ex - ec) * dot;
+}
+
 template <class T>
 double norm2(const std::vector<T>& v) {
   double s = 0;
@@ -116,14 +131,17 @@ std::vector<T> draw(std::mt19937_64& rng, std::size_t d, int kind) {
 
 // |Â - K| <= E for one (x, c), K = |x - mu - c'|^2 - |x - mu|^2, and the centring term. TF32:
 // double data on TF32 candidates, whose keys must also break the pure FP64 bound somewhere (so
-// this check can tell a bound too small).
-template <class T, bool TF32 = false>
+// this check can tell a bound too small). F16: float on float16 tensor cores, the objects'
+// scale from their largest coordinate times 2^0 to 2^23 (so that some fall below float16's
+// normal range: the bound's absolute term).
+template <class T, bool TF32 = false, bool F16 = false>
 void check_key_bound() {
   static_assert(!TF32 || sizeof(T) == 8, "TF32 candidates are double's");
+  static_assert(!F16 || sizeof(T) == 4, "float16 scores are float's");
   constexpr bool centred = centre_objects<T> || TF32;
   std::mt19937_64 rng(7);
   for (std::size_t d : {1, 3, 64, 784, 4096}) {
-    const auto b = TF32 ? km::kernels::tf32_candidates_bound(d) : bound_for<T>(d);
+    auto b = TF32 ? km::kernels::tf32_candidates_bound(d) : bound_for<T>(d);
     const auto fp64 = bound_for<double>(d);
     double worst = 0, worst_fp64 = 0;  // the largest error seen, as a fraction of the bound (and of FP64's)
     for (int kind = 0; kind < 4; ++kind)
@@ -134,12 +152,21 @@ void check_key_bound() {
         const auto xo = centred ? minus(x, mu) : x;
         const double cn = std::sqrt(norm2(cc)), xn = std::sqrt(norm2(xo));
         const double mn = centred ? 0.0 : std::sqrt(norm2(mu));
-        const double e = b.a * cn * cn + b.b * xn * cn + b.b_mu * mn * cn + b.tiny;
+        int ex = 0;
+        if constexpr (F16) {
+          double largest = 0;
+          for (T v : xo) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+          ex = km::kernels::f16_scale_exponent(std::ldexp(largest, static_cast<int>(rng() % 24)));
+          b = km::kernels::f16_candidates_bound(d, ex);
+        }
+        const double e = b.a * cn * cn + b.b * xn * cn + b.b_mu * mn * cn + b.x_abs * cn + b.tiny;
         const Quad k = centred ? squared(xo, cc) - squared(xo, std::vector<T>(d, T(0)))
                                : squared(x, mu, &cc) - squared(x, mu);
         Quad key = 0;
         if constexpr (TF32)
           key = static_cast<Quad>(tf32_candidate_key(xo, cc));
+        else if constexpr (F16)
+          key = static_cast<Quad>(f16_key(xo, cc, keyed_term(cc, mu), ex, norm2(cc)));
         else
           key = static_cast<Quad>(emulated_key(xo, cc, keyed_term(cc, mu)));
         const double err = std::fabs(static_cast<double>(key - k));
@@ -169,11 +196,12 @@ void check_key_bound() {
 TEST(TensorMargin, FloatKeyWithinBound) { check_key_bound<float>(); }
 TEST(TensorMargin, DoubleKeyWithinBound) { check_key_bound<double>(); }
 TEST(TensorMargin, DoubleOnTf32KeyWithinBound) { check_key_bound<double, true>(); }
+TEST(TensorMargin, FloatOnF16KeyWithinBound) { check_key_bound<float, false, true>(); }
 
 // The whole decision on tie-heavy data, as the kernels make it: keys by the emulation, the
 // three smallest, the margin, then seq's formula for the close calls. Must give seq's label on
 // every object, and must have re-checked some (the data is built with exact ties).
-template <class T, bool TF32 = false>
+template <class T, bool TF32 = false, bool F16 = false>
 void check_decision() {
   constexpr bool centred = centre_objects<T> || TF32;
   std::mt19937_64 rng(11);
@@ -200,6 +228,15 @@ void check_decision() {
       cmax2 = std::max(cmax2, norm2(cc[c]));
     }
     const double mu_norm = centred ? 0.0 : std::sqrt(norm2(mu)) * (1 + 1e-12);
+    int ex = 0;  // F16: the objects' scale from their largest centred coordinate
+    auto fb = b;
+    if constexpr (F16) {
+      double largest = 0;
+      for (std::size_t i = 0; i < n * d; ++i)
+        largest = std::max(largest, std::fabs(static_cast<double>(xs[i] - mu[i % d])));
+      ex = km::kernels::f16_scale_exponent(largest);
+      fb = km::kernels::f16_candidates_bound(d, ex);
+    }
     std::size_t rechecked = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::vector<T> x(xs.begin() + i * d, xs.begin() + (i + 1) * d);
@@ -210,6 +247,8 @@ void check_decision() {
         T v = 0;
         if constexpr (TF32)
           v = tf32_candidate_key(xo, cc[c]);
+        else if constexpr (F16)
+          v = f16_key(xo, cc[c], keyed[c], ex, cmax2);
         else
           v = emulated_key(xo, cc[c], keyed[c]);
         if (v < v1) {
@@ -221,7 +260,7 @@ void check_decision() {
         }
       }
       const double xc2 = centred ? norm2(xo) : static_cast<double>(squared(x, mu));
-      const double m = candidate_margin(b, xc2, mu_norm, cmax2, static_cast<double>(v1));
+      const double m = candidate_margin(fb, xc2, mu_norm, cmax2, static_cast<double>(v1));
       int label = i1;
       if (!(static_cast<double>(v2) - static_cast<double>(v1) > m)) {
         ++rechecked;
@@ -242,6 +281,7 @@ void check_decision() {
 TEST(TensorMargin, FloatDecisionGivesSeqLabels) { check_decision<float>(); }
 TEST(TensorMargin, DoubleDecisionGivesSeqLabels) { check_decision<double>(); }
 TEST(TensorMargin, DoubleOnTf32DecisionGivesSeqLabels) { check_decision<double, true>(); }
+TEST(TensorMargin, FloatOnF16DecisionGivesSeqLabels) { check_decision<float, false, true>(); }
 
 // k-means||'s ceiling (margin.hpp: "A ceiling"), for the keys its rounds use (float's tensor
 // path, and double data on TF32 candidates): every row whose distance by the CPU's k-means||

@@ -1,7 +1,7 @@
 // fused's tensor path: its re-checks exercised on tie-heavy data; the TF32 operands' rounding
 // on this device; float's centred TF32 copy against operands formed in the kernel; double's TF32
 // candidate keys against FP64 DMMA keys (and kept off beyond 2^48); wgmma against mma.sync on
-// sm_90; the movers' scheme against every object summed afresh. Each as whole fits, bit for bit.
+// sm_90, float16 operands against TF32 ones and at extreme scales; the movers' scheme against every object summed afresh. Each as whole fits, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +103,7 @@ TEST(GpuTensorCopy, FloatSameAsFormed) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   km::FusedConfig tensor;
   tensor.path = km::FusedConfig::Path::tensor;
+  tensor.f16_scores = false;  // the TF32 copy (without it, no float16 copy either)
   check_same_fits_without(tensor, "tensor_copy",
                           quick() ? std::vector<LabelShape>{{2500, 64, 1024}, {6000, 16, 1500}}
                                   : std::vector<LabelShape>{{3000, 3, 100}, {4000, 16, 300}, {2500, 64, 1024},
@@ -160,11 +161,14 @@ TEST(GpuTensorDouble, LargeMagnitudesKeepDmmaKeys) {
 // test never needs). Shapes: d padded within a slice (40, 100), whole slices (64, 128), K past a
 // tile's end (129, 300, 1000), one tile (7, 128: the threshold from the tile's least key), n past
 // a block's end.
+// (f16_scores=0: the TF32 operands; the float16 ones are the next test's.)
 TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   if (km::gpu_info().compute_capability != 90)
     GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
-  check_same_fits_without({}, "wgmma",
+  km::FusedConfig tf32;
+  tf32.f16_scores = false;
+  check_same_fits_without(tf32, "wgmma",
                           quick() ? std::vector<LabelShape>{{3000, 100, 129}, {2000, 64, 50}}
                                   : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000}, {3000, 100, 129},
                                                             {5000, 128, 1024}, {4000, 128, 128}, {3000, 48, 7}},
@@ -172,6 +176,61 @@ TEST(GpuTensorWgmma, FloatSameAsMmaSync) {
                             EXPECT_EQ(wgmma, "tensor, wgmma");
                             EXPECT_EQ(sync, "tensor");
                           });
+}
+
+// Float at 32 < d <= 128, d a multiple of 8, on a Hopper GPU scores on float16 tensor cores
+// (margin.hpp: f16_candidates_bound; the report's path "tensor, fp16 wgmma"), and with
+// f16_scores=0 on TF32 ones. Both give seq's labels from the same centroids, so whole fits
+// agree bit for bit: labels, centroids, change counts and shifts (not the re-check counts: the
+// keys differ). Shapes as the test above, d a multiple of 8; d = 100 keeps TF32 in both.
+TEST(GpuTensorF16, FloatSameAsTf32) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  if (km::gpu_info().compute_capability != 90)
+    GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
+  check_same_fits_without({}, "f16_scores",
+                          quick() ? std::vector<LabelShape>{{3000, 128, 300}, {2000, 40, 50}}
+                                  : std::vector<LabelShape>{{3000, 64, 300}, {2000, 40, 1000}, {3000, 96, 129},
+                                                            {5000, 128, 1024}, {4000, 128, 128}, {3000, 48, 7}},
+                          [](const std::string& f16, const std::string& tf32) {
+                            EXPECT_EQ(f16, "tensor, fp16 wgmma");
+                            EXPECT_EQ(tf32, "tensor, wgmma");
+                          },
+                          "0", false);
+  const auto& fused = km::find_implementation("fused");
+  km::Params p;
+  p.k = 129;
+  p.loops = 3;
+  const auto data = label_data<float>(0, {3000, 100, 129});  // d not a multiple of 8: TF32
+  EXPECT_EQ(km::run(fused, data, p).path, "tensor, wgmma");
+}
+
+// The float16 operands' scales (2^ex for the objects, from their largest centred coordinate;
+// 2^ec for the centroids, each iteration) keep seq's labels at the ends of float's useful range,
+// far from the origin, and where one coordinate dwarfs the rest (most of the others then fall
+// below float16's normal range: the bound's absolute term).
+TEST(GpuTensorF16, ScalesKeepSeqLabels) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  if (km::gpu_info().compute_capability != 90)
+    GTEST_SKIP() << "wgmma needs compute capability 9.0; this GPU has " << km::gpu_info().compute_capability;
+  const LabelShape s{3000, 64, 200};
+  const char* names[] = {"times 2^-50", "times 2^50", "plus 1000", "one coordinate times 10^6"};
+  for (int kind = 0; kind < 3; ++kind)
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE(std::string("data kind ") + std::to_string(kind) + ", " + names[variant]);
+      auto data = label_data<float>(kind, s);
+      for (std::size_t i = 0; i < data.n * data.d; ++i) {
+        float& v = data.values.data()[i];
+        v = variant == 0 ? v * 0x1p-50f : variant == 1 ? v * 0x1p50f : variant == 2 ? v + 1000.0f
+                                                                      : (i % data.d == 0 ? v * 1e6f : v);
+      }
+      km::Params p;
+      p.k = s.k;
+      p.loops = 4;
+      const auto got = km::run(km::find_implementation("fused"), data, p);
+      const auto ref = km::run(km::find_implementation("omp"), data, p);
+      EXPECT_EQ(got.path, "tensor, fp16 wgmma");
+      EXPECT_EQ(got.labels, ref.labels);
+    }
 }
 
 // The tensor path's movers scheme (movers_after=1: from the second iteration, the

@@ -3,7 +3,10 @@
 //
 //   centred_row_norms    |x - mu|^2 of every object; with `operand`, the centred TF32 copy.
 //   centre_centroids     c' = c - mu, the key terms and the largest |c'|^2.
+//   centred_abs_max, float16_centred_copy   the float16 operand's scale, and the operand.
 #pragma once
+
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -91,6 +94,31 @@ __global__ void centre_centroids(const T* __restrict__ centroids, const T* __res
     const double up = sd * (1 + (d + 2) * 1.2e-16);
     atomicMax(reinterpret_cast<unsigned long long*>(cmax2), static_cast<unsigned long long>(__double_as_longlong(up)));
   }
+}
+
+// The largest |x'_p| = |fl(x_p - mu_p)| of the objects (row-major [n][d]) as a float's bits into
+// *out (cleared by the caller; non-negative floats order as their bits): the float16 copy's scale.
+template <class T>
+__global__ void centred_abs_max(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
+                                unsigned* __restrict__ out) {
+  float m = 0.f;
+  const std::int64_t count = n * d;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(static_cast<float>(x[i] - mu[i % d])));
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
+}
+
+// The float16 operand of the objects: x' = fl(x - mu) times `scale` (2^ex, margin.hpp:
+// f16_candidates_bound) rounded to float16 (cvt.rn), as bits, row-major [n][d].
+template <class T>
+__global__ void float16_centred_copy(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
+                                     float scale, unsigned short* __restrict__ out) {
+  const std::int64_t count = n * d;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __half_as_ushort(__float2half_rn(static_cast<float>(x[i] - mu[i % d]) * scale));
 }
 
 }  // namespace km::kernels

@@ -223,6 +223,8 @@ FusedPlan plan_fused(const DeltaShape& s, const DeviceFacts& device, const Fused
   if (p.path == FusedPlan::Path::tensor) {
     p.scores = tensor_scores(s, device, config);
     p.tensor_copy = s.elem == 4 && config.tensor_copy;
+    p.f16_scores = s.elem == 4 && config.f16_scores && config.wgmma && device.compute_capability == 90 && s.d > 32 &&
+                   s.d <= kWgmmaMaxCoords && s.d % 8 == 0;
     p.movers_after = config.movers_after.value_or(0.2);
     return p;
   }
@@ -254,6 +256,7 @@ std::vector<std::pair<std::string, std::string>> FusedPlan::fields() const {
   if (path == Path::tensor) {
     f.emplace_back("scores", scores);
     f.emplace_back("tensor_copy", tensor_copy ? "yes (where room)" : "no");
+    f.emplace_back("f16_scores", f16_scores ? "yes (where every value is a float16, and room)" : "no");
     f.emplace_back("movers_after", number(movers_after));
     return f;
   }

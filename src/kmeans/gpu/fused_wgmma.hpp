@@ -16,25 +16,28 @@ struct Recheck;
 namespace km::gpu {
 
 struct WgmmaAssign {
-  using Kernel = void (*)(const float*, const float*, const float*, const float*, const double*, const double*, double,
+  using Kernel = void (*)(const void*, const void*, const float*, const float*, const double*, const double*, double,
                           std::int64_t, int, int, kernels::CandidateBound, std::int32_t*, kernels::Recheck*,
                           std::int64_t*, unsigned long long*, const std::int32_t*, const double*);
-  // Its second argument is the centroids' tile image (wgmma_image), its third the same centroids
-  // row-major; the last, each object's ceiling (ceiling_kernel's; null for kernel's).
+  // Its first argument is the objects' operand (the centred TF32 copy, or the float16 objects),
+  // its second the centroids' tile image (wgmma_image), its third the same centroids row-major;
+  // the last, each object's ceiling (ceiling_kernel's; null for kernel's).
   Kernel kernel = nullptr;  // null: not for this d, or this build or GPU has no sm_90a code
   Kernel ceiling_kernel = nullptr;  // k-means||'s rounds: rows that cannot beat the ceiling left out
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
 };
 
-// The wgmma assignment for float objects of d coordinates read from the centred TF32 copy:
-// 32 < d <= 128, d a multiple of 4, on a compute capability 9.0 GPU whose code this build holds.
-WgmmaAssign wgmma_assign(std::size_t d);
+// The wgmma assignment for float objects of d coordinates read from the centred TF32 copy, or
+// with f16 from the objects as float16 (every value a float16; no ceiling kernel): 32 < d <= 128,
+// d a multiple of 4 (f16: of 8), on a compute capability 9.0 GPU whose code this build holds.
+WgmmaAssign wgmma_assign(std::size_t d, bool f16 = false);
 
-// The floats of the tile image of k centroids of d coordinates, and the image itself made from
-// the centred TF32 centroids (row-major [k][d]) on `stream` (launch checked).
-std::size_t wgmma_image_floats(std::size_t k, std::size_t d);
-void wgmma_image(const float* centred, int k, int d, float* image, cudaStream_t stream);
+// The bytes of the tile image of k centroids of d coordinates, and the image itself made from
+// the centred centroids (row-major [k][d]: TF32, or with f16 floats that it scales by
+// 2^f16_scale_exponent(*cmax2), rounds to float16 and writes back rounded) on `stream`.
+std::size_t wgmma_image_bytes(std::size_t k, std::size_t d, bool f16 = false);
+void wgmma_image(float* centred, int k, int d, const double* cmax2, void* image, bool f16, cudaStream_t stream);
 // Loads wgmma_image's kernel (CUDA's lazy loading would at its first launch).
 void wgmma_preload();
 

@@ -107,7 +107,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
     if (keyed_.size() < padded) {
       keyed_ = DeviceBuffer<float>(padded, stream_);
       centred_ = DeviceBuffer<float>(padded * d_, stream_);
-      if (kernels_.wgmma) image_ = DeviceBuffer<float>(wgmma_image_floats(padded, d_), stream_);
+      if (kernels_.wgmma) image_ = DeviceBuffer<float>(wgmma_image_bytes(padded, d_) / sizeof(float), stream_);
     }
     // Keys past m are +inf (the kernels read whole stages of kKeyPad without a bounds test).
     if (padded > static_cast<std::size_t>(m))
@@ -119,7 +119,7 @@ class TensorNearestImpl final : public TensorNearest<T> {
     kernels::centre_centroids<T, float><<<(m * 32 + 255) / 256, 256, 0, stream_>>>(
         rows, mu_.get(), m, d, false, centred_.get(), keyed_.get(), cmax2_.get());
     CUDA_CHECK_LAUNCH();
-    if (kernels_.wgmma) wgmma_image(centred_.get(), m, d, image_.get(), stream_);
+    if (kernels_.wgmma) wgmma_image(centred_.get(), m, d, cmax2_.get(), image_.get(), false, stream_);
     const auto n = static_cast<std::int64_t>(n_);
     const auto blocks = static_cast<unsigned>((n_ + kernels_.pre_rows - 1) / kernels_.pre_rows);
     if (kernels_.wgmma)

@@ -145,6 +145,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
     if (tf32_) return tf32_kernels_.wgmma ? "tf32 candidates, wgmma" : "tf32 candidates";
+    if (half_) return "fp16 wgmma";
     return operand_.get() && kernels_.wgmma ? "wgmma" : DeviceUpdateEngine<T>::path();
   }
 
@@ -218,6 +219,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     else if (kernels_.assign_pre)
       cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
+    half_kernel_ = WgmmaAssign{};
+    if constexpr (std::is_same_v<T, float>)  // float16 scores, should every value be a float16 (after_setup)
+      if (this->params_.fused.f16_scores && this->params_.fused.wgmma &&
+          (half_kernel_ = wgmma_assign(data.d, true)).kernel) {
+        cuda::opt_in_shared(half_kernel_.kernel, half_kernel_.smem, "--impl=fused");
+      }
     if constexpr (std::is_same_v<T, double>) {  // the TF32 candidates' kernels, should the copy fit (after_setup)
       tf32_kernels_ = tensor_kernels<float>(data.d, this->params_.fused.wgmma);
       if (tf32_kernels_.wgmma)
@@ -229,7 +236,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // the mean, the centred centroids, their norms, the largest norm, the next labels,
     // |x'|^2, the two re-check queues and their lengths, recheck_all's minima
     return data.d * sizeof(T) + this->k_ * (data.d + 1) * sizeof(T) +
-           wgmma_image_floats(this->k_, data.d) * sizeof(float) + kernels::kKeyPad * sizeof(T) + sizeof(double) +
+           wgmma_image_bytes(this->k_, data.d) + kernels::kKeyPad * sizeof(T) + sizeof(double) +
            data.n * (sizeof(std::int32_t) + sizeof(double) + sizeof(kernels::Recheck) + sizeof(std::int64_t) +
                      sizeof(unsigned long long)) +
            2 * sizeof(unsigned long long) +
@@ -339,12 +346,22 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // FusedConfig::tensor_copy off the assignment forms them itself (the same operands bit for bit).
     // (Float: stage()'s copy is this one, float rows centred on the same mu and rounded alike;
     // the rounding flag below changes only |x'|^2, which the launch writes afresh.)
+    // Where the float16 wgmma kernel runs (sm_90, d 40-128 a multiple of 8), a float16 copy
+    // instead (float16_copy; stage()'s TF32 copy freed first).
     bool adopted = tf32_ && staged;
-    if (kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
-        this->params_.fused.tensor_copy && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
+    half_ = false;
+    operand16_ = DeviceBuffer<unsigned short>();
+    operand_ = DeviceBuffer<T>();
+    const bool copy = kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
+                      this->params_.fused.tensor_copy;
+    if (copy && half_kernel_.kernel && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(unsigned short)) {
+      if (!tf32_) staged_rows_ = DeviceBuffer<float>();
+      half_ = float16_copy();
+    }
+    if (!half_ && copy && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
       if constexpr (std::is_same_v<T, float>) {
-        adopted = staged;
-        operand_ = staged ? std::move(staged_rows_) : this->template device_buffer<T>(n * this->d_);
+        adopted = staged && staged_rows_.get();
+        operand_ = adopted ? std::move(staged_rows_) : this->template device_buffer<T>(n * this->d_);
       } else {
         operand_ = this->template device_buffer<T>(n * this->d_);
       }
@@ -366,12 +383,44 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
           object_q_.get());
     CUDA_CHECK_LAUNCH();
     if (wgmma_runs())  // the wgmma kernel's stages come from the centroids' tile image
-      image_ = this->template device_buffer<float>(wgmma_image_floats(this->k_, this->d_));
+      image_ = this->template device_buffer<float>(wgmma_image_bytes(this->k_, this->d_, half_) / sizeof(float));
     after_update();
     CUDA_CHECK(cudaStreamSynchronize(this->stream_));  // before `mean` goes
   }
   // Whether the assignment runs the wgmma kernel (which reads the centroids' tile image).
-  bool wgmma_runs() const { return tf32_ ? tf32_kernels_.wgmma : operand_.get() && kernels_.wgmma; }
+  bool wgmma_runs() const { return half_ || (tf32_ ? tf32_kernels_.wgmma : operand_.get() && kernels_.wgmma); }
+
+  // Float, where the float16 wgmma kernel runs: the objects' operand as float16, centred on mu
+  // and scaled by 2^ex from their largest |x'_p| (margin.hpp: f16_candidates_bound), in place of
+  // the TF32 copy -- 2 bytes a coordinate read an iteration instead of 4, at twice TF32's rate.
+  // False (nothing made) where a coordinate is not finite.
+  bool float16_copy() {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      const auto n = static_cast<std::int64_t>(this->n_);
+      const int d = static_cast<int>(this->d_);
+      const std::size_t count = this->n_ * this->d_;
+      const auto grid = static_cast<unsigned>(std::min<std::size_t>((count + 255) / 256, std::size_t{sms()} * 16));
+      DeviceBuffer<unsigned> largest = this->template device_buffer<unsigned>(1);
+      CUDA_CHECK(cudaMemsetAsync(largest.get(), 0, sizeof(unsigned), this->stream_));
+      kernels::centred_abs_max<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), mu_.get(), n, d, largest.get());
+      CUDA_CHECK_LAUNCH();
+      unsigned bits = 0;
+      CUDA_CHECK(cudaMemcpyAsync(&bits, largest.get(), sizeof bits, cudaMemcpyDeviceToHost, this->stream_));
+      CUDA_CHECK(cudaStreamSynchronize(this->stream_));
+      float m = 0;
+      std::memcpy(&m, &bits, sizeof m);
+      if (!std::isfinite(m)) return false;
+      const int ex = kernels::f16_scale_exponent(m);
+      half_bound_ = kernels::f16_candidates_bound(this->d_, ex);
+      operand16_ = this->template device_buffer<unsigned short>(count);
+      kernels::float16_centred_copy<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), mu_.get(), n, d,
+                                                                       std::ldexp(1.0f, ex), operand16_.get());
+      CUDA_CHECK_LAUNCH();
+      return true;
+    }
+  }
 
   // A buffer for the centroids' key terms, padded with +inf to a multiple of kKeyPad entries
   // (candidate_lists.cuh); centre_centroids writes the first k.
@@ -421,9 +470,9 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     CUDA_CHECK_LAUNCH();
     if (image_.get()) {
       if constexpr (std::is_same_v<T, float>)
-        wgmma_image(centred_.get(), k, static_cast<int>(this->d_), image_.get(), this->stream_);
+        wgmma_image(centred_.get(), k, static_cast<int>(this->d_), cmax2_.get(), image_.get(), half_, this->stream_);
       else  // double: only on TF32 candidates
-        wgmma_image(centred32_.get(), k, static_cast<int>(this->d_), image_.get(), this->stream_);
+        wgmma_image(centred32_.get(), k, static_cast<int>(this->d_), cmax2_.get(), image_.get(), false, this->stream_);
     }
   }
 
@@ -453,7 +502,15 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       launched = true;
     }
     if constexpr (std::is_same_v<T, float>)
-      if (copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
+      if (half_) {  // the centred objects and centroids as scaled float16
+        const auto half_blocks = static_cast<unsigned>((this->n_ + half_kernel_.rows - 1) / half_kernel_.rows);
+        half_kernel_.kernel<<<half_blocks, half_kernel_.threads, half_kernel_.smem, s>>>(
+            operand16_.get(), image_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d,
+            k, half_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get(), nullptr);
+        launched = true;
+      }
+    if constexpr (std::is_same_v<T, float>)
+      if (!launched && copied && kernels_.wgmma) {  // the previous labels give each object a threshold (margin.hpp)
         kernels_.wgmma_kernel<<<blocks, kernels_.pre_threads, kernels_.pre_smem, s>>>(
             operand_.get(), image_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d, k,
             bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get(), nullptr);
@@ -546,7 +603,12 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   TensorKernels<float> tf32_kernels_;
   kernels::CandidateBound tf32_bound_;
   DeviceBuffer<float> operand32_, centred32_, keyed32_, mu32_;
-  DeviceBuffer<float> image_;  // the centred TF32 centroids' tile image, when wgmma_runs()
+  DeviceBuffer<float> image_;  // the centred centroids' tile image (TF32 or float16), when wgmma_runs()
+  // Float on float16 tensor cores (float16_copy): the objects' float16 operand, the kernel and its bound.
+  bool half_ = false;
+  DeviceBuffer<unsigned short> operand16_;
+  WgmmaAssign half_kernel_;
+  kernels::CandidateBound half_bound_;
   DeviceBuffer<double> cmax2_, xnorm2_;
   DeviceBuffer<std::int32_t> next_;
   DeviceBuffer<kernels::Recheck> queue_;
