@@ -55,6 +55,7 @@ const std::vector<FieldCase>& field_cases() {
       {"wgmma", "0", [](const Config& c) { return !c.wgmma; }},
       {"tf32_in_double", "0", [](const Config& c) { return !c.tf32_in_double; }},
       {"tensor_copy", "0", [](const Config& c) { return !c.tensor_copy; }},
+      {"f16_scores", "0", [](const Config& c) { return !c.f16_scores; }},
       {"movers_after", "0.3", [](const Config& c) { return c.movers_after == 0.3; }},
       {"share_copy", "0", [](const Config& c) { return !c.share_copy; }},
       {"share", "32", [](const Config& c) { return c.share == 32; }},

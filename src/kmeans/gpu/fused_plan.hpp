@@ -69,8 +69,7 @@ struct FusedPlan {
   bool launch_ahead = true, dependent_launch = true;
   // Tensor path.
   const char* scores = "";          // the tensor cores' instruction and precision of the scores
-  bool tensor_copy = false;         // float: the centred TF32 copy (where room)
-  bool f16_scores = false;          // float: float16 operands where every value is a float16 (and room)
+  bool tensor_copy = false;         // float: the centred copy, TF32 or float16 by `scores` (where room)
   double movers_after = 0.2;        // only the movers accumulated after an iteration this quiet
   // The plan in the report's words: "one-pass, d fixed, staged, ..." or "tensor, ...".
   std::string describe() const;
