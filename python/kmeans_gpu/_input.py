@@ -64,11 +64,27 @@ class DeviceArray:
         return float(X.astype("float64").var(axis=0).mean())
 
 
+def _device_float32(X, sixteen):
+    """A float16 or bfloat16 array in GPU memory as a new float32 array on the same device, made by
+    its own library (PyTorch: X.float(), CuPy: X.astype('float32')): every value exactly, no host
+    round trip; the caller's array is not modified."""
+    if callable(getattr(X, "float", None)) and hasattr(X, "is_cuda"):  # PyTorch
+        return X.float()
+    if callable(getattr(X, "astype", None)):  # CuPy and the like
+        return X.astype("float32")
+    raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} of {sixteen} in GPU memory, which this "
+                    f"module cannot convert; convert it to float32 on the device")
+
+
 def device_array(X):
     """X as a DeviceArray when it is a CUDA array the engines can read in place, else None (host
-    data, or device memory that only DLPack describes: host_array says what to do)."""
+    data, or device memory that only DLPack describes: host_array says what to do). A float16 or
+    bfloat16 CUDA array is read through its float32 conversion, made on the device."""
     if isinstance(X, np.ndarray):
         return None
+    sixteen = _sixteen_bit_name(getattr(X, "dtype", None))
+    if sixteen and _in_device_memory(X):
+        X = _device_float32(X, sixteen)
     try:
         face = X.__cuda_array_interface__
     except AttributeError:
@@ -79,7 +95,8 @@ def device_array(X):
     dtype = np.dtype(typestr)
     name = f"{type(X).__module__}.{type(X).__name__}"
     if dtype not in (np.float32, np.float64):
-        raise TypeError(f"X is a {name} of {dtype} in GPU memory; the engines read float32 or float64 there: convert it "
+        raise TypeError(f"X is a {name} of {dtype} in GPU memory; the engines read float32 or float64 there (and "
+                        f"float16 or bfloat16 CuPy arrays and PyTorch tensors, converted on the device): convert it "
                         f"on the device (CuPy: X.astype('float32'), PyTorch: X.float())")
     if len(shape) != 2:
         raise ValueError(f"X in GPU memory has shape {shape}; a 2-D (n_samples, n_features) array is needed")

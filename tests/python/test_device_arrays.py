@@ -42,6 +42,38 @@ def test_shapes_and_types_named():
         KMeans(3, tol=0, precision="double").fit(OnDevice((500, 4)))
 
 
+class OnDevice16(OnDevice):
+    """A float16 stand-in with a CuPy-like dtype and astype: the conversion is made by the array's
+    own library (on the device), never through the host."""
+
+    dtype = np.dtype(np.float16)
+
+    def __init__(self, shape):
+        super().__init__(shape, "<f2")
+        self.converted = []
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("a device array must not be copied to the host")
+
+    def astype(self, dtype):
+        assert dtype == "float32"
+        self.converted.append(OnDevice(self.__cuda_array_interface__["shape"]))
+        return self.converted[-1]
+
+
+def test_float16_device_array_read_through_its_float32_conversion():
+    from kmeans_gpu import _input
+    X = OnDevice16((500, 4))
+    got = _input.device_array(X)
+    assert len(X.converted) == 1 and got.owner is X.converted[0]
+    assert got.dtype == np.float32 and (got.n, got.d) == (500, 4)
+    # an object of float16 in GPU memory whose library this module cannot call: one clear line
+    class Opaque(OnDevice):
+        dtype = "float16"
+    with pytest.raises(TypeError, match="float16 in GPU memory, which this module cannot convert"):
+        _input.device_array(Opaque((500, 4), "<f2"))
+
+
 def test_output_device_needs_a_cupy_or_torch_array():
     X = np.random.default_rng(1).random((300, 4))
     with pytest.raises(ValueError, match="output='device': X is not in GPU memory"):
