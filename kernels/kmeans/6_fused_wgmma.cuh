@@ -1,10 +1,6 @@
 // Step 6, fused, its tensor path on Hopper's warpgroup MMA (wgmma, sm_90a): float with
 // 32 < d <= 128, d a multiple of 4, objects read from the centred TF32 copy (the shapes of
-// embeddings: 262144 x 128, K = 1024 and the like) -- or, with d a multiple of 8, from a centred
-// float16 copy scaled by a power of two, on float16 tensor cores (WgmmaF16 below; margin.hpp:
-// f16_candidates_bound): half the bytes of the copy and twice the products' rate, the same
-// keys' contract. Its 64 KB tile of objects fits twice in shared memory, so one block an SM walks
-// the blocks of objects and loads the next while it scores one.
+// embeddings: 262144 x 128, K = 1024 and the like).
 //
 //   fused_wgmma_assign  The same contract as fused_tensor_assign (6_fused_tensor.cuh) -- the
 //                       same operands x' and c' (TF32), the same keys fl(keyed - 2 x'.c'), the
@@ -71,11 +67,8 @@ struct WgmmaShape {
   static constexpr int L = 4;
   static constexpr std::size_t a_bytes = std::size_t(BM) * MAX_D * sizeof(E);
   static constexpr std::size_t b_bytes = std::size_t(BN) * BK * sizeof(E);
-  // The objects' tiles held: float16's 64 KB fit twice, so that a block walking several blocks of
-  // objects (a grid of at most one block an SM) loads the next while it scores this one.
-  static constexpr int ABUF = sizeof(E) == 2 ? 2 : 1;
   // + 1024: the swizzled tiles start on a 1024-byte boundary, found inside the block's window
-  static constexpr std::size_t smem = 1024 + ABUF * a_bytes + STAGES * b_bytes;
+  static constexpr std::size_t smem = 1024 + a_bytes + STAGES * b_bytes;
   static_assert(BN == 128, "the m64nBN instruction written below");
   static_assert(BK / Op::K == 4, "four instructions a slice, each 32 bytes further along the atom");
   static_assert((BM & (BM - 1)) == 0, "the objects' copy-in splits its index by shifts");
@@ -274,36 +267,30 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   if constexpr (S::Op::scaled)
     key_scale = ldexpf(-2.f, -f16_scale_exponent(sqrt(*cmax2)) - bound.operand_exponent);
   extern __shared__ __align__(16) unsigned char wgmma_raw[];
-  unsigned char* const tiles_base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
-  unsigned char* const b_ring = tiles_base + S::ABUF * S::a_bytes;
+  unsigned char* const base = wgmma_raw + ((1024 - (shared_address(wgmma_raw) & 1023)) & 1023);
+  unsigned char* const b_ring = base + S::a_bytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4, wq = warp % 4;
   const int gq = lane / 4, tq = lane % 4;
 
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
   const int dp = (d + BK - 1) / BK * BK;
   const int dtiles = dp / BK, ctiles = (k + BN - 1) / BN, tiles = dtiles * ctiles;
-  // The blocks of BM objects this block scores: blockIdx.x, then every gridDim.x-th (a grid of
-  // one block a block of objects: one each), and the centroids' slices it walks over them all.
-  const std::int64_t row_blocks = (n + BM - 1) / BM;
-  const std::int64_t mine = (row_blocks - blockIdx.x + gridDim.x - 1) / gridDim.x;
-  const std::int64_t slices = mine * tiles;
 
-  // A block of objects, whole d: 16-byte chunk c8 of row r in slice s at its swizzled place
-  // (chunk c8 ^ (r % 8) of the row's 128 bytes); zeros past the rows and d. The copies are
+  // The block's objects, whole d, once: 16-byte chunk c8 of row r in slice s at its swizzled
+  // place (chunk c8 ^ (r % 8) of the row's 128 bytes); zeros past the rows and d. The copies are
   // numbered (slice, row, chunk) so that every split is a shift (a division by d's chunks cost
   // 7% of the kernel's instructions).
-  auto load_objects = [&](std::int64_t rb, unsigned char* dst) {
-    const std::int64_t r0 = rb * BM;
-    const int here = static_cast<int>(n - r0 < BM ? n - r0 : BM);
-    const E* xb = x + r0 * d;
+  {
+    const E* xb = x + row0 * d;
     for (int q = threadIdx.x; q < dtiles * BM * 8; q += NT) {
       const int sl = q / (BM * 8), r = (q >> 3) & (BM - 1), c8 = q & 7, c4 = 8 * sl + c8;
-      const bool in = r < here && CE * c4 < d;
-      gemm::cp_async<16>(dst + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
+      const bool in = r < rows_here && CE * c4 < d;
+      gemm::cp_async<16>(base + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
                          in ? xb + static_cast<std::int64_t>(r) * d + CE * c4 : x, in);
     }
     gemm::cp_async_commit();
-  };
-  load_objects(blockIdx.x, tiles_base);
+  }
   // The centroids' slices come as whole 16 KB stages from their tile image (wgmma_image_kernel
   // above: each slice already swizzled, so one bulk copy lays it out), each stage counted on its
   // mbarrier (the tiles' key terms are read from L1 in the fold). No barrier of the whole block: each warp waits
@@ -313,23 +300,22 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // before, with their address arithmetic: 42% of the stall samples (ncu).
   __shared__ __align__(8) std::uint64_t full[STAGES], empty[STAGES];
   __shared__ unsigned released[STAGES];
-  auto issue = [&](std::int64_t t) {  // slice t (of the walk: t % tiles of the image) into stage t % STAGES; one thread
-    const int st = static_cast<int>(t % STAGES);
+  auto issue = [&](int t) {  // slice t into stage t % STAGES; one thread
+    const int st = t % STAGES;
     mbarrier_expect_bytes(&full[st], static_cast<unsigned>(S::b_bytes));
-    bulk_copy(b_ring + st * S::b_bytes, image + static_cast<std::size_t>(t % tiles) * (BN * BK), S::b_bytes,
-              &full[st]);
+    bulk_copy(b_ring + st * S::b_bytes, image + static_cast<std::size_t>(t) * (BN * BK), S::b_bytes, &full[st]);
   };
   // A warp is done with slice t's stage (its products complete): it arrives on the stage's
   // empty barrier, and the last of the block's warps to arrive (counted apart, so that exactly
   // one knows it is last) refills the stage with slice t + STAGES, after the barrier's wait
   // (which returns at once) orders every warp's reads before the copy.
-  auto release = [&](std::int64_t t) {
+  auto release = [&](int t) {
     __syncwarp();
     if (lane == 0) {
-      const int st = static_cast<int>(t % STAGES);
+      const int st = t % STAGES;
       fence_proxy_async();  // this warp's reads of the stage before the copy's writes
       mbarrier_arrive(&empty[st]);
-      if (atomicInc(&released[st], NT / 32 - 1) == NT / 32 - 1 && t + STAGES < slices) {
+      if (atomicInc(&released[st], NT / 32 - 1) == NT / 32 - 1 && t + STAGES < tiles) {
         mbarrier_wait(&empty[st], static_cast<unsigned>(t / STAGES) & 1u);
         issue(t + STAGES);
       }
@@ -345,212 +331,200 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   }
   __syncthreads();
   if (threadIdx.x == 0)
-    for (int t = 0; t < STAGES && t < slices; ++t) issue(t);
-  std::int64_t t = 0;  // the walk's slice
-  int cs = 0;          // its stage
-  unsigned parity = 0;
-  for (std::int64_t it = 0; it < mine; ++it) {
-    const std::int64_t row0 = (blockIdx.x + it * gridDim.x) * static_cast<std::int64_t>(BM);
-    const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
-    unsigned char* const base = tiles_base + (it % S::ABUF) * S::a_bytes;  // this block of objects
-    gemm::cp_async_wait<0>();  // the objects landed for this thread ...
-    fence_proxy_async();       // ... visible to the tensor cores' reads ...
-    __syncthreads();           // ... for every thread (and every thread done with the other tile)
-    if (S::ABUF == 2 && it + 1 < mine)  // the next block's objects load while this one is scored
-      load_objects(blockIdx.x + (it + 1) * gridDim.x, tiles_base + ((it + 1) % 2) * S::a_bytes);
+    for (int t = 0; t < STAGES && t < tiles; ++t) issue(t);
+  gemm::cp_async_wait<0>();  // the objects landed for this thread ...
+  fence_proxy_async();       // ... visible to the tensor cores' reads ...
+  __syncthreads();           // ... for every thread
 
-    // Each row's threshold (margin.hpp: "A threshold before the walk"): from its previous label q,
-    // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each, while
-    // the tensor cores take the first slice. Keys at or above T never enter the lists, which
-    // start full of T: a group of 8 keys then rarely has one below its list's last, where without
-    // it most groups had some lane inserting and the whole warp waiting. With a single tile of
-    // centroids (K <= 128) the row's extra reads cost more than they saved (H100: 1M x 128, K = 128
-    // went 0.80 -> 0.94 ms per iteration); there the lists start at the tile's least key (below).
-    // Tried and not kept (H100, same call): tile 0's least key as every K's
-    // threshold, with no reads (10-33% slower: far more keys let in); these reads issued before
-    // the objects land (ncu had put 10% of the stall samples on them here; -0.5% to +2.4%).
-    const int row = wg * 64 + wq * 16 + (lane & 15);
-    const int prev_label = !CEILING && ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
-    // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
-    // the accumulators (2 tq and 2 tq + 1 of every 8), met in increasing order; the four lanes of a
-    // row merge theirs at the end. (Through a 16 x 16 float chunk of shared memory per warp to a
-    // lane per row and column half, the folds' stores and loads were as much
-    // shared-memory traffic as the products' operands; ncu: L1 at 74% of its peak, the tensor
-    // pipe at 35%.)
-    TopL<float, L> own[2];
-    top_clear(own[0]);
-    top_clear(own[1]);
-    auto set_thresholds = [&] {
-      const int q = prev_label, half = lane >> 4;
-      const bool known = q >= 0 && q < k;
-      float s = 0.f;
-      if (known) {
-        const float* c = centred + static_cast<std::int64_t>(q) * d;
-        const int per_half = dp / CE / 2;  // 16-byte chunks: 4 a slice
-        for (int c4 = half * per_half; c4 < (half + 1) * per_half; c4 += 4) {
-          float4 cv[4][CE / 4];  // four chunks' reads in flight
+  // Each row's threshold (margin.hpp: "A threshold before the walk"): from its previous label q,
+  // k_q = keyed[q] - 2 x'.c'_q summed in FP32 here, lanes l and l + 16 a half of d each, while
+  // the tensor cores take the first slice. Keys at or above T never enter the lists, which
+  // start full of T: a group of 8 keys then rarely has one below its list's last, where without
+  // it most groups had some lane inserting and the whole warp waiting. With a single tile of
+  // centroids (K <= 128) the row's extra reads cost more than they saved (H100: 1M x 128, K = 128
+  // went 0.80 -> 0.94 ms per iteration); there the lists start at the tile's least key (below).
+  // Tried and not kept (H100, same call): tile 0's least key as every K's
+  // threshold, with no reads (10-33% slower: far more keys let in); these reads issued before
+  // the objects land (ncu had put 10% of the stall samples on them here; -0.5% to +2.4%).
+  const int row = wg * 64 + wq * 16 + (lane & 15);
+  const int prev_label = !CEILING && ctiles > 1 && row < rows_here ? prev[row0 + row] : -1;
+  // Lane (gq, tq)'s lists: rows gq and gq + 8 of its warp's 16, over the columns it holds in
+  // the accumulators (2 tq and 2 tq + 1 of every 8), met in increasing order; the four lanes of a
+  // row merge theirs at the end. (Through a 16 x 16 float chunk of shared memory per warp to a
+  // lane per row and column half, the folds' stores and loads were as much
+  // shared-memory traffic as the products' operands; ncu: L1 at 74% of its peak, the tensor
+  // pipe at 35%.)
+  TopL<float, L> own[2];
+  top_clear(own[0]);
+  top_clear(own[1]);
+  auto set_thresholds = [&] {
+    const int q = prev_label, half = lane >> 4;
+    const bool known = q >= 0 && q < k;
+    float s = 0.f;
+    if (known) {
+      const float* c = centred + static_cast<std::int64_t>(q) * d;
+      const int per_half = dp / CE / 2;  // 16-byte chunks: 4 a slice
+      for (int c4 = half * per_half; c4 < (half + 1) * per_half; c4 += 4) {
+        float4 cv[4][CE / 4];  // four chunks' reads in flight
 #pragma unroll
-          for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < 4; ++u)
 #pragma unroll
-            for (int w = 0; w < CE / 4; ++w)
-              cv[u][w] = CE * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + CE * (c4 + u) + 4 * w))
-                                           : make_float4(0, 0, 0, 0);
+          for (int w = 0; w < CE / 4; ++w)
+            cv[u][w] = CE * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + CE * (c4 + u) + 4 * w))
+                                         : make_float4(0, 0, 0, 0);
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int cu = c4 + u;
-            const unsigned char* chunk = base + (cu >> 3) * (BM * 128) + row * 128 + (((cu & 7) ^ (row & 7)) << 4);
+        for (int u = 0; u < 4; ++u) {
+          const int cu = c4 + u;
+          const unsigned char* chunk = base + (cu >> 3) * (BM * 128) + row * 128 + (((cu & 7) ^ (row & 7)) << 4);
 #pragma unroll
-            for (int w = 0; w < CE / 4; ++w) {
-              float4 xv;
-              if constexpr (CE == 4) {
-                xv = *reinterpret_cast<const float4*>(chunk);
-              } else {  // four float16 objects' coordinates, exactly as floats
-                const uint2 h = *reinterpret_cast<const uint2*>(chunk + 8 * w);
-                const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
-                const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
-                xv = make_float4(lo.x, lo.y, hi.x, hi.y);
-              }
-              s = __fmaf_rn(xv.x, cv[u][w].x, s);
-              s = __fmaf_rn(xv.y, cv[u][w].y, s);
-              s = __fmaf_rn(xv.z, cv[u][w].z, s);
-              s = __fmaf_rn(xv.w, cv[u][w].w, s);
+          for (int w = 0; w < CE / 4; ++w) {
+            float4 xv;
+            if constexpr (CE == 4) {
+              xv = *reinterpret_cast<const float4*>(chunk);
+            } else {  // four float16 objects' coordinates, exactly as floats
+              const uint2 h = *reinterpret_cast<const uint2*>(chunk + 8 * w);
+              const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+              const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+              xv = make_float4(lo.x, lo.y, hi.x, hi.y);
             }
+            s = __fmaf_rn(xv.x, cv[u][w].x, s);
+            s = __fmaf_rn(xv.y, cv[u][w].y, s);
+            s = __fmaf_rn(xv.z, cv[u][w].z, s);
+            s = __fmaf_rn(xv.w, cv[u][w].w, s);
           }
         }
       }
-      s += __shfl_xor_sync(0xffffffffu, s, 16);
-      if constexpr (S::Op::scaled) s = ldexpf(s, -bound.operand_exponent);  // the objects' scale undone, exactly
-      float threshold = INFINITY;  // row (lane & 15)'s
-      if (known) {
-        const std::int64_t i = row0 + row;
-        const double x2 = xc2[i], c2 = *cmax2;
-        const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
-                         3.0 * candidate_error(bound, x2, mu_norm, c2);
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 16);
+    if constexpr (S::Op::scaled) s = ldexpf(s, -bound.operand_exponent);  // the objects' scale undone, exactly
+    float threshold = INFINITY;  // row (lane & 15)'s
+    if (known) {
+      const std::int64_t i = row0 + row;
+      const double x2 = xc2[i], c2 = *cmax2;
+      const double t = static_cast<double>(keyed[q]) - 2.0 * static_cast<double>(s) +
+                       3.0 * candidate_error(bound, x2, mu_norm, c2);
+      threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
+    }
+    const float t0 = __shfl_sync(0xffffffffu, threshold, gq), t1 = __shfl_sync(0xffffffffu, threshold, gq + 8);
+#pragma unroll
+    for (int e = 0; e < L; ++e) {  // index INT_MAX: top_clear's
+      own[0].v[e] = t0;
+      own[1].v[e] = t1;
+    }
+  };
+
+  float acc[S::ACC];
+#pragma unroll
+  for (int i = 0; i < S::ACC; ++i) acc[i] = 0.f;
+  const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
+  // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
+  // slice's stage is awaited; the fold after each tile's last slice. (Every wgmma group in
+  // flight keeps the accumulators' registers: only the fold, after waiting for all, reads them.)
+  int t = 0, cs = 0;
+  unsigned parity = 0;
+  for (int ct = 0; ct < ctiles; ++ct) {
+    for (int dt = 0; dt < dtiles; ++dt, ++t) {
+      mbarrier_wait(&full[cs], parity);
+      wgmma_fence();
+      const unsigned a_low = descriptor_low(a_slices + dt * (BM * 128)),
+                     b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
+      wgmma_slice<typename S::Op>(acc, a_low, b_low, dt > 0);
+      wgmma_commit();
+      if (!CEILING && ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
+      wgmma_wait<1>();            // the previous slice's products done ...
+      if (dt > 0) release(t - 1);  // ... its stage free
+      if (++cs == STAGES) {
+        cs = 0;
+        parity ^= 1u;
+      }
+    }
+    wgmma_wait<0>();  // the tile is complete: its keys into the lists
+    fence_accumulators(acc);
+    release(t - 1);  // the last slice's stage refilled during the fold
+    const int tile0 = ct * BN;
+    if (ctiles == 1 || (CEILING && ct == 0)) {
+      // One tile, no threshold from a previous label: the row's least key first (the four lanes'
+      // least), and T = least + M(least) (margin.hpp), so that only the keys the margin test can
+      // need enter the lists (a key at or above T is beyond the margin of the best; a list left
+      // with T's entries makes settle_object re-check against every centroid, as with the
+      // previous label's threshold). With a ceiling (no previous labels either) the first tile's
+      // least does the same for all tiles (the best key is at most it), below T_h where lower:
+      // k-means||'s first round, whose ceilings (the distances to one random centre) let most
+      // keys in, went 1.9 -> 1.6 ms with its re-checks (H100, 1M x 128, 535 candidates, by events).
+      float least[2] = {INFINITY, INFINITY};
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + tile0 + 8 * j + 2 * tq));
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          least[h] = fminf(least[h], fminf(__fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x),
+                                            __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y)));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 1));
+        least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 2));
+      }
+      // Lane tq works out row gq + 8 (tq & 1)'s threshold (one margin a lane, not two), the quad
+      // takes both by shuffle; +inf (no threshold) past the rows or without a finite key.
+      const int h = tq & 1, r = wg * 64 + wq * 16 + gq + 8 * h;
+      const float lh = h ? least[1] : least[0];
+      float threshold = INFINITY;
+      if (r < rows_here && lh < INFINITY) {
+        const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(lh);
         threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
       }
-      const float t0 = __shfl_sync(0xffffffffu, threshold, gq), t1 = __shfl_sync(0xffffffffu, threshold, gq + 8);
+      if (CEILING && r < rows_here)  // the lower of the two: a key at or above either is not needed
+        threshold = fminf(threshold,
+                          __double2float_ru(ceiling_threshold(bound, xc2[row0 + r], mu_norm, *cmax2, ceiling[row0 + r])));
+      const float t0 = __shfl_sync(0xffffffffu, threshold, lane & ~3), t1 = __shfl_sync(0xffffffffu, threshold, lane | 1);
 #pragma unroll
-      for (int e = 0; e < L; ++e) {  // index INT_MAX: top_clear's
+      for (int e = 0; e < L; ++e) {
         own[0].v[e] = t0;
         own[1].v[e] = t1;
       }
-    };
-
-    float acc[S::ACC];
-#pragma unroll
-    for (int i = 0; i < S::ACC; ++i) acc[i] = 0.f;
-    const unsigned a_slices = shared_address(base) + wg * 64 * 128, b_stages = shared_address(b_ring);
-    // Slice by slice, one commit group of 4 wgmma each, one group left in flight while the next
-    // slice's stage is awaited; the fold after each tile's last slice. (Every wgmma group in
-    // flight keeps the accumulators' registers: only the fold, after waiting for all, reads them.)
-    for (int ct = 0; ct < ctiles; ++ct) {
-      for (int dt = 0; dt < dtiles; ++dt, ++t) {
-        mbarrier_wait(&full[cs], parity);
-        wgmma_fence();
-        const unsigned a_low = descriptor_low(a_slices + dt * (BM * 128)),
-                       b_low = descriptor_low(b_stages + cs * static_cast<unsigned>(S::b_bytes));
-        wgmma_slice<typename S::Op>(acc, a_low, b_low, dt > 0);
-        wgmma_commit();
-        if (!CEILING && ct == 0 && dt == 0 && ctiles > 1) set_thresholds();  // beside the first slice's products
-        wgmma_wait<1>();            // the previous slice's products done ...
-        if (dt > 0) release(t - 1);  // ... its stage free
-        if (++cs == STAGES) {
-          cs = 0;
-          parity ^= 1u;
-        }
-      }
-      wgmma_wait<0>();  // the tile is complete: its keys into the lists
-      fence_accumulators(acc);
-      release(t - 1);  // the last slice's stage refilled during the fold
-      const int tile0 = ct * BN;
-      if (ctiles == 1 || (CEILING && ct == 0)) {
-        // One tile, no threshold from a previous label: the row's least key first (the four lanes'
-        // least), and T = least + M(least) (margin.hpp), so that only the keys the margin test can
-        // need enter the lists (a key at or above T is beyond the margin of the best; a list left
-        // with T's entries makes settle_object re-check against every centroid, as with the
-        // previous label's threshold). With a ceiling (no previous labels either) the first tile's
-        // least does the same for all tiles (the best key is at most it), below T_h where lower:
-        // k-means||'s first round, whose ceilings (the distances to one random centre) let most
-        // keys in, went 1.9 -> 1.6 ms with its re-checks (H100, 1M x 128, 535 candidates, by events).
-        float least[2] = {INFINITY, INFINITY};
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + tile0 + 8 * j + 2 * tq));
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            least[h] = fminf(least[h], fminf(__fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x),
-                                              __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y)));
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 1));
-          least[h] = fminf(least[h], __shfl_xor_sync(0xffffffffu, least[h], 2));
-        }
-        // Lane tq works out row gq + 8 (tq & 1)'s threshold (one margin a lane, not two), the quad
-        // takes both by shuffle; +inf (no threshold) past the rows or without a finite key.
-        const int h = tq & 1, r = wg * 64 + wq * 16 + gq + 8 * h;
-        const float lh = h ? least[1] : least[0];
-        float threshold = INFINITY;
-        if (r < rows_here && lh < INFINITY) {
-          const double x2 = xc2[row0 + r], c2 = *cmax2, t = static_cast<double>(lh);
-          threshold = __double2float_ru(t + candidate_margin(bound, x2, mu_norm, c2, t));
-        }
-        if (CEILING && r < rows_here)  // the lower of the two: a key at or above either is not needed
-          threshold = fminf(threshold,
-                            __double2float_ru(ceiling_threshold(bound, xc2[row0 + r], mu_norm, *cmax2, ceiling[row0 + r])));
-        const float t0 = __shfl_sync(0xffffffffu, threshold, lane & ~3), t1 = __shfl_sync(0xffffffffu, threshold, lane | 1);
-#pragma unroll
-        for (int e = 0; e < L; ++e) {
-          own[0].v[e] = t0;
-          own[1].v[e] = t1;
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < BN / 32; ++g) {  // accumulator n8 blocks 4g .. 4g + 3: 8 keys a row and lane
-        float key[2][8];
-        int col[8];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const int j = 4 * g + b, c = tile0 + 8 * j + 2 * tq;
-          // the key terms from L1 (4 KB at K = 1024); past K: +inf (the padding), a key no list takes
-          const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + c));
-          col[2 * b] = c;
-          col[2 * b + 1] = c + 1;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {  // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
-            key[h][2 * b] = __fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x);
-            key[h][2 * b + 1] = __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y);
-          }
-        }
-        push_keys8(own[0], key[0], col);
-        push_keys8(own[1], key[1], col);
-      }
     }
-
-    // The row's four lanes' lists merged, each lane merging only the list it ends with: lanes tq = 0
-    // and 2 row gq's, tq = 1 and 3 row gq + 8's. Its neighbour (xor 1) sends the list it holds for
-    // this lane's row; then the two halves of the quad (xor 2) swap their merged lists. Lane tq = 0
-    // settles row gq, tq = 1 row gq + 8. (Both lists merged in every lane took twice the shuffles
-    // and insertions.)
-    TopL<float, L> merged, other;
 #pragma unroll
-    for (int e = 0; e < L; ++e) {
-      merged.v[e] = tq & 1 ? own[1].v[e] : own[0].v[e];
-      merged.i[e] = tq & 1 ? own[1].i[e] : own[0].i[e];
-      other.v[e] = tq & 1 ? own[0].v[e] : own[1].v[e];
-      other.i[e] = tq & 1 ? own[0].i[e] : own[1].i[e];
-    }
-    top_merge(merged, top_shfl_xor(other, 1));
-    top_merge(merged, top_shfl_xor(merged, 2));
-    const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
-    if (tq < 2 && settled < rows_here)
-      settle_object<float, L, CEILING>(merged, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone,
-                                       queued);
-    if (S::ABUF == 1 && it + 1 < mine) {  // every thread done with the tile: the next block's objects
-      __syncthreads();
-      load_objects(blockIdx.x + (it + 1) * gridDim.x, tiles_base);
+    for (int g = 0; g < BN / 32; ++g) {  // accumulator n8 blocks 4g .. 4g + 3: 8 keys a row and lane
+      float key[2][8];
+      int col[8];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int j = 4 * g + b, c = tile0 + 8 * j + 2 * tq;
+        // the key terms from L1 (4 KB at K = 1024); past K: +inf (the padding), a key no list takes
+        const float2 nk = __ldg(reinterpret_cast<const float2*>(keyed + c));
+        col[2 * b] = c;
+        col[2 * b + 1] = c + 1;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // keyed - 2 acc rounded once (one fused multiply-add), as fused_tensor_assign
+          key[h][2 * b] = __fmaf_rn(key_scale, acc[4 * j + 2 * h], nk.x);
+          key[h][2 * b + 1] = __fmaf_rn(key_scale, acc[4 * j + 2 * h + 1], nk.y);
+        }
+      }
+      push_keys8(own[0], key[0], col);
+      push_keys8(own[1], key[1], col);
     }
   }
+
+  // The row's four lanes' lists merged, each lane merging only the list it ends with: lanes tq = 0
+  // and 2 row gq's, tq = 1 and 3 row gq + 8's. Its neighbour (xor 1) sends the list it holds for
+  // this lane's row; then the two halves of the quad (xor 2) swap their merged lists. Lane tq = 0
+  // settles row gq, tq = 1 row gq + 8. (Both lists merged in every lane took twice the shuffles
+  // and insertions.)
+  TopL<float, L> mine, other;
+#pragma unroll
+  for (int e = 0; e < L; ++e) {
+    mine.v[e] = tq & 1 ? own[1].v[e] : own[0].v[e];
+    mine.i[e] = tq & 1 ? own[1].i[e] : own[0].i[e];
+    other.v[e] = tq & 1 ? own[0].v[e] : own[1].v[e];
+    other.i[e] = tq & 1 ? own[0].i[e] : own[1].i[e];
+  }
+  top_merge(mine, top_shfl_xor(other, 1));
+  top_merge(mine, top_shfl_xor(mine, 2));
+  const int settled = wg * 64 + wq * 16 + gq + 8 * (tq & 1);
+  if (tq < 2 && settled < rows_here)
+    settle_object<float, L, CEILING>(mine, row0 + settled, bound, xc2, mu_norm, *cmax2, labels, queue, everyone,
+                                     queued);
 #else
   (void)x_in, (void)image_in, (void)centred, (void)keyed, (void)cmax2, (void)xc2, (void)mu_norm, (void)n, (void)d, (void)k, (void)bound;
   (void)labels, (void)queue, (void)everyone, (void)queued, (void)prev, (void)ceiling;

@@ -26,7 +26,6 @@ WgmmaAssign assign_for() {
   r.smem = S::smem;
   r.threads = S::threads;
   r.rows = S::BM;
-  r.walks = S::ABUF == 2;
   return r;
 }
 

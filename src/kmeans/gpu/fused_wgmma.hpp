@@ -26,9 +26,6 @@ struct WgmmaAssign {
   Kernel ceiling_kernel = nullptr;  // k-means||'s rounds: rows that cannot beat the ceiling left out
   std::size_t smem = 0;
   int threads = 0, rows = 0;  // per block
-  // Each block walks every gridDim.x-th block of `rows` objects, loading the next while it scores
-  // one (float16): launch at most one block an SM. Else one block a block of objects.
-  bool walks = false;
 };
 
 // The wgmma assignment for float objects of d coordinates read from the centred TF32 copy, or

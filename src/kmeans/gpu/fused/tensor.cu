@@ -503,8 +503,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     }
     if constexpr (std::is_same_v<T, float>)
       if (half_) {  // the centred objects and centroids as scaled float16
-        const auto half_blocks = static_cast<unsigned>(std::min<std::size_t>(
-            (this->n_ + half_kernel_.rows - 1) / half_kernel_.rows, half_kernel_.walks ? sms() : SIZE_MAX));
+        const auto half_blocks = static_cast<unsigned>((this->n_ + half_kernel_.rows - 1) / half_kernel_.rows);
         half_kernel_.kernel<<<half_blocks, half_kernel_.threads, half_kernel_.smem, s>>>(
             operand16_.get(), image_.get(), centred_.get(), norms_.get(), cmax2_.get(), xnorm2_.get(), mu_norm_, n, d,
             k, half_bound_, next_.get(), queue_.get(), everyone_.get(), queued, this->labels_.get(), nullptr);
