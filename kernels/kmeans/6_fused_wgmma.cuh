@@ -1,6 +1,9 @@
 // Step 6, fused, its tensor path on Hopper's warpgroup MMA (wgmma, sm_90a): float with
 // 32 < d <= 128, d a multiple of 4, objects read from the centred TF32 copy (the shapes of
-// embeddings: 262144 x 128, K = 1024 and the like).
+// embeddings: 262144 x 128, K = 1024 and the like) -- or, with d a multiple of 8, from a centred
+// float16 copy scaled by a power of two, on float16 tensor cores (WgmmaF16 below; margin.hpp:
+// f16_candidates_bound): half the bytes of the copy and twice the products' rate, the same
+// keys' contract.
 //
 //   fused_wgmma_assign  The same contract as fused_tensor_assign (6_fused_tensor.cuh) -- the
 //                       same operands x' and c' (TF32), the same keys fl(keyed - 2 x'.c'), the
