@@ -353,6 +353,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                    engine["block"], engine["threads"], args["n_init"], args["centroids"],
                                    engine["gpus"], engine["device_memory"], args["metric"])
         self._take(out)
+        if X.input_dtype:
+            self.report_["input_dtype"] = X.input_dtype  # (last_report is the same dict)
         if make:
             self.cluster_centers_, self.labels_ = make(self.cluster_centers_), make(self.labels_)
         return self
@@ -458,6 +460,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                            self._impl(), self._centers(), self._block(), self._threads(),
                                            self._device_memory(), self._metric())
             last_report = json.loads(out["report"])
+            if device.input_dtype:
+                last_report["input_dtype"] = device.input_dtype
             if make:
                 out["labels"] = make(out["labels"])
             return out

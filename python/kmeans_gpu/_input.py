@@ -50,10 +50,12 @@ def _in_device_memory(X):
 
 class DeviceArray:
     """A C-contiguous 2-D float32/float64 array in CUDA memory (CuPy, PyTorch), read in place by
-    the engines through its ``__cuda_array_interface__``; ``owner`` keeps it alive."""
+    the engines through its ``__cuda_array_interface__``; ``owner`` keeps it alive. ``input_dtype``:
+    'float16' or 'bfloat16' where owner is the float32 conversion of such an array, else None."""
 
-    def __init__(self, owner, pointer, n, d, dtype):
+    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None):
         self.owner, self.pointer, self.n, self.d, self.dtype = owner, pointer, n, d, dtype
+        self.input_dtype = input_dtype
 
     def mean_variance(self):
         """The mean of the columns' variances, in float64, by the array's own library (scikit-learn's
@@ -103,7 +105,8 @@ def device_array(X):
     if strides is not None and tuple(strides) != (shape[1] * dtype.itemsize, dtype.itemsize):
         raise ValueError(f"X in GPU memory is not C-contiguous (strides {tuple(strides)}); make it so on the device "
                          f"(CuPy: cupy.ascontiguousarray(X), PyTorch: X.contiguous())")
-    return DeviceArray(X, int(face["data"][0]), int(shape[0]), int(shape[1]), dtype)
+    return DeviceArray(X, int(face["data"][0]), int(shape[0]), int(shape[1]), dtype,
+                       sixteen if dtype == np.float32 else None)
 
 
 def _to_float32(array, name):

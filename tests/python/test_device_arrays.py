@@ -66,7 +66,8 @@ def test_float16_device_array_read_through_its_float32_conversion():
     X = OnDevice16((500, 4))
     got = _input.device_array(X)
     assert len(X.converted) == 1 and got.owner is X.converted[0]
-    assert got.dtype == np.float32 and (got.n, got.d) == (500, 4)
+    assert got.dtype == np.float32 and (got.n, got.d) == (500, 4) and got.input_dtype == "float16"
+    assert _input.device_array(OnDevice((500, 4))).input_dtype is None
     # an object of float16 in GPU memory whose library this module cannot call: one clear line
     class Opaque(OnDevice):
         dtype = "float16"
