@@ -126,25 +126,26 @@ KM_MARGIN_HD inline CandidateBound tf32_candidates_bound(std::size_t d) {
 // Float on float16 tensor cores (6_fused_wgmma.cuh: WgmmaF16). The operands are float's
 // centred ones, x' = fl32(x - mu) and c' = fl32(c - mu) (c' rounded to TF32 first, cvt.rna), each
 // scaled by a power of two -- 2^ex for every object (ex from the largest |x'_p| of the data, set
-// once a fit: every scaled coordinate below 2^15 and the largest at least 2^14), 2^ec for the
-// centroids (f16_scale_exponent, from the largest |c'|^2, each iteration) -- and rounded to
+// once a fit), 2^ec for the centroids (from the largest |c'|^2, each iteration): every scaled
+// coordinate below 2^15 and the largest at least 2^14 (f16_scale_exponent) -- and rounded to
 // float16 (cvt.rn). In float16's normal range that rounding is within 2^-11 of the value, as
-// TF32's (the same 10 fraction bits; a TF32 value there is a float16, so c' is rounded once);
-// below it within 2^-25 of the scaled value in absolute terms: 2^-25 2^-ex for an object's
-// coordinate, 2^-25 2^-ec <= 2^-39 C for a centroid's. Against the other operand these add at
-// most 2^-25 2^-ex sqrt(d) C (charged as x_abs C, doubled by the key, 1% on top) and
-// sqrt(d) 2^-39 |x| C (inside u_c = 2^-11 + sqrt(d) 2^-39). The products of float16 values
-// are exact in FP32 (22 significant bits; none underflows) and are accumulated in FP32 (u_acc =
-// 2^-24, each addition charged 2 u_acc as for TF32); the fold multiplies the sum by
+// TF32's (the same 10 fraction bits; a TF32 value there is a float16, so c' is rounded once).
+// Below it, a scaled value is within 2^-25 of its float16, and within 2^-14 of what the tensor
+// cores use even if they flush float16 subnormals to zero, which the bound assumes: 2^-14 2^-ex
+// for an object's coordinate, 2^-14 2^-ec <= 2^-28 C for a centroid's. Against the other
+// operand these add at most 2^-14 2^-ex sqrt(d) C (charged as x_abs C, doubled by the key, 1% on
+// top) and sqrt(d) 2^-28 |x| C (inside u_c = 2^-11 + sqrt(d) 2^-28). The products of float16
+// values are exact in FP32 (22 significant bits; none underflows) and are accumulated in FP32
+// (u_acc = 2^-24, each addition charged 2 u_acc as for TF32); the fold multiplies the sum by
 // 2^(1 - ex - ec), exactly (ex, ec <= 70: the factor stays a float, 2^-139 at the least). With
-// ec at its cap (C below 2^-55) a centroid coordinate's absolute error is at most 2^-95; against
-// |x'_p| < 2^(15 - ex), doubled by the key, d 2^(-79 - ex) at most, in `tiny`.
+// ec at its cap (C below 2^-55) a centroid coordinate's absolute error is at most 2^-84; against
+// |x'_p| < 2^(15 - ex), doubled by the key, d 2^(-68 - ex) at most, in `tiny`.
+//
 // A float16 operand's scale 2^e for coordinates of magnitude at most m: m < 2^q, so 2^e =
 // 2^(15 - q) keeps every scaled coordinate below 2^15 (no overflow) and m 2^e >= 2^14, so that
-// the rounding of one below float16's normal range is off by at most 2^-25 2^-e <= 2^-39 m
-// (margin.hpp). e is capped at 70 (m below 2^-55: the cap's absolute error is in the bound's
-// `tiny`; the keys' factor 2^(1 - ex - ec) stays a float). The centroids' from the largest |c'|^2 (m = sqrt(cmax2)), each iteration; the
-// objects' from their largest |x'_p|, once.
+// a coordinate below float16's normal range is off by at most 2^-14 2^-e <= 2^-28 m. e is capped
+// at 70 (m below 2^-55: the cap's absolute error is in the bound's `tiny`; the keys' factor
+// 2^(1 - ex - ec) stays a float).
 KM_MARGIN_HD inline int f16_scale_exponent(double m) {
   int q = 0;
   (void)frexp(m, &q);
@@ -154,9 +155,9 @@ KM_MARGIN_HD inline int f16_scale_exponent(double m) {
 
 KM_MARGIN_HD inline CandidateBound f16_candidates_bound(std::size_t d, int ex) {
   const double root_d = std::sqrt(static_cast<double>(d));
-  CandidateBound r = candidate_bound(d, 0x1p-11, 0x1p-11 + root_d * 0x1p-39, 0x1p-24, 0x1p-24, 0x1p-126);
-  r.x_abs = 1.01 * 2 * root_d * std::ldexp(1.0, -25 - ex);
-  const double cap = static_cast<double>(d) * std::ldexp(1.0, -78 - ex);
+  CandidateBound r = candidate_bound(d, 0x1p-11, 0x1p-11 + root_d * 0x1p-28, 0x1p-24, 0x1p-24, 0x1p-126);
+  r.x_abs = 1.01 * 2 * root_d * std::ldexp(1.0, -14 - ex);
+  const double cap = static_cast<double>(d) * std::ldexp(1.0, -67 - ex);
   if (r.tiny < cap) r.tiny = cap;
   r.operand_exponent = ex;
   return r;

@@ -81,13 +81,19 @@ float tf32_candidate_key(const std::vector<double>& xo, const std::vector<double
 // Float on float16 tensor cores (margin.hpp: f16_candidates_bound), as the wgmma kernel forms
 // its keys: x' scaled by 2^ex and rounded to float16, c' rounded to TF32, scaled by 2^ec (from
 // cmax2, as the image kernel) and rounded to float16, products exact, every accumulation
-// truncated, then keyed + 2^(1 - ex - ec) times the sum, rounded once.
-float f16_key(const std::vector<float>& xo, const std::vector<float>& cc, float keyed, int ex, double cmax2) {
+// truncated, then keyed + 2^(1 - ex - ec) times the sum, rounded once. With `flush`, float16
+// subnormals read as zero (the bound allows tensor cores that flush them).
+float to_half(float v, bool flush) {
+  const float h = static_cast<float>(static_cast<_Float16>(v));
+  return flush && std::fabs(h) < 0x1p-14f ? 0.0f : h;
+}
+float f16_key(const std::vector<float>& xo, const std::vector<float>& cc, float keyed, int ex, double cmax2,
+              bool flush = false) {
   const int ec = km::kernels::f16_scale_exponent(std::sqrt(cmax2));
   float dot = 0;
   for (std::size_t p = 0; p < xo.size(); ++p) {
-    const float xh = static_cast<float>(static_cast<_Float16>(xo[p] * std::ldexp(1.0f, ex)));
-    const float ch = static_cast<float>(static_cast<_Float16>(tf32_rna(cc[p]) * std::ldexp(1.0f, ec)));
+    const float xh = to_half(xo[p] * std::ldexp(1.0f, ex), flush);
+    const float ch = to_half(tf32_rna(cc[p]) * std::ldexp(1.0f, ec), flush);
     dot = truncate_to_float(static_cast<double>(dot) + static_cast<double>(xh) * ch);
   }
   return keyed + std::ldexp(-2.0f, -ex - ec) * dot;
@@ -166,7 +172,7 @@ void check_key_bound() {
         if constexpr (TF32)
           key = static_cast<Quad>(tf32_candidate_key(xo, cc));
         else if constexpr (F16)
-          key = static_cast<Quad>(f16_key(xo, cc, keyed_term(cc, mu), ex, norm2(cc)));
+          key = static_cast<Quad>(f16_key(xo, cc, keyed_term(cc, mu), ex, norm2(cc), trial % 2 == 1));
         else
           key = static_cast<Quad>(emulated_key(xo, cc, keyed_term(cc, mu)));
         const double err = std::fabs(static_cast<double>(key - k));
@@ -197,6 +203,54 @@ TEST(TensorMargin, FloatKeyWithinBound) { check_key_bound<float>(); }
 TEST(TensorMargin, DoubleKeyWithinBound) { check_key_bound<double>(); }
 TEST(TensorMargin, DoubleOnTf32KeyWithinBound) { check_key_bound<double, true>(); }
 TEST(TensorMargin, FloatOnF16KeyWithinBound) { check_key_bound<float, false, true>(); }
+
+// The float16 bound's absolute term (x_abs) is needed: an object all of whose coordinates fall
+// below float16's normal range once scaled (the data's largest coordinate, 1, sets ex), between
+// two centroids whose keys its roundings move apart. With x_abs its keys lie within E and the
+// margin sends it to the re-check (seq's label); without, one key leaves E and the margin
+// would keep the wrong centroid. Subnormals read as they are and flushed to zero alike.
+TEST(TensorMargin, FloatOnF16AbsoluteTermNeeded) {
+  const std::size_t d = 64;
+  const int ex = km::kernels::f16_scale_exponent(1.0);
+  const float u = std::ldexp(1.0f, -38), beta = std::ldexp(1.0f, -23), alpha = beta - u / 2;
+  std::vector<float> x(d), c1(d, 0.0f), c2(d, 0.0f);
+  for (std::size_t p = 0; p < d; ++p) {
+    if (p < d / 2) {
+      x[p] = (0.5f + 1.0f / 256) * u;
+      c2[p] = alpha;
+    } else {
+      x[p] = (1.5f - 1.0f / 256) * u;
+      c1[p] = beta;
+    }
+  }
+  const std::vector<float> mu(d, 0.0f);
+  const double cmax2 = std::max(norm2(c1), norm2(c2)) * (1 + 1e-15), xc2 = norm2(x);
+  const int seq_label = km::squared_distance(x.data(), c2.data(), d) < km::squared_distance(x.data(), c1.data(), d);
+  for (bool flush : {false, true}) {
+    SCOPED_TRACE(flush ? "subnormals flushed" : "subnormals read");
+    const float a1 = f16_key(x, c1, keyed_term(c1, mu), ex, cmax2, flush);
+    const float a2 = f16_key(x, c2, keyed_term(c2, mu), ex, cmax2, flush);
+    const Quad k1 = squared(x, c1) - squared(x, mu), k2 = squared(x, c2) - squared(x, mu);
+    const auto b = km::kernels::f16_candidates_bound(d, ex);
+    auto without = b;
+    without.x_abs = 0;
+    const double e = km::kernels::candidate_error(b, xc2, 0.0, cmax2);
+    const double e0 = km::kernels::candidate_error(without, xc2, 0.0, cmax2);
+    const double err = std::max(std::fabs(static_cast<double>(static_cast<Quad>(a1) - k1)),
+                                std::fabs(static_cast<double>(static_cast<Quad>(a2) - k2)));
+    EXPECT_LE(err, e);
+    EXPECT_GT(err, e0) << "without x_abs the key's error must leave the bound";
+    // The decision: the smaller key's centroid, unless the other lies within the margin.
+    const int by_keys = a2 < a1;
+    const double best = std::min(a1, a2), gap = std::fabs(static_cast<double>(a1) - a2);
+    EXPECT_FALSE(gap > km::kernels::candidate_margin(b, xc2, 0.0, cmax2, best) && by_keys != seq_label)
+        << "the margin kept a label that is not seq's";
+    if (!flush) {  // (flushed, both keys read no object at all and tie: re-checked either way)
+      EXPECT_TRUE(gap > km::kernels::candidate_margin(without, xc2, 0.0, cmax2, best) && by_keys != seq_label)
+          << "without x_abs the margin must keep the wrong label here, so that this test can fail";
+    }
+  }
+}
 
 // The whole decision on tie-heavy data, as the kernels make it: keys by the emulation, the
 // three smallest, the margin, then seq's formula for the close calls. Must give seq's label on

@@ -395,8 +395,8 @@ TEST(FusedPlan, TensorScoresPerPrecisionAndDevice) {
   EXPECT_TRUE(has(f24, "TF32 mma.sync") && !has(f24, "deep")) << f24;
   // float16 wgmma where d is a multiple of 8 (and the copy is made), TF32 wgmma elsewhere in its range
   for (std::size_t d : {40, 64, 128}) {
-    const std::string f16 = plan(d, 256, 4, {}, device(90)).scores;
-    EXPECT_TRUE(has(f16, "FP16 wgmma") && has(f16, "float16 copy")) << f16;
+    const std::string half = plan(d, 256, 4, {}, device(90)).scores;
+    EXPECT_TRUE(has(half, "FP16 wgmma") && has(half, "float16 copy")) << half;
   }
   for (const char* s : {plan(128, 256, 4, with("f16_scores=0"), device(90)).scores,
                         plan(128, 256, 4, with("tensor_copy=0"), device(90)).scores,

@@ -29,8 +29,9 @@ struct WgmmaAssign {
 };
 
 // The wgmma assignment for float objects of d coordinates read from the centred TF32 copy, or
-// with f16 from the objects as float16 (every value a float16; no ceiling kernel): 32 < d <= 128,
-// d a multiple of 4 (f16: of 8), on a compute capability 9.0 GPU whose code this build holds.
+// with f16 from the centred float16 copy (margin.hpp: f16_candidates_bound; no ceiling kernel):
+// 32 < d <= 128, d a multiple of 4 (f16: of 8), on a compute capability 9.0 GPU whose code this
+// build holds.
 WgmmaAssign wgmma_assign(std::size_t d, bool f16 = false);
 
 // The bytes of the tile image of k centroids of d coordinates, and the image itself made from

@@ -220,7 +220,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       cuda::opt_in_shared(kernels_.assign_pre, kernels_.pre_smem, "--impl=fused");
     bound_ = tensor_bound<T>(data.d);
     half_kernel_ = WgmmaAssign{};
-    if constexpr (std::is_same_v<T, float>)  // float16 scores, should every value be a float16 (after_setup)
+    if constexpr (std::is_same_v<T, float>)  // float16 scores, should the float16 copy fit (after_setup)
       if (this->params_.fused.f16_scores && this->params_.fused.wgmma &&
           (half_kernel_ = wgmma_assign(data.d, true)).kernel) {
         cuda::opt_in_shared(half_kernel_.kernel, half_kernel_.smem, "--impl=fused");
@@ -252,7 +252,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const bool dot = this->params_.metric == Metric::dot;
     const bool staged = staged_rows_.get() && !this->streamed() && this->uploaded_ == this->data_ &&
                         staged_rows_.size() == n * this->d_ && !dot;
-    const std::size_t staged_bytes = staged ? staged_rows_.bytes() + staged_norms_.bytes() : 0;
+    std::size_t staged_bytes = staged ? staged_rows_.bytes() + staged_norms_.bytes() : 0;
     // Out of core, the first chunk's, on the host. The dot metric: the initial centroids' mean
     // instead (margin.hpp allows any mu): its centroids of length 1 lie far from objects that
     // are long, and the keys' error, which grows with |x - mu| |c - mu|, is then far smaller
@@ -355,7 +355,10 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const bool copy = kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
                       this->params_.fused.tensor_copy;
     if (copy && half_kernel_.kernel && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(unsigned short)) {
-      if (!tf32_) staged_rows_ = DeviceBuffer<float>();
+      if (!tf32_ && staged_rows_.get()) {  // stage()'s TF32 copy: freed, no longer counted as free
+        staged_rows_ = DeviceBuffer<float>();
+        staged_bytes = 0;
+      }
       half_ = float16_copy();
     }
     if (!half_ && copy && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(T)) {
@@ -393,7 +396,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   // Float, where the float16 wgmma kernel runs: the objects' operand as float16, centred on mu
   // and scaled by 2^ex from their largest |x'_p| (margin.hpp: f16_candidates_bound), in place of
   // the TF32 copy -- 2 bytes a coordinate read an iteration instead of 4, at twice TF32's rate.
-  // False (nothing made) where a coordinate is not finite.
+  // False (nothing made) where the largest |x'_p| is not finite (the front ends refuse NaN and
+  // infinite data before this; fmaxf would pass over a NaN).
   bool float16_copy() {
     if constexpr (!std::is_same_v<T, float>) {
       return false;
