@@ -528,16 +528,19 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     problem after another. ``last_report`` then holds the batch's report: ``together``,
     ``seconds_per_iteration`` (the whole batch's, median) and each problem's report.
 
+    X in GPU memory (a CuPy array or PyTorch CUDA tensor of shape (B, N, d)): each problem X[b] is
+    read in place as ``KMeans.fit`` reads it, one problem after another (``together`` False;
+    ``seconds_per_iteration`` the sum of the problems' median iterations), the results on the host.
+
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
     ``ValueError("problem b: ...")``, and no result is returned."""
-    try:
-        in_gpu_memory = hasattr(X, "__cuda_array_interface__")
-    except Exception:  # PyTorch: a CUDA tensor that requires grad
-        in_gpu_memory = True
-    if in_gpu_memory:
-        raise ValueError("X in GPU memory: batch_kmeans reads host arrays (CuPy: X.get(), PyTorch: X.cpu()); "
-                         "KMeans.fit reads one problem in place")
+    global last_report
+    kw = dict(max_iter=max_iter, tol=tol, threshold=threshold, n_init=n_init, impl=impl, precision=precision,
+              block=block, n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose,
+              metric=metric)
+    if _input._in_device_memory(X) and not isinstance(X, np.ndarray):
+        return _batch_on_device(X, n_clusters, init, random_state, kw)
     X = np.asarray(X)
     if X.ndim != 3:
         raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {X.ndim} (shape {X.shape}); "
@@ -550,7 +553,6 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
         if init.ndim != 3 or init.shape[0] != X.shape[0]:
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({X.shape[0]}, "
                              f"{n_clusters}, {X.shape[2]}), not {init.shape}")
-    global last_report
     batch = X.shape[0]
     est = KMeans(n_clusters, init=init[0] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
                  n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
@@ -584,3 +586,38 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     return (np.stack([f["cluster_centers"] for f in fits]), np.stack([f["labels"] for f in fits]),
             np.array([f["inertia"] for f in fits], dtype=np.float64),
             np.array([f["n_iter"] for f in fits], dtype=np.int64))
+
+
+def _batch_on_device(X, n_clusters, init, random_state, kw):
+    """batch_kmeans of a CUDA array: KMeans.fit of each X[b] in place, the seeds drawn as the host
+    path draws them, the results stacked on the host."""
+    global last_report
+    shape = tuple(getattr(X, "shape", ()))
+    if len(shape) != 3:
+        raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {len(shape)} (shape {shape}); "
+                         "use KMeans for one problem")
+    batch = shape[0]
+    if batch == 0:
+        raise ValueError("X: the batch holds no problems (B = 0)")
+    given = not isinstance(init, str) and not callable(init)
+    if given:
+        init = np.asarray(init)
+        if init.shape != (batch, n_clusters, shape[2]):
+            raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {n_clusters}, "
+                             f"{shape[2]}), not {init.shape}")
+    seeder = KMeans(n_clusters, random_state=random_state)
+    seeds = [seeder._seed() for _ in range(batch)]
+    fits = []
+    for b in range(batch):
+        one = KMeans(n_clusters, init=init[b] if given else init, random_state=seeds[b], **kw)
+        try:
+            one.fit(X[b])
+        except ValueError as e:
+            raise ValueError(f"problem {b}: {e}") from None
+        fits.append(one)
+    problems = [f.report_ for f in fits]
+    medians = [float(np.median([i["total"] for i in p.get("per_iteration", [])] or [0.0])) for p in problems]
+    last_report = {"batch": batch, "together": False, "seconds_per_iteration": float(sum(medians)),
+                   "problems": problems}
+    return (np.stack([np.asarray(f.cluster_centers_) for f in fits]), np.stack([np.asarray(f.labels_) for f in fits]),
+            np.array([f.inertia_ for f in fits], dtype=np.float64), np.array([f.n_iter_ for f in fits], dtype=np.int64))

@@ -92,6 +92,23 @@ def test_output_device_needs_a_cupy_or_torch_array():
     assert np.array_equal(fitted.predict(X), fitted.labels_)
 
 
-def test_batch_of_device_arrays_named():
-    with pytest.raises(ValueError, match="batch_kmeans reads host arrays"):
-        kmeans_gpu.batch_kmeans(OnDevice((3, 500, 4)), 3)
+class OnDevice3(OnDevice):
+    """A 3-D stand-in whose problems X[b] are 2-D stand-ins (as a CuPy array's or a tensor's are)."""
+
+    shape = property(lambda self: self.__cuda_array_interface__["shape"])
+
+    def __getitem__(self, b):
+        assert isinstance(b, int)
+        return OnDevice(self.shape[1:])
+
+
+def test_batch_of_device_arrays_fits_problem_by_problem():
+    # each problem goes to KMeans.fit's device path: omp cannot read it there, named with its problem
+    with pytest.raises(ValueError, match="problem 0: --impl=omp cannot read data on the GPU"):
+        kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, impl="omp")
+    with pytest.raises(ValueError, match="a batch needs 3 dimensions"):
+        kmeans_gpu.batch_kmeans(OnDevice3((500, 4)), 3)
+    with pytest.raises(ValueError, match="no problems"):
+        kmeans_gpu.batch_kmeans(OnDevice3((0, 500, 4)), 3)
+    with pytest.raises(ValueError, match=r"init: an array for a batch has shape .*\(3, 3, 4\)"):
+        kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, init=np.zeros((2, 3, 4)))

@@ -1,5 +1,6 @@
 """The module's device path on a GPU (CuPy arrays, PyTorch CUDA tensors): each fit the host array's
-bits, predict, output="device", and batch_kmeans's problems together equal to their separate fits.
+bits, predict, output="device", batch_kmeans's problems together equal to their separate fits, a
+batch of device arrays and float16 device arrays as the host's.
 Skipped, with the reason, without a GPU, CuPy or PyTorch (CI; the refusals: test_device_arrays.py)."""
 
 import numpy as np
@@ -55,3 +56,24 @@ def test_batch_together_equals_separate_fits():
         one = KMeans(20, init="k-means++", random_state=2, max_iter=40, impl="fused").fit(Xb[b])
         assert np.array_equal(c[b], one.cluster_centers_) and np.array_equal(l[b], one.labels_), b
         assert inertia[b] == one.inertia_ and n_iter[b] == one.n_iter_, b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_batch_of_device_arrays_equals_separate_fits(dtype):
+    Xb = np.random.default_rng(7).random((4, 3001, 64)).astype(dtype)
+    want = kmeans_gpu.batch_kmeans(Xb, 20, init="k-means++", random_state=3, max_iter=30, impl="fused")
+    for name, dev, _, _ in libraries(Xb):
+        got = kmeans_gpu.batch_kmeans(dev, 20, init="k-means++", random_state=3, max_iter=30, impl="fused")
+        assert kmeans_gpu.last_report["together"] is False, name
+        for w, g in zip(want, got):
+            assert np.array_equal(w, g), name
+
+
+def test_float16_device_array_is_its_float32_fit():
+    X = np.random.default_rng(8).random((5003, 64)).astype(np.float16)
+    host = KMeans(40, init="k-means++", random_state=4, max_iter=20, impl="fused").fit(X)
+    for name, dev, _, _ in libraries(X):
+        got = KMeans(40, init="k-means++", random_state=4, max_iter=20, impl="fused").fit(dev)
+        assert np.array_equal(got.cluster_centers_, host.cluster_centers_), name
+        assert np.array_equal(got.labels_, host.labels_) and got.inertia_ == host.inertia_, name
+        assert got.report_["input_dtype"] == "float16", name
