@@ -66,16 +66,16 @@ class DeviceArray:
         return float(X.astype("float64").var(axis=0).mean())
 
 
-def _device_float32(X, sixteen):
+def _device_float32(X):
     """A float16 or bfloat16 array in GPU memory as a new float32 array on the same device, made by
     its own library (PyTorch: X.float(), CuPy: X.astype('float32')): every value exactly, no host
-    round trip; the caller's array is not modified."""
+    round trip; the caller's array is not modified. X itself where neither applies (its interface
+    then says what is wrong, or that 16 bits cannot be read there)."""
     if callable(getattr(X, "float", None)) and hasattr(X, "is_cuda"):  # PyTorch
         return X.float()
     if callable(getattr(X, "astype", None)):  # CuPy and the like
         return X.astype("float32")
-    raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} of {sixteen} in GPU memory, which this "
-                    f"module cannot convert; convert it to float32 on the device")
+    return X
 
 
 def device_array(X):
@@ -86,7 +86,7 @@ def device_array(X):
         return None
     sixteen = _sixteen_bit_name(getattr(X, "dtype", None))
     if sixteen and _in_device_memory(X):
-        X = _device_float32(X, sixteen)
+        X = _device_float32(X)
     try:
         face = X.__cuda_array_interface__
     except AttributeError:
