@@ -337,7 +337,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         make = _input.device_maker(X.owner) if self._output() == "device" else None  # (before the fit)
         want = self._dtype()
         if not isinstance(want, list) and want != X.dtype:
-            raise ValueError(f"precision={self.precision!r} with X of {X.dtype} in GPU memory: convert X there")
+            held = f"{X.input_dtype} (read as float32)" if X.input_dtype else X.dtype
+            raise ValueError(f"precision={self.precision!r} with X of {held} in GPU memory: convert X there")
         if X.n == 0:
             raise ValueError(f"X: invalid shape 0 x {X.d} (both must be positive)")
         self.n_features_in_ = X.d
