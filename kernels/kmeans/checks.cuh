@@ -2,16 +2,20 @@
 // - largest_magnitude: max |x| and whether any value is NaN or infinite (the range check the
 //   registry would otherwise make on the host before the upload);
 // - coordinate_range: each coordinate's least and greatest value (the delta kernel's cell grid);
-// - object_distances: each object's squared distance to the centroid of its label, in seq's
-//   arithmetic (squared_distance_double: double, coordinate order, no fused multiply-add), so
-//   that the chunked sum of them (kmeanspp.cuh: plusplus_chunk_sums, then the chunks in order
-//   on the host) is the CPU's inertia() bit for bit.
+// - object_terms: each object's term of the objective for the centroid of its label, in seq's
+//   arithmetic (double, coordinate order, no fused multiply-add), so that the chunked sum of
+//   them (kmeanspp.cuh: plusplus_chunk_sums, then the chunks in order on the host) is the CPU's
+//   bit for bit: the squared distance (inertia()), or offset - x.c (metric.hpp: objective; the
+//   cosine and dot metrics);
+// - unit_rows: the cosine metric's normalised copy of rows already on the device, in the host's
+//   arithmetic (unit_norm.hpp), so that it holds the bits metric.hpp's unit_rows makes.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/kmeans/kmeanspp.cuh"
+#include "kernels/kmeans/unit_norm.hpp"
 
 namespace km::kernels {
 
@@ -72,39 +76,61 @@ __global__ void coordinate_range(const T* __restrict__ x, std::int64_t n, unsign
   }
 }
 
-// out[i] = sum over j in order of (double(x_ij) - double(c_lj))^2, l = labels[i]; centroids
-// row-major [k][d]. Coordinate-major x (x[j * n + i]): each thread walks its object, the warp's
-// loads coalesced. Row-major x: blocks of kPlusPlusRows threads stage their objects through
-// shared memory kPlusPlusCols coordinates at a time (k-means++'s tiles, coalesced; a thread
-// walking its own row read 32 rows per warp load, 5x slower on 60,000 x 784).
-template <class T>
-__global__ void object_distances_coords(const T* __restrict__ x, std::int64_t n, int d,
-                                        const T* __restrict__ centroids, const std::int32_t* __restrict__ labels,
-                                        double* __restrict__ out) {
+// An object's term, accumulated over its coordinates in order: the squared distance (Euclidean)
+// or, for the inner-product metrics, offset - x.c (cosine: offset 1; dot: 0).
+struct SquaredDistance {
+  __device__ double step(double s, double x, double c) const {
+    const double e = __dsub_rn(x, c);
+    return __dadd_rn(s, __dmul_rn(e, e));
+  }
+  __device__ double finish(double s) const { return s; }
+};
+struct InnerProductTerm {
+  double offset;
+  __device__ double step(double s, double x, double c) const { return __dadd_rn(s, __dmul_rn(x, c)); }
+  __device__ double finish(double s) const { return __dsub_rn(offset, s); }
+};
+
+// out[i] = term's finish of its steps over j in order with (double(x_ij), double(c_lj)),
+// l = labels[i]; centroids row-major [k][d]. Coordinate-major x (x[j * n + i]): each thread walks
+// its object, the warp's loads coalesced. Row-major x: blocks of kPlusPlusRows threads stage their
+// objects through shared memory kPlusPlusCols coordinates at a time (k-means++'s tiles,
+// coalesced; a thread walking its own row read 32 rows per warp load, 5x slower on 60,000 x 784).
+template <class T, class Term>
+__global__ void object_terms_coords(const T* __restrict__ x, std::int64_t n, int d, const T* __restrict__ centroids,
+                                    const std::int32_t* __restrict__ labels, Term term, double* __restrict__ out) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const T* c = centroids + static_cast<std::int64_t>(labels[i]) * d;
   double s = 0;
-  for (int j = 0; j < d; ++j) {
-    const double e = __dsub_rn(static_cast<double>(x[j * n + i]), static_cast<double>(c[j]));
-    s = __dadd_rn(s, __dmul_rn(e, e));
-  }
-  out[i] = s;
+  for (int j = 0; j < d; ++j) s = term.step(s, static_cast<double>(x[j * n + i]), static_cast<double>(c[j]));
+  out[i] = term.finish(s);
 }
 
-template <class T>
+template <class T, class Term>
 __global__ void __launch_bounds__(kPlusPlusRows)
-    object_distances_rows(const T* __restrict__ x, std::int64_t n, int d, const T* __restrict__ centroids,
-                          const std::int32_t* __restrict__ labels, double* __restrict__ out) {
+    object_terms_rows(const T* __restrict__ x, std::int64_t n, int d, const T* __restrict__ centroids,
+                      const std::int32_t* __restrict__ labels, Term term, double* __restrict__ out) {
   __shared__ double tile[kPlusPlusRows][kPlusPlusCols + 1];
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kPlusPlusRows, i = row0 + threadIdx.x;
   const T* c = centroids + static_cast<std::int64_t>(i < n ? labels[i] : 0) * d;
   double s = 0;
-  plusplus_walk_rows(x, n, d, row0, tile, [&](int p, double v) {
-    const double e = __dsub_rn(v, static_cast<double>(c[p]));
-    s = __dadd_rn(s, __dmul_rn(e, e));
-  });
-  if (i < n) out[i] = s;
+  plusplus_walk_rows(x, n, d, row0, tile, [&](int p, double v) { s = term.step(s, v, static_cast<double>(c[p])); });
+  if (i < n) out[i] = term.finish(s);
+}
+
+// out's row i = row i of x (n x d, row-major) over its length (ordered_norm, unit_coordinate); a
+// row of length 0 stays 0 and one of NaN length becomes NaN (the range check then refuses it):
+// metric.hpp's unit_rows, bit for bit. One thread a row: a set-up pass.
+template <class T>
+__global__ void unit_rows(const T* __restrict__ x, std::int64_t n, int d, T* __restrict__ out) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const T* row = x + i * d;
+  T* to = out + i * d;
+  const double norm = ordered_norm([&](int j) { return row[j]; }, d);
+  for (int j = 0; j < d; ++j)
+    to[j] = norm > 0 ? unit_coordinate(row[j], norm) : norm == 0 ? T(0) : static_cast<T>(__longlong_as_double(0x7ff8000000000000LL));
 }
 
 }  // namespace km::kernels

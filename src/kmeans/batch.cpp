@@ -8,6 +8,7 @@
 #include "common/errors.hpp"
 #include "cuda/check.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/gpu/unit_rows.hpp"
 #include "kmeans/metric.hpp"
 #include "kmeans/registry.hpp"
 
@@ -47,12 +48,12 @@ auto for_problem(std::size_t b, F&& fn) {
 
 // Whether the batch's iterations may run together: fused on one GPU, one initialisation a
 // problem, the device memory not capped, and launches not synchronised one by one (the
-// graph's capture forbids it).
+// graph's capture forbids it). Data on the device may: each engine copies its problem's rows.
 template <class T>
 bool may_run_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
                       const std::vector<Params>& params) {
-  if (std::string(impl.name) != "fused" || batch < 2 || data.weighted() || data.on_device() ||
-      sync_after_launches() || !gpu_info().present)
+  if (std::string(impl.name) != "fused" || batch < 2 || data.weighted() || sync_after_launches() ||
+      !gpu_info().present)
     return false;
   for (const Params& p : params)
     if (p.n_init != 1 || p.gpus > 1 || p.device_memory != 0 || p.stream_rows != 0) return false;
@@ -73,16 +74,19 @@ bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_
   }
   std::vector<Dataset<T>> views;
   views.reserve(batch);  // (the engines keep pointers to them)
+  std::vector<cuda::DeviceBuffer<T>> unit_held(batch);  // cosine, data on the device: the unit rows
   std::vector<std::unique_ptr<Engine<T>>> engines;
   std::vector<Engine<T>*> running;
   std::vector<Result<T>> results(batch);
   for (std::size_t b = 0; b < batch; ++b) {
-    Dataset<T> view = problem_view(data, b, n);
-    views.push_back(params[b].metric == Metric::cosine ? unit_rows(view) : std::move(view));
     bool short_of_memory = false;
     for_problem(b, [&] {
-      engines.push_back(checked_engine(impl, views[b], params[b]));
       try {
+        Dataset<T> view = problem_view(data, b, n);
+        if (params[b].metric == Metric::cosine)
+          view = view.on_device() ? gpu::unit_rows_on_device(view, unit_held[b]) : unit_rows(view);
+        views.push_back(std::move(view));
+        engines.push_back(checked_engine(impl, views[b], params[b]));
         start_fit(*engines[b], views[b], params[b], results[b]);
       } catch (const DeviceError&) {
         if (b == 0) throw;  // not for the others' memory: its own error

@@ -75,7 +75,7 @@ void end_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, Re
   Stopwatch watch;
   engine.read_centroids(result.centroids);
   engine.final_labels(result.labels);
-  if (params.metric != Metric::euclidean || !engine.final_inertia(result.centroids, result.inertia))
+  if (!engine.final_inertia(result.centroids, result.inertia))
     result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
   result.seconds.finish = watch.seconds();
   engine_facts(engine, result);

@@ -70,9 +70,10 @@ class Engine {
   // The nearest current centroid of every object (the final E-step).
   virtual void final_labels(std::vector<std::int32_t>& out) = 0;
 
-  // After final_labels(): the inertia for `centroids` (read_centroids()), equal bit for bit
-  // to inertia() on the host (cpu_steps.hpp), where the engine can compute it without the
-  // host reading the data again (the GPU rungs, data on the device); false otherwise.
+  // After final_labels(): the objective for `centroids` (read_centroids()) under the fit's
+  // metric, equal bit for bit to objective() on the host (metric.hpp), where the engine can
+  // compute it without the host reading the data again (the GPU rungs, data on the device);
+  // false otherwise.
   virtual bool final_inertia(const std::vector<T>& /*centroids*/, double& /*inertia*/) { return false; }
 
   // Whether setup() makes the data's range check itself (registry.hpp: check_arithmetic_range,

@@ -12,6 +12,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/gpu/unit_rows.hpp"
 #include "kmeans/metric.hpp"
 #include "kmeans/multi_gpu.hpp"
 #include <nlohmann/json.hpp>
@@ -208,7 +209,9 @@ double check_problem(const Implementation& impl, const Dataset<T>& data, const P
   // (predict, score: weights of 0 everywhere give an inertia of 0.)
   const double max_weight = weights_with_mass(check_weights(data).max, data.weighted() && fitting);
   const double largest = range ? check_data_range(data, max_weight) : 0.0;
-  check_host_memory(host_bytes(impl, data.n, data.d, sizeof(T), params, fitting),
+  Params counted = params;
+  if (data.on_device()) counted.metric = Metric::euclidean;  // (cosine: its normalised copy is on the device)
+  check_host_memory(host_bytes(impl, data.n, data.d, sizeof(T), counted, fitting),
                     strprintf("K=%d x d=%zu with --impl=%s (centroids, sums, labels)", params.k, data.d, impl.name));
   return largest;
 }
@@ -277,9 +280,6 @@ void check_device_data(const Implementation& impl, const Dataset<T>& data, const
     throw UsageError(strprintf("--impl=%s cannot read %s: use fused, offload or offload-block (or copy the data to "
                                "the host)",
                                impl.name, what.c_str()));
-  if (params.metric != Metric::euclidean)
-    throw UsageError(strprintf("%s: the %s metric needs the data on the host (its normalised copy)", what.c_str(),
-                               to_string(params.metric)));
   if (data.weighted()) throw UsageError(what + ": sample weights need the data on the host");
   if (params.gpus > 1) throw UsageError(what + ": one GPU, the one that holds the data");
   if (params.init == Init::kmeans_parallel)
@@ -306,7 +306,9 @@ Result<T> run(const Implementation& impl, const Dataset<T>& data, const Params& 
   check_device_data(impl, data, params);
   if (params.metric != Metric::cosine) return run_on(impl, data, params, observer);
   check_problem(impl, data, params, true, false);  // (its memory check counts the copy)
-  return run_on(impl, unit_rows(data), params, observer);
+  if (!data.on_device()) return run_on(impl, unit_rows(data), params, observer);
+  cuda::DeviceBuffer<T> held;
+  return run_on(impl, gpu::unit_rows_on_device(data, held), params, observer);
 }
 
 template <class T>
@@ -316,7 +318,8 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Par
   const Whole whole{given.n, check_problem(impl, given, params, false), weights.max, weights.min};
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Dataset<T> unit;
-  if (params.metric == Metric::cosine) unit = unit_rows(given);
+  cuda::DeviceBuffer<T> held;  // (the unit rows of data on the device)
+  if (params.metric == Metric::cosine) unit = given.on_device() ? gpu::unit_rows_on_device(given, held) : unit_rows(given);
   const Dataset<T>& data = params.metric == Metric::cosine ? unit : given;
   Result<T> result;
   Stopwatch watch;
@@ -328,7 +331,7 @@ Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Par
   result.seconds.setup = watch.seconds();
   watch.restart();
   engine->final_labels(result.labels);
-  if (params.metric != Metric::euclidean || !engine->final_inertia(result.centroids, result.inertia))
+  if (!engine->final_inertia(result.centroids, result.inertia))
     result.inertia = objective(data, result.centroids.data(), result.labels.data(), params.metric);
   result.seconds.finish = watch.seconds();
   result.device = engine->device();

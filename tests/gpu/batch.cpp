@@ -39,10 +39,13 @@ km::Dataset<T> problem(const km::Dataset<T>& all, std::size_t b, std::size_t n) 
   return one;
 }
 
+// The batch of `ran` (all's rows, on the host or the device) against the separate fits of all's
+// problems.
 template <class T>
-void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const std::vector<km::Params>& params) {
+void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const std::vector<km::Params>& params,
+                          const km::Dataset<T>* ran = nullptr) {
   const km::Implementation& fused = km::find_implementation("fused");
-  const km::BatchResult<T> got = km::run_batch(fused, all, batch, params);
+  const km::BatchResult<T> got = km::run_batch(fused, ran ? *ran : all, batch, params);
   EXPECT_TRUE(got.together);
   ASSERT_EQ(got.problems.size(), batch);
   const std::size_t n = all.n / batch;
@@ -71,13 +74,16 @@ void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const st
 const std::vector<SplitShape> kBatchShapes = {{3001, 2, 16}, {2003, 16, 16}, {1501, 128, 100}, {1200, 200, 40},
                                               {4000, 128, 300}};
 
+// on_device: the batch read from a device copy of its rows (as batch_kmeans reads a CUDA array).
 template <class T>
-void check_batches(km::Metric metric) {
+void check_batches(km::Metric metric, bool from_device = false) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   for (const SplitShape& s : kBatchShapes)
     for (int kind = 0; kind < 4; ++kind) {
       const std::size_t batch = 4;
       const auto all = batch_data<T>(kind, batch, s);
+      km::cuda::DeviceBuffer<T> held;
+      const km::Dataset<T> device = from_device ? on_device(all, held) : km::Dataset<T>();
       for (km::Init init : {km::Init::first, km::Init::kmeanspp, km::Init::random}) {
         SCOPED_TRACE("d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " " + metric_data_name(kind) +
                      " init " + std::to_string(static_cast<int>(init)));
@@ -88,7 +94,7 @@ void check_batches(km::Metric metric) {
         p.seed = 9;
         p.metric = metric;
         if (kind == 1) p.tol = 1e-6;  // blobs: the shift rule stops them too
-        expect_separate_fits(all, batch, std::vector<km::Params>(batch, p));
+        expect_separate_fits(all, batch, std::vector<km::Params>(batch, p), from_device ? &device : nullptr);
       }
     }
 }
@@ -97,6 +103,11 @@ TEST(GpuBatch, EqualsSeparateFitsFloat) { check_batches<float>(km::Metric::eucli
 TEST(GpuBatch, EqualsSeparateFitsDouble) { check_batches<double>(km::Metric::euclidean); }
 TEST(GpuBatch, CosineEqualsSeparateFits) { check_batches<float>(km::Metric::cosine); }
 TEST(GpuBatch, DotEqualsSeparateFits) { check_batches<double>(km::Metric::dot); }
+TEST(GpuBatch, FromDeviceEqualsSeparateFits) {
+  check_batches<float>(km::Metric::euclidean, true);
+  check_batches<float>(km::Metric::cosine, true);
+  check_batches<double>(km::Metric::dot, true);
+}
 
 // Given initial centroids, different for each problem, and a problem that stops at the second
 // iteration (nothing moves: its objects are its 8 centroids repeated) beside ones that run on.

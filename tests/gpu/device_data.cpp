@@ -1,8 +1,9 @@
 // Data already on the GPU (Dataset::device_values, as a CuPy array or a PyTorch CUDA tensor is
 // handed over): the fit of the device copy equals the fit of the host data bit for bit (centroids,
 // labels, inertia, iterations) on every rung that takes it (offload, offload-block, fused: its cell,
-// one-pass and tensor paths), both precisions, every initialisation it takes; predict too; and the
-// host's copy is never read (freed before the fit). Skipped, with the reason, without a GPU.
+// one-pass and tensor paths), both precisions, every initialisation it takes, the three metrics;
+// predict too; and the host's copy is never read (freed before the fit). Skipped, with the reason,
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -21,21 +22,9 @@ using namespace kmtest;
 
 const std::vector<SplitShape> kDeviceShapes = {{5003, 2, 16}, {4001, 16, 16}, {3001, 64, 100}, {2003, 128, 1000}};
 
-// The same rows in device memory, the host's values dropped (a read of them would crash).
 template <class T>
-km::Dataset<T> on_device(const km::Dataset<T>& host, km::cuda::DeviceBuffer<T>& held) {
-  held = km::cuda::DeviceBuffer<T>(host.n * host.d);
-  CUDA_CHECK(cudaMemcpy(held.get(), host.values.data(), host.n * host.d * sizeof(T), cudaMemcpyHostToDevice));
-  km::Dataset<T> out;
-  out.n = host.n;
-  out.d = host.d;
-  out.source = host.source;
-  out.device_values = held.get();
-  return out;
-}
-
-template <class T>
-void check_device(const km::Implementation& impl) {
+void check_device(const km::Implementation& impl, km::Metric metric = km::Metric::euclidean,
+                  const std::vector<km::Init>& inits = {km::Init::first, km::Init::random, km::Init::kmeanspp}) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   for (const SplitShape& s : kDeviceShapes) {
     if (!km::supports(impl, static_cast<std::size_t>(s.k), s.d, sizeof(T)).ok) continue;
@@ -43,14 +32,16 @@ void check_device(const km::Implementation& impl) {
       const auto host = metric_data<T>(kind, s.n, s.d, static_cast<std::size_t>(s.k), 17);
       km::cuda::DeviceBuffer<T> held;
       const auto device = on_device(host, held);
-      for (km::Init init : {km::Init::first, km::Init::random, km::Init::kmeanspp}) {
-        SCOPED_TRACE(std::string(impl.name) + " d=" + std::to_string(s.d) + " k=" + std::to_string(s.k) + " " +
-                     metric_data_name(kind) + " init " + std::to_string(static_cast<int>(init)));
+      for (km::Init init : inits) {
+        SCOPED_TRACE(std::string(impl.name) + " " + km::to_string(metric) + " d=" + std::to_string(s.d) +
+                     " k=" + std::to_string(s.k) + " " + metric_data_name(kind) + " init " +
+                     std::to_string(static_cast<int>(init)));
         km::Params p;
         p.k = s.k;
         p.loops = 10;
         p.init = init;
         p.seed = 5;
+        p.metric = metric;
         const auto want = km::run(impl, host, p);
         const auto got = km::run(impl, device, p);
         EXPECT_EQ(got.iterations, want.iterations);
@@ -61,6 +52,7 @@ void check_device(const km::Implementation& impl) {
         // predict with the fit's centroids, from the device copy: the fit's labels.
         km::Params q;
         q.k = s.k;
+        q.metric = metric;
         q.init = km::Init::given;
         q.given_d = s.d;
         q.given_centroids.assign(want.centroids.begin(), want.centroids.end());
@@ -75,6 +67,13 @@ void check_device(const km::Implementation& impl) {
 class GpuDeviceData : public ::testing::TestWithParam<const char*> {};
 TEST_P(GpuDeviceData, Double) { check_device<double>(km::find_implementation(GetParam())); }
 TEST_P(GpuDeviceData, Float) { check_device<float>(km::find_implementation(GetParam())); }
+// cosine: the rows normalised on the device (kmeans/gpu/unit_rows.hpp), the objective summed there.
+TEST_P(GpuDeviceData, CosineFloat) {
+  check_device<float>(km::find_implementation(GetParam()), km::Metric::cosine, {km::Init::first, km::Init::kmeanspp});
+}
+TEST_P(GpuDeviceData, DotDouble) {
+  check_device<double>(km::find_implementation(GetParam()), km::Metric::dot, {km::Init::random});
+}
 std::string rung_name(const ::testing::TestParamInfo<const char*>& rung) {
   std::string name = rung.param;
   for (char& c : name)

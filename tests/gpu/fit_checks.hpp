@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/device.hpp"
+#include "cuda/memory.hpp"
 #include "io/generate.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/registry.hpp"
@@ -23,6 +24,19 @@ inline void PrintTo(const Implementation* impl, std::ostream* os) { *os << impl-
 }  // namespace km
 
 namespace kmtest {
+
+// The same rows in device memory, the host's values dropped (a read of them would crash).
+template <class T>
+km::Dataset<T> on_device(const km::Dataset<T>& host, km::cuda::DeviceBuffer<T>& held) {
+  held = km::cuda::DeviceBuffer<T>(host.n * host.d);
+  CUDA_CHECK(cudaMemcpy(held.get(), host.values.data(), host.n * host.d * sizeof(T), cudaMemcpyHostToDevice));
+  km::Dataset<T> out;
+  out.n = host.n;
+  out.d = host.d;
+  out.source = host.source;
+  out.device_values = held.get();
+  return out;
+}
 
 inline std::string impl_name(const ::testing::TestParamInfo<const km::Implementation*>& param_info) {
   std::string name = param_info.param->name;

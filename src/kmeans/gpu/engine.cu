@@ -89,22 +89,29 @@ double GpuEngine<T>::device_largest() {
 }
 
 template <class T>
-bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out) {
+bool GpuEngine<T>::device_inertia(const std::vector<T>& centroids, double& out, Metric metric) {
   if (uploaded_ == nullptr || uploaded_ != data_ || n_ == 0) return false;  // out of core: the host sums it
   if (data_->weighted()) return false;  // the host's inertia() multiplies by the weights
   DeviceBuffer<T> c = device_buffer<T>(centroids.size());
   CUDA_CHECK(cudaMemcpyAsync(c.get(), centroids.data(), centroids.size() * sizeof(T), cudaMemcpyHostToDevice,
                              stream_));
   DeviceBuffer<double> distances = device_buffer<double>(n_);
-  if (layout_ == Layout::coord_major)
-    kernels::object_distances_coords<T><<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
-        x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(), distances.get());
-  else
-    kernels::object_distances_rows<T>
-        <<<static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows), kernels::kPlusPlusRows, 0,
-           stream_>>>(x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(),
-                      distances.get());
-  CUDA_CHECK_LAUNCH();
+  const auto terms = [&](auto term) {
+    if (layout_ == Layout::coord_major)
+      kernels::object_terms_coords<<<static_cast<unsigned>((n_ + 255) / 256), 256, 0, stream_>>>(
+          x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_), c.get(), labels_.get(), term,
+          distances.get());
+    else
+      kernels::object_terms_rows<<<static_cast<unsigned>((n_ + kernels::kPlusPlusRows - 1) / kernels::kPlusPlusRows),
+                                   kernels::kPlusPlusRows, 0, stream_>>>(x_.get(), static_cast<std::int64_t>(n_),
+                                                                          static_cast<int>(d_), c.get(), labels_.get(),
+                                                                          term, distances.get());
+    CUDA_CHECK_LAUNCH();
+  };
+  if (metric == Metric::euclidean)
+    terms(kernels::SquaredDistance{});
+  else  // metric.cpp: objective
+    terms(kernels::InnerProductTerm{metric == Metric::cosine ? 1.0 : 0.0});
   // inertia_chunks' chunks, each summed in object order by one lane; the chunks in order here.
   const std::size_t chunk = inertia_chunk(d_), chunks = (n_ + chunk - 1) / chunk;
   DeviceBuffer<double> sums = device_buffer<double>(chunks);

@@ -37,7 +37,7 @@ class GpuEngine : public Engine<T> {
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
   bool final_inertia(const std::vector<T>& centroids, double& inertia) override {
-    return device_inertia(centroids, inertia);
+    return device_inertia(centroids, inertia, params_.metric);
   }
 
  protected:
@@ -55,9 +55,10 @@ class GpuEngine : public Engine<T> {
   virtual bool keep_rows(std::size_t /*d*/) const { return false; }
   // max |x| over the uploaded data, or NaN when some value is NaN or infinite.
   double device_largest();
-  // The inertia of the uploaded data for `centroids` ([k][d]) and the labels on the device
-  // (final_labels), the CPU's inertia() bit for bit; false when the data is not on the device.
-  bool device_inertia(const std::vector<T>& centroids, double& out);
+  // The objective of the uploaded data for `centroids` ([k][d]) and the labels on the device
+  // (final_labels) under `metric`, the CPU's objective() bit for bit (Euclidean: inertia());
+  // false when the data is not on the device.
+  bool device_inertia(const std::vector<T>& centroids, double& out, Metric metric = Metric::euclidean);
   // Clears the change counter and the shift on the stream.
   void reset_changed();
   // Copies the change counter (and the shift, if asked, and the iteration's inertia when the
