@@ -529,9 +529,9 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     problem after another. ``last_report`` then holds the batch's report: ``together``,
     ``seconds_per_iteration`` (the whole batch's, median) and each problem's report.
 
-    X in GPU memory (a CuPy array or PyTorch CUDA tensor of shape (B, N, d)): each problem X[b] is
-    read in place as ``KMeans.fit`` reads it, one problem after another (``together`` False;
-    ``seconds_per_iteration`` the sum of the problems' median iterations), the results on the host.
+    X in GPU memory (a CuPy array or PyTorch CUDA tensor of shape (B, N, d), float16 and bfloat16
+    converted there): read in place, no copy to the host, and run as a host batch runs (together
+    with impl="fused" on one GPU); the results come back on the host.
 
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
@@ -590,35 +590,51 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
 
 
 def _batch_on_device(X, n_clusters, init, random_state, kw):
-    """batch_kmeans of a CUDA array: KMeans.fit of each X[b] in place, the seeds drawn as the host
-    path draws them, the results stacked on the host."""
+    """batch_kmeans of a CUDA array (B, N, d), read in place: the problems run as the host batch
+    runs them (together with impl="fused" on one GPU), with the seeds the host path draws."""
     global last_report
-    shape = tuple(getattr(X, "shape", ()))
-    if len(shape) != 3:
-        raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {len(shape)} (shape {shape}); "
-                         "use KMeans for one problem")
-    batch = shape[0]
+    device = _input.device_array(X, dims=3)
+    if device is None:
+        raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in GPU memory that kmeans_gpu cannot read "
+                        f"in place; pass a CuPy array or a PyTorch CUDA tensor, or copy it to the host")
+    batch = device.batch
     if batch == 0:
         raise ValueError("X: the batch holds no problems (B = 0)")
+    if device.n == 0:
+        raise ValueError(f"X: invalid shape 0 x {device.d} (both must be positive)")
     given = not isinstance(init, str) and not callable(init)
     if given:
         init = np.asarray(init)
-        if init.shape != (batch, n_clusters, shape[2]):
+        if init.ndim != 3 or init.shape[0] != batch:
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {n_clusters}, "
-                             f"{shape[2]}), not {init.shape}")
-    seeder = KMeans(n_clusters, random_state=random_state)
-    seeds = [seeder._seed() for _ in range(batch)]
-    fits = []
-    for b in range(batch):
-        one = KMeans(n_clusters, init=init[b] if given else init, random_state=seeds[b], **kw)
-        try:
-            one.fit(X[b])
-        except ValueError as e:
-            raise ValueError(f"problem {b}: {e}") from None
-        fits.append(one)
-    problems = [f.report_ for f in fits]
-    medians = [float(np.median([i["total"] for i in p.get("per_iteration", [])] or [0.0])) for p in problems]
-    last_report = {"batch": batch, "together": False, "seconds_per_iteration": float(sum(medians)),
-                   "problems": problems}
-    return (np.stack([np.asarray(f.cluster_centers_) for f in fits]), np.stack([np.asarray(f.labels_) for f in fits]),
-            np.array([f.inertia_ for f in fits], dtype=np.float64), np.array([f.n_iter_ for f in fits], dtype=np.int64))
+                             f"{device.d}), not {init.shape}")
+    est = KMeans(n_clusters, init=init[0] if given else init, random_state=random_state, **kw)
+    want = est._dtype()
+    if not isinstance(want, list) and want != device.dtype:
+        held = f"{device.input_dtype} (read as float32)" if device.input_dtype else device.dtype
+        raise ValueError(f"precision={est.precision!r} with X of {held} in GPU memory: convert X there")
+    args = est._problem(device.d, stacklevel=3)
+    engine = est._engine_arguments()
+    _core.check_device_fit(engine["impl"], args["metric"], args["init"], engine["gpus"])
+    seeds = [engine["seed"]] + [est._seed() for _ in range(batch - 1)]
+    centroids = None
+    if given:
+        if init.shape != (batch, args["k"], device.d):
+            raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {args['k']}, "
+                             f"{device.d}), not {init.shape}")
+        centroids = np.ascontiguousarray(check_array(init.reshape(-1, device.d), dtype=np.float64,
+                                                     **{_FINITE: True}))
+    tols = [est._tol(lambda b=b: device.mean_variance(b)) for b in range(batch)]
+    with est._progress():
+        fits, together, seconds = _core.batch_fit_device(
+            device.pointer, batch, device.n, device.d, device.dtype == np.float32, engine["impl"], args["k"],
+            args["loops"], args["threshold"], tols, args["init"], seeds, engine["block"],
+            engine["threads"], args["n_init"], centroids, engine["gpus"], engine["device_memory"], args["metric"])
+    problems = [json.loads(f["report"]) for f in fits]
+    if device.input_dtype:
+        for p in problems:
+            p["input_dtype"] = device.input_dtype
+    last_report = {"batch": batch, "together": together, "seconds_per_iteration": seconds, "problems": problems}
+    return (np.stack([f["cluster_centers"] for f in fits]), np.stack([f["labels"] for f in fits]),
+            np.array([f["inertia"] for f in fits], dtype=np.float64),
+            np.array([f["n_iter"] for f in fits], dtype=np.int64))

@@ -1,6 +1,7 @@
 """What the estimator does to X before scikit-learn's checks: a CUDA array the engines read in
-place is described (device_array), 16-bit floats become float32 exactly, and an array in GPU memory
-that neither the engines nor NumPy can read is refused with one clear error.
+place is described (device_array: through ``__cuda_array_interface__``, or DLPack alone, as JAX's
+arrays describe themselves), 16-bit floats become float32 exactly, and an array in GPU memory that
+neither the engines nor NumPy can read is refused with one clear error.
 
 float16 (NumPy's) and bfloat16 (a dtype named 'bfloat16', as ml_dtypes and JAX register it) are
 subsets of float32: every value converts exactly, so the labels and inertia are those of the
@@ -10,11 +11,53 @@ imports torch, CuPy or ml_dtypes: objects are read through ``__array__``, ``dtyp
 ``__cuda_array_interface__`` and ``__dlpack_device__``.
 """
 
+import ctypes
+
 import numpy as np
 
 # DLPack device types whose memory the host reads: CPU, CUDA pinned host memory, ROCm host memory.
 _HOST_DEVICES = (1, 3, 11)
+# DLPack device types the engines read in place: CUDA memory, CUDA managed memory.
+_CUDA_DEVICES = (2, 13)
 _SIXTEEN = ("float16", "bfloat16")
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    """DLPack's DLTensor (dlpack.h, ABI-stable since 0.1): the first member of the DLManagedTensor
+    an unversioned "dltensor" capsule points at."""
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def dlpack_view(X):
+    """What X's DLPack capsule describes: dict(capsule, address, shape, strides (in bytes, None when
+    C-contiguous by omission), dtype (a NumPy dtype, or None for other types), device (type, id)).
+    The capsule is kept unconsumed (its destructor frees the tensor once it is dropped), so it must
+    outlive every read of the address."""
+    capsule = X.__dlpack__()
+    tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
+    dtype = np.dtype(f"<f{bits // 8}") if code == 2 and bits in (16, 32, 64) and lanes == 1 else None
+    shape = tuple(int(tensor.shape[i]) for i in range(tensor.ndim))
+    strides = None
+    if tensor.strides and dtype is not None:
+        strides = tuple(int(tensor.strides[i]) * dtype.itemsize for i in range(tensor.ndim))
+    return dict(capsule=capsule, address=(tensor.data or 0) + tensor.byte_offset, shape=shape, strides=strides,
+                dtype=dtype, device=(tensor.device.device_type, tensor.device.device_id))
 
 
 def _sixteen_bit_name(dtype):
@@ -48,19 +91,33 @@ def _in_device_memory(X):
     return False
 
 
+def _dlpack_on_cuda(X):
+    """Whether X describes itself through DLPack as an array in CUDA memory."""
+    device = getattr(X, "__dlpack_device__", None)
+    if not callable(device) or not callable(getattr(X, "__dlpack__", None)):
+        return False
+    try:
+        return int(device()[0]) in _CUDA_DEVICES
+    except Exception:
+        return False
+
+
 class DeviceArray:
-    """A C-contiguous 2-D float32/float64 array in CUDA memory (CuPy, PyTorch), read in place by
-    the engines through its ``__cuda_array_interface__``; ``owner`` keeps it alive. ``input_dtype``:
-    'float16' or 'bfloat16' where owner is the float32 conversion of such an array, else None."""
+    """A C-contiguous float32/float64 array in CUDA memory (CuPy, PyTorch, JAX...), read in place by
+    the engines through its ``__cuda_array_interface__`` or its DLPack capsule (``keep``): n x d
+    (2-D), or a batch of ``batch`` problems of n rows each (3-D); ``owner`` keeps it alive.
+    ``input_dtype``: 'float16' or 'bfloat16' where owner is the float32 conversion of such an array,
+    else None."""
 
-    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None):
+    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None, batch=None, keep=None):
         self.owner, self.pointer, self.n, self.d, self.dtype = owner, pointer, n, d, dtype
-        self.input_dtype = input_dtype
+        self.input_dtype, self.batch = input_dtype, batch
+        self.keep = keep  # a DLPack capsule: alive while the engines read its memory
 
-    def mean_variance(self):
-        """The mean of the columns' variances, in float64, by the array's own library (scikit-learn's
-        scale for tol; summed on the device, so not the host fit's bits)."""
-        X = self.owner
+    def mean_variance(self, b=None):
+        """The mean of the columns' variances (of problem b in a batch), in float64, by the array's
+        own library (scikit-learn's scale for tol; summed on the device, so not the host fit's bits)."""
+        X = self.owner if b is None else self.owner[b]
         if hasattr(X, "double") and hasattr(X, "var"):  # PyTorch
             return float(X.double().var(dim=0, unbiased=False).mean().item())
         return float(X.astype("float64").var(axis=0).mean())
@@ -78,35 +135,49 @@ def _device_float32(X):
     return X
 
 
-def device_array(X):
-    """X as a DeviceArray when it is a CUDA array the engines can read in place, else None (host
-    data, or device memory that only DLPack describes: host_array says what to do). A float16 or
-    bfloat16 CUDA array is read through its float32 conversion, made on the device."""
+def device_array(X, dims=2):
+    """X as a DeviceArray when it is a CUDA array the engines can read in place (its
+    ``__cuda_array_interface__``, else its DLPack capsule), else None (host data, or device memory
+    of another kind: host_array says what to do). A float16 or bfloat16 CUDA array is read through
+    its float32 conversion, made on the device by its own library. dims: 2 for (n_samples,
+    n_features), 3 for a batch (B, N, d)."""
     if isinstance(X, np.ndarray):
         return None
     sixteen = _sixteen_bit_name(getattr(X, "dtype", None))
     if sixteen and _in_device_memory(X):
         X = _device_float32(X)
+    name = f"{type(X).__module__}.{type(X).__name__}"
+    keep, face = None, None
     try:
         face = X.__cuda_array_interface__
     except AttributeError:
-        return None
+        pass
     except Exception as e:  # PyTorch: a tensor that requires grad
         raise TypeError(f"X in GPU memory cannot be read ({e}); pass X.detach()") from e
-    shape, typestr, strides = tuple(face["shape"]), face["typestr"], face.get("strides")
-    dtype = np.dtype(typestr)
-    name = f"{type(X).__module__}.{type(X).__name__}"
+    if face is not None:
+        shape, dtype, strides = tuple(face["shape"]), np.dtype(face["typestr"]), face.get("strides")
+        address = int(face["data"][0])
+    elif _dlpack_on_cuda(X):  # (JAX: an array in GPU memory describes itself through DLPack alone)
+        view = dlpack_view(X)
+        keep, address, shape, strides, dtype = (view[k] for k in ("capsule", "address", "shape", "strides", "dtype"))
+        if dtype is None:
+            raise TypeError(f"X is a {name} in GPU memory whose DLPack type is not a float; the engines read "
+                            f"float32 or float64 there")
+    else:
+        return None
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"X is a {name} of {dtype} in GPU memory; the engines read float32 or float64 there (and "
                         f"float16 or bfloat16 CuPy arrays and PyTorch tensors, converted on the device): convert it "
                         f"on the device (CuPy: X.astype('float32'), PyTorch: X.float())")
-    if len(shape) != 2:
-        raise ValueError(f"X in GPU memory has shape {shape}; a 2-D (n_samples, n_features) array is needed")
-    if strides is not None and tuple(strides) != (shape[1] * dtype.itemsize, dtype.itemsize):
+    if len(shape) != dims:
+        needed = "a 2-D (n_samples, n_features)" if dims == 2 else "a 3-D (B, N, d)"
+        raise ValueError(f"X in GPU memory has shape {shape}; {needed} array is needed")
+    contiguous = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(dims))
+    if strides is not None and any(s != c for s, c, m in zip(strides, contiguous, shape) if m > 1):
         raise ValueError(f"X in GPU memory is not C-contiguous (strides {tuple(strides)}); make it so on the device "
                          f"(CuPy: cupy.ascontiguousarray(X), PyTorch: X.contiguous())")
-    return DeviceArray(X, int(face["data"][0]), int(shape[0]), int(shape[1]), dtype,
-                       sixteen if dtype == np.float32 else None)
+    return DeviceArray(X, address, int(shape[-2]), int(shape[-1]), dtype, sixteen if dtype == np.float32 else None,
+                       int(shape[0]) if dims == 3 else None, keep)
 
 
 def _to_float32(array, name):

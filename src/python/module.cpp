@@ -261,7 +261,7 @@ py::dict predict(const py::array& x, const Options& o) {
 // row-major at `address` on the current device: read there by the engines (registry.hpp:
 // check_device_data says which fits).
 template <class T>
-py::dict on_device(std::uintptr_t address, std::size_t n, std::size_t d, const Options& o, bool predicting) {
+km::Dataset<T> device_view(std::uintptr_t address, std::size_t n, std::size_t d) {
   km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), "X");
   if (address == 0) throw km::UsageError("X in GPU memory: a null pointer");
   km::Dataset<T> data;
@@ -270,6 +270,12 @@ py::dict on_device(std::uintptr_t address, std::size_t n, std::size_t d, const O
   data.source = "X (GPU memory)";
   data.element = sizeof(T) == 4 ? "float32" : "float64";
   data.device_values = reinterpret_cast<const T*>(address);
+  return data;
+}
+
+template <class T>
+py::dict on_device(std::uintptr_t address, std::size_t n, std::size_t d, const Options& o, bool predicting) {
+  const km::Dataset<T> data = device_view<T>(address, n, d);
   const km::Params params = params_of(o, d);
   const km::Implementation& impl = implementation(o.impl);
   km::Result<T> result = interruptible([&] {
@@ -317,15 +323,14 @@ Options options(const std::string& impl, int k, int loops, double threshold, std
   return o;
 }
 
-// B problems of n rows each, one after another in x (B n x d): km::run_batch, problem b with tol
-// tols[b], seed seeds[b] and, when given, initial centroids centroids[b] ((B, K, d) as B K x d
-// rows). Returns (the problems' results as fit's dicts, whether the iterations ran together, the
-// batch's median seconds per iteration).
+// B problems of n rows each, one after another in data (B n x d, on the host or the device):
+// km::run_batch, problem b with tol tols[b], seed seeds[b] and, when given, initial centroids
+// centroids[b] ((B, K, d) as B K x d rows). Returns (the problems' results as fit's dicts, whether
+// the iterations ran together, the batch's median seconds per iteration).
 template <class T>
-py::tuple batch_fit(const py::array& x, std::size_t batch, const Options& o,
+py::tuple batch_fit(const km::Dataset<T>& data, std::size_t batch, const Options& o,
                     const std::vector<std::optional<double>>& tols, const std::vector<std::uint64_t>& seeds,
                     const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& centroids) {
-  const km::Dataset<T> data = view<T>(x);
   if (batch == 0 || data.n % batch != 0 || tols.size() != batch || seeds.size() != batch)
     throw km::UsageError("internal: a batch's rows, problems, tols and seeds do not agree");
   const km::Params base = params_of(o, data.d);
@@ -617,8 +622,8 @@ PYBIND11_MODULE(_core, m) {
         const Options o = options(impl, k, loops, threshold, std::nullopt, init, 0, block, threads, n_init,
                                   std::nullopt, gpus, device_memory, metric);
         clamp_openmp_threads();
-        if (py::isinstance<py::array_t<float>>(x)) return batch_fit<float>(x, batch, o, tols, seeds, centroids);
-        if (py::isinstance<py::array_t<double>>(x)) return batch_fit<double>(x, batch, o, tols, seeds, centroids);
+        if (py::isinstance<py::array_t<float>>(x)) return batch_fit(view<float>(x), batch, o, tols, seeds, centroids);
+        if (py::isinstance<py::array_t<double>>(x)) return batch_fit(view<double>(x), batch, o, tols, seeds, centroids);
         throw km::UsageError("internal: X must be float32 or float64");
       },
       py::arg("X"), py::arg("batch"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("threshold"),
@@ -626,6 +631,25 @@ PYBIND11_MODULE(_core, m) {
       py::arg("centroids"),
       py::arg("gpus"), py::arg("device_memory"), py::arg("metric"),
       "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans).");
+  m.def(
+      "batch_fit_device",
+      [](std::uintptr_t address, std::size_t batch, std::size_t n, std::size_t d, bool single, const std::string& impl,
+         int k, int loops, double threshold, const std::vector<std::optional<double>>& tols, const std::string& init,
+         const std::vector<std::uint64_t>& seeds, int block, int threads, int n_init,
+         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
+         std::size_t device_memory, const std::string& metric) {
+        const Options o = options(impl, k, loops, threshold, std::nullopt, init, 0, block, threads, n_init,
+                                  std::nullopt, gpus, device_memory, metric);
+        clamp_openmp_threads();
+        if (single) return batch_fit(device_view<float>(address, batch * n, d), batch, o, tols, seeds, centroids);
+        return batch_fit(device_view<double>(address, batch * n, d), batch, o, tols, seeds, centroids);
+      },
+      py::arg("address"), py::arg("batch"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"),
+      py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tols"), py::arg("init"), py::arg("seeds"),
+      py::arg("block"), py::arg("threads"), py::arg("n_init"), py::arg("centroids"), py::arg("gpus"),
+      py::arg("device_memory"), py::arg("metric"),
+      "batch_fit of B problems of n rows each, B n x d values (float32 when single, else float64) row-major in "
+      "CUDA memory at address, read there.");
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),

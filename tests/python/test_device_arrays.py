@@ -102,13 +102,52 @@ class OnDevice3(OnDevice):
         return OnDevice(self.shape[1:])
 
 
-def test_batch_of_device_arrays_fits_problem_by_problem():
-    # each problem goes to KMeans.fit's device path: omp cannot read it there, named with its problem
-    with pytest.raises(ValueError, match="problem 0: --impl=omp cannot read data on the GPU"):
+def test_batch_of_device_arrays_is_checked_before_it_is_read():
+    # the whole batch goes to the device batch, which omp cannot read
+    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
         kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, impl="omp")
-    with pytest.raises(ValueError, match="a batch needs 3 dimensions"):
+    with pytest.raises(ValueError, match=r"has shape \(500, 4\); a 3-D \(B, N, d\) array is needed"):
         kmeans_gpu.batch_kmeans(OnDevice3((500, 4)), 3)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        kmeans_gpu.batch_kmeans(OnDevice((3, 500, 4), "<f4", (8000, 4, 2000)), 3)
+    with pytest.raises(ValueError, match="precision='double' with X of float32"):
+        kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, precision="double")
     with pytest.raises(ValueError, match="no problems"):
         kmeans_gpu.batch_kmeans(OnDevice3((0, 500, 4)), 3)
     with pytest.raises(ValueError, match=r"init: an array for a batch has shape .*\(3, 3, 4\)"):
         kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, init=np.zeros((2, 3, 4)))
+
+
+class DLPackOnly:
+    """A stand-in for an array that describes itself through DLPack alone (as JAX's do), over a
+    NumPy array's capsule but saying it lives in CUDA memory: never dereferenced here."""
+
+    def __init__(self, array, device_type=2):
+        self.array, self.device_type = array, device_type
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
+def test_dlpack_only_arrays_are_read_in_place():
+    from kmeans_gpu import _input
+    X = np.arange(2000, dtype=np.float32).reshape(500, 4)
+    got = _input.device_array(DLPackOnly(X))
+    assert got.pointer == X.ctypes.data and (got.n, got.d, got.dtype) == (500, 4, np.float32)
+    assert got.keep is not None  # the capsule, alive while the engines read its memory
+    batch = _input.device_array(DLPackOnly(X.reshape(5, 100, 4)), dims=3)
+    assert (batch.batch, batch.n, batch.d) == (5, 100, 4)
+    # the device path, not a copy to the host (the stand-in has no __array__)
+    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
+        KMeans(3, impl="omp", tol=0).fit(DLPackOnly(X))
+    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
+        kmeans_gpu.batch_kmeans(DLPackOnly(X.reshape(5, 100, 4)), 3, impl="omp", tol=0)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        KMeans(3, tol=0).fit(DLPackOnly(X[:, ::2]))
+    with pytest.raises(TypeError, match="DLPack type is not a float"):
+        KMeans(3, tol=0).fit(DLPackOnly(np.zeros((500, 4), dtype=np.int32)))
+    # a host DLPack device is not read in place
+    assert _input.device_array(DLPackOnly(X, device_type=1)) is None

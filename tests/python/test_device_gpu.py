@@ -58,15 +58,55 @@ def test_batch_together_equals_separate_fits():
         assert inertia[b] == one.inertia_ and n_iter[b] == one.n_iter_, b
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_batch_of_device_arrays_equals_separate_fits(dtype):
+@pytest.mark.parametrize("dtype,metric", [(np.float32, "euclidean"), (np.float16, "euclidean"),
+                                          (np.float32, "cosine"), (np.float16, "dot")])
+def test_batch_of_device_arrays_equals_the_host_batch(dtype, metric):
     Xb = np.random.default_rng(7).random((4, 3001, 64)).astype(dtype)
-    want = kmeans_gpu.batch_kmeans(Xb, 20, init="k-means++", random_state=3, max_iter=30, impl="fused")
+    kw = dict(init="k-means++", random_state=3, max_iter=30, impl="fused", metric=metric, tol=0)
+    want = kmeans_gpu.batch_kmeans(Xb, 20, **kw)
     for name, dev, _, _ in libraries(Xb):
-        got = kmeans_gpu.batch_kmeans(dev, 20, init="k-means++", random_state=3, max_iter=30, impl="fused")
-        assert kmeans_gpu.last_report["together"] is False, name
+        got = kmeans_gpu.batch_kmeans(dev, 20, **kw)
+        assert kmeans_gpu.last_report["together"] is True, name
         for w, g in zip(want, got):
             assert np.array_equal(w, g), name
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_device_fit_of_each_metric_is_the_host_fit(metric):
+    X = np.random.default_rng(9).random((6007, 128)).astype(np.float32) - 0.3
+    kw = dict(init="k-means++", random_state=4, max_iter=20, impl="fused", metric=metric, tol=0)
+    host = KMeans(64, **kw).fit(X)
+    for name, dev, _, _ in libraries(X):
+        got = KMeans(64, **kw).fit(dev)
+        assert np.array_equal(got.cluster_centers_, host.cluster_centers_), name
+        assert np.array_equal(got.labels_, host.labels_) and got.inertia_ == host.inertia_, name
+        assert np.array_equal(np.asarray(got.predict(dev)), host.predict(X)), name
+
+
+class DLPackOnly:
+    """A CUDA tensor seen through DLPack alone (as a JAX array on the GPU shows itself)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_dlpack_only_device_array_is_the_host_fit():
+    X = np.random.default_rng(10).random((5003, 64)).astype(np.float32)
+    kw = dict(init="k-means++", random_state=4, max_iter=20, impl="fused", tol=0)
+    host = KMeans(40, **kw).fit(X)
+    dev = DLPackOnly(torch.as_tensor(X, device="cuda"))
+    got = KMeans(40, **kw).fit(dev)
+    assert np.array_equal(got.cluster_centers_, host.cluster_centers_)
+    assert np.array_equal(got.labels_, host.labels_) and got.inertia_ == host.inertia_
+    c, l, inertia, _ = kmeans_gpu.batch_kmeans(DLPackOnly(torch.as_tensor(X.reshape(1, 5003, 64), device="cuda")),
+                                               40, **kw)
+    assert np.array_equal(c[0], host.cluster_centers_) and np.array_equal(l[0], host.labels_)
 
 
 def test_float16_device_array_is_its_float32_fit():
