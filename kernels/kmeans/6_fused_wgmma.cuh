@@ -1,7 +1,7 @@
 // Step 6, fused, its tensor path on Hopper's warpgroup MMA (wgmma, sm_90a): float with
 // 32 < d <= 128, d a multiple of 4, objects read from the centred TF32 copy (the shapes of
-// embeddings: 262144 x 128, K = 1024 and the like) -- or, with d a multiple of 8, from a centred
-// float16 copy scaled by a power of two, on float16 tensor cores (WgmmaF16 below; margin.hpp:
+// embeddings: 262144 x 128, K = 1024 and the like) -- or from a centred float16 copy scaled by
+// a power of two (rows padded to whole 16-byte chunks), on float16 tensor cores (WgmmaF16 below; margin.hpp:
 // f16_candidates_bound): half the bytes of the copy and twice the products' rate, the same
 // keys' contract.
 //
@@ -200,9 +200,10 @@ __device__ __forceinline__ void wgmma_slice(float (&d)[64], unsigned a_low, unsi
 // and slice dt (BK coordinates), in that order, the BN x BK operands exactly as the stage holds
 // them (row r's 16-byte chunk c8 at chunk c8 ^ (r % 8), the 128-byte swizzle), zeros past k and
 // d: ceil(k / BN) * BN rows of ceil(d / BK) * BK. From centred, row-major [k][d] (d a multiple
-// of a chunk's coordinates); one thread a 16-byte chunk of the image, written in order. F16:
-// each coordinate scaled by 2^e (f16_scale_exponent of *cmax2) and rounded to float16, and
-// centred overwritten with the rounded value unscaled (exact), the operand the thresholds read.
+// of 4); one thread a 16-byte chunk of the image, written in order. F16: each coordinate scaled
+// by 2^e (f16_scale_exponent of *cmax2) and rounded to float16, and centred overwritten with the
+// rounded value unscaled (exact), the operand the thresholds read; a chunk's 8 coordinates may
+// end 4 past d (d % 8 = 4), those zeros.
 template <class S>
 __global__ void wgmma_image_kernel(float* __restrict__ centred, int k, int d, const double* __restrict__ cmax2,
                                    uint4* __restrict__ image) {
@@ -228,9 +229,9 @@ __global__ void wgmma_image_kernel(float* __restrict__ centred, int k, int d, co
         unsigned short h[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
-          const __half r16 = __float2half_rn(c[u] * up);  // exact scaling, one rounding
+          const __half r16 = __float2half_rn(p + u < d ? c[u] * up : 0.f);  // exact scaling, one rounding
           h[u] = __half_as_ushort(r16);
-          c[u] = __half2float(r16) * down;
+          if (p + u < d) c[u] = __half2float(r16) * down;
         }
         v = make_uint4(h[0] | (unsigned{h[1]} << 16), h[2] | (unsigned{h[3]} << 16), h[4] | (unsigned{h[5]} << 16),
                        h[6] | (unsigned{h[7]} << 16));
@@ -242,7 +243,9 @@ __global__ void wgmma_image_kernel(float* __restrict__ centred, int k, int d, co
   }
 }
 
-// x: the centred TF32 copy (Tf32) or the objects as float16 (F16), row-major [n][d]; image: the
+// x: the centred TF32 copy (Tf32) or the objects as float16 (F16), row-major [n][ld] with ld = d
+// rounded up to a whole 16-byte chunk (d for TF32; F16 rows of d % 8 = 4 end in 4 zeros:
+// centre.cuh, float16_row_stride); image: the
 // centroids' tile image (above), centred: the same centroids row-major as floats (the
 // thresholds' reads); prev: the labels of the previous
 // iteration (any value outside [0, k): no threshold); the other arguments as
@@ -277,7 +280,7 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
 
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
   const int rows_here = static_cast<int>(n - row0 < BM ? n - row0 : BM);
-  const int dp = (d + BK - 1) / BK * BK;
+  const int dp = (d + BK - 1) / BK * BK, ld = (d + CE - 1) / CE * CE;
   const int dtiles = dp / BK, ctiles = (k + BN - 1) / BN, tiles = dtiles * ctiles;
 
   // The block's objects, whole d, once: 16-byte chunk c8 of row r in slice s at its swizzled
@@ -285,12 +288,12 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
   // numbered (slice, row, chunk) so that every split is a shift (a division by d's chunks cost
   // 7% of the kernel's instructions).
   {
-    const E* xb = x + row0 * d;
+    const E* xb = x + row0 * ld;
     for (int q = threadIdx.x; q < dtiles * BM * 8; q += NT) {
       const int sl = q / (BM * 8), r = (q >> 3) & (BM - 1), c8 = q & 7, c4 = 8 * sl + c8;
       const bool in = r < rows_here && CE * c4 < d;
       gemm::cp_async<16>(base + sl * (BM * 128) + r * 128 + ((c8 ^ (r & 7)) << 4),
-                         in ? xb + static_cast<std::int64_t>(r) * d + CE * c4 : x, in);
+                         in ? xb + static_cast<std::int64_t>(r) * ld + CE * c4 : x, in);
     }
     gemm::cp_async_commit();
   }
@@ -373,8 +376,8 @@ __global__ void __launch_bounds__(S::threads, S::MIN_BLOCKS)
         for (int u = 0; u < 4; ++u)
 #pragma unroll
           for (int w = 0; w < CE / 4; ++w)
-            cv[u][w] = CE * (c4 + u) < d ? __ldg(reinterpret_cast<const float4*>(c + CE * (c4 + u) + 4 * w))
-                                         : make_float4(0, 0, 0, 0);
+            cv[u][w] = CE * (c4 + u) + 4 * w < d ? __ldg(reinterpret_cast<const float4*>(c + CE * (c4 + u) + 4 * w))
+                                                 : make_float4(0, 0, 0, 0);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int cu = c4 + u;

@@ -70,8 +70,8 @@ struct FusedConfig {
   bool tf32_in_double = true;
   /// In float, the objects centred and rounded to TF32 once, in a copy. Name: tensor_copy.
   bool tensor_copy = true;
-  /// In float where wgmma runs and d is a multiple of 8: the centred copy in float16 (scaled by a
-  /// power of two) instead of TF32, scored on float16 tensor cores. Name: f16_scores.
+  /// In float where wgmma runs: the centred copy in float16 (scaled by a power of two; rows padded
+  /// to a multiple of 8) instead of TF32, scored on float16 tensor cores. Name: f16_scores.
   bool f16_scores = true;
   /// Only the movers accumulated from the iteration after one where at most this fraction moved
   /// (0: never). Name: movers_after.

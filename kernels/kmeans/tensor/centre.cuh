@@ -110,15 +110,24 @@ __global__ void centred_abs_max(const T* __restrict__ x, const T* __restrict__ m
   if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
 }
 
+// The float16 operand's row stride: d rounded up to whole 16-byte chunks (8 values), as the
+// wgmma kernel's copies read them; rows of d % 8 = 4 end in 4 zeros.
+__host__ __device__ constexpr std::size_t float16_row_stride(std::size_t d) { return (d + 7) / 8 * 8; }
+
 // The float16 operand of the objects: x' = fl(x - mu) times `scale` (2^ex, margin.hpp:
-// f16_candidates_bound) rounded to float16 (cvt.rn), as bits, row-major [n][d].
+// f16_candidates_bound) rounded to float16 (cvt.rn), as bits, row-major [n][float16_row_stride(d)],
+// zeros past d.
 template <class T>
 __global__ void float16_centred_copy(const T* __restrict__ x, const T* __restrict__ mu, std::int64_t n, int d,
                                      float scale, unsigned short* __restrict__ out) {
-  const std::int64_t count = n * d;
+  const auto ld = static_cast<std::int64_t>(float16_row_stride(static_cast<std::size_t>(d)));
+  const std::int64_t count = n * ld;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __half_as_ushort(__float2half_rn(static_cast<float>(x[i] - mu[i % d]) * scale));
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / ld;
+    const int p = static_cast<int>(i - row * ld);
+    out[i] = p < d ? __half_as_ushort(__float2half_rn(static_cast<float>(x[row * d + p] - mu[p]) * scale)) : 0;
+  }
 }
 
 }  // namespace km::kernels

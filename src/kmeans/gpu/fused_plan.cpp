@@ -200,9 +200,9 @@ const char* tensor_scores(const DeltaShape& s, const DeviceFacts& device, const 
   if (s.elem == 4) {
     if (d <= 16) return "TF32 mma.sync m16n8k8, 16-deep slices";
     if (d <= 32) return "TF32 mma.sync m16n8k8";
-    // float16 wgmma from a centred, scaled float16 copy where d is a multiple of 8 and the copy
-    // fits (0.77-0.86x TF32's iteration on the real-data rows, H100); else TF32's copy.
-    if (wgmma && config.f16_scores && config.tensor_copy && d % 8 == 0)
+    // float16 wgmma from a centred, scaled float16 copy where the copy fits (0.77-0.86x TF32's
+    // iteration on the real-data rows, H100); else TF32's copy.
+    if (wgmma && config.f16_scores && config.tensor_copy)
       return "FP16 wgmma from the centred float16 copy (where room)";
     return wgmma ? "TF32 wgmma from the centred copy" : "TF32 mma.sync m16n8k8, 64-deep slices";
   }

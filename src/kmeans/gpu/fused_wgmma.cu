@@ -48,7 +48,7 @@ using F16Shape = kernels::WgmmaAssignShape<kernels::WgmmaF16>;
 }  // namespace
 
 WgmmaAssign wgmma_assign(std::size_t d, bool f16) {
-  if (d <= 32 || d > static_cast<std::size_t>(Tf32Shape::MAX_D) || d % (f16 ? 8 : 4) != 0) return {};
+  if (d <= 32 || d > static_cast<std::size_t>(Tf32Shape::MAX_D) || d % 4 != 0) return {};
   int device = 0, major = 0, minor = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||

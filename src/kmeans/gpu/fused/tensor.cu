@@ -346,7 +346,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     // FusedConfig::tensor_copy off the assignment forms them itself (the same operands bit for bit).
     // (Float: stage()'s copy is this one, float rows centred on the same mu and rounded alike;
     // the rounding flag below changes only |x'|^2, which the launch writes afresh.)
-    // Where the float16 wgmma kernel runs (sm_90, d 40-128 a multiple of 8), a float16 copy
+    // Where the float16 wgmma kernel runs (sm_90, d 36-128 a multiple of 4), a float16 copy
     // instead (float16_copy; stage()'s TF32 copy freed first).
     bool adopted = tf32_ && staged;
     half_ = false;
@@ -354,7 +354,8 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     operand_ = DeviceBuffer<T>();
     const bool copy = kernels_.assign_pre && !this->streamed() && this->params_.device_memory == 0 &&
                       this->params_.fused.tensor_copy;
-    if (copy && half_kernel_.kernel && device_budget(0) + staged_bytes >= n * this->d_ * sizeof(unsigned short)) {
+    if (copy && half_kernel_.kernel &&
+        device_budget(0) + staged_bytes >= n * kernels::float16_row_stride(this->d_) * sizeof(unsigned short)) {
       if (!tf32_ && staged_rows_.get()) {  // stage()'s TF32 copy: freed, no longer counted as free
         staged_rows_ = DeviceBuffer<float>();
         staged_bytes = 0;
@@ -418,7 +419,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
       if (!std::isfinite(m)) return false;
       const int ex = kernels::f16_scale_exponent(m);
       half_bound_ = kernels::f16_candidates_bound(this->d_, ex);
-      operand16_ = this->template device_buffer<unsigned short>(count);
+      operand16_ = this->template device_buffer<unsigned short>(this->n_ * kernels::float16_row_stride(this->d_));
       kernels::float16_centred_copy<T><<<grid, 256, 0, this->stream_>>>(this->x_.get(), mu_.get(), n, d,
                                                                        std::ldexp(1.0f, ex), operand16_.get());
       CUDA_CHECK_LAUNCH();
