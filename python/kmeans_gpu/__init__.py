@@ -626,9 +626,9 @@ def _batch_on_device(X, n_clusters, init, random_state, kw):
                                                      **{_FINITE: True}))
     tols = [est._tol(lambda b=b: device.mean_variance(b)) for b in range(batch)]
     with est._progress():
-        fits, together, seconds = _core.batch_fit_device(
-            device.pointer, batch, device.n, device.d, device.dtype == np.float32, engine["impl"], args["k"],
-            args["loops"], args["threshold"], tols, args["init"], seeds, engine["block"],
+        fits, together, seconds = _core.batch_fit(
+            (device.pointer, batch * device.n, device.d, device.dtype == np.float32), batch, engine["impl"],
+            args["k"], args["loops"], args["threshold"], tols, args["init"], seeds, engine["block"],
             engine["threads"], args["n_init"], centroids, engine["gpus"], engine["device_memory"], args["metric"])
     problems = [json.loads(f["report"]) for f in fits]
     if device.input_dtype:

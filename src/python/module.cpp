@@ -22,6 +22,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/options.hpp"  // kMaxThreads: the CLI's cap on CPU threads
@@ -614,7 +615,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("X"), "The mean of X's column variances (scikit-learn's scale for tol).");
   m.def(
       "batch_fit",
-      [](const py::array& x, std::size_t batch, const std::string& impl, int k, int loops, double threshold,
+      [](const py::object& x, std::size_t batch, const std::string& impl, int k, int loops, double threshold,
          const std::vector<std::optional<double>>& tols, const std::string& init,
          const std::vector<std::uint64_t>& seeds, int block, int threads, int n_init,
          std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
@@ -622,6 +623,11 @@ PYBIND11_MODULE(_core, m) {
         const Options o = options(impl, k, loops, threshold, std::nullopt, init, 0, block, threads, n_init,
                                   std::nullopt, gpus, device_memory, metric);
         clamp_openmp_threads();
+        if (py::isinstance<py::tuple>(x)) {  // (address, rows, d, single): rows x d values in CUDA memory
+          const auto [address, rows, d, single] = x.cast<std::tuple<std::uintptr_t, std::size_t, std::size_t, bool>>();
+          if (single) return batch_fit(device_view<float>(address, rows, d), batch, o, tols, seeds, centroids);
+          return batch_fit(device_view<double>(address, rows, d), batch, o, tols, seeds, centroids);
+        }
         if (py::isinstance<py::array_t<float>>(x)) return batch_fit(view<float>(x), batch, o, tols, seeds, centroids);
         if (py::isinstance<py::array_t<double>>(x)) return batch_fit(view<double>(x), batch, o, tols, seeds, centroids);
         throw km::UsageError("internal: X must be float32 or float64");
@@ -630,26 +636,9 @@ PYBIND11_MODULE(_core, m) {
       py::arg("tols"), py::arg("init"), py::arg("seeds"), py::arg("block"), py::arg("threads"), py::arg("n_init"),
       py::arg("centroids"),
       py::arg("gpus"), py::arg("device_memory"), py::arg("metric"),
-      "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans).");
-  m.def(
-      "batch_fit_device",
-      [](std::uintptr_t address, std::size_t batch, std::size_t n, std::size_t d, bool single, const std::string& impl,
-         int k, int loops, double threshold, const std::vector<std::optional<double>>& tols, const std::string& init,
-         const std::vector<std::uint64_t>& seeds, int block, int threads, int n_init,
-         std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids, int gpus,
-         std::size_t device_memory, const std::string& metric) {
-        const Options o = options(impl, k, loops, threshold, std::nullopt, init, 0, block, threads, n_init,
-                                  std::nullopt, gpus, device_memory, metric);
-        clamp_openmp_threads();
-        if (single) return batch_fit(device_view<float>(address, batch * n, d), batch, o, tols, seeds, centroids);
-        return batch_fit(device_view<double>(address, batch * n, d), batch, o, tols, seeds, centroids);
-      },
-      py::arg("address"), py::arg("batch"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"),
-      py::arg("k"), py::arg("loops"), py::arg("threshold"), py::arg("tols"), py::arg("init"), py::arg("seeds"),
-      py::arg("block"), py::arg("threads"), py::arg("n_init"), py::arg("centroids"), py::arg("gpus"),
-      py::arg("device_memory"), py::arg("metric"),
-      "batch_fit of B problems of n rows each, B n x d values (float32 when single, else float64) row-major in "
-      "CUDA memory at address, read there.");
+      "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans); X a float32 or "
+      "float64 array, or (address, B n, d, single) for B n x d values row-major in CUDA memory (float32 when "
+      "single), read there.");
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
