@@ -191,7 +191,6 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
                          v.digests[2] != v.digests0[2] ? " (and different initial centroids)" : "");
   };
   if (const int code = settle(team, status, why, {split.total, data.d, given}, differ, 1)) return code;
-  if (batch && o.on_device) throw km::UsageError("--on-device takes one problem, not a batch (a 3-D --input)");
   km::cuda::DeviceBuffer<T> on_gpu;
   if (o.on_device) put_on_device(data, team, on_gpu);
   const double load_seconds = load_watch.seconds();
