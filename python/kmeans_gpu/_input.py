@@ -48,7 +48,10 @@ def dlpack_view(X):
     C-contiguous by omission), dtype (a NumPy dtype, or None for other types), device (type, id)).
     The capsule is kept unconsumed (its destructor frees the tensor once it is dropped), so it must
     outlive every read of the address."""
-    capsule = X.__dlpack__()
+    try:  # the legacy default stream (1): the producer orders its work before it (device_array)
+        capsule = X.__dlpack__(stream=1)
+    except TypeError:  # an older producer without the keyword
+        capsule = X.__dlpack__()
     tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
     dtype = np.dtype(f"<f{bits // 8}") if code == 2 and bits in (16, 32, 64) and lanes == 1 else None
@@ -109,18 +112,30 @@ class DeviceArray:
     ``input_dtype``: 'float16' or 'bfloat16' where owner is the float32 conversion of such an array,
     else None."""
 
-    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None, batch=None, keep=None):
+    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None, batch=None, keep=None, stream=None):
         self.owner, self.pointer, self.n, self.d, self.dtype = owner, pointer, n, d, dtype
         self.input_dtype, self.batch = input_dtype, batch
         self.keep = keep  # a DLPack capsule: alive while the engines read its memory
+        self.stream = stream  # the producer's stream to wait for (the interface's 'stream'), or None
 
-    def mean_variance(self, b=None):
-        """The mean of the columns' variances (of problem b in a batch), in float64, by the array's
-        own library (scikit-learn's scale for tol; summed on the device, so not the host fit's bits)."""
+    def ready(self, core):
+        """Waits for the producer's work on the array (its stream) before the engines read it."""
+        if self.stream is not None:
+            core.synchronize_stream(self.stream)
+        return self
+
+    def mean_variance(self, core, b=None):
+        """The mean of the columns' variances (of problem b in a batch), in float64 (scikit-learn's
+        scale for tol): by the array's own library on the device (CuPy, PyTorch: not the host
+        fit's bits), or, for an array DLPack alone describes, the host's sum of a host copy."""
         X = self.owner if b is None else self.owner[b]
-        if hasattr(X, "double") and hasattr(X, "var"):  # PyTorch
+        if self.keep is None and hasattr(X, "double") and hasattr(X, "var"):  # PyTorch
             return float(X.double().var(dim=0, unbiased=False).mean().item())
-        return float(X.astype("float64").var(axis=0).mean())
+        if self.keep is None and hasattr(X, "astype") and hasattr(X, "var"):  # CuPy and the like
+            return float(X.astype("float64").var(axis=0).mean())
+        rows = self.n * self.d * self.dtype.itemsize
+        return core.mean_variance_device(self.pointer + (0 if b is None else b * rows), self.n, self.d,
+                                         self.dtype == np.float32)
 
 
 def _device_float32(X):
@@ -156,10 +171,11 @@ def device_array(X, dims=2):
         raise TypeError(f"X in GPU memory cannot be read ({e}); pass X.detach()") from e
     if face is not None:
         shape, dtype, strides = tuple(face["shape"]), np.dtype(face["typestr"]), face.get("strides")
-        address = int(face["data"][0])
+        address, stream = int(face["data"][0]), face.get("stream")
     elif _dlpack_on_cuda(X):  # (JAX: an array in GPU memory describes itself through DLPack alone)
         view = dlpack_view(X)
         keep, address, shape, strides, dtype = (view[k] for k in ("capsule", "address", "shape", "strides", "dtype"))
+        stream = 1  # (asked of the producer: the legacy default stream)
         if dtype is None:
             raise TypeError(f"X is a {name} in GPU memory whose DLPack type is not a float; the engines read "
                             f"float32 or float64 there")
@@ -177,7 +193,7 @@ def device_array(X, dims=2):
         raise ValueError(f"X in GPU memory is not C-contiguous (strides {tuple(strides)}); make it so on the device "
                          f"(CuPy: cupy.ascontiguousarray(X), PyTorch: X.contiguous())")
     return DeviceArray(X, address, int(shape[-2]), int(shape[-1]), dtype, sixteen if dtype == np.float32 else None,
-                       int(shape[0]) if dims == 3 else None, keep)
+                       int(shape[0]) if dims == 3 else None, keep, stream)
 
 
 def _to_float32(array, name):

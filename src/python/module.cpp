@@ -265,6 +265,22 @@ template <class T>
 km::Dataset<T> device_view(std::uintptr_t address, std::size_t n, std::size_t d) {
   km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), "X");
   if (address == 0) throw km::UsageError("X in GPU memory: a null pointer");
+  if (address % sizeof(T) != 0)
+    throw km::UsageError("X in GPU memory: its address is not a multiple of its values' size; copy it on the device");
+  // Memory of another GPU (or none the runtime knows) would fault inside a kernel: named here.
+  cudaPointerAttributes where{};
+  int current = 0;
+  CUDA_CHECK(cudaGetDevice(&current));
+  if (cudaPointerGetAttributes(&where, reinterpret_cast<const void*>(address)) != cudaSuccess ||
+      (where.type != cudaMemoryTypeDevice && where.type != cudaMemoryTypeManaged)) {
+    cudaGetLastError();
+    throw km::UsageError("X in GPU memory: its address is not CUDA device memory");
+  }
+  if (where.type == cudaMemoryTypeDevice && where.device != current)
+    throw km::UsageError(km::strprintf("X is in the memory of GPU %d, but the fit runs on GPU %d (the current "
+                                       "device): make that GPU current (cupy.cuda.Device(%d).use(), "
+                                       "torch.cuda.set_device(%d)) or move X",
+                                       where.device, current, where.device, where.device));
   km::Dataset<T> data;
   data.n = n;
   data.d = d;
@@ -639,6 +655,32 @@ PYBIND11_MODULE(_core, m) {
       "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans); X a float32 or "
       "float64 array, or (address, B n, d, single) for B n x d values row-major in CUDA memory (float32 when "
       "single), read there.");
+  m.def(
+      "synchronize_stream",
+      [](std::uintptr_t stream) {
+        const auto s = stream == 1   ? cudaStreamLegacy
+                       : stream == 2 ? cudaStreamPerThread
+                                     : reinterpret_cast<cudaStream_t>(stream);
+        CUDA_CHECK(cudaStreamSynchronize(s));
+      },
+      py::arg("stream"),
+      "Waits for a CUDA array's stream (__cuda_array_interface__'s 'stream': 1 the legacy default stream, 2 the "
+      "per-thread one, else a cudaStream_t) before the engines read it on theirs.");
+  m.def(
+      "mean_variance_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
+        const auto run = [&](auto tag) {
+          using T = decltype(tag);
+          const km::Dataset<T> view = device_view<T>(address, n, d);
+          km::Dataset<T> data(n, d, "X");
+          CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
+          py::gil_scoped_release release;
+          return mean_variance(data, km::solo_team(), data.n);
+        };
+        return single ? run(float{}) : run(double{});
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
+      "mean_variance of n x d values in CUDA memory, from a host copy (arrays without a library of their own).");
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),

@@ -97,8 +97,9 @@ class DLPackOnly:
 
 
 def test_dlpack_only_device_array_is_the_host_fit():
+    # (the default tol: its scale summed on the host from a copy, the host fit's bits)
     X = np.random.default_rng(10).random((5003, 64)).astype(np.float32)
-    kw = dict(init="k-means++", random_state=4, max_iter=20, impl="fused", tol=0)
+    kw = dict(init="k-means++", random_state=4, max_iter=100, impl="fused")
     host = KMeans(40, **kw).fit(X)
     dev = DLPackOnly(torch.as_tensor(X, device="cuda"))
     got = KMeans(40, **kw).fit(dev)
@@ -107,6 +108,17 @@ def test_dlpack_only_device_array_is_the_host_fit():
     c, l, inertia, _ = kmeans_gpu.batch_kmeans(DLPackOnly(torch.as_tensor(X.reshape(1, 5003, 64), device="cuda")),
                                                40, **kw)
     assert np.array_equal(c[0], host.cluster_centers_) and np.array_equal(l[0], host.labels_)
+
+
+def test_array_on_another_gpu_or_misaligned_is_refused():
+    X = torch.rand((1001, 16), device="cuda")
+    with pytest.raises(ValueError, match="not a multiple of its values' size"):
+        kmeans_gpu._core.fit_device(X.data_ptr() + 2, 1000, 16, True, "fused", 3, 5, 0.0, 0.0, "first", 0, 0, 0, 1,
+                                    None)
+    if torch.cuda.device_count() > 1:
+        Y = torch.rand((1000, 16), device="cuda:1")
+        with pytest.raises(ValueError, match="memory of GPU 1"):
+            KMeans(3, impl="fused").fit(Y)
 
 
 def test_float16_device_array_is_its_float32_fit():

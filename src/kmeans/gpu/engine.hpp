@@ -37,7 +37,13 @@ class GpuEngine : public Engine<T> {
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
   bool final_inertia(const std::vector<T>& centroids, double& inertia) override {
-    return device_inertia(centroids, inertia, params_.metric);
+    try {
+      return device_inertia(centroids, inertia, params_.metric);
+    } catch (const DeviceError&) {  // no room for the objects' terms: the host sums data it holds
+      cudaGetLastError();
+      if (data_ == nullptr || data_->on_device()) throw;
+      return false;
+    }
   }
 
  protected:
