@@ -520,7 +520,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
 def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, threshold=0.0, n_init=1,
                  random_state=None, impl=None, precision=None, metric="euclidean", block=None, n_threads=None,
-                 n_gpus=1, device_memory=None, verbose=0):
+                 n_gpus=1, device_memory=None, verbose=0, output="host"):
     """B independent k-means problems of N objects of d features each, X of shape (B, N, d).
 
     Every problem b is fitted as ``KMeans(n_clusters, init=..., ...).fit(X[b])`` fits it, the
@@ -533,7 +533,8 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
 
     X in GPU memory (a CuPy array or PyTorch CUDA tensor of shape (B, N, d), float16 and bfloat16
     converted there): read in place, no copy to the host, and run as a host batch runs (together
-    with impl="fused" on one GPU); the results come back on the host.
+    with impl="fused" on one GPU); the results come back on the host, or with output="device" the
+    centroids and labels as arrays of X's library on its device (inertia and n_iter stay NumPy).
 
     Returns ``(centroids, labels, inertia, n_iter)``: arrays of shape (B, n_clusters, d),
     (B, N) int32, (B,) float64 and (B,) int64. An error in problem b is raised as
@@ -542,8 +543,13 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     kw = dict(max_iter=max_iter, tol=tol, threshold=threshold, n_init=n_init, impl=impl, precision=precision,
               block=block, n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose,
               metric=metric)
+    if output not in ("host", "device"):
+        raise ValueError(f"output={output!r}: must be 'host' or 'device'")
     if _input._in_device_memory(X) and not isinstance(X, np.ndarray):
-        return _batch_on_device(X, n_clusters, init, random_state, kw)
+        return _batch_on_device(X, n_clusters, init, random_state, kw, output)
+    if output == "device":
+        raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
+                         "or use output='host'")
     X = np.asarray(X)
     if X.ndim != 3:
         raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {X.ndim} (shape {X.shape}); "
@@ -591,7 +597,7 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
             np.array([f["n_iter"] for f in fits], dtype=np.int64))
 
 
-def _batch_on_device(X, n_clusters, init, random_state, kw):
+def _batch_on_device(X, n_clusters, init, random_state, kw, output):
     """batch_kmeans of a CUDA array (B, N, d), read in place: the problems run as the host batch
     runs them (together with impl="fused" on one GPU), with the seeds the host path draws."""
     global last_report
@@ -600,6 +606,7 @@ def _batch_on_device(X, n_clusters, init, random_state, kw):
         raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in GPU memory that kmeans_gpu cannot read "
                         f"in place; pass a CuPy array or a PyTorch CUDA tensor, or copy it to the host")
     batch = device.batch
+    make = _input.device_maker(device.owner) if output == "device" else np.asarray  # (before the fit)
     if batch == 0:
         raise ValueError("X: the batch holds no problems (B = 0)")
     if device.n == 0:
@@ -638,6 +645,6 @@ def _batch_on_device(X, n_clusters, init, random_state, kw):
         for p in problems:
             p["input_dtype"] = device.input_dtype
     last_report = {"batch": batch, "together": together, "seconds_per_iteration": seconds, "problems": problems}
-    return (np.stack([f["cluster_centers"] for f in fits]), np.stack([f["labels"] for f in fits]),
+    return (make(np.stack([f["cluster_centers"] for f in fits])), make(np.stack([f["labels"] for f in fits])),
             np.array([f["inertia"] for f in fits], dtype=np.float64),
             np.array([f["n_iter"] for f in fits], dtype=np.int64))

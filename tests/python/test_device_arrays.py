@@ -114,6 +114,12 @@ def test_batch_of_device_arrays_is_checked_before_it_is_read():
         kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, precision="double")
     with pytest.raises(ValueError, match="no problems"):
         kmeans_gpu.batch_kmeans(OnDevice3((0, 500, 4)), 3)
+    with pytest.raises(ValueError, match="results as .*OnDevice3 are not made"):
+        kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, impl="fused", output="device")
+    with pytest.raises(ValueError, match="output='device': X is not in GPU memory"):
+        kmeans_gpu.batch_kmeans(np.zeros((3, 500, 4)), 3, output="device")
+    with pytest.raises(ValueError, match="output='gpu': must be"):
+        kmeans_gpu.batch_kmeans(np.zeros((3, 500, 4)), 3, output="gpu")
     with pytest.raises(ValueError, match=r"init: an array for a batch has shape .*\(3, 3, 4\)"):
         kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, init=np.zeros((2, 3, 4)))
 

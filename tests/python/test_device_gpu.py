@@ -64,11 +64,14 @@ def test_batch_of_device_arrays_equals_the_host_batch(dtype, metric):
     Xb = np.random.default_rng(7).random((4, 3001, 64)).astype(dtype)
     kw = dict(init="k-means++", random_state=3, max_iter=30, impl="fused", metric=metric, tol=0)
     want = kmeans_gpu.batch_kmeans(Xb, 20, **kw)
-    for name, dev, _, _ in libraries(Xb):
+    for name, dev, kind, back in libraries(Xb):
         got = kmeans_gpu.batch_kmeans(dev, 20, **kw)
         assert kmeans_gpu.last_report["together"] is True, name
         for w, g in zip(want, got):
             assert np.array_equal(w, g), name
+        c, labels, _, _ = kmeans_gpu.batch_kmeans(dev, 20, output="device", **kw)
+        assert isinstance(c, kind) and isinstance(labels, kind), name
+        assert np.array_equal(back(c), want[0]) and np.array_equal(back(labels), want[1]), name
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
