@@ -562,6 +562,43 @@ def test_batch_input():
             expect(p.returncode == 2 and len(lines) == 1 and needle in lines[0], f"batch {args}: {p.stderr!r}")
         p = run("--impl=omp", f"--objects=100", f"--init={batch}", "--clusters=4", check=False)
         expect(p.returncode != 0 and "3-D" in p.stderr, f"a 3-D --init file is refused: {p.stderr!r}")
+        test_batch_hdf5(np, x, j, common, tmp)
+
+
+def test_batch_hdf5(np, x, want, common, tmp):
+    """A 3-D HDF5 dataset is a batch as a 3-D .npy is: the same report, bit for bit (float32; float16
+    chunked and compressed against its .npy); the only 3-D dataset taken where no 2-D one is, a
+    name asked for where several are, and refused as --predict's data."""
+    try:
+        import h5py
+    except ImportError:
+        print("skip: no h5py")
+        return
+    path = os.path.join(tmp, "batch.h5")
+    with h5py.File(path, "w") as f:
+        f["X"] = x
+    got = json.loads(run(f"--input={path}", *common).stdout)
+    print("  3-D HDF5: problems", [p["iterations"] for p in got["problems"]])
+    expect(got["batch"] == 3 and [p["inertia"] for p in got["problems"]] == [p["inertia"] for p in want["problems"]]
+           and [p["iterations"] for p in got["problems"]] == [p["iterations"] for p in want["problems"]],
+           "a 3-D HDF5 dataset fits as the same 3-D .npy")
+    half = x.astype(np.float16)
+    np.save(os.path.join(tmp, "half.npy"), half)
+    with h5py.File(os.path.join(tmp, "half.h5"), "w") as f:
+        f.create_dataset("X", data=half, chunks=(1, 300, 5), compression="gzip")
+    a = json.loads(run(f"--input={os.path.join(tmp, 'half.h5')}", *common).stdout)
+    b = json.loads(run(f"--input={os.path.join(tmp, 'half.npy')}", *common).stdout)
+    expect([p["inertia"] for p in a["problems"]] == [p["inertia"] for p in b["problems"]] and a["batch"] == 3,
+           "a chunked, compressed float16 3-D HDF5 dataset fits as its .npy")
+    with h5py.File(os.path.join(tmp, "two.h5"), "w") as f:
+        f["X"], f["Y"] = x, x
+    p = run(f"--input={os.path.join(tmp, 'two.h5')}", *common, check=False)
+    lines = p.stderr.strip().splitlines()
+    expect(p.returncode != 0 and len(lines) == 1 and "name one with --dataset" in lines[0], f"two 3-D: {p.stderr!r}")
+    named = json.loads(run(f"--input={os.path.join(tmp, 'two.h5')}", "--dataset=Y", *common).stdout)
+    expect([q["inertia"] for q in named["problems"]] == [q["inertia"] for q in want["problems"]], "--dataset=Y")
+    p = run("--impl=omp", f"--predict={path}", "--objects=100", "--coords=5", "--clusters=4", check=False)
+    expect(p.returncode != 0 and "3-D" in p.stderr, f"3-D HDF5 centroids refused: {p.stderr!r}")
 
 
 def test_weights():

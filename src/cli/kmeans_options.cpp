@@ -75,9 +75,10 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   auto* objects = app.add_option("--objects", o.objects, "generate this many objects")->transform(integer);
   auto* input = app.add_option("--input", o.input,
                                "read data from .h5/.hdf5/.csv/.npy/.bin/.txt (float16, bfloat16, float32, float64); "
-                               "a 3-D .npy (B, N, d) is a batch of B problems, each fitted as alone (fused: their "
-                               "iterations together)");
-  app.add_option("--dataset", o.dataset, "HDF5 dataset to read (default: the only 2-D dataset)");
+                               "a 3-D .npy or HDF5 dataset (B, N, d) is a batch of B problems, each fitted as alone "
+                               "(fused: their iterations together)");
+  app.add_option("--dataset", o.dataset,
+                 "HDF5 dataset to read (default: the only 2-D dataset, else the only 3-D one: a batch)");
   app.add_option("--weights", o.weights,
                  "sample weights, one per object (a 1-D .npy, or one column of any input format: .h5 its only "
                  "2-D dataset; finite, >= 0): weighted means and inertia, as scikit-learn's sample_weight");

@@ -155,19 +155,31 @@ hid_t native_type() {
   return std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
 }
 
-// Rows [first, first + count) of a 2-D dataset of d columns into dst, in strips of about 64 MB
-// (whole chunks of a chunked dataset, each read and decompressed once) so that progress shows.
+// Selects rows [row, end) of d values in the file's space: of a 2-D dataset (problem < 0), or of
+// problem `problem` of a 3-D one (B problems of N rows: a batch). The memory side stays 2-D.
+bool select_rows(hid_t space, long long problem, hsize_t row, hsize_t end, hsize_t d) {
+  if (problem < 0) {
+    const hsize_t start[2] = {row, 0}, count[2] = {end - row, d};
+    return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
+  }
+  const hsize_t start[3] = {static_cast<hsize_t>(problem), row, 0}, count[3] = {1, end - row, d};
+  return H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
+}
+
+// Rows [first, first + count) of a 2-D dataset of d columns (or of one problem of a 3-D one)
+// into dst, in strips of about 64 MB (whole chunks of a chunked dataset, each read and
+// decompressed once) so that progress shows.
 template <class T>
 bool read_rows(hid_t ds, hid_t space, hsize_t first, hsize_t count, hsize_t d, hsize_t chunk_rows,
-               std::size_t file_bytes, T* dst) {
+               std::size_t file_bytes, T* dst, long long problem = -1) {
   const hsize_t want = std::max<hsize_t>(1, (hsize_t{64} << 20) / (d * sizeof(T) + 1));
   const hsize_t strip = chunk_rows ? std::max(chunk_rows, want / chunk_rows * chunk_rows) : want;
   const double total_mb = static_cast<double>(count * d * file_bytes) / 1e6;
   for (hsize_t row = first; row < first + count;) {
     const hsize_t end = std::min(first + count, (row / strip + 1) * strip);
-    const hsize_t start[2] = {row, 0}, rows[2] = {end - row, d};
+    const hsize_t rows[2] = {end - row, d};
     Handle memory(H5Screate_simple(2, rows, nullptr), H5Sclose);
-    if (!memory.ok() || H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, rows, nullptr) < 0 ||
+    if (!memory.ok() || !select_rows(space, problem, row, end, d) ||
         H5Dread(ds, native_type<T>(), memory.get(), space, H5P_DEFAULT, dst + (row - first) * d) < 0)
       return false;
     row = end;
@@ -177,7 +189,8 @@ bool read_rows(hid_t ds, hid_t space, hsize_t first, hsize_t count, hsize_t d, h
 }
 
 struct FindState {
-  std::vector<std::string> two_d;  // paths of 2-D datasets
+  std::vector<std::string> two_d;    // paths of 2-D datasets
+  std::vector<std::string> three_d;  // and of 3-D ones (a batch)
 };
 
 // HDF5 1.10.3+ and 1.12 both provide the "2" object API; 1.12 renames its info struct.
@@ -192,20 +205,24 @@ herr_t collect_2d(hid_t obj, const char* name, const ObjectInfo* info, void* op_
   Handle ds(H5Dopen2(obj, name, H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) return 0;
   Handle space(H5Dget_space(ds.get()), H5Sclose);
-  if (space.ok() && H5Sget_simple_extent_ndims(space.get()) == 2)
-    static_cast<FindState*>(op_data)->two_d.push_back(std::string("/") + name);
+  const int dimensions = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : 0;
+  if (dimensions == 2) static_cast<FindState*>(op_data)->two_d.push_back(std::string("/") + name);
+  if (dimensions == 3) static_cast<FindState*>(op_data)->three_d.push_back(std::string("/") + name);
   return 0;
 }
 
 // The path of the dataset to read: `dataset_name` (each link on the way checked, so a missing
-// group is our error, not an HDF5 failure), or the file's only 2-D dataset.
+// group is our error, not an HDF5 failure), or the file's only 2-D dataset, or, without any, its
+// only 3-D one (a batch).
 std::string resolve_dataset(hid_t file, const std::string& path, const std::string& dataset_name) {
   std::string name = dataset_name;
   if (name.empty()) {
     FindState found;
     H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, collect_2d, &found, H5O_INFO_BASIC);
+    if (found.two_d.empty() && found.three_d.size() == 1) return found.three_d[0];
     if (found.two_d.empty())
-      throw InputError(strprintf("'%s': no 2-D dataset in the file", path.c_str()));
+      throw InputError(strprintf("'%s': no 2-D dataset in the file%s", path.c_str(),
+                                 found.three_d.empty() ? "" : " (and several 3-D ones: name one with --dataset)"));
     if (found.two_d.size() > 1)
       throw InputError(strprintf("'%s': %zu 2-D datasets (%s, %s, ...); name one with --dataset", path.c_str(),
                                  found.two_d.size(), found.two_d[0].c_str(), found.two_d[1].c_str()));
@@ -276,27 +293,32 @@ Element float_element(hid_t type, const std::string& path, const std::string& na
 // What the file claims must be plausible before anything is allocated or read: a damaged or
 // hostile header can declare any shape, chunk or element size. Returns the chunks' rows (0: not
 // chunked).
-hsize_t check_storage(hid_t ds, const hsize_t dims[2], std::size_t type_size, const std::string& path,
+hsize_t check_storage(hid_t ds, const hsize_t* dims, int rank, std::size_t type_size, const std::string& path,
                       const std::string& name) {
-  const double declared = static_cast<double>(dims[0]) * static_cast<double>(dims[1]) * static_cast<double>(type_size);
+  double declared = static_cast<double>(type_size);
+  for (int i = 0; i < rank; ++i) declared *= static_cast<double>(dims[i]);
   Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
   if (!dcpl.ok()) throw InputError(strprintf("'%s': cannot read the layout of '%s'", path.c_str(), name.c_str()));
-  hsize_t chunk[2] = {0, 0};
+  hsize_t chunk[3] = {0, 0, 0};
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
-    if (H5Pget_chunk(dcpl.get(), 2, chunk) != 2)
+    if (H5Pget_chunk(dcpl.get(), rank, chunk) != rank)
       throw InputError(strprintf("'%s': dataset '%s' has a damaged chunk layout", path.c_str(), name.c_str()));
-    const double chunk_bytes = static_cast<double>(chunk[0]) * static_cast<double>(chunk[1]) * type_size;
+    double chunk_bytes = static_cast<double>(type_size);
+    for (int i = 0; i < rank; ++i) chunk_bytes *= static_cast<double>(chunk[i]);
     if (chunk_bytes > 256.0 * 1048576)
       throw InputError(strprintf("'%s': dataset '%s' has chunks of %.0f MiB (at most 256 MiB are read)", path.c_str(),
                                  name.c_str(), chunk_bytes / 1048576));
   }
   const double stored = static_cast<double>(H5Dget_storage_size(ds));
-  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < declared)  // uncompressed: every byte must be there
-    throw InputError(strprintf("'%s': dataset '%s' declares %llu x %llu values (%.0f bytes) but stores %.0f bytes "
+  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < declared) {  // uncompressed: every byte must be there
+    std::string shape;
+    for (int i = 0; i < rank; ++i)
+      shape += strprintf("%s%llu", i ? " x " : "", static_cast<unsigned long long>(dims[i]));
+    throw InputError(strprintf("'%s': dataset '%s' declares %s values (%.0f bytes) but stores %.0f bytes "
                                "(truncated or never written)",
-                               path.c_str(), name.c_str(), static_cast<unsigned long long>(dims[0]),
-                               static_cast<unsigned long long>(dims[1]), declared, stored));
-  return chunk[0];
+                               path.c_str(), name.c_str(), shape.c_str(), declared, stored));
+  }
+  return chunk[rank - 2];  // (a batch's chunks: their rows within a problem)
 }
 
 // Reads a 16-bit dataset's rows [part.first, part.first + part.count) into out, converting each
@@ -305,7 +327,8 @@ hsize_t check_storage(hid_t ds, const hsize_t dims[2], std::size_t type_size, co
 // larger, so that each chunk is read once; only that strip is held beside the data.
 template <class T>
 void read_16bit_rows(hid_t ds, hid_t space, hid_t file_type, Element element, hsize_t d, hsize_t chunk_rows,
-                     const RowSplit& part, T* out, const std::string& path, const std::string& name) {
+                     const RowSplit& part, T* out, const std::string& path, const std::string& name,
+                     long long problem = -1) {
   Handle raw(H5Tcopy(file_type), H5Tclose);
   if (!raw.ok() || H5Tset_order(raw.get(), H5T_ORDER_LE) < 0)
     throw InputError(strprintf("'%s': cannot read dataset '%s'", path.c_str(), name.c_str()));
@@ -319,9 +342,9 @@ void read_16bit_rows(hid_t ds, hid_t space, hid_t file_type, Element element, hs
   const hsize_t end = part.first + part.count;
   for (hsize_t row = part.first; row < end;) {
     const hsize_t next = std::min(end, (row / step + 1) * step);  // strips end on multiples of step
-    const hsize_t start[2] = {row, 0}, count[2] = {next - row, d};
+    const hsize_t count[2] = {next - row, d};
     Handle memory(H5Screate_simple(2, count, nullptr), H5Sclose);
-    if (!memory.ok() || H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+    if (!memory.ok() || !select_rows(space, problem, row, next, d) ||
         H5Dread(ds, raw.get(), memory.get(), space, H5P_DEFAULT, strip.data()) < 0)
       throw InputError(strprintf("'%s': failed to read rows %llu..%llu of dataset '%s'", path.c_str(),
                                  static_cast<unsigned long long>(row), static_cast<unsigned long long>(next),
@@ -362,7 +385,8 @@ Element hdf5_element(const std::string& path, const std::string& dataset_name) {
 }
 
 template <class T>
-Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank, int ranks, RowSplit* split) {
+Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank, int ranks, RowSplit* split,
+                     std::size_t* batch) {
   const Hdf5CrashGuard guard(path);
   MetadataMemoryCap memory_cap;
   silence_hdf5();
@@ -371,32 +395,59 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
   const Handle& ds = opened.ds;
   Handle space(H5Dget_space(ds.get()), H5Sclose);
   const int dimensions = H5Sget_simple_extent_ndims(space.get());
-  if (dimensions != 2)
-    throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed",
-                               path.c_str(), name.c_str(), dimensions));
-  hsize_t dims[2];
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  if (dimensions != 2 && !(dimensions == 3 && batch))
+    throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed%s",
+                               path.c_str(), name.c_str(), dimensions,
+                               dimensions == 3 ? " (a 3-D batch of problems is read as --input only)" : ""));
+  hsize_t dims[3] = {1, 0, 0};  // a 2-D dataset read as one problem
+  H5Sget_simple_extent_dims(space.get(), dims + 3 - dimensions, nullptr);
+  if (batch) *batch = dimensions == 3 ? static_cast<std::size_t>(dims[0]) : 0;
+  if (dimensions == 3) {
+    if (ranks > 1)
+      throw InputError(strprintf("'%s': a batch of problems (a 3-D dataset) runs in one process, not under mpirun",
+                                 path.c_str()));
+    if (dims[0] == 0) throw InputError(strprintf("'%s': the batch holds no problems (shape[0] = 0)", path.c_str()));
+    if (dims[1] != 0 && dims[0] > static_cast<hsize_t>(INT64_MAX) / dims[1])
+      throw InputError(strprintf("'%s': a batch of %llu x %llu objects is too large", path.c_str(),
+                                 static_cast<unsigned long long>(dims[0]), static_cast<unsigned long long>(dims[1])));
+  }
+  const hsize_t problems = dims[0], rows = dims[1], d = dims[2];
   Handle type(H5Dget_type(ds.get()), H5Tclose);
   const Element element = float_element(type.get(), path, name);
   const std::size_t type_size = H5Tget_size(type.get());
-  check_shape(static_cast<std::int64_t>(dims[0]), static_cast<std::int64_t>(dims[1]), sizeof(T),
+  check_shape(static_cast<std::int64_t>(problems * rows), static_cast<std::int64_t>(d), sizeof(T),
               "'" + path + "' dataset '" + name + "'");
-  const hsize_t chunk_rows = check_storage(ds.get(), dims, type_size, path, name);
+  const hsize_t chunk_rows = check_storage(ds.get(), dims + 3 - dimensions, dimensions, type_size, path, name);
 
   memory_cap.release();  // the data's buffer and the read are bounded by the checks above
-  const RowSplit part = split_rows(dims[0], rank, ranks);
+  if (dimensions == 3) {  // problem by problem, each as a 2-D dataset's rows
+    if (split) *split = RowSplit{0, problems * rows, problems * rows};
+    Dataset<T> data(problems * rows, d, path + ":" + name);
+    data.element = element_name(element);
+    for (hsize_t b = 0; b < problems; ++b) {
+      T* to = data.values.data() + b * rows * d;
+      const auto problem = static_cast<long long>(b);
+      if (is_16bit(element))
+        read_16bit_rows(ds.get(), space.get(), type.get(), element, d, chunk_rows, RowSplit{0, rows, rows}, to, path,
+                        name, problem);
+      else if (!read_rows(ds.get(), space.get(), 0, rows, d, chunk_rows, type_size, to, problem))
+        throw InputError(strprintf("'%s': failed to read problem %llu of dataset '%s'", path.c_str(),
+                                   static_cast<unsigned long long>(b), name.c_str()));
+    }
+    return data;
+  }
+  const RowSplit part = split_rows(rows, rank, ranks);
   if (split) *split = part;
-  Dataset<T> data(part.count, dims[1], path + ":" + name);
+  Dataset<T> data(part.count, d, path + ":" + name);
   data.element = element_name(element);
   if (is_16bit(element)) {
-    read_16bit_rows(ds.get(), space.get(), type.get(), element, dims[1], chunk_rows, part, data.values.data(), path,
-                    name);
+    read_16bit_rows(ds.get(), space.get(), type.get(), element, d, chunk_rows, part, data.values.data(), path, name);
     return data;
   }
   // HDF5 converts float<->double itself, in strips, straight into our buffer. An MPI rank reads
   // its rows only.
-  if (!read_rows(ds.get(), space.get(), part.first, part.count, dims[1], chunk_rows, type_size, data.values.data()))
-    throw InputError(part.count == dims[0]
+  if (!read_rows(ds.get(), space.get(), part.first, part.count, d, chunk_rows, type_size, data.values.data()))
+    throw InputError(part.count == rows
                          ? strprintf("'%s': failed to read dataset '%s'", path.c_str(), name.c_str())
                          : strprintf("'%s': failed to read rows %zu..%zu of dataset '%s'", path.c_str(), part.first,
                                      part.first + part.count, name.c_str()));
@@ -438,8 +489,8 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) fail("the file");
 }
 
-template Dataset<float> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*);
-template Dataset<double> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*);
+template Dataset<float> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*, std::size_t*);
+template Dataset<double> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*, std::size_t*);
 template void write_hdf5_file(const std::string&, const ResultView<float>&);
 template void write_hdf5_file(const std::string&, const ResultView<double>&);
 

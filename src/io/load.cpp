@@ -575,7 +575,9 @@ Dataset<T> load(const std::string& path, const LoadOptions& given) {
     ~EndStage() { progress::end_stage(); }
   } end_stage;
   switch (format) {
-    case Format::hdf5: data = load_hdf5<T>(path, options.dataset, options.rank, options.ranks, options.split); break;
+    case Format::hdf5:
+      data = load_hdf5<T>(path, options.dataset, options.rank, options.ranks, options.split, options.batch);
+      break;
     case Format::csv: data = load_text<T>(path, true, options.coords); break;
     case Format::txt: data = load_text<T>(path, false, options.coords); break;
     case Format::npy: data = load_npy<T>(path, options); break;

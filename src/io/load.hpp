@@ -26,8 +26,8 @@ struct LoadOptions {
   // byte offset) read only these rows; .csv and .txt are parsed whole and keep them.
   int rank = 0, ranks = 1;
   RowSplit* split = nullptr;           // receives the rows read, of how many
-  // Given: a 3-D .npy array (B, N, d) -- B problems of N objects -- is read as B * N rows of d,
-  // and *batch receives B (0 for a 2-D array). Not given: a 3-D array is refused.
+  // Given: a 3-D .npy array or HDF5 dataset (B, N, d) -- B problems of N objects -- is read as
+  // B * N rows of d, and *batch receives B (0 for a 2-D array). Not given: a 3-D array is refused.
   std::size_t* batch = nullptr;
   // A 1-D .npy array is read as n rows of one value (--weights); otherwise it is refused.
   bool column = false;
@@ -51,10 +51,11 @@ Dataset<T> load(const std::string& path, const LoadOptions& options = {});
 Element input_element(const std::string& path, const std::string& dataset = {});
 
 // Implemented in hdf5_io.cpp.
-// rank/ranks: read that rank's rows only (a hyperslab); split receives them.
+// rank/ranks: read that rank's rows only (a hyperslab); split receives them. batch: as
+// LoadOptions::batch (a 3-D dataset (B, N, d) read as B * N rows).
 Element hdf5_element(const std::string& path, const std::string& dataset_name);
 template <class T>
 Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, int rank = 0, int ranks = 1,
-                     RowSplit* split = nullptr);
+                     RowSplit* split = nullptr, std::size_t* batch = nullptr);
 
 }  // namespace km
