@@ -347,8 +347,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         args = self._problem(X.d, stacklevel=4)
         engine = self._engine_arguments()
         _core.check_device_fit(engine["impl"], args["metric"], args["init"], engine["gpus"])  # before X is read
+        X.ready(_core)  # (before anything reads X)
         tol = self._tol(lambda: X.mean_variance(_core))
-        X.ready(_core)
         with self._progress():
             out = _core.fit_device(X.pointer, X.n, X.d, X.dtype == np.float32, engine["impl"], args["k"],
                                    args["loops"], args["threshold"], tol, args["init"], engine["seed"],
@@ -633,8 +633,8 @@ def _batch_on_device(X, n_clusters, init, random_state, kw, output):
                              f"{device.d}), not {init.shape}")
         centroids = np.ascontiguousarray(check_array(init.reshape(-1, device.d), dtype=np.float64,
                                                      **{_FINITE: True}))
+    device.ready(_core)  # (before anything reads X)
     tols = [est._tol(lambda b=b: device.mean_variance(_core, b)) for b in range(batch)]
-    device.ready(_core)
     with est._progress():
         fits, together, seconds = _core.batch_fit(
             (device.pointer, batch * device.n, device.d, device.dtype == np.float32), batch, engine["impl"],

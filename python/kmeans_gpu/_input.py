@@ -48,10 +48,7 @@ def dlpack_view(X):
     C-contiguous by omission), dtype (a NumPy dtype, or None for other types), device (type, id)).
     The capsule is kept unconsumed (its destructor frees the tensor once it is dropped), so it must
     outlive every read of the address."""
-    try:  # the legacy default stream (1): the producer orders its work before it (device_array)
-        capsule = X.__dlpack__(stream=1)
-    except TypeError:  # an older producer without the keyword
-        capsule = X.__dlpack__()
+    capsule = X.__dlpack__()  # (the producer's pending work: DeviceArray.ready waits for the device)
     tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
     dtype = np.dtype(f"<f{bits // 8}") if code == 2 and bits in (16, 32, 64) and lanes == 1 else None
@@ -112,26 +109,28 @@ class DeviceArray:
     ``input_dtype``: 'float16' or 'bfloat16' where owner is the float32 conversion of such an array,
     else None."""
 
-    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None, batch=None, keep=None, stream=None):
+    def __init__(self, owner, pointer, n, d, dtype, input_dtype=None, batch=None, keep=None):
         self.owner, self.pointer, self.n, self.d, self.dtype = owner, pointer, n, d, dtype
         self.input_dtype, self.batch = input_dtype, batch
         self.keep = keep  # a DLPack capsule: alive while the engines read its memory
-        self.stream = stream  # the producer's stream to wait for (the interface's 'stream'), or None
 
     def ready(self, core):
-        """Waits for the producer's work on the array (its stream) before the engines read it."""
-        if self.stream is not None:
-            core.synchronize_stream(self.stream)
+        """Refuses memory of another GPU, memory that is not the device's and a misaligned address
+        (ValueError), then waits for the device's pending work (the producer's, on any stream:
+        PyTorch's and JAX's interfaces name none), before anything reads the array."""
+        core.device_ready(self.pointer, self.n * (self.batch or 1), self.d, self.dtype == np.float32)
         return self
 
     def mean_variance(self, core, b=None):
         """The mean of the columns' variances (of problem b in a batch), in float64 (scikit-learn's
-        scale for tol): by the array's own library on the device (CuPy, PyTorch: not the host
-        fit's bits), or, for an array DLPack alone describes, the host's sum of a host copy."""
-        X = self.owner if b is None else self.owner[b]
-        if self.keep is None and hasattr(X, "double") and hasattr(X, "var"):  # PyTorch
+        scale for tol): by CuPy or PyTorch on the device (their code: not the host fit's bits), or,
+        for other arrays (JAX, DLPack alone), the host's sum of a host copy (the host fit's bits)."""
+        library = type(self.owner).__module__.split(".")[0]
+        if library == "torch":
+            X = self.owner if b is None else self.owner[b]
             return float(X.double().var(dim=0, unbiased=False).mean().item())
-        if self.keep is None and hasattr(X, "astype") and hasattr(X, "var"):  # CuPy and the like
+        if library == "cupy":
+            X = self.owner if b is None else self.owner[b]
             return float(X.astype("float64").var(axis=0).mean())
         rows = self.n * self.d * self.dtype.itemsize
         return core.mean_variance_device(self.pointer + (0 if b is None else b * rows), self.n, self.d,
@@ -171,11 +170,10 @@ def device_array(X, dims=2):
         raise TypeError(f"X in GPU memory cannot be read ({e}); pass X.detach()") from e
     if face is not None:
         shape, dtype, strides = tuple(face["shape"]), np.dtype(face["typestr"]), face.get("strides")
-        address, stream = int(face["data"][0]), face.get("stream")
+        address = int(face["data"][0])
     elif _dlpack_on_cuda(X):  # (JAX: an array in GPU memory describes itself through DLPack alone)
         view = dlpack_view(X)
         keep, address, shape, strides, dtype = (view[k] for k in ("capsule", "address", "shape", "strides", "dtype"))
-        stream = 1  # (asked of the producer: the legacy default stream)
         if dtype is None:
             raise TypeError(f"X is a {name} in GPU memory whose DLPack type is not a float; the engines read "
                             f"float32 or float64 there")
@@ -193,7 +191,7 @@ def device_array(X, dims=2):
         raise ValueError(f"X in GPU memory is not C-contiguous (strides {tuple(strides)}); make it so on the device "
                          f"(CuPy: cupy.ascontiguousarray(X), PyTorch: X.contiguous())")
     return DeviceArray(X, address, int(shape[-2]), int(shape[-1]), dtype, sixteen if dtype == np.float32 else None,
-                       int(shape[0]) if dims == 3 else None, keep, stream)
+                       int(shape[0]) if dims == 3 else None, keep)
 
 
 def _to_float32(array, name):

@@ -656,16 +656,20 @@ PYBIND11_MODULE(_core, m) {
       "float64 array, or (address, B n, d, single) for B n x d values row-major in CUDA memory (float32 when "
       "single), read there.");
   m.def(
-      "synchronize_stream",
-      [](std::uintptr_t stream) {
-        const auto s = stream == 1   ? cudaStreamLegacy
-                       : stream == 2 ? cudaStreamPerThread
-                                     : reinterpret_cast<cudaStream_t>(stream);
-        CUDA_CHECK(cudaStreamSynchronize(s));
+      "device_ready",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
+        if (single) device_view<float>(address, n, d);
+        else device_view<double>(address, n, d);
+        // The producers' pending work on X, on whatever stream (PyTorch's and JAX's interfaces
+        // name none; a conversion just queued, a side stream): done before the engines, whose
+        // streams do not wait for other streams, read it. (Without the GIL: a producer's host
+        // callback may need it.)
+        py::gil_scoped_release release;
+        CUDA_CHECK(cudaDeviceSynchronize());
       },
-      py::arg("stream"),
-      "Waits for a CUDA array's stream (__cuda_array_interface__'s 'stream': 1 the legacy default stream, 2 the "
-      "per-thread one, else a cudaStream_t) before the engines read it on theirs.");
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
+      "Checks that n x d values at address are this GPU's memory, aligned (ValueError naming what is wrong), "
+      "then waits for the device's pending work, before anything reads them.");
   m.def(
       "mean_variance_device",
       [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
@@ -673,8 +677,8 @@ PYBIND11_MODULE(_core, m) {
           using T = decltype(tag);
           const km::Dataset<T> view = device_view<T>(address, n, d);
           km::Dataset<T> data(n, d, "X");
-          CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
           py::gil_scoped_release release;
+          CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
           return mean_variance(data, km::solo_team(), data.n);
         };
         return single ? run(float{}) : run(double{});

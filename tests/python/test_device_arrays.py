@@ -157,3 +157,40 @@ def test_dlpack_only_arrays_are_read_in_place():
         KMeans(3, tol=0).fit(DLPackOnly(np.zeros((500, 4), dtype=np.int32)))
     # a host DLPack device is not read in place
     assert _input.device_array(DLPackOnly(X, device_type=1)) is None
+
+
+class RecordingCore:
+    """A stand-in for _core that records the device calls DeviceArray makes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def device_ready(self, *args):
+        self.calls.append(("ready", *args))
+
+    def mean_variance_device(self, *args):
+        self.calls.append(("variance", *args))
+        return 0.25
+
+
+def test_device_array_waits_and_sums_through_the_module():
+    from kmeans_gpu import _input
+    X = np.zeros((5, 100, 4), dtype=np.float32)
+    batch = _input.device_array(DLPackOnly(X), dims=3)
+    core = RecordingCore()
+    batch.ready(core)
+    assert core.calls == [("ready", X.ctypes.data, 500, 4, True)]  # every problem's rows checked, then waited for
+    # an array without CuPy or PyTorch behind it: problem b's rows summed from a host copy
+    assert batch.mean_variance(core, 3) == 0.25
+    assert core.calls[-1] == ("variance", X.ctypes.data + 3 * 100 * 4 * 4, 100, 4, True)
+    one = _input.device_array(DLPackOnly(X[0].astype(np.float64)))
+    one.mean_variance(core)
+    assert core.calls[-1][2:] == (100, 4, False)
+
+
+def test_misaligned_or_null_device_address_is_refused_before_any_read():
+    from kmeans_gpu import _core
+    with pytest.raises(ValueError, match="not a multiple of its values' size"):
+        _core.device_ready(0x1002, 100, 4, True)
+    with pytest.raises(ValueError, match="null pointer"):
+        _core.device_ready(0, 100, 4, False)

@@ -113,11 +113,9 @@ def test_dlpack_only_device_array_is_the_host_fit():
     assert np.array_equal(c[0], host.cluster_centers_) and np.array_equal(l[0], host.labels_)
 
 
-def test_array_on_another_gpu_or_misaligned_is_refused():
-    X = torch.rand((1001, 16), device="cuda")
-    with pytest.raises(ValueError, match="not a multiple of its values' size"):
-        kmeans_gpu._core.fit_device(X.data_ptr() + 2, 1000, 16, True, "fused", 3, 5, 0.0, 0.0, "first", 0, 0, 0, 1,
-                                    None)
+def test_array_on_another_gpu_or_host_memory_is_refused():
+    with pytest.raises(ValueError, match="not CUDA device memory"):
+        kmeans_gpu._core.device_ready(np.zeros((100, 4), np.float32).ctypes.data, 100, 4, True)
     if torch.cuda.device_count() > 1:
         Y = torch.rand((1000, 16), device="cuda:1")
         with pytest.raises(ValueError, match="memory of GPU 1"):

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/timer.hpp"
 #include "kmeans/implementation.hpp"
@@ -37,13 +38,14 @@ class GpuEngine : public Engine<T> {
   std::string device() const override { return device_name(); }
   bool on_gpu() const override { return true; }
   bool final_inertia(const std::vector<T>& centroids, double& inertia) override {
-    try {
-      return device_inertia(centroids, inertia, params_.metric);
-    } catch (const DeviceError&) {  // no room for the objects' terms: the host sums data it holds
-      cudaGetLastError();
-      if (data_ == nullptr || data_->on_device()) throw;
-      return false;
+    if (data_ != nullptr && !data_->on_device()) {  // no room for the objects' terms: the host sums its data
+      try {
+        check_device_memory(n_ * sizeof(double) * 2 + centroids.size() * sizeof(T), "the objective", "");
+      } catch (const DeviceError&) {
+        return false;
+      }
     }
+    return device_inertia(centroids, inertia, params_.metric);
   }
 
  protected:
