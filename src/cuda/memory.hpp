@@ -20,6 +20,10 @@ std::size_t pool_idle_bytes();
 void trim_device_pools();
 void trim_current_pool();  // the current device's, after waiting for it
 
+// The alignment of cudaMalloc's and the pools' allocations, which the kernels' vector reads
+// of a buffer's start rely on.
+constexpr std::size_t kDeviceAlignment = 256;
+
 // Device memory for `count` elements of T (uninitialised). With a stream: from the current
 // device's pool, allocated and freed in that stream's order (only for buffers that stream
 // alone uses, and that die before it).
@@ -62,6 +66,37 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   std::size_t count_ = 0;
   cudaStream_t stream_ = nullptr;  // pooled: freed in this stream's order
+};
+
+// The objects' rows as the kernels read them: the owner's own DeviceBuffer, or rows already in
+// device memory that it borrows (the caller's, alive and unchanged for as long as it is used).
+// get() is const, so a kernel that would write the rows does not compile against a borrowed
+// buffer; own() is the owned buffer, to fill (null when borrowed).
+template <class T>
+class DeviceRows {
+ public:
+  DeviceRows() = default;
+  DeviceRows& operator=(DeviceBuffer<T>&& own) {
+    own_ = std::move(own);
+    ptr_ = own_.get();
+    return *this;
+  }
+  void borrow(const T* rows) {
+    own_ = DeviceBuffer<T>();
+    ptr_ = rows;
+  }
+  // Swaps the owned buffer with `other` (streamed chunks take turns in a staging buffer).
+  void swap(DeviceBuffer<T>& other) {
+    std::swap(own_, other);
+    ptr_ = own_.get();
+  }
+  const T* get() const { return ptr_; }
+  T* own() const { return own_.get(); }
+  bool borrowed() const { return ptr_ != nullptr && own_.get() == nullptr; }
+
+ private:
+  DeviceBuffer<T> own_;
+  const T* ptr_ = nullptr;
 };
 
 // Host memory that the device reads and writes at full speed: cudaMallocHost.

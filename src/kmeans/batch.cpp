@@ -48,7 +48,8 @@ auto for_problem(std::size_t b, F&& fn) {
 
 // Whether the batch's iterations may run together: fused on one GPU, one initialisation a
 // problem, the device memory not capped, and launches not synchronised one by one (the
-// graph's capture forbids it). Data on the device may: each engine copies its problem's rows.
+// graph's capture forbids it). Data on the device may: each engine reads its problem's rows in place
+// (or copies them, where they are not aligned as cudaMalloc's).
 template <class T>
 bool may_run_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
                       const std::vector<Params>& params) {

@@ -2,11 +2,13 @@
 // handed over): the fit of the device copy equals the fit of the host data bit for bit (centroids,
 // labels, inertia, iterations) on every rung that takes it (offload, offload-block, fused: its cell,
 // one-pass and tensor paths), both precisions, every initialisation it takes, the three metrics;
-// predict too; and the host's copy is never read (freed before the fit). Skipped, with the reason,
-// without a GPU.
+// predict too; the host's copy is never read (freed before the fit); the device rows, read in
+// place where aligned as cudaMalloc's and copied where not, are left unchanged, and a fit holds
+// no copy of aligned rows. Skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -34,7 +36,8 @@ void check_device(const km::Implementation& impl, km::Metric metric = km::Metric
       if (metric == km::Metric::cosine)  // a row of length 0: kept 0 by the device's normalisation too
         std::fill(host.row(s.n / 2), host.row(s.n / 2) + s.d, T(0));
       km::cuda::DeviceBuffer<T> held;
-      const auto device = on_device(host, held);
+      const std::size_t offset = kind == 1 ? 1 : 0;  // clustered data: rows off the alignment, copied
+      const auto device = on_device(host, held, offset);
       for (km::Init init : inits) {
         SCOPED_TRACE(std::string(impl.name) + " " + km::to_string(metric) + " d=" + std::to_string(s.d) +
                      " k=" + std::to_string(s.k) + " " + metric_data_name(kind) + " init " +
@@ -63,6 +66,11 @@ void check_device(const km::Implementation& impl, km::Metric metric = km::Metric
         EXPECT_EQ(labels.labels, want.labels);
         EXPECT_EQ(labels.inertia, km::predict(impl, host, q).inertia);
       }
+      std::vector<T> after(host.n * host.d);  // the caller's rows, read in place, are left alone
+      CUDA_CHECK(cudaMemcpy(after.data(), device.device_values, after.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(std::equal(after.begin(), after.end(), host.values.data(),
+                             [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }))
+          << impl.name << " changed the device rows";
     }
   }
 }
@@ -84,6 +92,35 @@ std::string rung_name(const ::testing::TestParamInfo<const char*>& rung) {
   return name;
 }
 INSTANTIATE_TEST_SUITE_P(Rungs, GpuDeviceData, ::testing::Values("fused", "offload", "offload-block"), rung_name);
+
+// The device memory a fused fit takes beside rows already on the device, measured from its first
+// iteration: aligned rows are read in place, so it stays below the rows' size (the float16 copy
+// alone is half of it); rows off the alignment are copied, and it goes above.
+std::size_t fit_device_bytes(std::size_t offset) {
+  const std::size_t n = std::size_t{1} << 20, d = 64;
+  const auto host = metric_data<float>(0, n, d, 256, 3);
+  km::cuda::DeviceBuffer<float> held;
+  const auto device = on_device(host, held, offset);
+  km::Params p;
+  p.k = 256;
+  p.loops = 2;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  km::cuda::trim_device_pools();  // (memory the pools hold from earlier fits would be reused unseen)
+  std::size_t free_before = 0, free_during = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  km::run(km::find_implementation("fused"), device, p, [&](int it, const km::IterationStats&) {
+    if (it == 1) CUDA_CHECK(cudaMemGetInfo(&free_during, &total));
+  });
+  return free_before > free_during ? free_before - free_during : 0;
+}
+
+TEST(GpuDeviceDataMemory, AlignedRowsAreNotCopied) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  const std::size_t rows_bytes = (std::size_t{1} << 20) * 64 * sizeof(float);
+  const std::size_t in_place = fit_device_bytes(0), copied = fit_device_bytes(1);
+  EXPECT_LT(in_place, rows_bytes) << "a fit of aligned device rows took " << in_place << " bytes";
+  EXPECT_GE(copied, rows_bytes) << "a fit of misaligned device rows took " << copied << " bytes";
+}
 
 // A NaN in device memory: refused with one line (by the range check on the device).
 TEST(GpuDeviceDataErrors, NanIsRefused) {

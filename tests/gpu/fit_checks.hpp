@@ -27,14 +27,15 @@ namespace kmtest {
 
 // The same rows in device memory, the host's values dropped (a read of them would crash).
 template <class T>
-km::Dataset<T> on_device(const km::Dataset<T>& host, km::cuda::DeviceBuffer<T>& held) {
-  held = km::cuda::DeviceBuffer<T>(host.n * host.d);
-  CUDA_CHECK(cudaMemcpy(held.get(), host.values.data(), host.n * host.d * sizeof(T), cudaMemcpyHostToDevice));
+km::Dataset<T> on_device(const km::Dataset<T>& host, km::cuda::DeviceBuffer<T>& held, std::size_t offset = 0) {
+  // (offset: the rows start that many values into `held`, off cudaMalloc's alignment)
+  held = km::cuda::DeviceBuffer<T>(host.n * host.d + offset);
+  CUDA_CHECK(cudaMemcpy(held.get() + offset, host.values.data(), host.n * host.d * sizeof(T), cudaMemcpyHostToDevice));
   km::Dataset<T> out;
   out.n = host.n;
   out.d = host.d;
   out.source = host.source;
-  out.device_values = held.get();
+  out.device_values = held.get() + offset;
   return out;
 }
 

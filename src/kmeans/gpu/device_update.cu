@@ -191,7 +191,7 @@ void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
       this->transpose_rows(st.stage[b].get(), rows);
       CUDA_CHECK(cudaEventRecord(st.consumed[b].get(), s));
     } else {
-      std::swap(this->x_, st.stage[b]);
+      this->x_.swap(st.stage[b]);
     }
     this->n_ = rows;
     weights_offset_ = c * st.chunk;
@@ -200,7 +200,7 @@ void DeviceUpdateEngine<T>::run_chunks(bool accumulate) {
     assign(accumulate);
     std::swap(this->labels_, st.labels[c]);
     if (this->layout_ == Layout::row_major) {
-      std::swap(this->x_, st.stage[b]);
+      this->x_.swap(st.stage[b]);
       CUDA_CHECK(cudaEventRecord(st.consumed[b].get(), s));
     }
     // On a terminal, one engine (--gpus' parts queue side by side) waits for the chunk before

@@ -1,5 +1,6 @@
 #include "kmeans/gpu/engine.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -34,13 +35,22 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
   n_ = data.n;
   d_ = data.d;
   const std::size_t data_bytes = n_ * d_ * sizeof(T);
-  // A coordinate-major copy is made on the device from a row-major upload: both at once.
+  // Data already on the device, row-major and aligned as cudaMalloc's (every kernel's vector
+  // reads hold): read where it is, not copied. Otherwise the engine holds its own copy; a
+  // coordinate-major copy is made on the device from a row-major upload: both at once.
+  const bool borrow = data.on_device() && layout_ == Layout::row_major &&
+                      reinterpret_cast<std::uintptr_t>(data.device_values) % cuda::kDeviceAlignment == 0;
   const std::size_t staging = layout_ == Layout::coord_major ? data_bytes : 0;
-  check_device_memory(data_bytes + staging + n_ * sizeof(std::int32_t) + extra_bytes,
+  check_device_memory((borrow ? 0 : data_bytes) + staging + n_ * sizeof(std::int32_t) + extra_bytes,
                       std::string("--impl=") + name_, "use --precision=float or fewer objects");
   rows_ = DeviceBuffer<T>();
+  uploaded_ = nullptr;
+  if (borrow) {
+    x_.borrow(data.device_values);
+    uploaded_ = &data;
+    return;
+  }
   x_ = device_buffer<T>(n_ * d_);
-  // Data already on the device: copied there (the engine owns and may reorder its copy).
   const auto put = [&](T* to) {
     if (data.on_device())
       CUDA_CHECK(cudaMemcpyAsync(to, data.device_values, data_bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -48,13 +58,13 @@ void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) 
       cuda::upload(to, data.values.data(), data_bytes, stream_);
   };
   if (layout_ == Layout::row_major) {
-    put(x_.get());
+    put(x_.own());
   } else {
     DeviceBuffer<T> rows = device_buffer<T>(n_ * d_);
     put(rows.get());
     const dim3 grid(static_cast<unsigned>((n_ + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
     kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(
-        rows.get(), x_.get(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
+        rows.get(), x_.own(), static_cast<std::int64_t>(n_), static_cast<int>(d_));
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // before `rows` is freed
     // (Kept, the staging the check above counted: the engine frees it once it knows its use.)
@@ -149,7 +159,7 @@ void GpuEngine<T>::setup_common(const Dataset<T>& data, std::size_t k, std::size
 template <class T>
 void GpuEngine<T>::transpose_rows(const T* rows_on_device, std::size_t rows) {
   const dim3 grid(static_cast<unsigned>((rows + 31) / 32), static_cast<unsigned>((d_ + 31) / 32));
-  kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(rows_on_device, x_.get(),
+  kernels::transpose_to_coord_major<T><<<grid, dim3(32, 8), 0, stream_>>>(rows_on_device, x_.own(),
                                                                          static_cast<std::int64_t>(rows),
                                                                          static_cast<int>(d_));
   CUDA_CHECK_LAUNCH();

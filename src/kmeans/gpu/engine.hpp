@@ -113,7 +113,9 @@ class GpuEngine : public Engine<T> {
   const Dataset<T>* uploaded_ = nullptr;  // whose rows x_ holds, all of them (not out of core)
   std::size_t n_ = 0, d_ = 0, k_ = 0;
   cuda::Stream stream_;
-  DeviceBuffer<T> x_;                         // n*d, in layout_
+  // n*d, in layout_: the engine's copy, or the caller's rows already on the device, borrowed
+  // where they are row-major and aligned as cudaMalloc's (upload_data).
+  cuda::DeviceRows<T> x_;
   DeviceBuffer<T> rows_;                      // n*d row-major, where keep_rows asked (else empty)
   DeviceBuffer<std::int32_t> labels_;         // n
   // The iteration's counters, one block on the device and one pinned copy on the host, so that
