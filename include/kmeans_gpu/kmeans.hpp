@@ -34,6 +34,13 @@ class KMEANS_GPU_API Failure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where x points. host: the process's memory. device: the current CUDA device's memory (cudaMalloc'd,
+// a CuPy array's or a PyTorch CUDA tensor's data pointer), read there without a copy to the host,
+// by a GPU implementation (fused unless another is named); the results come back to the host as
+// they do for host data, and are the same bits. Before reading it the fit waits for the whole
+// device's pending work (whatever stream wrote x). x must stay unchanged until the call returns.
+enum class Memory { host, device };
+
 struct Params {
   int n_clusters = 8;
   int max_iter = 300;           // at most this many Lloyd iterations
@@ -50,6 +57,7 @@ struct Params {
   // euclidean; cosine (spherical k-means: objects and centroids of length 1, inertia the sum of
   // 1 - cos); dot (the largest inner product with centroids of length 1, inertia -sum x.c).
   std::string metric = "euclidean";
+  Memory memory = Memory::host;  // where fit's and batch_fit's x points (no sample_weight with device)
 };
 
 template <class T>
@@ -62,7 +70,8 @@ struct Result {
   std::string implementation;         // the one that ran
 };
 
-// A fit of the n x d objects at x (row-major; T float or double, the precision of the arithmetic).
+// A fit of the n x d objects at x (row-major; T float or double, the precision of the arithmetic;
+// in params.memory).
 // sample_weight: n weights (finite, >= 0, not all 0), scikit-learn's: weighted means and inertia;
 // nullptr: every object weighs 1.
 template <class T>
@@ -81,10 +90,12 @@ KMEANS_GPU_API std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, s
 
 // Each object's nearest of the k centroids (k x d, row-major), as fit's labels are found, by
 // `metric` (cosine and dot: the centroids taken at length 1, as fit's are).
+// x in `memory` (centroids on the host).
 template <class T>
 KMEANS_GPU_API std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids,
                                                  std::size_t k, const std::string& implementation = {},
-                                                 const std::string& metric = "euclidean");
+                                                 const std::string& metric = "euclidean",
+                                                 Memory memory = Memory::host);
 
 // The implementations' names (seq, omp, naive, ..., fused), fastest last.
 KMEANS_GPU_API std::vector<std::string> implementations();
@@ -103,9 +114,10 @@ extern template KMEANS_GPU_API std::vector<Result<double>> batch_fit<double>(con
                                                                              std::size_t, const Params&);
 extern template KMEANS_GPU_API std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t,
                                                                         const float*, std::size_t, const std::string&,
-                                                                        const std::string&);
+                                                                        const std::string&, Memory);
 extern template KMEANS_GPU_API std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t,
                                                                          const double*, std::size_t,
-                                                                         const std::string&, const std::string&);
+                                                                         const std::string&, const std::string&,
+                                                                         Memory);
 
 }  // namespace kmeans_gpu

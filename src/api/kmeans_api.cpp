@@ -14,6 +14,7 @@
 #include "cuda/device.hpp"
 #include "io/dataset.hpp"
 #include "kmeans/batch.hpp"
+#include "kmeans/device_view.hpp"
 #include "kmeans/params.hpp"
 #include "kmeans/registry.hpp"
 
@@ -21,8 +22,15 @@ namespace kmeans_gpu {
 
 namespace {
 
+// x's n x d values, borrowed where they are (host memory, or the current GPU's: checked, then the
+// device's pending work waited for).
 template <class T>
-km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, std::string what) {
+km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, std::string what, Memory memory) {
+  if (memory == Memory::device) {
+    km::Dataset<T> data = km::device_view<T>(x, n, d, what);
+    km::wait_for_device();
+    return data;
+  }
   if (x == nullptr && n * d > 0) throw km::UsageError(what + ": a null pointer");
   km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), what);
   km::Dataset<T> data;
@@ -98,7 +106,7 @@ auto translated(F&& fn) {
 template <class T>
 Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params, const T* sample_weight) {
   return translated([&] {
-    km::Dataset<T> data = borrowed(x, n, d, "x");
+    km::Dataset<T> data = borrowed(x, n, d, "x", params.memory);
     if (sample_weight) data.weights = km::HostBuffer<T>::borrow(sample_weight, n);
     const km::Params p = internal(params, d);
     const km::Implementation& impl = implementation(params.implementation);
@@ -117,7 +125,7 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
     throw InvalidInput("init_centroids: " + std::to_string(params.init_centroids.size()) + " values, not batch x " +
                        "n_clusters x d = " + std::to_string(batch * per));
   return translated([&] {
-    const km::Dataset<T> data = borrowed(x, batch * n, d, "x");
+    const km::Dataset<T> data = borrowed(x, batch * n, d, "x", params.memory);
     std::vector<km::Params> each;
     Params one = params;
     for (std::size_t b = 0; b < batch; ++b) {
@@ -136,9 +144,10 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
 
 template <class T>
 std::vector<std::int32_t> predict(const T* x, std::size_t n, std::size_t d, const T* centroids, std::size_t k,
-                                  const std::string& implementation_name, const std::string& metric) {
+                                  const std::string& implementation_name, const std::string& metric,
+                                  Memory memory) {
   return translated([&] {
-    const km::Dataset<T> data = borrowed(x, n, d, "x");
+    const km::Dataset<T> data = borrowed(x, n, d, "x", memory);
     if (centroids == nullptr || k == 0) throw km::UsageError("centroids: none given");
     km::Params p;
     p.k = static_cast<int>(k);
@@ -169,8 +178,8 @@ template std::vector<Result<float>> batch_fit<float>(const float*, std::size_t, 
 template std::vector<Result<double>> batch_fit<double>(const double*, std::size_t, std::size_t, std::size_t,
                                                        const Params&);
 template std::vector<std::int32_t> predict<float>(const float*, std::size_t, std::size_t, const float*, std::size_t,
-                                                  const std::string&, const std::string&);
+                                                  const std::string&, const std::string&, Memory);
 template std::vector<std::int32_t> predict<double>(const double*, std::size_t, std::size_t, const double*,
-                                                   std::size_t, const std::string&, const std::string&);
+                                                   std::size_t, const std::string&, const std::string&, Memory);
 
 }  // namespace kmeans_gpu

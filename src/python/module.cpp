@@ -32,6 +32,7 @@
 #include "cuda/memory.hpp"
 #include "common/stats.hpp"
 #include "kmeans/batch.hpp"
+#include "kmeans/device_view.hpp"
 #include "kmeans/registry.hpp"
 #include "python/py_team.hpp"
 #include "report/report.hpp"
@@ -263,31 +264,7 @@ py::dict predict(const py::array& x, const Options& o) {
 // check_device_data says which fits).
 template <class T>
 km::Dataset<T> device_view(std::uintptr_t address, std::size_t n, std::size_t d) {
-  km::check_shape(static_cast<std::int64_t>(n), static_cast<std::int64_t>(d), sizeof(T), "X");
-  if (address == 0) throw km::UsageError("X in GPU memory: a null pointer");
-  if (address % sizeof(T) != 0)
-    throw km::UsageError("X in GPU memory: its address is not a multiple of its values' size; copy it on the device");
-  // Memory of another GPU (or none the runtime knows) would fault inside a kernel: named here.
-  cudaPointerAttributes where{};
-  int current = 0;
-  CUDA_CHECK(cudaGetDevice(&current));
-  if (cudaPointerGetAttributes(&where, reinterpret_cast<const void*>(address)) != cudaSuccess ||
-      (where.type != cudaMemoryTypeDevice && where.type != cudaMemoryTypeManaged)) {
-    cudaGetLastError();
-    throw km::UsageError("X in GPU memory: its address is not CUDA device memory");
-  }
-  if (where.type == cudaMemoryTypeDevice && where.device != current)
-    throw km::UsageError(km::strprintf("X is in the memory of GPU %d, but the fit runs on GPU %d (the current "
-                                       "device): make that GPU current (cupy.cuda.Device(%d).use(), "
-                                       "torch.cuda.set_device(%d)) or move X",
-                                       where.device, current, where.device, where.device));
-  km::Dataset<T> data;
-  data.n = n;
-  data.d = d;
-  data.source = "X (GPU memory)";
-  data.element = sizeof(T) == 4 ? "float32" : "float64";
-  data.device_values = reinterpret_cast<const T*>(address);
-  return data;
+  return km::device_view<T>(reinterpret_cast<const void*>(address), n, d, "X");
 }
 
 template <class T>
@@ -665,7 +642,7 @@ PYBIND11_MODULE(_core, m) {
         // streams do not wait for other streams, read it. (Without the GIL: a producer's host
         // callback may need it.)
         py::gil_scoped_release release;
-        CUDA_CHECK(cudaDeviceSynchronize());
+        km::wait_for_device();
       },
       py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
       "Checks that n x d values at address are this GPU's memory, aligned (ValueError naming what is wrong), "

@@ -1,11 +1,14 @@
 // Data on the GPU (Dataset::device_values) refused, before anything reads it, by every fit that
-// cannot take it (registry.hpp: check_device_data), each with one line naming what to change. The
-// rows' address here is never dereferenced: the checks come first (the GPU tests fit real ones).
+// cannot take it (registry.hpp: check_device_data), each with one line naming what to change; and
+// an address handed over as CUDA memory (kmeans/device_view.hpp) checked before anything reads it.
+// The rows' address here is never dereferenced: the checks come first (the GPU tests fit real ones).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "common/errors.hpp"
+#include "cuda/device.hpp"
+#include "kmeans/device_view.hpp"
 #include "kmeans/registry.hpp"
 
 namespace {
@@ -45,6 +48,24 @@ TEST(DeviceData, FitsThatCannotTakeItSayWhy) {
   expect_usage([&] { km::run(fused, data, q); }, "one GPU");
   data.weights = km::HostBuffer<float>(data.n);
   expect_usage([&] { km::run(fused, data, p); }, "sample weights need the data on the host");
+}
+
+TEST(DeviceData, AddressesAreCheckedFirst) {
+  static const double somewhere[8] = {};
+  expect_usage([&] { km::device_view<double>(nullptr, 10, 2, "x"); }, "x in GPU memory: a null pointer");
+  const auto* odd = reinterpret_cast<const char*>(somewhere) + 4;  // a float's alignment, not a double's
+  expect_usage([&] { km::device_view<double>(odd, 10, 2, "x"); }, "not a multiple of its values' size");
+  EXPECT_THROW(km::device_view<float>(somewhere, 0, 2, "x"), km::InputError);  // the host data's shape checks
+  if (km::gpu_info().present) {  // host memory handed over as device memory
+    expect_usage([&] { km::device_view<double>(somewhere, 4, 2, "x"); }, "not CUDA device memory");
+  } else {
+    try {
+      km::device_view<double>(somewhere, 4, 2, "x");
+      ADD_FAILURE() << "no error without a GPU";
+    } catch (const km::DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("no usable GPU"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
