@@ -498,6 +498,87 @@ void add_parted(py::module_& m) {
       "(name, partable, on_gpu): the implementation a fit runs ('' the default), whether it runs parted, where.");
 }
 
+// The bindings that read rows in CUDA memory at an address (kmeans_gpu/_input.py: device_array).
+void add_device(py::module_& m) {
+  m.def(
+      "fit_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl, int k, int loops,
+         double threshold, std::optional<double> tol, const std::string& init, std::uint64_t seed, int block,
+         int threads, int n_init, std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
+         int gpus, std::size_t device_memory, const std::string& metric) {
+        return dispatch_device(address, n, d, single,
+                               options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids,
+                                       gpus, device_memory, metric),
+                               false);
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("k"),
+      py::arg("loops"), py::arg("threshold"), py::arg("tol"), py::arg("init"), py::arg("seed"), py::arg("block"),
+      py::arg("threads"), py::arg("n_init"), py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0,
+      py::arg("metric") = "euclidean",
+      "Fits n x d values (float32 when single, else float64), row-major in CUDA memory at address, read there.");
+  m.def(
+      "check_device_fit",
+      [](const std::string& impl, const std::string& metric, const std::string& init, int gpus) {
+        static const double somewhere = 0;  // (never read: the check looks at where the data is, not at it)
+        km::Dataset<double> data;
+        data.n = data.d = 1;
+        data.device_values = &somewhere;
+        km::Params p;
+        p.metric = km::metric_from_string(metric);
+        p.init = km::init_from_string(init);
+        p.gpus = gpus;
+        const km::Implementation& chosen =
+            km::find_implementation(impl.empty() ? km::default_implementation(km::gpu_info().present) : impl);
+        km::check_device_data(chosen, data, p);
+        km::require_runnable(chosen, km::gpu_info());
+      },
+      py::arg("impl"), py::arg("metric"), py::arg("init"), py::arg("gpus"),
+      "Raises ValueError unless a fit with these settings reads data in GPU memory (before anything reads it).");
+  m.def(
+      "predict_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl,
+         py::array_t<double, py::array::c_style | py::array::forcecast> centroids, int block, int threads,
+         std::size_t device_memory, const std::string& metric) {
+        return dispatch_device(address, n, d, single,
+                               options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1,
+                                       device_memory, metric),
+                               true);
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("centroids"),
+      py::arg("block"), py::arg("threads"), py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
+      "Labels n x d values in CUDA memory at address with the given centroids, read there.");
+  m.def(
+      "device_ready",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
+        if (single) device_view<float>(address, n, d);
+        else device_view<double>(address, n, d);
+        // The producers' pending work on X, on whatever stream (PyTorch's and JAX's interfaces
+        // name none; a conversion just queued, a side stream): done before the engines, whose
+        // streams do not wait for other streams, read it. (Without the GIL: a producer's host
+        // callback may need it.)
+        py::gil_scoped_release release;
+        km::wait_for_device();
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
+      "Checks that n x d values at address are this GPU's memory, aligned (ValueError naming what is wrong), "
+      "then waits for the device's pending work, before anything reads them.");
+  m.def(
+      "mean_variance_device",
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
+        const auto run = [&](auto tag) {
+          using T = decltype(tag);
+          const km::Dataset<T> view = device_view<T>(address, n, d);
+          km::Dataset<T> data(n, d, "X");
+          py::gil_scoped_release release;
+          CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
+          return mean_variance(data, km::solo_team(), data.n);
+        };
+        return single ? run(float{}) : run(double{});
+      },
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
+      "mean_variance of n x d values in CUDA memory, from a host copy (arrays without a library of their own).");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -548,53 +629,6 @@ PYBIND11_MODULE(_core, m) {
       py::arg("device_memory") = 0, py::arg("metric") = "euclidean", py::arg("sample_weight") = py::none(),
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
-      "fit_device",
-      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl, int k, int loops,
-         double threshold, std::optional<double> tol, const std::string& init, std::uint64_t seed, int block,
-         int threads, int n_init, std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>> centroids,
-         int gpus, std::size_t device_memory, const std::string& metric) {
-        return dispatch_device(address, n, d, single,
-                               options(impl, k, loops, threshold, tol, init, seed, block, threads, n_init, centroids,
-                                       gpus, device_memory, metric),
-                               false);
-      },
-      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("k"),
-      py::arg("loops"), py::arg("threshold"), py::arg("tol"), py::arg("init"), py::arg("seed"), py::arg("block"),
-      py::arg("threads"), py::arg("n_init"), py::arg("centroids"), py::arg("gpus") = 1, py::arg("device_memory") = 0,
-      py::arg("metric") = "euclidean",
-      "Fits n x d values (float32 when single, else float64), row-major in CUDA memory at address, read there.");
-  m.def(
-      "check_device_fit",
-      [](const std::string& impl, const std::string& metric, const std::string& init, int gpus) {
-        static const double somewhere = 0;  // (never read: the check looks at where the data is, not at it)
-        km::Dataset<double> data;
-        data.n = data.d = 1;
-        data.device_values = &somewhere;
-        km::Params p;
-        p.metric = km::metric_from_string(metric);
-        p.init = km::init_from_string(init);
-        p.gpus = gpus;
-        const km::Implementation& chosen =
-            km::find_implementation(impl.empty() ? km::default_implementation(km::gpu_info().present) : impl);
-        km::check_device_data(chosen, data, p);
-        km::require_runnable(chosen, km::gpu_info());
-      },
-      py::arg("impl"), py::arg("metric"), py::arg("init"), py::arg("gpus"),
-      "Raises ValueError unless a fit with these settings reads data in GPU memory (before anything reads it).");
-  m.def(
-      "predict_device",
-      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, const std::string& impl,
-         py::array_t<double, py::array::c_style | py::array::forcecast> centroids, int block, int threads,
-         std::size_t device_memory, const std::string& metric) {
-        return dispatch_device(address, n, d, single,
-                               options(impl, 1, 1, 0, std::nullopt, "first", 0, block, threads, 1, centroids, 1,
-                                       device_memory, metric),
-                               true);
-      },
-      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("impl"), py::arg("centroids"),
-      py::arg("block"), py::arg("threads"), py::arg("device_memory") = 0, py::arg("metric") = "euclidean",
-      "Labels n x d values in CUDA memory at address with the given centroids, read there.");
-  m.def(
       "mean_variance",
       [](const py::array& x) {
         clamp_openmp_threads();
@@ -632,36 +666,7 @@ PYBIND11_MODULE(_core, m) {
       "B problems of n rows each (X: B n x d) fitted as fit fits each (kmeans_gpu.batch_kmeans); X a float32 or "
       "float64 array, or (address, B n, d, single) for B n x d values row-major in CUDA memory (float32 when "
       "single), read there.");
-  m.def(
-      "device_ready",
-      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
-        if (single) device_view<float>(address, n, d);
-        else device_view<double>(address, n, d);
-        // The producers' pending work on X, on whatever stream (PyTorch's and JAX's interfaces
-        // name none; a conversion just queued, a side stream): done before the engines, whose
-        // streams do not wait for other streams, read it. (Without the GIL: a producer's host
-        // callback may need it.)
-        py::gil_scoped_release release;
-        km::wait_for_device();
-      },
-      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
-      "Checks that n x d values at address are this GPU's memory, aligned (ValueError naming what is wrong), "
-      "then waits for the device's pending work, before anything reads them.");
-  m.def(
-      "mean_variance_device",
-      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
-        const auto run = [&](auto tag) {
-          using T = decltype(tag);
-          const km::Dataset<T> view = device_view<T>(address, n, d);
-          km::Dataset<T> data(n, d, "X");
-          py::gil_scoped_release release;
-          CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
-          return mean_variance(data, km::solo_team(), data.n);
-        };
-        return single ? run(float{}) : run(double{});
-      },
-      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
-      "mean_variance of n x d values in CUDA memory, from a host copy (arrays without a library of their own).");
+  add_device(m);
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
