@@ -85,8 +85,10 @@ class DeviceRows {
     own_ = DeviceBuffer<T>();
     ptr_ = rows;
   }
-  // Swaps the owned buffer with `other` (streamed chunks take turns in a staging buffer).
+  // Swaps the owned buffer with `other` (streamed chunks take turns in a staging buffer; never
+  // rows read in place, which are not streamed).
   void swap(DeviceBuffer<T>& other) {
+    if (borrowed()) throw DeviceError("internal: borrowed rows swapped with a staging buffer");
     std::swap(own_, other);
     ptr_ = own_.get();
   }

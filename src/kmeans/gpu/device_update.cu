@@ -41,7 +41,7 @@ const T* DeviceUpdateEngine<T>::stage(const Dataset<T>& data, std::size_t k) {
   if (this->uploaded_ != &data) {
     // A part of the rows (the whole problem is larger), or streamed on request.
     if ((whole_.n != 0 && whole_.n != data.n) || this->params_.stream_rows) return nullptr;
-    const std::size_t need = data.n * data.d * sizeof(T) + data.n * sizeof(std::int32_t) + buffer_bytes(k, data.d);
+    const std::size_t need = this->rows_bytes(data) + data.n * sizeof(std::int32_t) + buffer_bytes(k, data.d);
     if (need > device_budget(this->params_.device_memory)) return nullptr;  // out of core
     this->upload_data(data, buffer_bytes(k, data.d));
   }
@@ -58,14 +58,13 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
   this->d_ = d;
   const std::size_t budget = device_budget(this->params_.device_memory);
   const std::size_t weight_bytes = data.weighted() ? data.n * sizeof(T) : 0;
-  const std::size_t data_bytes =
-      data.n * d * sizeof(T) * (this->layout_ == Layout::coord_major ? 2 : 1) + weight_bytes;
+  const std::size_t data_bytes = this->rows_bytes(data) + weight_bytes;  // (0 for rows read in place)
   // Params::stream_rows = R streams in chunks of R rows whatever the memory (for the tests).
   const std::size_t forced = this->params_.stream_rows;
-  // Data already on the device is copied beside itself, never streamed from the host.
+  // Data already on the device is read in place or copied beside itself, never streamed from the host.
   const auto refuse_out_of_core = [&] {
     if (data.on_device())
-      throw DeviceError(strprintf("--impl=%s: the data on the GPU (%.2f GiB) and the engine's copy and buffers do "
+      throw DeviceError(strprintf("--impl=%s: the data on the GPU (%.2f GiB) and the engine's buffers do "
                                   "not fit its memory (%.2f GiB usable); copy the data to the host, which streams it",
                                   this->name_, data.n * d * sizeof(T) / 1073741824.0, budget / 1073741824.0));
   };

@@ -30,19 +30,29 @@ Support centroids_fit_shared(const char* impl, std::size_t k, std::size_t d, std
 }
 
 template <class T>
+bool GpuEngine<T>::reads_in_place(const Dataset<T>& data) const {
+  // (every kernel's vector reads of the rows hold at cudaMalloc's alignment)
+  return data.on_device() && layout_ == Layout::row_major &&
+         reinterpret_cast<std::uintptr_t>(data.device_values) % cuda::kDeviceAlignment == 0;
+}
+
+template <class T>
+std::size_t GpuEngine<T>::rows_bytes(const Dataset<T>& data) const {
+  if (reads_in_place(data)) return 0;
+  return data.n * data.d * sizeof(T) * (layout_ == Layout::coord_major ? 2 : 1);
+}
+
+template <class T>
 void GpuEngine<T>::upload_data(const Dataset<T>& data, std::size_t extra_bytes) {
   data_ = &data;
   n_ = data.n;
   d_ = data.d;
   const std::size_t data_bytes = n_ * d_ * sizeof(T);
-  // Data already on the device, row-major and aligned as cudaMalloc's (every kernel's vector
-  // reads hold): read where it is, not copied. Otherwise the engine holds its own copy; a
-  // coordinate-major copy is made on the device from a row-major upload: both at once.
-  const bool borrow = data.on_device() && layout_ == Layout::row_major &&
-                      reinterpret_cast<std::uintptr_t>(data.device_values) % cuda::kDeviceAlignment == 0;
-  const std::size_t staging = layout_ == Layout::coord_major ? data_bytes : 0;
-  check_device_memory((borrow ? 0 : data_bytes) + staging + n_ * sizeof(std::int32_t) + extra_bytes,
-                      std::string("--impl=") + name_, "use --precision=float or fewer objects");
+  // Data already on the device, row-major and aligned, is read where it is; otherwise the engine
+  // holds its own copy (a coordinate-major one made on the device from a row-major upload).
+  const bool borrow = reads_in_place(data);
+  check_device_memory(rows_bytes(data) + n_ * sizeof(std::int32_t) + extra_bytes, std::string("--impl=") + name_,
+                      "use --precision=float or fewer objects");
   rows_ = DeviceBuffer<T>();
   uploaded_ = nullptr;
   if (borrow) {

@@ -58,6 +58,11 @@ class GpuEngine : public Engine<T> {
   // data's range on the device before they choose their buffers. release_data() undoes it.
   void upload_data(const Dataset<T>& data, std::size_t extra_bytes);
   void release_data();
+  // Whether upload_data reads `data`'s rows where they are (data already on the device, row-major
+  // and aligned as cudaMalloc's) rather than copying them; and the device bytes its copy of the
+  // rows takes (0 read in place; coordinate-major: the copy and its row-major staging).
+  bool reads_in_place(const Dataset<T>& data) const;
+  std::size_t rows_bytes(const Dataset<T>& data) const;
   // coord_major engines: whether the row-major upload is kept past its transpose (rows_), for
   // data of d coordinates. fused: the float copy's kernel reads its movers' rows there.
   virtual bool keep_rows(std::size_t /*d*/) const { return false; }
