@@ -11,7 +11,8 @@
 // The arithmetic, fixed: |m|^2 = sum over j in order of m_j * m_j in double, each product and
 // sum rounded on its own (no fused multiply-add: the host builds with -ffp-contract=off, the
 // device uses the _rn intrinsics), |m| = sqrt in double (correctly rounded on both), and
-// c_j = T(m_j / |m|) (a correctly rounded division, then to T). A mean of length 0 (the
+// c_j = T(m_j / |m|) (a correctly rounded division, then to T); squares outside double's range
+// are summed scaled by a power of two (ordered_norm). A mean of length 0 (the
 // cluster's objects cancel) leaves the centroid as it was, as an empty cluster does.
 #pragma once
 
@@ -37,15 +38,29 @@ KM_HOST_DEVICE inline double add_rn(double a, double b) {
 #endif
 }
 
-// |v| in double for d values v(0), ..., v(d - 1) (any T), summed in order.
+// |v| in double for d values v(0), ..., v(d - 1) (any T), summed in order. Where the squares
+// leave double's range (double data beyond about 1e±145: the sum overflows to infinity, or
+// underflows towards 0 and would make a row of tiny values one of length 0), the same sum over v
+// scaled by 2^-e, e the exponent of max |v_j| (exact: a power of two), then scaled back.
 template <class Get>
 KM_HOST_DEVICE inline double ordered_norm(Get v, int d) {
+  constexpr double kLow = 0x1p-900, kHigh = 0x1p+900;
   double s = 0;
   for (int j = 0; j < d; ++j) {
     const double x = static_cast<double>(v(j));
     s = add_rn(s, mul_rn(x, x));
   }
-  return sqrt(s);
+  if (s >= kLow && s <= kHigh) return sqrt(s);
+  double largest = 0;
+  for (int j = 0; j < d; ++j) largest = fmax(largest, fabs(static_cast<double>(v(j))));
+  if (largest == 0 || !(largest <= 1.7976931348623157e308)) return sqrt(s);  // zero; NaN or infinite values
+  const int e = ilogb(largest);
+  double scaled = 0;
+  for (int j = 0; j < d; ++j) {
+    const double x = ldexp(static_cast<double>(v(j)), -e);
+    scaled = add_rn(scaled, mul_rn(x, x));
+  }
+  return ldexp(sqrt(scaled), e);
 }
 
 // Coordinate j of the unit vector along m (norm = ordered_norm of m, > 0).

@@ -58,6 +58,28 @@ void check_unit_rows() {
 TEST(Metric, UnitRowsDouble) { check_unit_rows<double>(); }
 TEST(Metric, UnitRowsFloat) { check_unit_rows<float>(); }
 
+// Rows whose squares leave double's range (their sum overflows, or underflows towards 0) have the
+// same unit rows, bit for bit, as the rows scaled back by a power of two: not rows of length 0.
+// And a cosine fit of such data gives the labels of the unscaled data.
+TEST(Metric, UnitRowsOfHugeAndTinyValues) {
+  const auto data = kmtest::metric_data<double>(1, 400, 6, 3, 8);
+  const auto unit = km::unit_rows(data);
+  km::Params p;
+  p.k = 3;
+  p.metric = Metric::cosine;
+  p.init = km::Init::first;
+  const auto want = km::run(km::find_implementation("seq"), data, p);
+  for (const int e : {600, -600, 1000, -1000}) {
+    SCOPED_TRACE("2^" + std::to_string(e));
+    km::Dataset<double> scaled(data.n, data.d, "scaled");
+    for (std::size_t i = 0; i < data.n * data.d; ++i) scaled.values.data()[i] = std::ldexp(data.values.data()[i], e);
+    const auto got = km::unit_rows(scaled);
+    EXPECT_TRUE(std::equal(got.values.data(), got.values.data() + got.n * got.d, unit.values.data()));
+    EXPECT_EQ(km::run(km::find_implementation("seq"), scaled, p).labels, want.labels);
+    EXPECT_EQ(km::run(km::find_implementation("omp"), scaled, p).labels, want.labels);
+  }
+}
+
 // The update with `unit`: the normalised mean, an empty cluster and a mean of length 0 keep
 // their centroids, and the shift is measured against the normalised values.
 template <class T>
