@@ -5,11 +5,13 @@
 #include "kmeans_gpu/kmeans.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <new>
 #include <string>
 #include <utility>
 
+#include "cli/options.hpp"  // kMaxThreads: the command line's cap on CPU threads
 #include "common/errors.hpp"
 #include "cuda/device.hpp"
 #include "io/dataset.hpp"
@@ -26,6 +28,8 @@ namespace {
 // device's pending work waited for).
 template <class T>
 km::Dataset<T> borrowed(const T* x, std::size_t n, std::size_t d, std::string what, Memory memory) {
+  if (n > static_cast<std::size_t>(INT64_MAX) || d > static_cast<std::size_t>(INT64_MAX))
+    throw km::UsageError(km::strprintf("%s: %zu x %zu values are too many to address", what.c_str(), n, d));
   if (memory == Memory::device) {
     km::Dataset<T> data = km::device_view<T>(x, n, d, what);
     km::wait_for_device();
@@ -52,6 +56,9 @@ km::Params internal(const Params& p, std::size_t d) {
   km::Params q;
   q.k = p.n_clusters;
   q.loops = p.max_iter;
+  if (std::isnan(p.tol)) throw km::UsageError("tol=nan: must be a number (negative: run max_iter iterations)");
+  if (p.threads > km::cli::kMaxThreads)
+    throw km::UsageError(km::strprintf("threads=%d: at most %d", p.threads, km::cli::kMaxThreads));
   if (p.tol >= 0) q.tol = p.tol;
   q.seed = p.seed;
   q.n_init = p.n_init;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <unordered_set>
 
 #include "common/errors.hpp"
@@ -77,7 +78,14 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
       if (params.given_d != d)
         throw UsageError(strprintf("the centroids have %zu coordinates but the data has %zu", params.given_d, d));
       out.resize(k * d);
-      for (std::size_t i = 0; i < k * d; ++i) out[i] = static_cast<T>(params.given_centroids[i]);
+      for (std::size_t i = 0; i < k * d; ++i) {
+        out[i] = static_cast<T>(params.given_centroids[i]);
+        if (!std::isfinite(out[i]))  // (NaN, infinite, or beyond float's range in a float fit)
+          throw InputError(strprintf(
+              "initial centroid %zu, coordinate %zu: %g %s", i / d, i % d, params.given_centroids[i],
+              std::isfinite(params.given_centroids[i]) ? "is outside float's range (fit in double precision)"
+                                                       : "is not a finite number"));
+      }
       break;
   }
   return out;
