@@ -348,7 +348,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         engine = self._engine_arguments()
         _core.check_device_fit(engine["impl"], args["metric"], args["init"], engine["gpus"])  # before X is read
         X.ready(_core)  # (before anything reads X)
-        tol = self._tol(lambda: X.mean_variance(_core))
+        tol = self._tol(lambda unit: X.mean_variance(_core, unit=unit))
         with self._progress():
             out = _core.fit_device(X.pointer, X.n, X.d, X.dtype == np.float32, engine["impl"], args["k"],
                                    args["loops"], args["threshold"], tol, args["init"], engine["seed"],
@@ -407,13 +407,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                     gpus=self._int("n_gpus", self.n_gpus, 1, "--gpus"), device_memory=self._device_memory())
 
     def _tol(self, mean_variance):
-        """The raw tol for data of this mean column variance (a function, called only when needed)."""
-        tol = _float(self.tol) * mean_variance() if self.tol > 0 else 0.0
+        """The raw tol for data of this mean column variance: mean_variance(unit), called only when
+        needed, where unit asks for the variance of the rows at length 1 (cosine and dot, whose
+        centroids have length 1: their tol does not depend on the data's scale)."""
+        tol = _float(self.tol) * mean_variance(self._metric() != "euclidean") if self.tol > 0 else 0.0
         return tol if np.isfinite(tol) else None  # squares overflow: the engines' range check says so
 
     def _fit_here(self, X, sample_weight=None):
         X, args = self._arguments(X, sample_weight=sample_weight)
-        tol = self._tol(lambda: _core.mean_variance(X)) if X.size else 0.0
+        tol = self._tol(lambda unit: _core.mean_variance(X, unit)) if X.size else 0.0
         with self._progress():
             self._take(_core.fit(*_core_arguments(X, tol, args, self._engine_arguments()),
                                  sample_weight=args["sample_weight"]))
@@ -570,7 +572,7 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     for b in range(batch):
         try:
             Xb, args = est._arguments(X[b], stacklevel=3)
-            tols.append(est._tol(lambda: _core.mean_variance(Xb)))
+            tols.append(est._tol(lambda unit: _core.mean_variance(Xb, unit)))
         except ValueError as e:
             raise ValueError(f"problem {b}: {e}") from None
         rows.append(Xb)
@@ -634,7 +636,7 @@ def _batch_on_device(X, n_clusters, init, random_state, kw, output):
         centroids = np.ascontiguousarray(check_array(init.reshape(-1, device.d), dtype=np.float64,
                                                      **{_FINITE: True}))
     device.ready(_core)  # (before anything reads X)
-    tols = [est._tol(lambda b=b: device.mean_variance(_core, b)) for b in range(batch)]
+    tols = [est._tol(lambda unit, b=b: device.mean_variance(_core, b, unit)) for b in range(batch)]
     with est._progress():
         fits, together, seconds = _core.batch_fit(
             (device.pointer, batch * device.n, device.d, device.dtype == np.float32), batch, engine["impl"],

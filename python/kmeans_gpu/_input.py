@@ -121,20 +121,27 @@ class DeviceArray:
         core.device_ready(self.pointer, self.n * (self.batch or 1), self.d, self.dtype == np.float32)
         return self
 
-    def mean_variance(self, core, b=None):
-        """The mean of the columns' variances (of problem b in a batch), in float64 (scikit-learn's
-        scale for tol): by CuPy or PyTorch on the device (their code: not the host fit's bits), or,
-        for other arrays (JAX, DLPack alone), the host's sum of a host copy (the host fit's bits)."""
+    def mean_variance(self, core, b=None, unit=False):
+        """The mean of the columns' variances (of problem b in a batch; unit: of the rows at length
+        1, a row of length 0 kept 0), in float64 (scikit-learn's scale for tol): by CuPy or PyTorch
+        on the device (their code: not the host fit's bits), or, for other arrays (JAX, DLPack
+        alone), the host's sum of a host copy (the host fit's bits)."""
         library = type(self.owner).__module__.split(".")[0]
         if library == "torch":
-            X = self.owner if b is None else self.owner[b]
-            return float(X.double().var(dim=0, unbiased=False).mean().item())
+            X = (self.owner if b is None else self.owner[b]).double()
+            if unit:
+                norm = X.norm(dim=1, keepdim=True)
+                X = X / norm.where(norm > 0, 1.0)
+            return float(X.var(dim=0, unbiased=False).mean().item())
         if library == "cupy":
-            X = self.owner if b is None else self.owner[b]
-            return float(X.astype("float64").var(axis=0).mean())
+            X = (self.owner if b is None else self.owner[b]).astype("float64")
+            if unit:
+                norm = (X * X).sum(axis=1, keepdims=True) ** 0.5
+                X = X / (norm + (norm == 0))
+            return float(X.var(axis=0).mean())
         rows = self.n * self.d * self.dtype.itemsize
         return core.mean_variance_device(self.pointer + (0 if b is None else b * rows), self.n, self.d,
-                                         self.dtype == np.float32)
+                                         self.dtype == np.float32, unit)
 
 
 def _device_float32(X):

@@ -255,7 +255,7 @@ def _fit(est, X, team, sample_weight=None):
         to = [_core.split_rows(total, r, team.size)[1] for r in range(team.size)]
         part = team.move_rows(X, counts, to)
         part_weights = None if weights is None else team.move_rows(weights, counts, to)
-        tol = est._tol(lambda: _core.mean_variance_parted(part, team, total))
+        tol = est._tol(lambda unit: _core.mean_variance_parted(part, team, total, unit))
         try:
             out = _core.fit_parted(*_core_arguments(part, tol, args, engine), team, total, sample_weight=part_weights)
         except (_core.DeviceError, MemoryError) as e:
@@ -270,7 +270,7 @@ def _fit(est, X, team, sample_weight=None):
         whole_weights = None if weights is None else team.move_rows(weights, counts, to)
         out = None
         if team.rank == 0:
-            tol = est._tol(lambda: _core.mean_variance(whole))
+            tol = est._tol(lambda unit: _core.mean_variance(whole, unit))
             out = _core.fit(*_core_arguments(whole, tol, args, engine), sample_weight=whole_weights)
         labels = out.pop("labels") if out else np.empty(0, np.int32)
         out = team.bcast(out)

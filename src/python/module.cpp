@@ -31,6 +31,7 @@
 #include "cuda/device.hpp"
 #include "cuda/memory.hpp"
 #include "common/stats.hpp"
+#include "kernels/kmeans/unit_norm.hpp"
 #include "kmeans/batch.hpp"
 #include "kmeans/device_view.hpp"
 #include "kmeans/registry.hpp"
@@ -372,7 +373,7 @@ constexpr std::size_t kVarianceRows = 4096, kVarianceBatch = 1024;
 static_assert(km::kRowGranule % kVarianceRows == 0, "a rank's rows are whole chunks");
 
 template <class T>
-double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t total) {
+double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t total, bool unit = false) {
   const std::size_t n = data.n, d = data.d, chunks = (n + kVarianceRows - 1) / kVarianceRows;
   const std::size_t batch = team.size() > 1 ? chunks : std::min(chunks, kVarianceBatch);
   std::vector<double> part(batch * d), mean(d, 0.0), var(d, 0.0);
@@ -383,11 +384,17 @@ double mean_variance(const km::Dataset<T>& data, km::Team& team, std::size_t tot
     for (std::size_t b = 0; b < count; ++b) {
       double* p = part.data() + b * d;
       const std::size_t c = c0 + b;
-      for (std::size_t i = c * kVarianceRows; i < std::min(n, (c + 1) * kVarianceRows); ++i)
+      for (std::size_t i = c * kVarianceRows; i < std::min(n, (c + 1) * kVarianceRows); ++i) {
+        const T* x = data.row(i);
+        // unit: the row as the cosine fit sees it (metric.hpp: unit_rows, a row of length 0 kept 0)
+        const double norm = unit ? km::kernels::ordered_norm([&](int j) { return x[j]; }, static_cast<int>(d)) : 0.0;
         for (std::size_t j = 0; j < d; ++j) {
-          const double v = static_cast<double>(data.row(i)[j]);
+          const double v = !unit ? static_cast<double>(x[j])
+                           : norm > 0 ? static_cast<double>(km::kernels::unit_coordinate(x[j], norm))
+                                      : 0.0;
           p[j] += second ? (v - mean[j]) * (v - mean[j]) : v;
         }
+      }
     }
   };
   const auto add_chunks = [&](std::size_t count, std::vector<double>& out) {
@@ -438,16 +445,16 @@ py::dict fit_parted(const py::array& x, const Options& o, kmeans_python::PyTeam&
 void add_parted(py::module_& m) {
   m.def(
       "mean_variance_parted",
-      [](const py::array& x, const py::object& team_object, std::size_t total) {
+      [](const py::array& x, const py::object& team_object, std::size_t total, bool unit) {
         clamp_openmp_threads();
         kmeans_python::PyTeam team(team_object);
         const auto run = [&](auto tag) {
           const auto data = view<decltype(tag)>(x, false, true);  // checked before it was moved
-          return kmeans_python::over_team(team, [&] { return mean_variance(data, team, total); });
+          return kmeans_python::over_team(team, [&] { return mean_variance(data, team, total, unit); });
         };
         return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
       },
-      py::arg("X"), py::arg("team"), py::arg("total"),
+      py::arg("X"), py::arg("team"), py::arg("total"), py::arg("unit") = false,
       "mean_variance over the ranks of a Team, X this rank's rows of `total` (split_rows').");
   m.def(
       "fit_parted",
@@ -564,18 +571,18 @@ void add_device(py::module_& m) {
       "then waits for the device's pending work, before anything reads them.");
   m.def(
       "mean_variance_device",
-      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single) {
+      [](std::uintptr_t address, std::size_t n, std::size_t d, bool single, bool unit) {
         const auto run = [&](auto tag) {
           using T = decltype(tag);
           const km::Dataset<T> view = device_view<T>(address, n, d);
           km::Dataset<T> data(n, d, "X");
           py::gil_scoped_release release;
           CUDA_CHECK(cudaMemcpy(data.values.data(), view.device_values, n * d * sizeof(T), cudaMemcpyDeviceToHost));
-          return mean_variance(data, km::solo_team(), data.n);
+          return mean_variance(data, km::solo_team(), data.n, unit);
         };
         return single ? run(float{}) : run(double{});
       },
-      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"),
+      py::arg("address"), py::arg("n"), py::arg("d"), py::arg("single"), py::arg("unit") = false,
       "mean_variance of n x d values in CUDA memory, from a host copy (arrays without a library of their own).");
 }
 
@@ -630,16 +637,18 @@ PYBIND11_MODULE(_core, m) {
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
   m.def(
       "mean_variance",
-      [](const py::array& x) {
+      [](const py::array& x, bool unit) {
         clamp_openmp_threads();
         const auto run = [&](auto tag) {
           const auto data = view<decltype(tag)>(x, true);
           py::gil_scoped_release release;
-          return mean_variance(data, km::solo_team(), data.n);
+          return mean_variance(data, km::solo_team(), data.n, unit);
         };
         return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
       },
-      py::arg("X"), "The mean of X's column variances (scikit-learn's scale for tol).");
+      py::arg("X"), py::arg("unit") = false,
+      "The mean of X's column variances (scikit-learn's scale for tol); unit: of X's rows at length 1 (the cosine "
+      "and dot metrics' scale, whose centroids have length 1).");
   m.def(
       "batch_fit",
       [](const py::object& x, std::size_t batch, const std::string& impl, int k, int loops, double threshold,

@@ -182,10 +182,10 @@ def test_device_array_waits_and_sums_through_the_module():
     assert core.calls == [("ready", X.ctypes.data, 500, 4, True)]  # every problem's rows checked, then waited for
     # an array without CuPy or PyTorch behind it: problem b's rows summed from a host copy
     assert batch.mean_variance(core, 3) == 0.25
-    assert core.calls[-1] == ("variance", X.ctypes.data + 3 * 100 * 4 * 4, 100, 4, True)
+    assert core.calls[-1] == ("variance", X.ctypes.data + 3 * 100 * 4 * 4, 100, 4, True, False)
     one = _input.device_array(DLPackOnly(X[0].astype(np.float64)))
-    one.mean_variance(core)
-    assert core.calls[-1][2:] == (100, 4, False)
+    one.mean_variance(core, unit=True)  # (cosine and dot: the variance of the rows at length 1)
+    assert core.calls[-1][2:] == (100, 4, False, True)
 
 
 def test_misaligned_or_null_device_address_is_refused_before_any_read():

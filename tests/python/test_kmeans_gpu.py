@@ -147,6 +147,30 @@ def test_metrics_exact_and_consistent(metric, impl):
         KMeans(5, metric="manhattan").fit(X)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_unit_metrics_tol_does_not_depend_on_the_scale(metric):
+    # The centroids have length 1: tol is scaled by the variance of the rows at length 1, so data
+    # scaled by a power of two (the same unit rows, bit for bit) stops at the same iteration.
+    X = np.random.default_rng(0).normal(size=(2000, 4))
+    fits = [KMeans(5, metric=metric, impl="omp", init="first", tol=1e-3).fit(X * s) for s in (1.0, 2.0 ** 10)]
+    assert fits[0].n_iter_ == fits[1].n_iter_ > 1
+    assert np.array_equal(fits[0].labels_, fits[1].labels_)
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    assert kmeans_gpu._core.mean_variance(X, True) == pytest.approx(unit.var(axis=0).mean(), rel=1e-12)
+    batch = kmeans_gpu.batch_kmeans(np.stack([X, X * 2.0 ** 10]), 5, metric=metric, impl="omp", init="first",
+                                    tol=1e-3)
+    assert batch[3][0] == batch[3][1] == fits[0].n_iter_
+
+
+def test_initial_centroids_beyond_float_range_are_refused():
+    X = np.random.default_rng(1).random((40, 4)).astype(np.float32)
+    init = np.full((3, 4), 0.5)
+    init[2] = 1e300
+    with pytest.raises(ValueError, match="initial centroid 2, coordinate 0: 1e\\+300 is outside float's range"):
+        KMeans(3, init=init, n_init=1, impl="omp").fit(X)
+    assert np.isfinite(KMeans(3, init=init, n_init=1, impl="omp").fit(X.astype(np.float64)).cluster_centers_).all()
+
+
 @pytest.mark.parametrize("init", ["first", "k-means++", "array"])
 def test_batch_kmeans_equals_separate_fits(init):
     rng = np.random.default_rng(8)
