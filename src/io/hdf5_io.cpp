@@ -309,14 +309,37 @@ hsize_t check_storage(hid_t ds, const hsize_t* dims, int rank, std::size_t type_
       throw InputError(strprintf("'%s': dataset '%s' has chunks of %.0f MiB (at most 256 MiB are read)", path.c_str(),
                                  name.c_str(), chunk_bytes / 1048576));
   }
+  std::string shape;
+  for (int i = 0; i < rank; ++i) shape += strprintf("%s%llu", i ? " x " : "", static_cast<unsigned long long>(dims[i]));
   const double stored = static_cast<double>(H5Dget_storage_size(ds));
-  if (H5Pget_nfilters(dcpl.get()) == 0 && stored < declared) {  // uncompressed: every byte must be there
-    std::string shape;
-    for (int i = 0; i < rank; ++i)
-      shape += strprintf("%s%llu", i ? " x " : "", static_cast<unsigned long long>(dims[i]));
+  const bool filtered = H5Pget_nfilters(dcpl.get()) > 0;
+  if (!filtered && stored < declared)  // uncompressed: every byte must be there
     throw InputError(strprintf("'%s': dataset '%s' declares %s values (%.0f bytes) but stores %.0f bytes "
                                "(truncated or never written)",
                                path.c_str(), name.c_str(), shape.c_str(), declared, stored));
+  for (int f = 0; f < H5Pget_nfilters(dcpl.get()); ++f) {  // a filter this HDF5 lacks: named, before a read fails
+    unsigned flags = 0, config = 0;
+    std::size_t values = 0;
+    char filter_name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags, &values, nullptr,
+                                           sizeof filter_name, filter_name, &config);
+    if (id < 0 || H5Zfilter_avail(id) <= 0)
+      throw InputError(strprintf("'%s': dataset '%s' is compressed with filter %d (%s), which this program's HDF5 "
+                                 "library cannot decode; rewrite it with gzip or without compression",
+                                 path.c_str(), name.c_str(), static_cast<int>(id),
+                                 filter_name[0] ? filter_name : "unnamed"));
+  }
+  if (filtered && chunk[0] != 0) {  // compressed: every chunk must be there (HDF5 reads a missing one as fill)
+    hsize_t expected = 1, written = 0;
+    for (int i = 0; i < rank; ++i) expected *= (dims[i] + chunk[i] - 1) / chunk[i];
+    Handle space(H5Dget_space(ds), H5Sclose);
+    if (!space.ok() || H5Dget_num_chunks(ds, space.get(), &written) < 0)
+      throw InputError(strprintf("'%s': cannot count the chunks of dataset '%s'", path.c_str(), name.c_str()));
+    if (written < expected)
+      throw InputError(strprintf("'%s': dataset '%s' declares %s values in %llu chunks but stores %llu of them "
+                                 "(truncated or never written)",
+                                 path.c_str(), name.c_str(), shape.c_str(), static_cast<unsigned long long>(expected),
+                                 static_cast<unsigned long long>(written)));
   }
   return chunk[rank - 2];  // (a batch's chunks: their rows within a problem)
 }
