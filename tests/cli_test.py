@@ -562,6 +562,12 @@ def test_batch_input():
             expect(p.returncode == 2 and len(lines) == 1 and needle in lines[0], f"batch {args}: {p.stderr!r}")
         p = run("--impl=omp", f"--objects=100", f"--init={batch}", "--clusters=4", check=False)
         expect(p.returncode != 0 and "3-D" in p.stderr, f"a 3-D --init file is refused: {p.stderr!r}")
+        bad = x.copy()
+        bad[1, 3, 2] = np.nan
+        np.save(os.path.join(tmp, "nan.npy"), bad)
+        p = run("--impl=omp", f"--input={os.path.join(tmp, 'nan.npy')}", "--clusters=4", check=False)
+        expect(p.returncode != 0 and "NaN at problem 1, object 3, coordinate 2" in p.stderr,
+               f"a NaN is named by its problem: {p.stderr!r}")
         test_batch_hdf5(np, x, j, common, tmp)
 
 

@@ -34,7 +34,8 @@ void HostBuffer<T>::Free::operator()(T* p) const {
 }
 
 template <class T>
-void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object) {
+void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object,
+                  std::size_t problem_rows) {
   const std::size_t total = data.n * data.d;
   const T* v = data.values.data();
   // Parallel scan for the first bad value; cheap next to reading the file.
@@ -44,8 +45,10 @@ void check_finite(const Dataset<T>& data, const std::string& what, std::size_t f
     if (!std::isfinite(v[i]) && i < first_bad) first_bad = i;
   if (first_bad < total) {
     const std::size_t obj = first_object + first_bad / data.d, coord = first_bad % data.d;
-    throw InputError(strprintf("%s: value %s at object %zu, coordinate %zu (NaN/Inf are not allowed)",
-                               what.c_str(), std::isnan(v[first_bad]) ? "NaN" : "Inf", obj, coord));
+    const std::string where = problem_rows ? strprintf("problem %zu, object %zu", obj / problem_rows, obj % problem_rows)
+                                           : strprintf("object %zu", obj);
+    throw InputError(strprintf("%s: value %s at %s, coordinate %zu (NaN/Inf are not allowed)", what.c_str(),
+                               std::isnan(v[first_bad]) ? "NaN" : "Inf", where.c_str(), coord));
   }
 }
 
@@ -98,9 +101,9 @@ template class HostBuffer<float>;
 template class HostBuffer<double>;
 template class HostBuffer<std::int32_t>;
 template class HostBuffer<std::int64_t>;
-template void check_finite(const Dataset<float>&, const std::string&, std::size_t);
+template void check_finite(const Dataset<float>&, const std::string&, std::size_t, std::size_t);
 template WeightRange check_weights(const Dataset<float>&, std::size_t);
 template WeightRange check_weights(const Dataset<double>&, std::size_t);
-template void check_finite(const Dataset<double>&, const std::string&, std::size_t);
+template void check_finite(const Dataset<double>&, const std::string&, std::size_t, std::size_t);
 
 }  // namespace km

@@ -94,7 +94,9 @@ WeightRange check_weights(const Dataset<T>& data, std::size_t first_object = 0);
 // Throws InputError naming the first object/coordinate that is NaN or infinite.
 template <class T>
 // first_object: the index of data's first object in the whole data (an MPI rank's share).
-void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object = 0);
+// problem_rows > 0: the rows are a batch's problems of that many rows each, named as such.
+void check_finite(const Dataset<T>& data, const std::string& what, std::size_t first_object = 0,
+                  std::size_t problem_rows = 0);
 
 // Refuses shapes whose element count or byte size does not fit size_t/our int types.
 void check_shape(std::int64_t n, std::int64_t d, std::size_t element_size, const std::string& what);

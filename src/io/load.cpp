@@ -593,7 +593,8 @@ Dataset<T> load(const std::string& path, const LoadOptions& given) {
       data = std::move(mine);
     }
   } else {
-    check_finite(data, "'" + path + "'", options.split->first);
+    const std::size_t problems = options.batch ? *options.batch : 0;  // (a batch: its problems named)
+    check_finite(data, "'" + path + "'", options.split->first, problems > 1 ? data.n / problems : 0);
   }
   if (options.coords && *options.coords != data.d)
     throw InputError(strprintf("--coords=%zu but '%s' has %zu coordinates per object", *options.coords,
