@@ -378,7 +378,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         loops = self._int("max_iter", self.max_iter, 1, "--loops")
         n_init = self._int("n_init", self.n_init, 1, "--n-init")
         if not isinstance(self.tol, numbers.Real) or not np.isfinite(_float(self.tol)) or self.tol < 0:
-            raise ValueError(f"tol={self.tol!r}: must be finite and >= 0")
+            raise ValueError(f"tol={self.tol!r}: must be a finite number >= 0")
         if not isinstance(self.threshold, numbers.Real):
             raise TypeError(f"threshold={self.threshold!r}: must be a number")
         centroids, init = None, "first"
@@ -390,7 +390,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         elif callable(self.init):
             raise TypeError("init: a callable is not supported; pass 'k-means++', 'random', 'first' or an array")
         else:
-            centroids = check_array(self.init, dtype=np.float64, order="C", **{_FINITE: True})
+            centroids = check_array(self.init, dtype=np.float64, order="C", input_name="init", **{_FINITE: True})
             if centroids.shape != (k, n_features):
                 raise ValueError(f"the initial centroids have shape {centroids.shape}, not (n_clusters, n_features) "
                                  f"= ({k}, {n_features})")
@@ -491,6 +491,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return -float(self._predict(X, sample_weight)["inertia"])
 
     def _distances(self, X):
+        if not isinstance(X, np.ndarray) and _input._in_device_memory(X):  # (the distances are NumPy's)
+            X = _input.device_to_host(X)
         X = self._check_X(X, reset=False, dtype=self._centers().dtype)
         if X.size and not np.isfinite(X).all():
             _core.predict(X, "seq", self._centers(), 128, 1)  # raises the CLI's message
@@ -515,7 +517,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         """The Euclidean distance of every object of X to every centroid, (n_samples, n_clusters)
-        (metric="cosine": of the objects divided by their length)."""
+        (metric="cosine": of the objects divided by their length), as a NumPy array: X in GPU
+        memory (CuPy, PyTorch) is copied to the host for it."""
         check_is_fitted(self)
         return self._distances(X)
 
@@ -568,6 +571,10 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     est = KMeans(n_clusters, init=init[0] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
                  n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
                  n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose, metric=metric)
+    with warnings.catch_warnings():  # the parameters, once: their errors are no problem's (warnings: below)
+        warnings.simplefilter("ignore")
+        est._problem(X.shape[2], 3)
+        est._engine_arguments()
     rows, tols = [], []
     for b in range(batch):
         try:
@@ -583,7 +590,7 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     centroids = None
     if given:
         centroids = np.ascontiguousarray(check_array(init.reshape(-1, init.shape[2]), dtype=np.float64,
-                                                     **{_FINITE: True}))
+                                                     input_name="init", **{_FINITE: True}))
         if init.shape[1:] != (args["k"], X.shape[2]):
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {args['k']}, "
                              f"{X.shape[2]}), not {init.shape}")

@@ -49,7 +49,11 @@ def dlpack_view(X):
     The capsule is kept unconsumed (its destructor frees the tensor once it is dropped), so it must
     outlive every read of the address."""
     capsule = X.__dlpack__()  # (the producer's pending work: DeviceArray.ready waits for the device)
-    tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    try:
+        tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    except Exception as e:  # (not a capsule, or a versioned or used one: another name)
+        raise TypeError(f"X's __dlpack__() did not give an unconsumed DLPack 'dltensor' capsule ({e}); pass a CuPy "
+                        f"array or a PyTorch tensor, or copy X to the host") from None
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
     dtype = np.dtype(f"<f{bits // 8}") if code == 2 and bits in (16, 32, 64) and lanes == 1 else None
     shape = tuple(int(tensor.shape[i]) for i in range(tensor.ndim))
@@ -176,8 +180,12 @@ def device_array(X, dims=2):
     except Exception as e:  # PyTorch: a tensor that requires grad
         raise TypeError(f"X in GPU memory cannot be read ({e}); pass X.detach()") from e
     if face is not None:
-        shape, dtype, strides = tuple(face["shape"]), np.dtype(face["typestr"]), face.get("strides")
-        address = int(face["data"][0])
+        try:
+            shape, dtype, strides = tuple(int(m) for m in face["shape"]), np.dtype(face["typestr"]), face.get("strides")
+            address = int(face["data"][0])
+        except Exception as e:  # (a missing key, a shape of text, a typestr NumPy cannot read...)
+            raise TypeError(f"X is a {name} whose __cuda_array_interface__ cannot be read ({type(e).__name__}: {e}); "
+                            f"it needs 'shape', 'typestr' and 'data' as the interface defines them") from None
     elif _dlpack_on_cuda(X):  # (JAX: an array in GPU memory describes itself through DLPack alone)
         view = dlpack_view(X)
         keep, address, shape, strides, dtype = (view[k] for k in ("capsule", "address", "shape", "strides", "dtype"))
@@ -261,6 +269,19 @@ def device_maker(owner):
         return make
     raise ValueError(f"output='device': results as {type(owner).__module__}.{type(owner).__name__} are not made; "
                      "X must be a CuPy array or a PyTorch CUDA tensor (or use output='host')")
+
+
+def device_to_host(X):
+    """A CuPy array or PyTorch tensor in GPU memory as a NumPy array (16-bit values as float32,
+    exactly); any other array in device memory raises TypeError naming what to do."""
+    if _sixteen_bit_name(getattr(X, "dtype", None)):
+        X = _device_float32(X)
+    if hasattr(X, "get") and not hasattr(X, "detach"):  # CuPy
+        return X.get()
+    if callable(getattr(X, "detach", None)) and hasattr(X, "is_cuda"):  # PyTorch
+        return X.detach().cpu().numpy()
+    raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in device memory that this call reads on the "
+                    f"host; copy it to the host first (e.g. numpy.asarray(X) where its library allows)")
 
 
 def to_host(array):

@@ -42,6 +42,39 @@ def test_shapes_and_types_named():
         KMeans(3, tol=0, precision="double").fit(OnDevice((500, 4)))
 
 
+class Malformed:
+    """A stand-in whose __cuda_array_interface__ is not what the interface defines."""
+
+    def __init__(self, face):
+        self.__cuda_array_interface__ = face
+
+
+def test_malformed_interfaces_are_named():
+    good = {"shape": (500, 4), "typestr": "<f4", "data": (0x1000, False), "version": 3}
+    for broken in ({k: v for k, v in good.items() if k != "data"}, {k: v for k, v in good.items() if k != "shape"},
+                   {**good, "shape": "abc"}, {**good, "typestr": "zz"}, {**good, "data": None}, [1, 2], 7):
+        with pytest.raises(TypeError, match="__cuda_array_interface__ cannot be read"):
+            KMeans(3, tol=0).fit(Malformed(broken))
+
+
+def test_transform_of_a_device_array_of_no_known_library_says_what_to_do():
+    fitted = KMeans(3, impl="omp").fit(np.random.default_rng(0).random((500, 4)))
+    with pytest.raises(TypeError, match="in device memory that this call reads on the host"):
+        fitted.transform(OnDevice((500, 4)))
+
+
+def test_batch_parameter_errors_name_no_problem():
+    X = np.random.default_rng(0).random((3, 50, 4))
+    for kw, needle in [(dict(max_iter=0), "^max_iter=0"), (dict(tol=[1, 2]), r"^tol=\[1, 2\]"),
+                       (dict(metric="l1"), "^metric='l1'")]:
+        with pytest.raises(ValueError, match=needle):
+            kmeans_gpu.batch_kmeans(X, 3, impl="omp", **kw)
+    bad = X.copy()
+    bad[2, 7, 1] = np.nan
+    with pytest.raises(ValueError, match="^problem 2: "):
+        kmeans_gpu.batch_kmeans(bad, 3, impl="omp")
+
+
 class OnDevice16(OnDevice):
     """A float16 stand-in with a CuPy-like dtype and astype: the conversion is made by the array's
     own library (on the device), never through the host."""
@@ -194,3 +227,13 @@ def test_misaligned_or_null_device_address_is_refused_before_any_read():
         _core.device_ready(0x1002, 100, 4, True)
     with pytest.raises(ValueError, match="null pointer"):
         _core.device_ready(0, 100, 4, False)
+
+
+class NotACapsule(DLPackOnly):
+    def __dlpack__(self, **kwargs):
+        return "not a capsule"
+
+
+def test_dlpack_without_a_dltensor_capsule_is_named():
+    with pytest.raises(TypeError, match="did not give an unconsumed DLPack 'dltensor' capsule"):
+        KMeans(3, tol=0).fit(NotACapsule(np.zeros((500, 4), dtype=np.float32)))
