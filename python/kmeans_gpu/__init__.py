@@ -574,7 +574,6 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     with warnings.catch_warnings():  # the parameters, once: their errors are no problem's (warnings: below)
         warnings.simplefilter("ignore")
         est._problem(X.shape[2], 3)
-        est._engine_arguments()
     rows, tols = [], []
     for b in range(batch):
         try:

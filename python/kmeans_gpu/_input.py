@@ -227,6 +227,8 @@ def host_array(X):
         if _in_device_memory(X):
             try:
                 X = np.asarray(X)  # some libraries copy to the host themselves (JAX)
+                if X.dtype == object:  # (NumPy wrapped the object itself: no values read)
+                    raise TypeError("not an array NumPy can read")
             except Exception as e:
                 raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in GPU memory; kmeans_gpu reads "
                                 f"host arrays: copy it to the host first (CuPy: X.get(), PyTorch: X.cpu())") from e
@@ -273,15 +275,15 @@ def device_maker(owner):
 
 def device_to_host(X):
     """A CuPy array or PyTorch tensor in GPU memory as a NumPy array (16-bit values as float32,
-    exactly); any other array in device memory raises TypeError naming what to do."""
+    exactly); another array in device memory as host_array takes it (one that copies itself to the
+    host, as JAX's do), else TypeError naming what to do."""
     if _sixteen_bit_name(getattr(X, "dtype", None)):
         X = _device_float32(X)
     if hasattr(X, "get") and not hasattr(X, "detach"):  # CuPy
         return X.get()
     if callable(getattr(X, "detach", None)) and hasattr(X, "is_cuda"):  # PyTorch
         return X.detach().cpu().numpy()
-    raise TypeError(f"X is a {type(X).__module__}.{type(X).__name__} in device memory that this call reads on the "
-                    f"host; copy it to the host first (e.g. numpy.asarray(X) where its library allows)")
+    return host_array(X)[0]
 
 
 def to_host(array):

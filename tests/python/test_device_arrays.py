@@ -59,7 +59,7 @@ def test_malformed_interfaces_are_named():
 
 def test_transform_of_a_device_array_of_no_known_library_says_what_to_do():
     fitted = KMeans(3, impl="omp").fit(np.random.default_rng(0).random((500, 4)))
-    with pytest.raises(TypeError, match="in device memory that this call reads on the host"):
+    with pytest.raises(TypeError, match="in GPU memory; kmeans_gpu reads host arrays"):
         fitted.transform(OnDevice((500, 4)))
 
 
