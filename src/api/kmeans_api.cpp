@@ -13,6 +13,7 @@
 
 #include "cli/options.hpp"  // kMaxThreads: the command line's cap on CPU threads
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "cuda/device.hpp"
 #include "io/dataset.hpp"
 #include "kmeans/batch.hpp"
@@ -132,6 +133,8 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
     throw InvalidInput("init_centroids: " + std::to_string(params.init_centroids.size()) + " values, not batch x " +
                        "n_clusters x d = " + std::to_string(batch * per));
   return translated([&] {
+    km::check_host_memory(km::batch_host_bytes(batch, n, d, params.n_clusters, params.max_iter, sizeof(T)),
+                          km::strprintf("batch_fit of %zu problems (each one's parameters and result)", batch));
     const km::Dataset<T> data = borrowed(x, batch * n, d, "x", params.memory);
     std::vector<km::Params> each;
     Params one = params;

@@ -33,12 +33,16 @@ std::string amount(double bytes) {
 
 std::size_t available_host_memory() {
   if (const char* env = std::getenv("KMEANS_HOST_MEMORY")) {
+    // bytes, or with a suffix K, M or G (powers of 1024); anything else is refused, not ignored
     char* end = nullptr;
-    const unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != env && *end == '\0') {  // the whole budget: less what this process already holds
-      const std::size_t held = resident_bytes();
-      return v > held ? static_cast<std::size_t>(v - held) : 0;
-    }
+    unsigned long long v = std::strtoull(env, &end, 10);
+    const char* units = "KMG";
+    const char* unit = end != env && *end != '\0' && end[1] == '\0' ? std::strchr(units, *end) : nullptr;
+    if (unit && *unit) v <<= 10 * (unit - units + 1);
+    if (end == env || *env == '-' || (*end != '\0' && !(unit && *unit)))
+      throw UsageError(strprintf("KMEANS_HOST_MEMORY=%s: must be a number of bytes, optionally with K, M or G", env));
+    const std::size_t held = resident_bytes();  // the whole budget: less what this process already holds
+    return v > held ? static_cast<std::size_t>(v - held) : 0;
   }
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (!f) return SIZE_MAX;

@@ -1,11 +1,14 @@
 #include "kmeans/batch.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "cuda/check.hpp"
 #include "kmeans/driver.hpp"
 #include "kmeans/gpu/unit_rows.hpp"
@@ -116,6 +119,17 @@ bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_
 
 }  // namespace
 
+double batch_host_bytes(std::size_t batch, std::size_t n, std::size_t d, int k, int loops, std::size_t elem) {
+  // (a report: measured at about 1.2 KiB a problem for the command line's JSON and 8 KiB for the
+  // Python module's dictionaries, which are counted)
+  constexpr double kReport = 8192;
+  const double kd = static_cast<double>(std::max(k, 1)) * static_cast<double>(d);
+  const double one = sizeof(Params) + sizeof(Result<double>) + kReport + 3 * kd * static_cast<double>(elem) +
+                     2.0 * static_cast<double>(n) * sizeof(std::int32_t) +
+                     static_cast<double>(std::max(loops, 1)) * sizeof(IterationStats);
+  return static_cast<double>(batch) * one;
+}
+
 template <class T>
 BatchResult<T> run_batch(const Implementation& impl, const Dataset<T>& data, std::size_t batch,
                          const std::vector<Params>& params, const BatchObserver& observer) {
@@ -123,6 +137,8 @@ BatchResult<T> run_batch(const Implementation& impl, const Dataset<T>& data, std
   if (data.n % batch != 0) throw UsageError("internal: a batch's rows are not whole problems");
   if (params.size() != batch) throw UsageError("internal: a batch needs one Params a problem");
   const std::size_t n = data.n / batch;
+  check_host_memory(batch_host_bytes(batch, n, data.d, params[0].k, params[0].loops, sizeof(T)),
+                    strprintf("a batch of %zu problems (each one's parameters, result and report)", batch));
   BatchResult<T> out;
   if (may_run_together(impl, data, batch, params) && fit_together(impl, data, batch, n, params, observer, out))
     return out;

@@ -27,6 +27,12 @@ struct BatchResult {
   bool together = false;
 };
 
+// The host memory a batch of `batch` problems of n x d values of elem bytes (K clusters, up to
+// `loops` iterations each) holds beside its data: each problem's parameters, result (centroids,
+// labels, every iteration's stats) and report. Counted before anything is made (run_batch, the
+// C++ library), so that a batch of many small problems ends in one line, not an OOM kill.
+double batch_host_bytes(std::size_t batch, std::size_t n, std::size_t d, int k, int loops, std::size_t elem);
+
 // data: the B problems' rows one after another (data.n = batch x n); params[b]: problem b's
 // (the same but for given initial centroids). fused on one GPU, one initialisation each, runs the
 // problems' iterations together: one engine a problem on its tensor path (which gives the same

@@ -69,3 +69,31 @@ TEST(Batch, ErrorsNameTheProblem) {
 }
 
 }  // namespace
+
+namespace {
+
+// A batch of many small problems holds, beside its data, each problem's parameters, result and
+// report: counted against the host's memory first (KMEANS_HOST_MEMORY here), one line, no OOM
+// kill. A budget the variable cannot give is refused, not ignored.
+TEST(Batch, ManySmallProblemsAreCountedFirst) {
+  const std::size_t batch = 200000;
+  km::Dataset<double> data(batch * 2, 1, "many");
+  for (std::size_t i = 0; i < data.n; ++i) data.values.data()[i] = static_cast<double>(i % 7);
+  km::Params p;
+  p.k = 1;
+  p.loops = 3;
+  const std::vector<km::Params> params(batch, p);
+  EXPECT_GT(km::batch_host_bytes(batch, 2, 1, 1, 3, 8), batch * 8192.0);
+  setenv("KMEANS_HOST_MEMORY", "512M", 1);
+  try {
+    km::run_batch(km::find_implementation("omp"), data, batch, params);
+    ADD_FAILURE() << "no error";
+  } catch (const km::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a batch of 200000 problems"), std::string::npos) << e.what();
+  }
+  setenv("KMEANS_HOST_MEMORY", "512 MB", 1);
+  EXPECT_THROW(km::run_batch(km::find_implementation("omp"), data, batch, params), km::UsageError);
+  unsetenv("KMEANS_HOST_MEMORY");
+}
+
+}  // namespace
