@@ -593,9 +593,11 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
         if init.shape[1:] != (args["k"], X.shape[2]):
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {args['k']}, "
                              f"{X.shape[2]}), not {init.shape}")
+    # X itself where every problem's checked rows are X's own (C-contiguous, of the fit's dtype): no copy
+    in_place = X.flags.c_contiguous and all(r.dtype == X.dtype and np.shares_memory(r, X) for r in rows)
     with est._progress():
         fits, together, seconds = _core.batch_fit(
-            np.concatenate(rows), batch, engine["impl"], args["k"], args["loops"], args["threshold"], tols,
+            X.reshape(-1, X.shape[2]) if in_place else np.concatenate(rows), batch, engine["impl"], args["k"], args["loops"], args["threshold"], tols,
             args["init"], seeds, engine["block"], engine["threads"], args["n_init"], centroids,
             engine["gpus"], engine["device_memory"], args["metric"])
     last_report = {"batch": batch, "together": together, "seconds_per_iteration": seconds,

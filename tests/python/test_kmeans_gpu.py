@@ -171,6 +171,17 @@ def test_initial_centroids_beyond_float_range_are_refused():
     assert np.isfinite(KMeans(3, init=init, n_init=1, impl="omp").fit(X.astype(np.float64)).cluster_centers_).all()
 
 
+def test_batch_kmeans_reads_a_contiguous_batch_in_place(monkeypatch):
+    X = np.random.default_rng(2).random((3, 200, 4))
+    seen = []
+    real = kmeans_gpu._core.batch_fit
+    monkeypatch.setattr(kmeans_gpu._core, "batch_fit", lambda rows, *a: seen.append(rows) or real(rows, *a))
+    kmeans_gpu.batch_kmeans(X, 3, impl="omp")
+    assert np.shares_memory(seen[0], X)  # not a concatenated copy
+    kmeans_gpu.batch_kmeans(X[:, ::2], 3, impl="omp")  # (strided: copied)
+    assert not np.shares_memory(seen[1], X)
+
+
 @pytest.mark.parametrize("init", ["first", "k-means++", "array"])
 def test_batch_kmeans_equals_separate_fits(init):
     rng = np.random.default_rng(8)
