@@ -58,7 +58,7 @@ void start_fit(Engine<T>& engine, const Dataset<T>& data, const Params& params, 
   watch.restart();
   std::vector<T> initial =
       initial_centroids(data, params, engine.on_gpu(), staged, staged ? engine.centred_rows() : nullptr);
-  if (params.metric != Metric::euclidean) unit_centroids(initial, data.d);
+  if (params.metric != Metric::euclidean) unit_centroids(initial, data.d, drawn_by(params));
   result.seconds.init = watch.seconds();
   if (params.init == Init::kmeans_parallel && parallel_verbose())
     std::fprintf(stderr, "k-means||: the init's call returned after %.4f s\n", result.seconds.init);
@@ -131,7 +131,7 @@ Result<T> fit_parted(Engine<T>& engine, const Dataset<T>& local, const RowSplit&
   Result<T> result;
   Stopwatch watch;
   std::vector<T> initial = initial_centroids(local, split, team, params);
-  if (params.metric != Metric::euclidean) unit_centroids(initial, local.d);
+  if (params.metric != Metric::euclidean) unit_centroids(initial, local.d, drawn_by(params));
   result.seconds.init = watch.seconds();
 
   watch.restart();

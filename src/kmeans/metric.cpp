@@ -30,7 +30,7 @@ Dataset<T> unit_rows(const Dataset<T>& data) {
 }
 
 template <class T>
-void unit_centroids(std::vector<T>& centroids, std::size_t d) {
+void unit_centroids(std::vector<T>& centroids, std::size_t d, const char* drawn_by) {
   const double u = std::numeric_limits<T>::epsilon() / 2;
   const double slack = 4 * u + 2 * static_cast<double>(d) * 0x1p-53;
   for (std::size_t c = 0; c * d < centroids.size(); ++c) {
@@ -38,8 +38,13 @@ void unit_centroids(std::vector<T>& centroids, std::size_t d) {
     const double norm = kernels::ordered_norm([&](int j) { return row[j]; }, static_cast<int>(d));
     if (!(norm > 0) || !std::isfinite(norm))
       throw InputError(strprintf("initial centroid %zu has length %g: the cosine and dot metrics need centroids "
-                                 "with a direction (a non-zero, finite length)",
-                                 c, norm));
+                                 "with a direction (a non-zero, finite length)%s",
+                                 c, norm,
+                                 drawn_by ? strprintf("; --init=%s drew it from the data, whose rows of length 0 it "
+                                                      "may pick: remove them, or give initial centroids",
+                                                      drawn_by)
+                                                .c_str()
+                                          : ""));
     if (std::fabs(norm - 1) <= slack) continue;
     for (std::size_t j = 0; j < d; ++j) row[j] = kernels::unit_coordinate(row[j], norm);
   }
@@ -66,8 +71,8 @@ double objective_chunks(const Dataset<T>& data, const T* centroids, const std::i
 
 template Dataset<float> unit_rows(const Dataset<float>&);
 template Dataset<double> unit_rows(const Dataset<double>&);
-template void unit_centroids(std::vector<float>&, std::size_t);
-template void unit_centroids(std::vector<double>&, std::size_t);
+template void unit_centroids(std::vector<float>&, std::size_t, const char*);
+template void unit_centroids(std::vector<double>&, std::size_t, const char*);
 template double objective_chunks(const Dataset<float>&, const float*, const std::int32_t*, Metric,
                                  std::vector<double>&);
 template double objective_chunks(const Dataset<double>&, const double*, const std::int32_t*, Metric,

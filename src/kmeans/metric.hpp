@@ -21,9 +21,15 @@ Dataset<T> unit_rows(const Dataset<T>& data);
 // 1 to within rounding (|length - 1| <= 4 u + 2 d 2^-53, u T's unit roundoff), which stay as
 // they are: so that an object of the normalised data, or the centroids a fit returned, keep
 // their bits (predict with a fit's centroids gives the fit's labels). Throws InputError for a
-// centroid of length 0 or not finite (cosine and dot need a direction).
+// centroid of length 0 or not finite (cosine and dot need a direction); drawn_by: the --init that
+// drew them from the data (the message then says so), nullptr for given centroids.
 template <class T>
-void unit_centroids(std::vector<T>& centroids, std::size_t d);
+void unit_centroids(std::vector<T>& centroids, std::size_t d, const char* drawn_by = nullptr);
+
+// The --init name that drew a fit's initial centroids from its data, nullptr where they were given.
+inline const char* drawn_by(const Params& params) {
+  return params.init == Init::given ? nullptr : to_string(params.init);
+}
 
 // The objective a fit with `metric` minimises, for the labels and centroids given, in double,
 // chunked as inertia_chunks (cpu_steps.hpp: the same bits on any thread count and any split of

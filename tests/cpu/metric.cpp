@@ -228,6 +228,8 @@ TEST(Metric, ZeroLengthCentroidRefused) {
     FAIL() << "a zero initial centroid was accepted";
   } catch (const km::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("initial centroid 1 has length 0"), std::string::npos) << e.what();
+    // drawn from the data: the message says where it came from and what to do
+    EXPECT_NE(std::string(e.what()).find("--init=first drew it from the data"), std::string::npos) << e.what();
   }
 }
 
