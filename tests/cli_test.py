@@ -562,6 +562,11 @@ def test_batch_input():
             expect(p.returncode == 2 and len(lines) == 1 and needle in lines[0], f"batch {args}: {p.stderr!r}")
         p = run("--impl=omp", f"--objects=100", f"--init={batch}", "--clusters=4", check=False)
         expect(p.returncode != 0 and "3-D" in p.stderr, f"a 3-D --init file is refused: {p.stderr!r}")
+        for name, array, needle in [("four.npy", x.reshape(3, 2, 1000, 5), "or a 3-D (problems, objects, coords)"),
+                                    ("objects.npy", np.array([[1, "a"]], dtype=object), "holds Python objects")]:
+            np.save(os.path.join(tmp, name), array)
+            p = run("--impl=omp", f"--input={os.path.join(tmp, name)}", "--clusters=1", check=False)
+            expect(p.returncode != 0 and needle in p.stderr, f"{name}: {p.stderr!r}")
         bad = x.copy()
         bad[1, 3, 2] = np.nan
         np.save(os.path.join(tmp, "nan.npy"), bad)

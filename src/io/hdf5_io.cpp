@@ -221,8 +221,9 @@ std::string resolve_dataset(hid_t file, const std::string& path, const std::stri
     H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, collect_2d, &found, H5O_INFO_BASIC);
     if (found.two_d.empty() && found.three_d.size() == 1) return found.three_d[0];
     if (found.two_d.empty())
-      throw InputError(strprintf("'%s': no 2-D dataset in the file%s", path.c_str(),
-                                 found.three_d.empty() ? "" : " (and several 3-D ones: name one with --dataset)"));
+      throw InputError(strprintf("'%s': no 2-D dataset (objects x coords) in the file%s", path.c_str(),
+                                 found.three_d.empty() ? ", nor a 3-D one (a batch)"
+                                                       : " (and several 3-D ones: name one with --dataset)"));
     if (found.two_d.size() > 1)
       throw InputError(strprintf("'%s': %zu 2-D datasets (%s, %s, ...); name one with --dataset", path.c_str(),
                                  found.two_d.size(), found.two_d[0].c_str(), found.two_d[1].c_str()));
@@ -421,7 +422,9 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
   if (dimensions != 2 && !(dimensions == 3 && batch))
     throw InputError(strprintf("'%s': dataset '%s' is %d-D; a 2-D (objects x coords) dataset is needed%s",
                                path.c_str(), name.c_str(), dimensions,
-                               dimensions == 3 ? " (a 3-D batch of problems is read as --input only)" : ""));
+                               dimensions == 3 ? " (a 3-D batch of problems is read as --input only)"
+                               : batch         ? ", or a 3-D (problems x objects x coords) batch"
+                                               : ""));
   hsize_t dims[3] = {1, 0, 0};  // a 2-D dataset read as one problem
   H5Sget_simple_extent_dims(space.get(), dims + 3 - dimensions, nullptr);
   if (batch) *batch = dimensions == 3 ? static_cast<std::size_t>(dims[0]) : 0;

@@ -275,6 +275,10 @@ NpyFile read_npy_header(std::FILE* f, std::uint64_t size, const std::string& pat
 // and the name 'bfloat16' that hand-written headers use, are read as bfloat16.
 Element npy_element(const std::string& descr, const std::string& path) {
   if (descr == "bfloat16") return Element::bfloat16;
+  if (descr.size() >= 2 && (descr[1] == 'O' || descr[1] == 'U' || descr[1] == 'S'))
+    throw InputError(strprintf("'%s': dtype '%s' holds Python objects or text, not numbers; save a float array "
+                               "(x.astype('float32'))",
+                               path.c_str(), printable(descr).c_str()));
   if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
     throw InputError(strprintf("'%s': dtype '%s' is not little-endian float16, bfloat16, float32 or float64 (save "
                                "it little-endian: x.astype(x.dtype.newbyteorder('<')))",
@@ -319,7 +323,9 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
   if (shape.size() != 2)
     throw InputError(strprintf("'%s': array has %zu dimensions; a 2-D (objects, coords) array is needed%s",
                                path.c_str(), shape.size(),
-                               shape.size() == 3 ? " (a 3-D batch of problems is read as --input only)" : ""));
+                               shape.size() == 3 ? " (a 3-D batch of problems is read as --input only)"
+                               : options.batch   ? ", or a 3-D (problems, objects, coords) batch"
+                                                 : ""));
   if (shape[0] > static_cast<std::uint64_t>(INT64_MAX) || shape[1] > static_cast<std::uint64_t>(INT64_MAX))
     throw InputError(strprintf("'%s': shape %llu x %llu is too large", path.c_str(),
                                static_cast<unsigned long long>(shape[0]), static_cast<unsigned long long>(shape[1])));
