@@ -72,6 +72,8 @@ def _sixteen_bit_name(dtype):
     if isinstance(dtype, np.dtype):
         if dtype == np.float16:
             return "float16"
+        if dtype.kind == "V" and dtype.itemsize == 2 and dtype.fields is None:  # np.load of a bfloat16 .npy
+            return "bfloat16"  # (without ml_dtypes: a plain two-byte void, as the CLI reads '|V2')
         return "bfloat16" if dtype.name == "bfloat16" and dtype.itemsize == 2 else None
     name = str(dtype).rsplit(".", 1)[-1]  # torch.float16, torch.bfloat16, jax's dtype('bfloat16')...
     return name if name in _SIXTEEN else None

@@ -148,6 +148,17 @@ def test_ml_dtypes_bfloat16():
     assert X.tobytes() == before.tobytes()
 
 
+def test_plain_two_byte_void_is_bfloat16_as_the_cli_reads_it():
+    # np.load of a bfloat16 .npy without ml_dtypes gives a two-byte void ('|V2'): bfloat16's bits
+    f32 = blobs16().astype(np.float32)
+    bits = (f32.view(np.uint32) >> 16).astype(np.uint16)  # (truncated: each a bfloat16 value)
+    X = bits.view(np.dtype("V2"))
+    exact = (bits.astype(np.uint32) << 16).view(np.float32)
+    km = KMeans(5, impl="omp", random_state=1).fit(X)
+    assert_same_fit(km, KMeans(5, impl="omp", random_state=1).fit(exact))
+    assert km.report_["input_dtype"] == "bfloat16"
+
+
 # -- arrays in GPU memory -----------------------------------------------------------------------
 
 class _CupyLike:
