@@ -39,7 +39,7 @@ KM_HOST_DEVICE inline double add_rn(double a, double b) {
 }
 
 // |v| in double for d values v(0), ..., v(d - 1) (any T), summed in order. Where the squares
-// leave double's range (double data beyond about 1e±145: the sum overflows to infinity, or
+// leave [2^-900, 2^900] (double values beyond about 1e±135: the sum overflows to infinity, or
 // underflows towards 0 and would make a row of tiny values one of length 0), the same sum over v
 // scaled by 2^-e, e the exponent of max |v_j| (exact: a power of two), then scaled back.
 template <class Get>

@@ -104,7 +104,8 @@ def _sample_weight(sample_weight, X):
     n = X.shape[0]
     if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
         return np.full(n, sample_weight, dtype=X.dtype)
-    if hasattr(sample_weight, "__cuda_array_interface__") or hasattr(sample_weight, "__dlpack_device__"):
+    if not isinstance(sample_weight, np.ndarray) and (hasattr(sample_weight, "__cuda_array_interface__")
+                                                      or hasattr(sample_weight, "__dlpack_device__")):
         sample_weight, _ = _host_array(sample_weight)  # raises the device-array TypeError
     w = np.asarray(sample_weight)
     if w.dtype.kind not in "fiub":
@@ -390,6 +391,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         elif callable(self.init):
             raise TypeError("init: a callable is not supported; pass 'k-means++', 'random', 'first' or an array")
         else:
+            if np.asarray(self.init).dtype.kind == "V":  # (NumPy cannot read it as numbers)
+                raise TypeError(f"init: dtype {np.asarray(self.init).dtype} is not a number type; convert it to float "
+                                f"(a bfloat16 array: its float32 conversion)")
             centroids = check_array(self.init, dtype=np.float64, order="C", input_name="init", **{_FINITE: True})
             if centroids.shape != (k, n_features):
                 raise ValueError(f"the initial centroids have shape {centroids.shape}, not (n_clusters, n_features) "
@@ -642,7 +646,7 @@ def _batch_on_device(X, n_clusters, init, random_state, kw, output):
             raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {args['k']}, "
                              f"{device.d}), not {init.shape}")
         centroids = np.ascontiguousarray(check_array(init.reshape(-1, device.d), dtype=np.float64,
-                                                     **{_FINITE: True}))
+                                                     input_name="init", **{_FINITE: True}))
     device.ready(_core)  # (before anything reads X)
     tols = [est._tol(lambda unit, b=b: device.mean_variance(_core, b, unit)) for b in range(batch)]
     with est._progress():

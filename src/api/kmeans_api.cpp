@@ -11,7 +11,6 @@
 #include <string>
 #include <utility>
 
-#include "cli/options.hpp"  // kMaxThreads: the command line's cap on CPU threads
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
 #include "cuda/device.hpp"
@@ -58,8 +57,8 @@ km::Params internal(const Params& p, std::size_t d) {
   q.k = p.n_clusters;
   q.loops = p.max_iter;
   if (std::isnan(p.tol)) throw km::UsageError("tol=nan: must be a number (negative: run max_iter iterations)");
-  if (p.threads > km::cli::kMaxThreads)
-    throw km::UsageError(km::strprintf("threads=%d: at most %d", p.threads, km::cli::kMaxThreads));
+  if (p.threads > km::kMaxThreads)
+    throw km::UsageError(km::strprintf("threads=%d: at most %d", p.threads, km::kMaxThreads));
   if (p.tol >= 0) q.tol = p.tol;
   q.seed = p.seed;
   q.n_init = p.n_init;
@@ -114,9 +113,9 @@ auto translated(F&& fn) {
 template <class T>
 Result<T> fit(const T* x, std::size_t n, std::size_t d, const Params& params, const T* sample_weight) {
   return translated([&] {
+    const km::Params p = internal(params, d);  // (the parameters first: their errors before the data's)
     km::Dataset<T> data = borrowed(x, n, d, "x", params.memory);
     if (sample_weight) data.weights = km::HostBuffer<T>::borrow(sample_weight, n);
-    const km::Params p = internal(params, d);
     const km::Implementation& impl = implementation(params.implementation);
     return public_result(km::run(impl, data, p), impl);
   });
@@ -133,6 +132,9 @@ std::vector<Result<T>> batch_fit(const T* x, std::size_t batch, std::size_t n, s
     throw InvalidInput("init_centroids: " + std::to_string(params.init_centroids.size()) + " values, not batch x " +
                        "n_clusters x d = " + std::to_string(batch * per));
   return translated([&] {
+    Params checked = params;  // the parameters first (each problem's centroids: below)
+    checked.init_centroids.clear();
+    internal(checked, d);
     km::check_host_memory(km::batch_host_bytes(batch, n, d, params.n_clusters, params.max_iter, sizeof(T)),
                           km::strprintf("batch_fit of %zu problems (each one's parameters and result)", batch));
     const km::Dataset<T> data = borrowed(x, batch * n, d, "x", params.memory);

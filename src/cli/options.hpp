@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <string>
 
+#include "kmeans/params.hpp"
+
 namespace km::cli {
 
-// The most CPU threads either program starts (libgomp fails or crashes far above this).
-constexpr int kMaxThreads = 1024;
+// The most CPU threads either program starts (kmeans/params.hpp).
+constexpr int kMaxThreads = km::kMaxThreads;
 
 // A decimal integer, whole: an optional sign (a '-' only when `negative`), digits, nothing
 // else. Leading zeros are decimal ("010" is ten, not octal eight, as CLI11 would read it).

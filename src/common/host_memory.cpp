@@ -1,5 +1,7 @@
 #include "common/host_memory.hpp"
 
+#include <cctype>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,14 +35,26 @@ std::string amount(double bytes) {
 
 std::size_t available_host_memory() {
   if (const char* env = std::getenv("KMEANS_HOST_MEMORY")) {
-    // bytes, or with a suffix K, M or G (powers of 1024); anything else is refused, not ignored
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    const char* units = "KMG";
-    const char* unit = end != env && *end != '\0' && end[1] == '\0' ? std::strchr(units, *end) : nullptr;
-    if (unit && *unit) v <<= 10 * (unit - units + 1);
-    if (end == env || *env == '-' || (*end != '\0' && !(unit && *unit)))
-      throw UsageError(strprintf("KMEANS_HOST_MEMORY=%s: must be a number of bytes, optionally with K, M or G", env));
+    // digits, optionally followed by one of K, M, G, T (powers of 1024, either case); anything
+    // else, or more than 64 bits, is refused, not ignored
+    const char* end = env;
+    unsigned long long v = 0;
+    bool ok = *env >= '0' && *env <= '9';
+    for (; ok && *end >= '0' && *end <= '9'; ++end) {
+      const unsigned digit = static_cast<unsigned>(*end - '0');
+      ok = v <= (ULLONG_MAX - digit) / 10;
+      v = v * 10 + digit;
+    }
+    if (ok && *end != '\0') {
+      const char* units = "KMGT";
+      const char* unit = std::strchr(units, std::toupper(static_cast<unsigned char>(*end)));
+      const int shift = unit ? 10 * static_cast<int>(unit - units + 1) : 0;
+      ok = unit && end[1] == '\0' && v <= (ULLONG_MAX >> shift);
+      if (ok) v <<= shift;
+    }
+    if (!ok)
+      throw UsageError(strprintf("KMEANS_HOST_MEMORY=%s: must be a number of bytes, optionally with K, M, G or T",
+                                 env));
     const std::size_t held = resident_bytes();  // the whole budget: less what this process already holds
     return v > held ? static_cast<std::size_t>(v - held) : 0;
   }

@@ -324,22 +324,29 @@ hsize_t check_storage(hid_t ds, const hsize_t* dims, int rank, std::size_t type_
     char filter_name[64] = {};
     const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags, &values, nullptr,
                                            sizeof filter_name, filter_name, &config);
-    if (id < 0 || H5Zfilter_avail(id) <= 0)
+    // (an optional filter that could not run when the file was written left its chunks unfiltered,
+    // which HDF5 reads without it)
+    if (id < 0 || ((flags & H5Z_FLAG_OPTIONAL) == 0 && H5Zfilter_avail(id) <= 0))
       throw InputError(strprintf("'%s': dataset '%s' is compressed with filter %d (%s), which this program's HDF5 "
                                  "library cannot decode; rewrite it with gzip or without compression",
                                  path.c_str(), name.c_str(), static_cast<int>(id),
                                  filter_name[0] ? filter_name : "unnamed"));
   }
   if (filtered && chunk[0] != 0) {  // compressed: every chunk must be there (HDF5 reads a missing one as fill)
-    hsize_t expected = 1, written = 0;
-    for (int i = 0; i < rank; ++i) expected *= (dims[i] + chunk[i] - 1) / chunk[i];
+    double expected = 1;
+    hsize_t written = 0;
+    for (int i = 0; i < rank; ++i) {
+      if (chunk[i] == 0)
+        throw InputError(strprintf("'%s': dataset '%s' has a damaged chunk layout", path.c_str(), name.c_str()));
+      expected *= static_cast<double>((dims[i] + chunk[i] - 1) / chunk[i]);
+    }
     Handle space(H5Dget_space(ds), H5Sclose);
     if (!space.ok() || H5Dget_num_chunks(ds, space.get(), &written) < 0)
       throw InputError(strprintf("'%s': cannot count the chunks of dataset '%s'", path.c_str(), name.c_str()));
-    if (written < expected)
-      throw InputError(strprintf("'%s': dataset '%s' declares %s values in %llu chunks but stores %llu of them "
+    if (static_cast<double>(written) < expected)
+      throw InputError(strprintf("'%s': dataset '%s' declares %s values in %.0f chunks but stores %llu of them "
                                  "(truncated or never written)",
-                                 path.c_str(), name.c_str(), shape.c_str(), static_cast<unsigned long long>(expected),
+                                 path.c_str(), name.c_str(), shape.c_str(), expected,
                                  static_cast<unsigned long long>(written)));
   }
   return chunk[rank - 2];  // (a batch's chunks: their rows within a problem)

@@ -124,9 +124,10 @@ double batch_host_bytes(std::size_t batch, std::size_t n, std::size_t d, int k, 
   // Python module's dictionaries, which are counted)
   constexpr double kReport = 8192;
   const double kd = static_cast<double>(std::max(k, 1)) * static_cast<double>(d);
+  // (each iteration's stats are kept as they run: counted for up to 1,000, not max_iter's worst case)
+  const double iterations = std::min(std::max(loops, 1), 1000);
   const double one = sizeof(Params) + sizeof(Result<double>) + kReport + 3 * kd * static_cast<double>(elem) +
-                     2.0 * static_cast<double>(n) * sizeof(std::int32_t) +
-                     static_cast<double>(std::max(loops, 1)) * sizeof(IterationStats);
+                     2.0 * static_cast<double>(n) * sizeof(std::int32_t) + iterations * sizeof(IterationStats);
   return static_cast<double>(batch) * one;
 }
 

@@ -26,6 +26,8 @@ Metric metric_from_string(const std::string& name);  // throws UsageError
 
 // k-means||'s rounds: at most this many (the K candidates it needs may take more than init_rounds).
 constexpr int kMaxInitRounds = 64;
+// The most CPU threads any surface starts (libgomp fails or crashes far above this).
+constexpr int kMaxThreads = 1024;
 
 struct Params {
   int k = 16;                  // clusters

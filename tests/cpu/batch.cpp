@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
 #include "io/generate.hpp"
 #include "kmeans/batch.hpp"
 #include "kmeans/registry.hpp"
@@ -84,16 +85,29 @@ TEST(Batch, ManySmallProblemsAreCountedFirst) {
   p.loops = 3;
   const std::vector<km::Params> params(batch, p);
   EXPECT_GT(km::batch_host_bytes(batch, 2, 1, 1, 3, 8), batch * 8192.0);
-  setenv("KMEANS_HOST_MEMORY", "512M", 1);
-  try {
-    km::run_batch(km::find_implementation("omp"), data, batch, params);
-    ADD_FAILURE() << "no error";
-  } catch (const km::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("a batch of 200000 problems"), std::string::npos) << e.what();
+  // (max_iter's worst case is not what a problem keeps: a huge one is no huge estimate)
+  EXPECT_LT(km::batch_host_bytes(1, 100, 2, 3, 1000000000, 8), 1e6);
+  struct Budget {  // KMEANS_HOST_MEMORY for this test only, whatever it throws
+    explicit Budget(const char* v) { setenv("KMEANS_HOST_MEMORY", v, 1); }
+    ~Budget() { unsetenv("KMEANS_HOST_MEMORY"); }
+  };
+  {
+    const Budget budget("512M");
+    try {
+      km::run_batch(km::find_implementation("omp"), data, batch, params);
+      ADD_FAILURE() << "no error";
+    } catch (const km::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("a batch of 200000 problems"), std::string::npos) << e.what();
+    }
   }
-  setenv("KMEANS_HOST_MEMORY", "512 MB", 1);
-  EXPECT_THROW(km::run_batch(km::find_implementation("omp"), data, batch, params), km::UsageError);
-  unsetenv("KMEANS_HOST_MEMORY");
+  for (const char* bad : {"512 MB", " -1", "-5", "1.5G", "99999999999999999999", "17179869184G", "12X", ""}) {
+    const Budget budget(bad);
+    EXPECT_THROW(km::available_host_memory(), km::UsageError) << "'" << bad << "'";
+  }
+  for (const char* good : {"1000000000000", "4g", "2T"}) {
+    const Budget budget(good);
+    EXPECT_GT(km::available_host_memory(), 1u << 30) << good;
+  }
 }
 
 }  // namespace
