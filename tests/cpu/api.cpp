@@ -10,17 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
+
 namespace {
 
-template <class E, class F>
-void expect_error(F&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using kmtest::expect_error;  // (test_util.hpp: the error's type, words, and one line)
 
 std::vector<float> some_rows() {
   std::vector<float> x(40 * 4);

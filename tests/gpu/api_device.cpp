@@ -14,6 +14,7 @@
 #include "cuda/memory.hpp"
 #include "fit_checks.hpp"
 #include "metric_data.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -69,16 +70,6 @@ TEST(GpuApiDevice, Double) { check_api<double>("euclidean"); }
 TEST(GpuApiDevice, CosineFloat) { check_api<float>("cosine"); }
 TEST(GpuApiDevice, DotDouble) { check_api<double>("dot"); }
 
-template <class F>
-void expect_invalid(F&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
-  } catch (const kmeans_gpu::InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(GpuApiDevice, Refusals) {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   const std::vector<float> host(400 * 4, 1.0f);
@@ -86,13 +77,15 @@ TEST(GpuApiDevice, Refusals) {
   kmeans_gpu::Params p;
   p.n_clusters = 3;
   p.memory = Memory::device;
-  expect_invalid([&] { kmeans_gpu::fit(host.data(), 400, 4, p); }, "x in GPU memory: its address is not CUDA");
-  expect_invalid([&] { kmeans_gpu::fit(static_cast<const float*>(nullptr), 400, 4, p); }, "a null pointer");
-  expect_invalid([&] { kmeans_gpu::fit(held.get(), 400, 4, p, host.data()); }, "sample weights");
+  using Invalid = kmeans_gpu::InvalidInput;
+  expect_error<Invalid>([&] { kmeans_gpu::fit(host.data(), 400, 4, p); }, "x in GPU memory: its address is not CUDA");
+  expect_error<Invalid>([&] { kmeans_gpu::fit(static_cast<const float*>(nullptr), 400, 4, p); }, "a null pointer");
+  expect_error<Invalid>([&] { kmeans_gpu::fit(held.get(), 400, 4, p, host.data()); }, "sample weights");
   p.implementation = "seq";
-  expect_invalid([&] { kmeans_gpu::fit(held.get(), 400, 4, p); }, "--impl=seq cannot read data on the GPU");
-  expect_invalid([&] { kmeans_gpu::predict(host.data(), 400, 4, host.data(), 3, "", "euclidean", Memory::device); },
-                 "not CUDA device memory");
+  expect_error<Invalid>([&] { kmeans_gpu::fit(held.get(), 400, 4, p); }, "--impl=seq cannot read data on the GPU");
+  expect_error<Invalid>(
+      [&] { kmeans_gpu::predict(host.data(), 400, 4, host.data(), 3, "", "euclidean", Memory::device); },
+      "not CUDA device memory");
 }
 
 }  // namespace
