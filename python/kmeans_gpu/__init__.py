@@ -103,13 +103,13 @@ def _sample_weight(sample_weight, X):
         return None
     n = X.shape[0]
     if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
-        return np.full(n, sample_weight, dtype=X.dtype)
+        sample_weight = np.full(n, sample_weight)  # (checked below as an array of them: float32's range)
     if not isinstance(sample_weight, np.ndarray) and (hasattr(sample_weight, "__cuda_array_interface__")
                                                       or hasattr(sample_weight, "__dlpack_device__")):
         sample_weight, _ = _host_array(sample_weight)  # raises the device-array TypeError
     w = np.asarray(sample_weight)
     if w.dtype.kind not in "fiub":
-        raise TypeError(f"sample_weight: dtype {w.dtype} is not a number type")
+        raise TypeError(f"sample_weight: dtype {w.dtype} is not a real number type")
     if w.shape != (n,):
         raise ValueError(f"sample_weight has shape {w.shape}, not ({n},): one weight per object of X")
     if w.dtype.kind == "f" and X.dtype == np.float32 and w.dtype.itemsize > 4:

@@ -5,6 +5,7 @@ Run by ctest with the module's other tests."""
 import json
 import os
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -93,5 +94,15 @@ def test_bad_weights_raise_one_line(bad, message):
 
 def test_not_a_number_type():
     X, w = data(n=300)
-    with pytest.raises(TypeError, match="not a number type"):
+    with pytest.raises(TypeError, match="not a real number type"):
         KMeans(3, impl="omp").fit(X, sample_weight=np.array(["a"] * 300))
+    with pytest.raises(TypeError, match="complex128 is not a real number type"):
+        KMeans(3, impl="omp").fit(X, sample_weight=1 + 2j)
+
+
+def test_a_number_beyond_float32_is_named_without_a_warning():
+    X, w = data(n=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (NumPy's overflow warning would be one)
+        with pytest.raises(ValueError, match="1e\\+300 does not fit X's float32"):
+            KMeans(3, impl="omp").fit(X.astype(np.float32), sample_weight=1e300)
