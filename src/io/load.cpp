@@ -296,6 +296,14 @@ Element npy_element(const std::string& descr, const std::string& path) {
                              printable(descr).c_str()));
 }
 
+// "3 x 50 x 4": an array's shape as its header declares it.
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out;
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    out += strprintf("%s%llu", i ? " x " : "", static_cast<unsigned long long>(shape[i]));
+  return out;
+}
+
 template <class T>
 Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
   const std::uint64_t size = file_size(path);
@@ -312,6 +320,9 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
       throw InputError(strprintf("'%s': a batch of problems (a 3-D array) runs in one process, not under mpirun",
                                  path.c_str()));
     if (shape[0] == 0) throw InputError(strprintf("'%s': the batch holds no problems (shape[0] = 0)", path.c_str()));
+    if (shape[1] == 0 || shape[2] == 0)
+      throw InputError(strprintf("'%s': a batch of shape %s: each problem needs objects and coordinates",
+                                 path.c_str(), shape_text(h.shape).c_str()));
     if (shape[1] != 0 && shape[0] > static_cast<std::uint64_t>(INT64_MAX) / shape[1])
       throw InputError(strprintf("'%s': a batch of %llu x %llu objects is too large", path.c_str(),
                                  static_cast<unsigned long long>(shape[0]), static_cast<unsigned long long>(shape[1])));
@@ -335,10 +346,9 @@ Dataset<T> load_npy(const std::string& path, const LoadOptions& options) {
   const std::uint64_t n = dims[0], d = dims[1];
   const std::uint64_t expect = npy.data_offset + n * d * elem;
   if (size < expect)
-    throw InputError(strprintf("'%s': truncated: shape %llu x %llu of %s needs %llu bytes, the file has %llu",
-                               path.c_str(), static_cast<unsigned long long>(n), static_cast<unsigned long long>(d),
-                               element_name(element), static_cast<unsigned long long>(expect),
-                               static_cast<unsigned long long>(size)));
+    throw InputError(strprintf("'%s': truncated: shape %s of %s needs %llu bytes, the file has %llu", path.c_str(),
+                               shape_text(h.shape).c_str(), element_name(element),
+                               static_cast<unsigned long long>(expect), static_cast<unsigned long long>(size)));
   const RowSplit part = split_rows(n, options.rank, options.ranks);
   if (options.split) *options.split = part;
   Dataset<T> data(part.count, d, path);
