@@ -500,9 +500,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         X = self._check_X(X, reset=False, dtype=self._centers().dtype)
         if X.size and not np.isfinite(X).all():
             _core.predict(X, "seq", self._centers(), 128, 1)  # raises the CLI's message
-        if self._metric() == "cosine":
-            norms = np.linalg.norm(X, axis=1, keepdims=True)
-            X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+        if self._metric() == "cosine":  # the fit's unit rows, bit for bit (rows of huge values included)
+            X = _core.unit_rows(np.ascontiguousarray(X))
         return euclidean_distances(X, self._centers())
 
     def _centers(self):
@@ -575,6 +574,9 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     est = KMeans(n_clusters, init=init[0] if given else init, max_iter=max_iter, tol=tol, threshold=threshold,
                  n_init=n_init, random_state=random_state, impl=impl, precision=precision, block=block,
                  n_threads=n_threads, n_gpus=n_gpus, device_memory=device_memory, verbose=verbose, metric=metric)
+    if given and init.shape[1:] != (n_clusters, X.shape[2]) and isinstance(n_clusters, numbers.Integral):
+        raise ValueError(f"init: an array for a batch has shape (B, n_clusters, d) = ({batch}, {n_clusters}, "
+                         f"{X.shape[2]}), not {init.shape}")
     with warnings.catch_warnings():  # the parameters, once: their errors are no problem's (warnings: below)
         warnings.simplefilter("ignore")
         est._problem(X.shape[2], 3)

@@ -34,6 +34,7 @@
 #include "kernels/kmeans/unit_norm.hpp"
 #include "kmeans/batch.hpp"
 #include "kmeans/device_view.hpp"
+#include "kmeans/metric.hpp"
 #include "kmeans/registry.hpp"
 #include "python/py_team.hpp"
 #include "report/report.hpp"
@@ -635,6 +636,24 @@ PYBIND11_MODULE(_core, m) {
       py::arg("X"), py::arg("impl"), py::arg("centroids"), py::arg("block"), py::arg("threads"),
       py::arg("device_memory") = 0, py::arg("metric") = "euclidean", py::arg("sample_weight") = py::none(),
       "Labels X with the given centroids; returns a dict of labels, inertia and the JSON report.");
+  m.def(
+      "unit_rows",
+      [](const py::array& x) {
+        const auto run = [&](auto tag) {
+          using T = decltype(tag);
+          const auto data = view<T>(x);
+          py::array_t<T> out({data.n, data.d});
+          {
+            py::gil_scoped_release release;
+            const km::Dataset<T> unit = km::unit_rows(data);
+            std::copy(unit.values.data(), unit.values.data() + data.n * data.d, out.mutable_data());
+          }
+          return py::object(out);
+        };
+        return py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
+      },
+      py::arg("X"), "X's rows at length 1 as the cosine fit makes them (metric.hpp: unit_rows; a row of length 0 "
+                    "kept 0), for transform.");
   m.def(
       "mean_variance",
       [](const py::array& x, bool unit) {

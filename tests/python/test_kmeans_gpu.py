@@ -160,6 +160,9 @@ def test_unit_metrics_tol_does_not_depend_on_the_scale(metric):
     batch = kmeans_gpu.batch_kmeans(np.stack([X, X * 2.0 ** 10]), 5, metric=metric, impl="omp", init="first",
                                     tol=1e-3)
     assert batch[3][0] == batch[3][1] == fits[0].n_iter_
+    if metric == "cosine":  # transform normalises as the fit does: rows of huge values too (NumPy's norm overflows)
+        assert np.array_equal(fits[0].transform(X * 2.0 ** 600), fits[0].transform(X))
+        assert np.array_equal(fits[0].transform(X).argmin(axis=1), fits[0].labels_)
 
 
 def test_initial_centroids_beyond_float_range_are_refused():
