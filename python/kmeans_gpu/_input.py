@@ -275,21 +275,23 @@ def device_maker(owner):
                      "X must be a CuPy array or a PyTorch CUDA tensor (or use output='host')")
 
 
+def _copies_to_host(X):
+    """Whether X is a CuPy array or a PyTorch tensor, which to_host copies to the host."""
+    return (hasattr(X, "get") and not hasattr(X, "detach")) or (callable(getattr(X, "detach", None))
+                                                               and hasattr(X, "is_cuda"))
+
+
 def device_to_host(X):
     """A CuPy array or PyTorch tensor in GPU memory as a NumPy array (16-bit values as float32,
     exactly); another array in device memory as host_array takes it (one that copies itself to the
     host, as JAX's do), else TypeError naming what to do."""
     if _sixteen_bit_name(getattr(X, "dtype", None)):
         X = _device_float32(X)
-    if hasattr(X, "get") and not hasattr(X, "detach"):  # CuPy
-        return X.get()
-    if callable(getattr(X, "detach", None)) and hasattr(X, "is_cuda"):  # PyTorch
-        return X.detach().cpu().numpy()
-    return host_array(X)[0]
+    return to_host(X) if _copies_to_host(X) else host_array(X)[0]
 
 
 def to_host(array):
-    """A result made by device_maker (or a NumPy array) as a NumPy array."""
+    """A result made by device_maker (or a NumPy array, a CuPy array, a PyTorch tensor) as a NumPy array."""
     if isinstance(array, np.ndarray):
         return array
     if hasattr(array, "get") and not hasattr(array, "detach"):  # CuPy
