@@ -101,6 +101,20 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   }
 }
 
+// closest[i] = 0 where object i's row is all zeros: under cosine and dot such a row has no
+// direction, and a closest of 0 (a chosen centre's) keeps it out of every draw. One thread an
+// object; a row that is not zero stops at its first non-zero coordinate.
+template <class T>
+__global__ void plusplus_skip_zero_rows(const T* __restrict__ x, std::int64_t n, int d,
+                                        double* __restrict__ closest) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const T* row = x + i * d;
+  for (int j = 0; j < d; ++j)
+    if (row[j] != T(0)) return;
+  closest[i] = 0.0;
+}
+
 // (The two kernels below are static: several translation units include this header, e.g. the
 // GPU engines' final inertia, engine.cu.)
 // out[ch * rows + r] = the sum, in object order, of values[r][chunk ch] (rows of n values):

@@ -18,9 +18,8 @@ using init_detail::Uniform;
 
 namespace {
 
-// k distinct indices below n, seeded: Floyd's algorithm, without an N-sized array.
-std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, std::uint64_t seed) {
-  Uniform u{seed, kRandomPick};
+// k distinct indices below n, drawn from u: Floyd's algorithm, without an N-sized array.
+std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, Uniform& u) {
   std::unordered_set<std::size_t> chosen;
   std::vector<std::size_t> order;
   for (std::size_t j = n - k; j < n; ++j) {
@@ -33,6 +32,28 @@ std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, std::uint64_t
     }
   }
   return order;
+}
+
+// Each zero row among the drawn `rows` (their values in `out`) replaced by one drawn uniformly
+// from the rows not drawn yet, until one is not zero (init_detail.hpp: kZeroRedraws). Drawn
+// rows stay drawn, so the set is uniform over the distinct rows that are not zero.
+template <class T>
+void replace_zero_rows(const Dataset<T>& local, const RowSplit& split, Team& team, Uniform& u,
+                       std::vector<std::size_t>& rows, std::vector<T>& out) {
+  const std::size_t d = local.d;
+  std::unordered_set<std::size_t> drawn(rows.begin(), rows.end());
+  std::vector<T> row;
+  for (std::size_t c = 0; c < rows.size(); ++c) {
+    T* at = out.data() + c * d;
+    for (int tries = 0; tries < init_detail::kZeroRedraws && init_detail::zero_row(at, d); ++tries) {
+      const std::size_t t = u.below(split.total);
+      if (!drawn.insert(t).second) continue;
+      init_detail::fetch_rows_into(local, split, team, {t}, row);
+      if (init_detail::zero_row(row.data(), d)) continue;
+      rows[c] = t;
+      std::copy_n(row.begin(), d, at);
+    }
+  }
 }
 
 std::atomic<bool> g_parallel_verbose{false};
@@ -61,11 +82,14 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
     case Init::first:
     case Init::random: {
       std::vector<std::size_t> rows(k);
+      Uniform u{params.seed, kRandomPick};
       if (params.init == Init::first)
         for (std::size_t c = 0; c < k; ++c) rows[c] = c;
       else
-        rows = random_rows(n, k, params.seed);
+        rows = random_rows(n, k, u);
       out = fetch_rows(local, split, team, rows);
+      if (params.init == Init::random && init_detail::skips_zero_rows(params))
+        replace_zero_rows(local, split, team, u, rows, out);
       break;
     }
     case Init::kmeanspp:

@@ -77,10 +77,11 @@ std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, 
                        std::size_t chunk_size = kSumChunk);
 
 // The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration
-// (device_rows, when given, else their own upload).
+// (device_rows, when given, else their own upload). skip_zero: rows of length 0 get no share of
+// the potential (cosine and dot: init_detail.hpp, kZeroRedraws).
 template <class T>
 std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
-                                                  const T* device_rows = nullptr);
+                                                  const T* device_rows = nullptr, bool skip_zero = false);
 
 // The data-sized steps of k-means||, on the CPU or the GPU; the driver (init_parallel.cpp) is shared.
 // closest[i] is object i's distance (in double, as PlusPlusSteps) to its nearest candidate so

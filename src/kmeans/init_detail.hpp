@@ -64,6 +64,20 @@ std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& 
   return out;
 }
 
+// Under cosine and dot a row of length 0 has no direction, so k-means++ and random never draw
+// one: k-means++ gives such rows no share of the potential (their closest is 0, as a chosen
+// centre's) and draws its first centre again while it is one; random draws a chosen zero row's
+// replacement uniformly from the rows not yet chosen. After kZeroRedraws draws in a row (data
+// almost all zero rows) the row stays, and unit_centroids refuses it, saying why.
+constexpr int kZeroRedraws = 1 << 16;
+inline bool skips_zero_rows(const Params& params) { return params.metric != Metric::euclidean; }
+template <class T>
+bool zero_row(const T* row, std::size_t d) {
+  for (std::size_t j = 0; j < d; ++j)
+    if (row[j] != T(0)) return false;
+  return true;
+}
+
 constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
 typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
 

@@ -140,13 +140,16 @@ namespace {
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
  public:
-  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team)
-      : data_(local), split_(split), team_(team), closest_(local.n) {}
+  // skip_zero: rows of length 0 get no share (init_detail.hpp: kZeroRedraws).
+  CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team, bool skip_zero)
+      : data_(local), split_(split), team_(team), skip_zero_(skip_zero), closest_(local.n) {}
 
   bool weighted() const override { return data_.weighted(); }
   void weights(std::vector<double>& chunk_sums) override {
     std::vector<double> mine;
-    chunked_sum(data_.n, mine, [&](std::size_t i) { return closest_[i] = static_cast<double>(data_.weights[i]); });
+    chunked_sum(data_.n, mine, [&](std::size_t i) {
+      return closest_[i] = skipped(i) ? 0.0 : static_cast<double>(data_.weights[i]);
+    });
     chunk_sums = gather_all(team_, mine);
   }
 
@@ -156,8 +159,9 @@ class CpuPlusPlus final : public PlusPlusSteps {
     chunked_sum(
         data_.n, mine,
         [&](std::size_t i) {
-          return closest_[i] =
-                     static_cast<double>(data_.weight(i)) * squared_distance_double(data_.row(i), centre.data(), data_.d);
+          return closest_[i] = skipped(i) ? 0.0
+                                          : static_cast<double>(data_.weight(i)) *
+                                                squared_distance_double(data_.row(i), centre.data(), data_.d);
         });
     chunk_sums = gather_all(team_, mine);
   }
@@ -247,17 +251,21 @@ class CpuPlusPlus final : public PlusPlusSteps {
   }
 
  private:
+  bool skipped(std::size_t i) const { return skip_zero_ && init_detail::zero_row(data_.row(i), data_.d); }
+
   const Dataset<T>& data_;
   const RowSplit split_;
   Team& team_;
+  const bool skip_zero_;
   std::vector<double> closest_, coords_;
   const CandidateSums<T> sums_ = pick_candidate_sums<T>();
 };
 
 // fetch(index, out): copies that object's row to out (on every rank, collectively).
+// skip_zero: the first centre is drawn again while its row is all zeros (kZeroRedraws).
 template <class T, class Fetch>
-void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, PlusPlusSteps& steps,
-                   std::vector<T>& out, Fetch&& fetch) {
+void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, bool skip_zero,
+                   PlusPlusSteps& steps, std::vector<T>& out, Fetch&& fetch) {
   Uniform u{seed, kPlusPlus};
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   if (trials > kMaxPadded) throw UsageError(strprintf("--clusters=%zu: too many for k-means++ here", k));
@@ -289,6 +297,8 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     first = u.below(n);
   }
   fetch(first, out.data());
+  for (int tries = 0; skip_zero && tries < init_detail::kZeroRedraws && init_detail::zero_row(out.data(), d); ++tries)
+    fetch(first = u.below(n), out.data());
   steps.start(first, chunk_sums);
   double potential = total(chunk_sums);
 
@@ -337,11 +347,12 @@ std::vector<T> kmeanspp_centres(const Dataset<T>& local, const RowSplit& split, 
   std::vector<T> out(k * d);
   const std::size_t trials = 2 + static_cast<std::size_t>(std::log(static_cast<double>(k)));
   std::unique_ptr<PlusPlusSteps> steps;
+  const bool skip_zero = init_detail::skips_zero_rows(params);
   if (on_gpu && team.size() == 1 && !local.weighted())  // (data on the device: read there)
-    steps = gpu_plusplus_steps(local, trials, device_rows ? device_rows : local.device_values);
+    steps = gpu_plusplus_steps(local, trials, device_rows ? device_rows : local.device_values, skip_zero);
   else
-    steps = std::make_unique<CpuPlusPlus<T>>(local, split, team);
-  pick_kmeanspp(n, d, k, params.seed, *steps, out, [&](std::size_t row, T* to) {
+    steps = std::make_unique<CpuPlusPlus<T>>(local, split, team, skip_zero);
+  pick_kmeanspp(n, d, k, params.seed, skip_zero, *steps, out, [&](std::size_t row, T* to) {
     const std::vector<T> r = fetch_rows(local, split, team, {row});
     std::copy_n(r.begin(), d, to);
   });

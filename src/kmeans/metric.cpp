@@ -29,6 +29,24 @@ Dataset<T> unit_rows(const Dataset<T>& data) {
   return out;
 }
 
+namespace {
+
+// What to do about a row of length 0 that the --init `drawn_by` took from the data: k-means++
+// and random skip such rows (init_detail.hpp: kZeroRedraws), so for them the data has too few
+// other rows; first and k-means|| take them as they come.
+std::string zero_row_advice(const char* drawn_by) {
+  const std::string init = drawn_by;
+  if (init == "kmeans++" || init == "random")
+    return strprintf("; --init=%s skips rows of length 0 but the data has too few distinct other rows: remove "
+                     "them, or give initial centroids",
+                     drawn_by);
+  return strprintf("; --init=%s took it from the data, and may take rows of length 0: remove them, use "
+                   "--init=kmeans++ or random (which skip them), or give initial centroids",
+                   drawn_by);
+}
+
+}  // namespace
+
 template <class T>
 void unit_centroids(std::vector<T>& centroids, std::size_t d, const char* drawn_by) {
   const double u = std::numeric_limits<T>::epsilon() / 2;
@@ -40,11 +58,7 @@ void unit_centroids(std::vector<T>& centroids, std::size_t d, const char* drawn_
       throw InputError(strprintf("initial centroid %zu has length %g: the cosine and dot metrics need centroids "
                                  "with a direction (a non-zero, finite length)%s",
                                  c, norm,
-                                 drawn_by ? strprintf("; --init=%s drew it from the data, whose rows of length 0 it "
-                                                      "may pick: remove them, or give initial centroids",
-                                                      drawn_by)
-                                                .c_str()
-                                          : ""));
+                                 drawn_by ? zero_row_advice(drawn_by).c_str() : ""));
     if (std::fabs(norm - 1) <= slack) continue;
     for (std::size_t j = 0; j < d; ++j) row[j] = kernels::unit_coordinate(row[j], norm);
   }

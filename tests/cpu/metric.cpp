@@ -4,6 +4,7 @@
 // centroids, and the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,6 +13,7 @@
 #include "common/errors.hpp"
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/fixed_point.hpp"
+#include "kmeans/init.hpp"
 #include "kmeans/metric.hpp"
 #include "kmeans/registry.hpp"
 #include "metric_data.hpp"
@@ -229,7 +231,47 @@ TEST(Metric, ZeroLengthCentroidRefused) {
   } catch (const km::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("initial centroid 1 has length 0"), std::string::npos) << e.what();
     // drawn from the data: the message says where it came from and what to do
-    EXPECT_NE(std::string(e.what()).find("--init=first drew it from the data"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--init=first took it from the data"), std::string::npos) << e.what();
+  }
+}
+
+// k-means++ and random never draw a row of length 0 under cosine and dot (a third of the rows
+// here, as padding would be): the fit runs, no initial centroid is zero, and the seed still
+// decides the centres. With too few other rows the error says so. (Euclidean draws them.)
+TEST(Metric, KmeansppAndRandomSkipZeroRows) {
+  auto data = kmtest::metric_data<double>(0, 600, 8, 20, 1);
+  for (std::size_t i = 0; i < data.n; i += 3) std::fill(data.row(i), data.row(i) + data.d, 0.0);
+  auto zero_centres = [&](const std::vector<double>& c) {
+    int zeros = 0;
+    for (std::size_t r = 0; r * data.d < c.size(); ++r)
+      zeros += std::all_of(c.begin() + r * data.d, c.begin() + (r + 1) * data.d, [](double v) { return v == 0; });
+    return zeros;
+  };
+  for (km::Init init : {km::Init::kmeanspp, km::Init::random}) {
+    km::Params p = metric_params(Metric::euclidean, 150);
+    p.init = init;
+    EXPECT_GT(zero_centres(km::initial_centroids(data, p)), 0) << "euclidean draws rows of length 0";
+    for (Metric metric : {Metric::cosine, Metric::dot}) {
+      SCOPED_TRACE(std::string(km::to_string(init)) + " " + km::to_string(metric));
+      p.metric = metric;
+      const auto c = km::initial_centroids(data, p);
+      EXPECT_EQ(zero_centres(c), 0);
+      std::vector<std::vector<double>> rows;
+      for (std::size_t r = 0; r * data.d < c.size(); ++r) rows.emplace_back(c.begin() + r * data.d, c.begin() + (r + 1) * data.d);
+      std::sort(rows.begin(), rows.end());
+      EXPECT_EQ(std::unique(rows.begin(), rows.end()) - rows.begin(), 150) << "distinct rows";
+      p.seed += 1;
+      EXPECT_NE(km::initial_centroids(data, p), c);
+      for (const char* impl : {"seq", "omp"}) EXPECT_NO_THROW(km::run(km::find_implementation(impl), data, p)) << impl;
+    }
+  }
+  auto few = kmtest::metric_data<double>(0, 100, 3, 2, 1);
+  for (std::size_t i = 5; i < few.n; ++i) std::fill(few.row(i), few.row(i) + few.d, 0.0);
+  for (km::Init init : {km::Init::kmeanspp, km::Init::random}) {
+    km::Params p = metric_params(Metric::cosine, 8);
+    p.init = init;
+    kmtest::expect_error([&] { km::run(km::find_implementation("seq"), few, p); },
+                         "skips rows of length 0 but the data has too few distinct other rows");
   }
 }
 

@@ -148,16 +148,27 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
   using B::chunks_, B::closest_, B::n_, B::stream_;
 
  public:
-  GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials, const T* device_rows)
+  GpuPlusPlus(const Dataset<T>& data, std::size_t max_trials, const T* device_rows, bool skip_zero)
       : B(data, device_rows, max_trials, data.n * sizeof(double) * max_trials + max_trials * data.d * sizeof(double),
-          "--init=kmeans++ on the GPU", kSumChunk) {
+          "--init=kmeans++ on the GPU", kSumChunk),
+        skip_zero_(skip_zero) {
     mins_ = DeviceBuffer<double>(n_ * max_trials);
     walk_chunks_ = DeviceBuffer<std::int64_t>(max_trials);
     walk_cands_ = DeviceBuffer<std::int64_t>(max_trials);
     walk_r_ = DeviceBuffer<double>(max_trials);
   }
 
-  void start(std::size_t first, std::vector<double>& chunk_sums) override { B::closest_pass(first, true, chunk_sums); }
+  // With skip_zero, rows of length 0 then get closest 0 (no share), before the chunk sums.
+  void start(std::size_t first, std::vector<double>& chunk_sums) override {
+    B::upload_rows({first});
+    B::distances(1, true, nullptr);
+    if (skip_zero_) {
+      kernels::plusplus_skip_zero_rows<<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+          B::x_, static_cast<std::int64_t>(n_), static_cast<int>(B::d_), closest_.get());
+      CUDA_CHECK_LAUNCH();
+    }
+    B::sums_of(closest_.get(), 1, chunk_sums);
+  }
   // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
   // row of mins is already min(closest, distance to it), computed as closest_pass would (the same
   // distance, summed in the same order, and the same min), and its chunk sums came back with the
@@ -208,6 +219,7 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
   }
 
  private:
+  const bool skip_zero_;
   DeviceBuffer<double> mins_;
   std::vector<std::size_t> last_cands_;  // the candidates whose rows mins_ holds, and their chunk sums
   std::vector<double> last_sums_;
@@ -575,12 +587,12 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
 
 template <class T>
 std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
-                                                  const T* device_rows) {
-  return std::make_unique<GpuPlusPlus<T>>(data, max_trials, device_rows);
+                                                  const T* device_rows, bool skip_zero) {
+  return std::make_unique<GpuPlusPlus<T>>(data, max_trials, device_rows, skip_zero);
 }
 
-template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t, const float*);
-template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t, const double*);
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<float>&, std::size_t, const float*, bool);
+template std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<double>&, std::size_t, const double*, bool);
 
 namespace {
 // cudaFuncGetAttributes loads a kernel (CUDA's lazy loading otherwise loads each at its first
