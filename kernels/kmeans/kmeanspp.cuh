@@ -101,18 +101,20 @@ __global__ void __launch_bounds__(kPlusPlusRows)
   }
 }
 
-// closest[i] = 0 where object i's row is all zeros: under cosine and dot such a row has no
-// direction, and a closest of 0 (a chosen centre's) keeps it out of every draw. One thread an
+// closest[i] = 0 (and, where nearest is given, k-means||'s nearest[i] = -1) where object i's row
+// is all zeros: under cosine and dot such a row has no direction; a closest of 0 (a chosen
+// centre's) keeps it out of every draw, and -1 out of every candidate's weight. One thread an
 // object; a row that is not zero stops at its first non-zero coordinate.
 template <class T>
-__global__ void plusplus_skip_zero_rows(const T* __restrict__ x, std::int64_t n, int d,
-                                        double* __restrict__ closest) {
+__global__ void plusplus_skip_zero_rows(const T* __restrict__ x, std::int64_t n, int d, double* __restrict__ closest,
+                                        std::int32_t* __restrict__ nearest) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const T* row = x + i * d;
   for (int j = 0; j < d; ++j)
     if (row[j] != T(0)) return;
   closest[i] = 0.0;
+  if (nearest) nearest[i] = -1;
 }
 
 // (The two kernels below are static: several translation units include this header, e.g. the
@@ -735,7 +737,7 @@ static __global__ void parallel_counts(const std::int32_t* __restrict__ nearest,
                                        unsigned long long* __restrict__ counts) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    atomicAdd(counts + nearest[i], 1ull);
+    if (nearest[i] >= 0) atomicAdd(counts + nearest[i], 1ull);  // (-1: a skipped row of length 0)
 }
 
 }  // namespace km::kernels

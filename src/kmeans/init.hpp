@@ -93,6 +93,8 @@ class ParallelSteps {
  public:
   virtual ~ParallelSteps() = default;
   // closest[i] = the distance to object `first`, nearest[i] = 0; the chunks' sums of closest.
+  // Where the steps skip rows of length 0 (cosine and dot), such a row has closest 0 and nearest
+  // -1: never drawn, never nearer to a candidate (strictly less), weighing for none.
   virtual void start(std::size_t first, std::vector<double>& chunk_sums) = 0;
   // The objects that round `round` draws (parallel_drawn), in index order.
   virtual std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) = 0;
@@ -145,7 +147,7 @@ void set_parallel_verbose(bool on);
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows = nullptr,
                                                   const CentredRows* centred = nullptr,
-                                                  const GpuInitConfig& config = {});
+                                                  const GpuInitConfig& config = {}, bool skip_zero = false);
 
 // Loads the kernels of k-means|| on the GPU for d coordinates in T (kmeanspp.cu) on a thread of
 // its own, on the calling thread's device: under CUDA's lazy loading each would otherwise load at

@@ -244,8 +244,10 @@ std::vector<std::size_t> greedy_tree(std::size_t m, std::size_t k, std::uint64_t
 template <class T>
 class CpuParallel final : public ParallelSteps {
  public:
-  CpuParallel(const Dataset<T>& local, const RowSplit& split, Team& team)
-      : data_(local), split_(split), team_(team), closest_(local.n), nearest_(local.n) {}
+  // skip_zero: rows of length 0 get closest 0 and nearest -1, so they are never drawn and weigh
+  // for no candidate (init_detail.hpp: kZeroRedraws).
+  CpuParallel(const Dataset<T>& local, const RowSplit& split, Team& team, bool skip_zero)
+      : data_(local), split_(split), team_(team), skip_zero_(skip_zero), closest_(local.n), nearest_(local.n) {}
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     const std::vector<T> centre = fetch_rows(data_, split_, team_, {first});
@@ -254,7 +256,9 @@ class CpuParallel final : public ParallelSteps {
     chunked_sum(
         data_.n, mine,
         [&](std::size_t i) {
-          closest_[i] = squared_distance_double(data_.row(i), centre.data(), data_.d);
+          const bool skipped = skip_zero_ && init_detail::zero_row(data_.row(i), data_.d);
+          closest_[i] = skipped ? 0.0 : squared_distance_double(data_.row(i), centre.data(), data_.d);
+          if (skipped) nearest_[i] = -1;
           return share(i);
         },
         kParallelChunk);
@@ -296,9 +300,11 @@ class CpuParallel final : public ParallelSteps {
       team_.max(&largest, 1);
       const double scale = fixed_scales(1.0, split_.total, 1, 0, largest, largest).weight;
       for (std::size_t i = 0; i < data_.n; ++i)
-        mine[static_cast<std::size_t>(nearest_[i])] += to_fixed(static_cast<double>(data_.weights[i]), scale);
+        if (nearest_[i] >= 0)
+          mine[static_cast<std::size_t>(nearest_[i])] += to_fixed(static_cast<double>(data_.weights[i]), scale);
     } else {
-      for (std::int64_t t : nearest_) ++mine[static_cast<std::size_t>(t)];
+      for (std::int64_t t : nearest_)
+        if (t >= 0) ++mine[static_cast<std::size_t>(t)];
     }
     const std::vector<std::int64_t> all = gather_all(team_, mine);
     std::vector<std::int64_t> counts(candidates, 0);
@@ -313,6 +319,7 @@ class CpuParallel final : public ParallelSteps {
   const Dataset<T>& data_;
   const RowSplit split_;
   Team& team_;
+  const bool skip_zero_;
   std::vector<double> closest_;
   std::vector<std::int64_t> nearest_;
 };
@@ -332,6 +339,12 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   };
   Uniform u{params.seed, kParallel};
   std::vector<std::size_t> cands{u.below(n)};
+  if (init_detail::skips_zero_rows(params)) {  // the first candidate again while it is a row of length 0
+    std::vector<T> row;
+    fetch({cands[0]}, row);
+    for (int tries = 0; tries < init_detail::kZeroRedraws && init_detail::zero_row(row.data(), d); ++tries)
+      fetch({cands[0] = u.below(n)}, row);
+  }
   std::vector<double> chunk_sums;
   steps.start(cands[0], chunk_sums);
   auto total = [](const std::vector<double>& sums) {  // in chunk order
@@ -448,9 +461,9 @@ std::vector<T> kmeans_parallel_centres(const Dataset<T>& local, const RowSplit& 
     std::fprintf(stderr, "k-means||: the steps begin %.4f s after the init's call\n",
                  std::chrono::duration<double>(began - entered).count());
   if (on_gpu && team.size() == 1 && !local.weighted())
-    steps = gpu_parallel_steps(local, device_rows, centred, params.gpu_init);
+    steps = gpu_parallel_steps(local, device_rows, centred, params.gpu_init, skips_zero_rows(params));
   else
-    steps = std::make_unique<CpuParallel<T>>(local, split, team);
+    steps = std::make_unique<CpuParallel<T>>(local, split, team, skips_zero_rows(params));
   if (parallel_verbose())
     std::fprintf(stderr, "k-means||: steps ready in %.4f s\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());

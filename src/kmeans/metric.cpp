@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "common/errors.hpp"
 #include "kernels/kmeans/unit_norm.hpp"
@@ -31,18 +32,16 @@ Dataset<T> unit_rows(const Dataset<T>& data) {
 
 namespace {
 
-// What to do about a row of length 0 that the --init `drawn_by` took from the data: k-means++
-// and random skip such rows (init_detail.hpp: kZeroRedraws), so for them the data has too few
-// other rows; first and k-means|| take them as they come.
+// What to do about a row of length 0 that the --init `drawn_by` took from the data: k-means++,
+// k-means|| and random skip such rows (init_detail.hpp: kZeroRedraws), so for them the data has
+// too few other rows; first takes rows as they come.
 std::string zero_row_advice(const char* drawn_by) {
-  const std::string init = drawn_by;
-  if (init == "kmeans++" || init == "random")
+  if (std::string(drawn_by) != "first")
     return strprintf("; --init=%s skips rows of length 0 but the data has too few distinct other rows: remove "
                      "them, or give initial centroids",
                      drawn_by);
-  return strprintf("; --init=%s took it from the data, and may take rows of length 0: remove them, use "
-                   "--init=kmeans++ or random (which skip them), or give initial centroids",
-                   drawn_by);
+  return "; --init=first took it from the data: remove rows of length 0, use another --init (the others skip "
+         "them), or give initial centroids";
 }
 
 }  // namespace

@@ -231,11 +231,13 @@ TEST(Metric, ZeroLengthCentroidRefused) {
   } catch (const km::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("initial centroid 1 has length 0"), std::string::npos) << e.what();
     // drawn from the data: the message says where it came from and what to do
-    EXPECT_NE(std::string(e.what()).find("--init=first took it from the data"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--init=first took it from the data: remove rows of length 0"),
+              std::string::npos)
+        << e.what();
   }
 }
 
-// k-means++ and random never draw a row of length 0 under cosine and dot (a third of the rows
+// k-means++, k-means|| and random never draw a row of length 0 under cosine and dot (a third of the rows
 // here, as padding would be): the fit runs, no initial centroid is zero, and the seed still
 // decides the centres. With too few other rows the error says so. (Euclidean draws them.)
 TEST(Metric, KmeansppAndRandomSkipZeroRows) {
@@ -247,7 +249,7 @@ TEST(Metric, KmeansppAndRandomSkipZeroRows) {
       zeros += std::all_of(c.begin() + r * data.d, c.begin() + (r + 1) * data.d, [](double v) { return v == 0; });
     return zeros;
   };
-  for (km::Init init : {km::Init::kmeanspp, km::Init::random}) {
+  for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel, km::Init::random}) {
     km::Params p = metric_params(Metric::euclidean, 150);
     p.init = init;
     EXPECT_GT(zero_centres(km::initial_centroids(data, p)), 0) << "euclidean draws rows of length 0";
@@ -267,7 +269,7 @@ TEST(Metric, KmeansppAndRandomSkipZeroRows) {
   }
   auto few = kmtest::metric_data<double>(0, 100, 3, 2, 1);
   for (std::size_t i = 5; i < few.n; ++i) std::fill(few.row(i), few.row(i) + few.d, 0.0);
-  for (km::Init init : {km::Init::kmeanspp, km::Init::random}) {
+  for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel, km::Init::random}) {
     km::Params p = metric_params(Metric::cosine, 8);
     p.init = init;
     kmtest::expect_error([&] { km::run(km::find_implementation("seq"), few, p); },

@@ -57,29 +57,31 @@ void check_gpu_init(km::Init init, const std::vector<LabelShape>& full_shapes, c
 }
 const std::vector<LabelShape> kPlusPlusShapes = {{50000, 32, 100}, {40000, 3, 1000}, {20000, 200, 64}};
 
-// Under cosine and dot, k-means++ gives rows of length 0 no share (a third of the rows here, the
-// first among them): the GPU's steps skip the same rows, so the centres are the CPU's, none zero.
+// Under cosine and dot, k-means++ and k-means|| give rows of length 0 no share (a third of the
+// rows here, the first among them) and k-means|| no weight: the GPU's steps skip the same rows,
+// so the centres are the CPU's, none zero.
 template <class T>
 void check_skips_zero_rows() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
   for (const LabelShape& s : {LabelShape{30000, 16, 200}, LabelShape{20001, 130, 64}}) {
     auto data = label_data<T>(0, s);
     for (std::size_t i = 0; i < data.n; i += 3) std::fill(data.row(i), data.row(i) + data.d, T(0));
-    for (km::Metric metric : {km::Metric::cosine, km::Metric::dot}) {
-      SCOPED_TRACE("d=" + std::to_string(s.d) + " " + km::to_string(metric));
-      km::Params p;
-      p.k = s.k;
-      p.init = km::Init::kmeanspp;
-      p.seed = 3;
-      p.metric = metric;
-      const auto cpu = km::initial_centroids(data, p, false);
-      const auto gpu = km::initial_centroids(data, p, true);
-      ASSERT_EQ(gpu.size(), cpu.size());
-      EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0) << "GPU centres differ from the CPU's";
-      for (std::size_t c = 0; c < static_cast<std::size_t>(s.k); ++c)
-        EXPECT_FALSE(std::all_of(cpu.begin() + c * s.d, cpu.begin() + (c + 1) * s.d, [](T v) { return v == T(0); }))
-            << "centre " << c << " is a row of length 0";
-    }
+    for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel})
+      for (km::Metric metric : {km::Metric::cosine, km::Metric::dot}) {
+        SCOPED_TRACE("d=" + std::to_string(s.d) + " " + km::to_string(metric) + " " + km::to_string(init));
+        km::Params p;
+        p.k = s.k;
+        p.init = init;
+        p.seed = 3;
+        p.metric = metric;
+        const auto cpu = km::initial_centroids(data, p, false);
+        const auto gpu = km::initial_centroids(data, p, true);
+        ASSERT_EQ(gpu.size(), cpu.size());
+        EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(T)), 0) << "GPU centres differ from the CPU's";
+        for (std::size_t c = 0; c < static_cast<std::size_t>(s.k); ++c)
+          EXPECT_FALSE(std::all_of(cpu.begin() + c * s.d, cpu.begin() + (c + 1) * s.d, [](T v) { return v == T(0); }))
+              << "centre " << c << " is a row of length 0";
+      }
   }
 }
 TEST(GpuKmeansPlusPlus, SkipsZeroRowsDouble) { check_skips_zero_rows<double>(); }

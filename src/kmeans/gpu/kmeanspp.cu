@@ -117,6 +117,13 @@ class GpuDistances {
     sums_of(closest_.get(), 1, chunk_sums);
   }
 
+  // closest = 0 (and nearest = -1 where given) for the rows of length 0 (cosine and dot).
+  void skip_zero_rows(std::int32_t* nearest) {
+    kernels::plusplus_skip_zero_rows<<<row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
+        x_, static_cast<std::int64_t>(n_), static_cast<int>(d_), closest_.get(), nearest);
+    CUDA_CHECK_LAUNCH();
+  }
+
   // out[ch * rows + r]: chunk ch's sum of row r of `values` ([rows][n]). Waits for the stream.
   void sums_of(const double* values, int rows, std::vector<double>& out) {
     const std::size_t count = chunks_ * static_cast<std::size_t>(rows);
@@ -162,11 +169,7 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     B::upload_rows({first});
     B::distances(1, true, nullptr);
-    if (skip_zero_) {
-      kernels::plusplus_skip_zero_rows<<<B::row_blocks(), kernels::kPlusPlusRows, 0, stream_>>>(
-          B::x_, static_cast<std::int64_t>(n_), static_cast<int>(B::d_), closest_.get());
-      CUDA_CHECK_LAUNCH();
-    }
+    if (skip_zero_) B::skip_zero_rows(nullptr);
     B::sums_of(closest_.get(), 1, chunk_sums);
   }
   // The chosen centre is one of the candidates just weighed (the driver's greedy choice): its
@@ -244,10 +247,12 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
 
  public:
-  GpuParallel(const Dataset<T>& data, const T* device_rows, const CentredRows* centred, const GpuInitConfig& config)
+  GpuParallel(const Dataset<T>& data, const T* device_rows, const CentredRows* centred, const GpuInitConfig& config,
+              bool skip_zero)
       : B(data, device_rows, 1, data.n * (sizeof(double) + sizeof(std::int32_t) + 1 + sizeof(std::int64_t)) + kGemmBytes,
           "--init=kmeans|| on the GPU", kParallelChunk),
-        config_(config) {
+        config_(config),
+        skip_zero_(skip_zero) {
     if (n_ > static_cast<std::size_t>(INT32_MAX))
       throw UsageError("--init=kmeans|| on the GPU: at most 2^31 - 1 objects");
     nearest_ = DeviceBuffer<std::int32_t>(n_, stream_);
@@ -280,7 +285,10 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
 
   void start(std::size_t first, std::vector<double>& chunk_sums) override {
     CUDA_CHECK(cudaMemsetAsync(nearest_.get(), 0, n_ * sizeof(std::int32_t), stream_));
-    B::closest_pass(first, true, chunk_sums);
+    B::upload_rows({first});
+    B::distances(1, true, nullptr);
+    if (skip_zero_) B::skip_zero_rows(nearest_.get());
+    B::sums_of(closest_.get(), 1, chunk_sums);
   }
 
   std::vector<std::size_t> draw(std::uint64_t seed, int round, double ell, double potential) override {
@@ -566,6 +574,7 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   }
 
   GpuInitConfig config_;
+  const bool skip_zero_;
   std::unique_ptr<cuda::CublasHandle> blas_;  // made at the first GEMM: none on the tensor path
   std::unique_ptr<gpu::TensorNearest<T>> tensor_;
   DeviceBuffer<std::int32_t> round_labels_;
@@ -656,13 +665,14 @@ template void KernelPreload::start_parallel<double>(std::size_t);
 
 template <class T>
 std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<T>& data, const T* device_rows,
-                                                  const CentredRows* centred, const GpuInitConfig& config) {
-  return std::make_unique<GpuParallel<T>>(data, device_rows, centred, config);
+                                                  const CentredRows* centred, const GpuInitConfig& config,
+                                                  bool skip_zero) {
+  return std::make_unique<GpuParallel<T>>(data, device_rows, centred, config, skip_zero);
 }
 
 template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<float>&, const float*, const CentredRows*,
-                                                           const GpuInitConfig&);
+                                                           const GpuInitConfig&, bool);
 template std::unique_ptr<ParallelSteps> gpu_parallel_steps(const Dataset<double>&, const double*, const CentredRows*,
-                                                           const GpuInitConfig&);
+                                                           const GpuInitConfig&, bool);
 
 }  // namespace km
