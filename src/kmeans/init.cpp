@@ -34,25 +34,29 @@ std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, Uniform& u) {
   return order;
 }
 
-// Each zero row among the drawn `rows` (their values in `out`) replaced by one drawn uniformly
-// from the rows not drawn yet, until one is not zero (init_detail.hpp: kZeroRedraws). Drawn
-// rows stay drawn, so the set is uniform over the distinct rows that are not zero.
+// Each row of length 0 among the drawn `rows` (their values in `out`) replaced by a uniform draw
+// from the rows not drawn yet that are not zero (init_detail.hpp: draw_nonzero_row). Drawn rows
+// stay drawn, so the set is uniform over the rows that are not zero.
 template <class T>
 void replace_zero_rows(const Dataset<T>& local, const RowSplit& split, Team& team, Uniform& u,
                        std::vector<std::size_t>& rows, std::vector<T>& out) {
   const std::size_t d = local.d;
   std::unordered_set<std::size_t> drawn(rows.begin(), rows.end());
+  auto fetch = [&](const std::vector<std::size_t>& which, std::vector<T>& into) {
+    init_detail::fetch_rows_into(local, split, team, which, into);
+  };
   std::vector<T> row;
   for (std::size_t c = 0; c < rows.size(); ++c) {
     T* at = out.data() + c * d;
-    for (int tries = 0; tries < init_detail::kZeroRedraws && init_detail::zero_row(at, d); ++tries) {
-      const std::size_t t = u.below(split.total);
-      if (!drawn.insert(t).second) continue;
-      init_detail::fetch_rows_into(local, split, team, {t}, row);
-      if (init_detail::zero_row(row.data(), d)) continue;
-      rows[c] = t;
-      std::copy_n(row.begin(), d, at);
-    }
+    if (!init_detail::zero_row(at, d)) continue;
+    const std::size_t t = init_detail::draw_nonzero_row(split.total, d, u, drawn, fetch, row);
+    if (t == split.total)
+      throw InputError(strprintf("--init=random: fewer than --clusters=%zu rows have a non-zero length; the cosine "
+                                 "and dot metrics need initial centroids with a direction: use fewer clusters",
+                                 rows.size()));
+    drawn.insert(t);
+    rows[c] = t;
+    std::copy_n(row.begin(), d, at);
   }
 }
 
@@ -62,6 +66,12 @@ std::atomic<bool> g_parallel_verbose{false};
 
 bool parallel_verbose() { return g_parallel_verbose.load(std::memory_order_relaxed); }
 void set_parallel_verbose(bool on) { g_parallel_verbose.store(on, std::memory_order_relaxed); }
+
+void init_detail::no_direction(const char* init) {
+  throw InputError(strprintf("--init=%s: no row has both a non-zero length and a positive weight; the cosine and "
+                             "dot metrics need initial centroids with a direction",
+                             init));
+}
 
 template <class T>
 std::vector<T> initial_centroids(const Dataset<T>& data, const Params& params, bool on_gpu, const T* device_rows,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "dist/team.hpp"
@@ -64,12 +65,9 @@ std::vector<T> fetch_rows(const Dataset<T>& local, const RowSplit& split, Team& 
   return out;
 }
 
-// Under cosine and dot a row of length 0 has no direction, so k-means++ and random never draw
-// one: k-means++ gives such rows no share of the potential (their closest is 0, as a chosen
-// centre's) and draws its first centre again while it is one; random draws a chosen zero row's
-// replacement uniformly from the rows not yet chosen. After kZeroRedraws draws in a row (data
-// almost all zero rows) the row stays, and unit_centroids refuses it, saying why.
-constexpr int kZeroRedraws = 1 << 16;
+// Under cosine and dot a row of length 0 (padding) has no direction, so k-means++, k-means|| and
+// random never draw one: the D^2 draws give such rows no share (closest 0, as a chosen centre's),
+// and every uniform draw of a row goes through draw_nonzero_row.
 inline bool skips_zero_rows(const Params& params) { return params.metric != Metric::euclidean; }
 template <class T>
 bool zero_row(const T* row, std::size_t d) {
@@ -77,6 +75,43 @@ bool zero_row(const T* row, std::size_t d) {
     if (row[j] != T(0)) return false;
   return true;
 }
+
+// A uniform draw by u of a row below n that is neither all zeros nor in `drawn`, its values into
+// `row`; n where there is none. It draws up to kZeroRedraws times; past that (almost every row
+// zero or drawn), the first such row after the last draw, cyclically, kScanRows rows a fetch.
+// The first draw is u.below(n), so data without zero rows takes the draws it took before.
+// fetch(rows, into): those rows' values into `into`, in order (on every rank, collectively: every
+// rank takes the same steps).
+constexpr int kZeroRedraws = 64;
+constexpr std::size_t kScanRows = 4096;
+template <class T, class Fetch>
+std::size_t draw_nonzero_row(std::size_t n, std::size_t d, Uniform& u, const std::unordered_set<std::size_t>& drawn,
+                             Fetch&& fetch, std::vector<T>& row) {
+  std::size_t t = 0;
+  for (int tries = 0; tries < kZeroRedraws; ++tries) {
+    t = u.below(n);
+    if (drawn.count(t)) continue;
+    fetch(std::vector<std::size_t>{t}, row);
+    if (!zero_row(row.data(), d)) return t;
+  }
+  std::vector<std::size_t> rows;
+  std::vector<T> block;
+  for (std::size_t seen = 0; seen < n; seen += rows.size()) {
+    rows.resize(std::min(kScanRows, n - seen));
+    for (std::size_t q = 0; q < rows.size(); ++q) rows[q] = (t + 1 + seen + q) % n;
+    fetch(rows, block);
+    for (std::size_t q = 0; q < rows.size(); ++q)
+      if (!drawn.count(rows[q]) && !zero_row(block.data() + q * d, d)) {
+        row.assign(block.begin() + static_cast<std::ptrdiff_t>(q * d),
+                   block.begin() + static_cast<std::ptrdiff_t>((q + 1) * d));
+        return rows[q];
+      }
+  }
+  return n;
+}
+
+// The error for data whose every row has length 0 (or zero weight), under cosine and dot.
+[[noreturn]] void no_direction(const char* init);
 
 constexpr std::size_t kLanes = 8, kMaxPadded = 64;  // 2 + ln K candidates: 12 at K = 65536
 typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));

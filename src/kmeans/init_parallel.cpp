@@ -338,13 +338,10 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
     fetch(rows, out);
   };
   Uniform u{params.seed, kParallel};
-  std::vector<std::size_t> cands{u.below(n)};
-  if (init_detail::skips_zero_rows(params)) {  // the first candidate again while it is a row of length 0
-    std::vector<T> row;
-    fetch({cands[0]}, row);
-    for (int tries = 0; tries < init_detail::kZeroRedraws && init_detail::zero_row(row.data(), d); ++tries)
-      fetch({cands[0] = u.below(n)}, row);
-  }
+  const bool skip_zero = init_detail::skips_zero_rows(params);  // (cosine, dot: draw_nonzero_row)
+  std::vector<T> row;
+  std::vector<std::size_t> cands{skip_zero ? init_detail::draw_nonzero_row(n, d, u, {}, fetch, row) : u.below(n)};
+  if (cands[0] == n) init_detail::no_direction("kmeans||");
   std::vector<double> chunk_sums;
   steps.start(cands[0], chunk_sums);
   auto total = [](const std::vector<double>& sums) {  // in chunk order
@@ -373,7 +370,14 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   if (cands.size() <= k) {
     // Every candidate is a centre. Fewer than K only when every object sits on one (fewer distinct
     // objects than K: duplicates are unavoidable, as in k-means++) or the rounds ran out.
-    while (cands.size() < k) cands.push_back(u.below(n));
+    while (cands.size() < k) {
+      std::size_t t = u.below(n);
+      if (skip_zero) {  // (a row of length 0: a candidate again)
+        fetch(std::vector<std::size_t>{t}, row);
+        if (init_detail::zero_row(row.data(), d)) t = cands[u.below(cands.size())];
+      }
+      cands.push_back(t);
+    }
     fetch_out(cands);
     return;
   }

@@ -262,7 +262,8 @@ class CpuPlusPlus final : public PlusPlusSteps {
 };
 
 // fetch(index, out): copies that object's row to out (on every rank, collectively).
-// skip_zero: the first centre is drawn again while its row is all zeros (kZeroRedraws).
+// fetch(rows, into): those objects' rows into `into`, in order (on every rank, collectively).
+// skip_zero (cosine and dot): no row of length 0 is drawn (init_detail.hpp: draw_nonzero_row).
 template <class T, class Fetch>
 void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, bool skip_zero,
                    PlusPlusSteps& steps, std::vector<T>& out, Fetch&& fetch) {
@@ -288,17 +289,26 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     }
     steps.walk(draws);
   };
+  std::vector<T> row;
+  std::vector<std::size_t> chosen;  // the centres' objects, in order
+  auto take = [&](std::size_t object) {
+    fetch(std::vector<std::size_t>{object}, row);
+    std::copy_n(row.begin(), d, out.begin() + static_cast<std::ptrdiff_t>(chosen.size() * d));
+    chosen.push_back(object);
+  };
   std::size_t first = 0;
-  if (steps.weighted()) {  // the first centre in proportion to the weights
+  if (steps.weighted()) {  // the first centre in proportion to the weights (0 for rows skipped)
     steps.weights(chunk_sums);
+    if (!(total(chunk_sums) > 0)) init_detail::no_direction("kmeans++");
     draw(1, total(chunk_sums));
     first = draws[0].cand;
+  } else if (skip_zero) {
+    first = init_detail::draw_nonzero_row(n, d, u, {}, fetch, row);
+    if (first == n) init_detail::no_direction("kmeans++");
   } else {
     first = u.below(n);
   }
-  fetch(first, out.data());
-  for (int tries = 0; skip_zero && tries < init_detail::kZeroRedraws && init_detail::zero_row(out.data(), d); ++tries)
-    fetch(first = u.below(n), out.data());
+  take(first);
   steps.start(first, chunk_sums);
   double potential = total(chunk_sums);
 
@@ -308,7 +318,12 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     // Draw candidates with probability proportional to the squared distance: the chunk here,
     // the object within it by the steps' walk.
     if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
-      for (auto& cand : candidates) cand = u.below(n);
+      for (auto& cand : candidates) {
+        cand = u.below(n);
+        if (!skip_zero) continue;
+        fetch(std::vector<std::size_t>{cand}, row);  // (a row of length 0: a chosen centre again)
+        if (init_detail::zero_row(row.data(), d)) cand = chosen[u.below(chosen.size())];
+      }
     } else {
       draw(trials, potential);
       for (std::size_t t = 0; t < trials; ++t) candidates[t] = draws[t].cand;
@@ -329,7 +344,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
         best = candidates[t];
       }
     }
-    fetch(best, out.data() + c * d);
+    take(best);
     steps.choose(best, chunk_sums);
     potential = total(chunk_sums);
   }
@@ -352,10 +367,10 @@ std::vector<T> kmeanspp_centres(const Dataset<T>& local, const RowSplit& split, 
     steps = gpu_plusplus_steps(local, trials, device_rows ? device_rows : local.device_values, skip_zero);
   else
     steps = std::make_unique<CpuPlusPlus<T>>(local, split, team, skip_zero);
-  pick_kmeanspp(n, d, k, params.seed, skip_zero, *steps, out, [&](std::size_t row, T* to) {
-    const std::vector<T> r = fetch_rows(local, split, team, {row});
-    std::copy_n(r.begin(), d, to);
-  });
+  pick_kmeanspp(n, d, k, params.seed, skip_zero, *steps, out,
+                [&](const std::vector<std::size_t>& rows, std::vector<T>& into) {
+                  init_detail::fetch_rows_into(local, split, team, rows, into);
+                });
   progress::end_stage();
   return out;
 }

@@ -32,14 +32,10 @@ Dataset<T> unit_rows(const Dataset<T>& data) {
 
 namespace {
 
-// What to do about a row of length 0 that the --init `drawn_by` took from the data: k-means++,
-// k-means|| and random skip such rows (init_detail.hpp: kZeroRedraws), so for them the data has
-// too few other rows; first takes rows as they come.
+// What to do about a row of length 0 that the --init `drawn_by` took from the data. Only first
+// takes such rows (the others skip them: init_detail.hpp, draw_nonzero_row).
 std::string zero_row_advice(const char* drawn_by) {
-  if (std::string(drawn_by) != "first")
-    return strprintf("; --init=%s skips rows of length 0 but the data has too few distinct other rows: remove "
-                     "them, or give initial centroids",
-                     drawn_by);
+  if (std::string(drawn_by) != "first") return strprintf("; --init=%s took it from the data", drawn_by);
   return "; --init=first took it from the data: remove rows of length 0, use another --init (the others skip "
          "them), or give initial centroids";
 }

@@ -237,29 +237,42 @@ TEST(Metric, ZeroLengthCentroidRefused) {
   }
 }
 
-// k-means++, k-means|| and random never draw a row of length 0 under cosine and dot (a third of the rows
-// here, as padding would be): the fit runs, no initial centroid is zero, and the seed still
-// decides the centres. With too few other rows the error says so. (Euclidean draws them.)
-TEST(Metric, KmeansppAndRandomSkipZeroRows) {
-  auto data = kmtest::metric_data<double>(0, 600, 8, 20, 1);
-  for (std::size_t i = 0; i < data.n; i += 3) std::fill(data.row(i), data.row(i) + data.d, 0.0);
-  auto zero_centres = [&](const std::vector<double>& c) {
-    int zeros = 0;
-    for (std::size_t r = 0; r * data.d < c.size(); ++r)
-      zeros += std::all_of(c.begin() + r * data.d, c.begin() + (r + 1) * data.d, [](double v) { return v == 0; });
-    return zeros;
-  };
-  for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel, km::Init::random}) {
+// The number of rows of c (K rows of d) that are all zeros.
+int zero_centres(const std::vector<double>& c, std::size_t d) {
+  int zeros = 0;
+  for (std::size_t r = 0; r * d < c.size(); ++r)
+    zeros += std::all_of(c.begin() + r * d, c.begin() + (r + 1) * d, [](double v) { return v == 0; });
+  return zeros;
+}
+km::Dataset<double> with_zero_rows(std::size_t n, std::size_t d, std::size_t every) {
+  auto data = kmtest::metric_data<double>(0, n, d, 20, 1);
+  for (std::size_t i = 0; i < n; i += every) std::fill(data.row(i), data.row(i) + d, 0.0);
+  return data;
+}
+km::Dataset<double> copy_of(const km::Dataset<double>& from) {
+  km::Dataset<double> to(from.n, from.d);
+  std::copy_n(from.values.data(), from.n * from.d, to.values.data());
+  return to;
+}
+const km::Init kDrawingInits[] = {km::Init::kmeanspp, km::Init::kmeans_parallel, km::Init::random};
+
+// k-means++, k-means|| and random never draw a row of length 0 under cosine and dot (a third of
+// the rows here, as padding would be): the fit runs, no initial centroid is zero, the centres are
+// distinct rows, and the seed still decides them. (Euclidean draws them.)
+TEST(Metric, DrawsSkipZeroRows) {
+  const auto data = with_zero_rows(600, 8, 3);
+  for (km::Init init : kDrawingInits) {
     km::Params p = metric_params(Metric::euclidean, 150);
     p.init = init;
-    EXPECT_GT(zero_centres(km::initial_centroids(data, p)), 0) << "euclidean draws rows of length 0";
+    EXPECT_GT(zero_centres(km::initial_centroids(data, p), data.d), 0) << "euclidean draws rows of length 0";
     for (Metric metric : {Metric::cosine, Metric::dot}) {
       SCOPED_TRACE(std::string(km::to_string(init)) + " " + km::to_string(metric));
       p.metric = metric;
       const auto c = km::initial_centroids(data, p);
-      EXPECT_EQ(zero_centres(c), 0);
+      EXPECT_EQ(zero_centres(c, data.d), 0);
       std::vector<std::vector<double>> rows;
-      for (std::size_t r = 0; r * data.d < c.size(); ++r) rows.emplace_back(c.begin() + r * data.d, c.begin() + (r + 1) * data.d);
+      for (std::size_t r = 0; r * data.d < c.size(); ++r)
+        rows.emplace_back(c.begin() + r * data.d, c.begin() + (r + 1) * data.d);
       std::sort(rows.begin(), rows.end());
       EXPECT_EQ(std::unique(rows.begin(), rows.end()) - rows.begin(), 150) << "distinct rows";
       p.seed += 1;
@@ -267,14 +280,55 @@ TEST(Metric, KmeansppAndRandomSkipZeroRows) {
       for (const char* impl : {"seq", "omp"}) EXPECT_NO_THROW(km::run(km::find_implementation(impl), data, p)) << impl;
     }
   }
-  auto few = kmtest::metric_data<double>(0, 100, 3, 2, 1);
-  for (std::size_t i = 5; i < few.n; ++i) std::fill(few.row(i), few.row(i) + few.d, 0.0);
-  for (km::Init init : {km::Init::kmeanspp, km::Init::kmeans_parallel, km::Init::random}) {
-    km::Params p = metric_params(Metric::cosine, 8);
-    p.init = init;
-    kmtest::expect_error([&] { km::run(km::find_implementation("seq"), few, p); },
-                         "skips rows of length 0 but the data has too few distinct other rows");
-  }
+}
+
+// Almost every row zero (99%, or 5 of 400,000: past draw_nonzero_row's redraws, the scan), and
+// fewer non-zero directions than K (the D^2 draws' fallback draws duplicates, never zero rows):
+// no initial centroid is zero. Random with fewer non-zero rows than K says so.
+TEST(Metric, DrawsSkipZeroRowsWhenAlmostAllAreZero) {
+  const auto sparse = with_zero_rows(20000, 4, 1);
+  auto mostly = copy_of(sparse);
+  for (std::size_t i = 0; i < mostly.n; i += 100) mostly.row(i)[i % 4] = 1.0 + static_cast<double>(i);
+  auto five = with_zero_rows(400000, 2, 1);
+  for (std::size_t i = 0; i < 5; ++i) five.row(77777 * (i + 1))[0] = 1.0 + static_cast<double>(i);
+  auto directions = kmtest::metric_data<double>(0, 330, 3, 2, 1);
+  for (std::size_t i = 0; i < directions.n; ++i)
+    for (std::size_t j = 0; j < 3; ++j) directions.row(i)[j] = i % 11 == 0 ? 0.0 : (i % 3 == j ? 1.0 : 0.0);
+  for (km::Init init : kDrawingInits)
+    for (Metric metric : {Metric::cosine, Metric::dot}) {
+      SCOPED_TRACE(std::string(km::to_string(init)) + " " + km::to_string(metric));
+      km::Params p = metric_params(metric, 10);
+      p.init = init;
+      for (p.seed = 1; p.seed <= 20; ++p.seed) EXPECT_EQ(zero_centres(km::initial_centroids(mostly, p), 4), 0);
+      p.k = 3;
+      EXPECT_EQ(zero_centres(km::initial_centroids(five, p), 2), 0);
+      p.k = 8;
+      if (init == km::Init::random) {
+        kmtest::expect_error([&] { km::initial_centroids(five, p); }, "fewer than --clusters=8 rows have a non-zero");
+      } else {
+        for (p.seed = 1; p.seed <= 10; ++p.seed)
+          EXPECT_EQ(zero_centres(km::initial_centroids(directions, p), 3), 0) << "seed " << p.seed;
+      }
+      kmtest::expect_error([&] { km::initial_centroids(sparse, p); },
+                           init == km::Init::random ? "fewer than --clusters=8" : "no row has both a non-zero length");
+    }
+}
+
+// Sample weights: rows of length 0 weigh for no k-means|| candidate, so weights 0 on them give the
+// unweighted centres; k-means++ with no non-zero row of positive weight says so (no endless walk).
+TEST(Metric, DrawsSkipZeroRowsWeighted) {
+  const auto data = with_zero_rows(3000, 6, 2);
+  auto weighted = copy_of(data);
+  weighted.weights = km::HostBuffer<double>(data.n);
+  for (std::size_t i = 0; i < data.n; ++i) weighted.weights[i] = i % 2 == 0 ? 0.0 : 1.0;
+  km::Params p = metric_params(Metric::cosine, 40);
+  p.init = km::Init::kmeans_parallel;
+  for (p.seed = 1; p.seed <= 5; ++p.seed)
+    EXPECT_EQ(km::initial_centroids(weighted, p), km::initial_centroids(data, p)) << "seed " << p.seed;
+  for (std::size_t i = 1; i < data.n; i += 2) weighted.weights[i] = 0.0;
+  weighted.weights[0] = 1.0;  // a row of length 0
+  p.init = km::Init::kmeanspp;
+  kmtest::expect_error([&] { km::initial_centroids(weighted, p); }, "no row has both a non-zero length");
 }
 
 TEST(Metric, Names) {

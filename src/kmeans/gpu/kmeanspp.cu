@@ -615,6 +615,7 @@ void touch(K kernel) {
 template <class T>
 void preload_parallel_kernels(std::size_t d) {
   touch(kernels::plusplus_distances<T, 1>);
+  touch(kernels::plusplus_skip_zero_rows<T>);
   touch(kernels::plusplus_chunk_sums);
   touch(kernels::parallel_draw_flags);
   touch(kernels::gather_rows<T, T>);
