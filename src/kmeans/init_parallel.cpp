@@ -465,7 +465,8 @@ std::vector<T> kmeans_parallel_centres(const Dataset<T>& local, const RowSplit& 
     std::fprintf(stderr, "k-means||: the steps begin %.4f s after the init's call\n",
                  std::chrono::duration<double>(began - entered).count());
   if (on_gpu && team.size() == 1 && !local.weighted())
-    steps = gpu_parallel_steps(local, device_rows, centred, params.gpu_init, skips_zero_rows(params));
+    steps = gpu_parallel_steps(local, device_rows ? device_rows : local.device_values, centred, params.gpu_init,
+                               skips_zero_rows(params));  // (data on the device: read there)
   else
     steps = std::make_unique<CpuParallel<T>>(local, split, team, skips_zero_rows(params));
   if (parallel_verbose())

@@ -180,6 +180,27 @@ km::GpuInitConfig nearest_by_gemm() {
   c.nearest = km::GpuInitConfig::Nearest::gemm;
   return c;
 }
+// Data only on the device (a CuPy array's, no host rows), through the GEMMs, which read the
+// candidates' rows on the host, and skipping cosine's rows of length 0: the CPU's centres.
+TEST(GpuKmeansParallel, DeviceOnlyGemm) {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  auto host = label_data<float>(1, LabelShape{30000, 16, 300});
+  for (std::size_t i = 0; i < host.n; i += 5) std::fill(host.row(i), host.row(i) + host.d, 0.0f);
+  km::cuda::DeviceBuffer<float> held;
+  const auto device = on_device(host, held);
+  for (km::Metric metric : {km::Metric::euclidean, km::Metric::cosine}) {
+    km::Params p;
+    p.k = 300;
+    p.init = km::Init::kmeans_parallel;
+    p.seed = 8;
+    p.metric = metric;
+    p.gpu_init = nearest_by_gemm();
+    const auto cpu = km::initial_centroids(host, p, false);
+    const auto gpu = km::initial_centroids(device, p, true);
+    ASSERT_EQ(gpu.size(), cpu.size());
+    EXPECT_EQ(std::memcmp(gpu.data(), cpu.data(), cpu.size() * sizeof(float)), 0) << km::to_string(metric);
+  }
+}
 TEST(GpuKmeansParallel, DoubleGemm) {
   check_gpu_init<double>(km::Init::kmeans_parallel, {{40000, 3, 1000}, {30000, 16, 2000}}, nearest_by_gemm());
 }

@@ -325,15 +325,14 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
     }
     // The candidates' rows in T (the GEMM's operand) and in double (the re-check's), their
     // squared norms (in double, for the scores) and, per block, the largest norm.
+    // (copy_row: data only on the device has no host rows to read.)
     rows_t_.resize(m * d);
     norms_.resize(m);
     for (std::size_t t = 0; t < m; ++t) {
+      copy_row(data_, cands[t], rows_t_.data() + t * d);
       double s = 0;
-      for (std::size_t j = 0; j < d; ++j) {
-        const T v = data_.row(cands[t])[j];
-        rows_t_[t * d + j] = v;
-        s += static_cast<double>(v) * static_cast<double>(v);
-      }
+      for (std::size_t j = 0; j < d; ++j)
+        s += static_cast<double>(rows_t_[t * d + j]) * static_cast<double>(rows_t_[t * d + j]);
       norms_[t] = s;
     }
     if (cand_t_.size() < m * d) {
