@@ -189,9 +189,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         minus the sum of x.c). Labels are the exact ones, as for "euclidean" (the CLI's
         ``--metric``, docs/configuration.md).
     output : {"host", "device"}, default "host"
-        "device": X must be in GPU memory (a CuPy array or a PyTorch CUDA tensor), and
-        ``cluster_centers_``, ``labels_`` and ``predict``'s labels come back as arrays of X's
-        library on X's device (copies of the results, K x d and n values); "host": NumPy arrays.
+        "device": X must be in GPU memory (a CuPy array, a PyTorch CUDA tensor, or a DLPack array
+        whose library has ``from_dlpack``, as JAX's), and ``cluster_centers_``, ``labels_`` and
+        ``predict``'s labels come back as arrays of X's library on X's device (copies of the
+        results, K x d and n values); "host": NumPy arrays.
 
     Attributes
     ----------
@@ -319,8 +320,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         error on any rank raises on every rank (docs/configuration.md)."""
         device = _input.device_array(X)
         if self._output() == "device" and device is None:
-            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
-                             "or use output='host'")
+            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array, a PyTorch CUDA tensor or "
+                             "a JAX array, or use output='host'")
         if comm is not None:
             from . import _ranks
             if _ranks.ranks_of(comm) > 1:
@@ -453,8 +454,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         device = _input.device_array(X)
         if self._output() == "device" and device is None:
-            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
-                             "or use output='host'")
+            raise ValueError("output='device': X is not in GPU memory; pass a CuPy array, a PyTorch CUDA tensor or "
+                             "a JAX array, or use output='host'")
         if device is not None:  # read in place on the GPU
             if sample_weight is not None:
                 raise ValueError("X in GPU memory: sample weights need the data on the host")
@@ -556,8 +557,8 @@ def batch_kmeans(X, n_clusters, *, init="k-means++", max_iter=300, tol=1e-4, thr
     if _input._in_device_memory(X) and not isinstance(X, np.ndarray):
         return _batch_on_device(X, n_clusters, init, random_state, kw, output)
     if output == "device":
-        raise ValueError("output='device': X is not in GPU memory; pass a CuPy array or a PyTorch CUDA tensor, "
-                         "or use output='host'")
+        raise ValueError("output='device': X is not in GPU memory; pass a CuPy array, a PyTorch CUDA tensor or "
+                         "a JAX array, or use output='host'")
     X = np.asarray(X)
     if X.ndim != 3:
         raise ValueError(f"X: a batch needs 3 dimensions (B, N, d), not {X.ndim} (shape {X.shape}); "

@@ -259,7 +259,10 @@ def host_array(X):
 
 def device_maker(owner):
     """For KMeans(output="device"): a function making a NumPy result an array of owner's library on
-    owner's device (CuPy, PyTorch); ValueError, before any fit, for other kinds of CUDA array."""
+    owner's device: CuPy and PyTorch by their own calls; another array in CUDA memory that offers
+    DLPack and a ``from_dlpack`` (its ``__array_namespace__``'s, or JAX's) through
+    ``_core.DeviceResult``, a copy in CUDA memory its library takes over. ValueError, before any
+    fit, for other kinds of array."""
     library = type(owner).__module__.split(".")[0]
     if library == "torch":
         import torch
@@ -271,8 +274,30 @@ def device_maker(owner):
             with cupy.cuda.Device(owner.device.id):
                 return cupy.asarray(array)
         return make
+    from_dlpack = _from_dlpack_of(owner) if _dlpack_on_cuda(owner) else None
+    if from_dlpack is not None:
+        from . import _core
+        device = int(owner.__dlpack_device__()[1])
+        return lambda array: from_dlpack(_core.DeviceResult(np.ascontiguousarray(array), device))
     raise ValueError(f"output='device': results as {type(owner).__module__}.{type(owner).__name__} are not made; "
-                     "X must be a CuPy array or a PyTorch CUDA tensor (or use output='host')")
+                     "X must be a CuPy array, a PyTorch CUDA tensor or a DLPack array whose library has from_dlpack "
+                     "(JAX; the array API's __array_namespace__), or use output='host'")
+
+
+def _from_dlpack_of(owner):
+    """The from_dlpack of owner's library: its array API namespace's, else JAX's; None if neither."""
+    namespace = getattr(owner, "__array_namespace__", None)
+    if callable(namespace):
+        try:
+            found = getattr(namespace(), "from_dlpack", None)
+        except Exception:
+            found = None
+        if callable(found):
+            return found
+    if type(owner).__module__.split(".")[0] in ("jax", "jaxlib"):
+        import jax.numpy
+        return jax.numpy.from_dlpack
+    return None
 
 
 def _copies_to_host(X):
@@ -296,4 +321,6 @@ def to_host(array):
         return array
     if hasattr(array, "get") and not hasattr(array, "detach"):  # CuPy
         return array.get()
-    return array.detach().cpu().numpy()  # PyTorch
+    if callable(getattr(array, "detach", None)):  # PyTorch
+        return array.detach().cpu().numpy()
+    return np.asarray(array)  # (JAX and others copy themselves to the host through __array__)

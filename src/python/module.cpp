@@ -36,6 +36,7 @@
 #include "kmeans/device_view.hpp"
 #include "kmeans/metric.hpp"
 #include "kmeans/registry.hpp"
+#include "python/dlpack_out.hpp"
 #include "python/py_team.hpp"
 #include "report/report.hpp"
 
@@ -695,6 +696,7 @@ PYBIND11_MODULE(_core, m) {
       "float64 array, or (address, B n, d, single) for B n x d values row-major in CUDA memory (float32 when "
       "single), read there.");
   add_device(m);
+  kmpy::add_dlpack_out(m);
   add_parted(m);
   m.def(
       "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),

@@ -192,6 +192,36 @@ def test_dlpack_only_arrays_are_read_in_place():
     assert _input.device_array(DLPackOnly(X, device_type=1)) is None
 
 
+def test_output_device_of_dlpack_only_arrays():
+    from kmeans_gpu import _input
+
+    class Namespace:
+        @staticmethod
+        def from_dlpack(x):
+            return ("taken", x)
+
+    class WithNamespace(DLPackOnly):
+        def __array_namespace__(self, api_version=None):
+            return Namespace
+
+    X = np.zeros((500, 4), dtype=np.float32)
+    # a library with from_dlpack (its array API namespace): results through _core.DeviceResult
+    make = _input.device_maker(WithNamespace(X))
+    assert callable(make)
+    if not kmeans_gpu.gpu_available():
+        with pytest.raises(kmeans_gpu.DeviceError, match="output='device': no usable GPU"):
+            make(np.zeros(3))
+    # one without: refused before any fit, naming what works
+    with pytest.raises(ValueError, match="results as .*DLPackOnly are not made; X must be a CuPy array, a PyTorch "
+                                         "CUDA tensor or a DLPack array whose library has from_dlpack"):
+        _input.device_maker(DLPackOnly(X))
+    # results of other libraries back on the host through __array__ (JAX's arrays copy themselves)
+    class Hostable:
+        def __array__(self, dtype=None, copy=None):
+            return np.arange(3)
+    assert np.array_equal(_input.to_host(Hostable()), np.arange(3))
+
+
 class RecordingCore:
     """A stand-in for _core that records the device calls DeviceArray makes."""
 

@@ -1,5 +1,5 @@
 """The module's device path on a GPU (CuPy arrays, PyTorch CUDA tensors): each fit the host array's
-bits, predict, output="device", batch_kmeans's problems together equal to their separate fits, a
+bits, predict, output="device" (and through DLPack, as for JAX), batch_kmeans's problems together equal to their separate fits, a
 batch of device arrays and float16 device arrays as the host's.
 Skipped, with the reason, without a GPU, CuPy or PyTorch (CI; the refusals: test_device_arrays.py)."""
 
@@ -46,6 +46,49 @@ def test_output_device():
         labels = got.predict(dev)
         assert isinstance(labels, kind) and np.array_equal(back(labels), host.labels_), name
         assert got.score(dev) == host.score(X), name
+
+
+class DLPackOnly:
+    """An array that describes itself through DLPack alone, as JAX's do (no JAX on the GPU machine):
+    a CuPy array's capsule, and an array API namespace whose from_dlpack is CuPy's."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __array_namespace__(self, api_version=None):
+        return cp
+
+
+def test_output_device_through_dlpack():
+    X = np.random.default_rng(5).random((7001, 48)).astype(np.float32)
+    host = KMeans(30, init="k-means++", random_state=4, max_iter=20, impl="fused").fit(X)
+    got = KMeans(30, init="k-means++", random_state=4, max_iter=20, impl="fused", output="device").fit(
+        DLPackOnly(cp.asarray(X)))
+    assert isinstance(got.cluster_centers_, cp.ndarray) and isinstance(got.labels_, cp.ndarray)
+    assert np.array_equal(got.cluster_centers_.get(), host.cluster_centers_)
+    assert np.array_equal(got.labels_.get(), host.labels_) and got.labels_.dtype == np.int32
+    Xb = np.random.default_rng(6).random((3, 2001, 16)).astype(np.float32)
+    want = kmeans_gpu.batch_kmeans(Xb, 10, init="k-means++", random_state=2, max_iter=20, impl="fused")
+    c, labels, _, _ = kmeans_gpu.batch_kmeans(DLPackOnly(cp.asarray(Xb)), 10, init="k-means++", random_state=2,
+                                               max_iter=20, impl="fused", output="device")
+    assert np.array_equal(c.get(), want[0]) and np.array_equal(labels.get(), want[1])
+    # the values handed over once, to any consumer, on the GPU named
+    from kmeans_gpu import _core
+    values = np.arange(12, dtype=np.float64).reshape(3, 4)
+    result = _core.DeviceResult(values, 0)
+    assert tuple(result.__dlpack_device__()) == (2, 0)
+    tensor = torch.from_dlpack(result)
+    assert tensor.is_cuda and np.array_equal(tensor.cpu().numpy(), values)
+    with pytest.raises(BufferError, match="already handed over"):
+        result.__dlpack__()
+    capsule = _core.DeviceResult(np.zeros(5, np.int32), 0).__dlpack__()
+    del capsule  # (a capsule nobody consumed frees its memory)
 
 
 def test_batch_together_equals_separate_fits():
