@@ -56,7 +56,15 @@ for k in kernels:
 if {"cpu-omp", "cpu-blocked", "cpu-blas", "tensor", "regblock"} - set(names):
     failures.append(f"--list misses kernels: {names}")
 
+# A report standard output cannot take (a full disk): one line and exit 1, not a silent success.
+with open("/dev/full", "w") as full:
+    p = subprocess.run([GEMM, "--kernel=cpu-blas", "--size=16"], stdout=full, stderr=subprocess.PIPE, text=True)
+if p.returncode != 1 or "could not be written to standard output" not in p.stderr:
+    failures.append(f"report to /dev/full: exit {p.returncode}, stderr {p.stderr!r}")
+
 # Bad options: exit 2, one line.
+expect_error(2, ["--cpu-fraction=nan must be in [0, 1]"], "--kernel=hybrid", "--cpu-fraction=nan")
+expect_error(2, ["--mma=4294968980: use 884, 1684 or 1688"], "--kernel=tensor", "--mma=4294968980")
 expect_error(2, ["--kernel=warp"], "--kernel=warp")
 expect_error(2, ["--op=tt"], "--op=tt")
 expect_error(2, ["--tile"], "--kernel=shared", "--tile=12")

@@ -296,12 +296,12 @@ inline std::string tensor_math(bool is_double, const GpuOptions& o) {
   return shape == 884 ? MmaF64m8n8k4::name : shape == 1688 ? MmaF64m16n8k8::name : MmaF64m16n8k4::name;
 }
 
-// TF32 only when asked; the sm_90 FP64 shapes only on sm_90.
+// TF32 only when asked; the sm_90 FP64 shapes only on sm_90 (without a GPU, the caller says a GPU is needed).
 inline Support tensor_supports(bool is_double, const GpuOptions& o, const GpuInfo& gpu) {
   if (!is_double && !o.allow_tf32)
     return {false, "--kernel=tensor in float runs on TF32 (10-bit mantissa inputs, ~1e-3 relative error); add "
                    "--allow-tf32 to accept that, or use --precision=double (FP64 tensor cores)"};
-  if (is_double && (o.mma == 1684 || o.mma == 1688) && gpu.compute_capability < 90)
+  if (is_double && (o.mma == 1684 || o.mma == 1688) && gpu.present && gpu.compute_capability < 90)
     return {false, strprintf("--mma=%d needs sm_90 (this device is sm_%d)", o.mma, gpu.compute_capability)};
   return {};
 }

@@ -19,9 +19,7 @@ int to_dim(long long v, const char* option) {
   return static_cast<int>(v);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   km::cli::ignore_file_size_signal();
   CLI::App app{"gemm: C=A·B, C=Aᵀ·B and D=A·Bᵀ+C through naive to tensor-core kernels, on the GPU and the CPU",
                "gemm"};
@@ -93,10 +91,14 @@ int main(int argc, char** argv) {
     o.gpu.tile = static_cast<int>(tile);
     o.gpu.reps = static_cast<int>(reps);
     o.gpu.allow_tf32 = allow_tf32;
+    if (mma != 0 && mma != 884 && mma != 1684 && mma != 1688)
+      throw km::UsageError(km::strprintf("--mma=%lld: use 884, 1684 or 1688", mma));
     o.gpu.mma = static_cast<int>(mma);
     o.threads = static_cast<int>(threads);
     o.cpu_fraction = cpu_fraction;
     if (cpu_fraction && kernel != "hybrid") throw km::UsageError("--cpu-fraction applies to --kernel=hybrid only");
+    if (cpu_fraction && !(*cpu_fraction >= 0 && *cpu_fraction <= 1))  // (NaN too; before the GPU is looked for)
+      throw km::UsageError(km::strprintf("--cpu-fraction=%g must be in [0, 1]", *cpu_fraction));
     o.check = !no_check;
     o.seed = static_cast<std::uint64_t>(seed);
 
@@ -123,3 +125,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return km::cli::stdout_status("gemm", run_main(argc, argv)); }

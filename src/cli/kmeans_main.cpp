@@ -228,9 +228,7 @@ int run_kmeans(const Options& o, const km::Implementation& impl, const km::Param
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   km::cli::ignore_file_size_signal();
   // 32 hardware work queues, not CUDA's default 8, unless the environment says otherwise: a
   // batch's graph runs one branch a problem side by side (B = 32, N = 16384, K = 100: 0.85x the
@@ -316,3 +314,7 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return km::cli::stdout_status("kmeans", run_main(argc, argv)); }

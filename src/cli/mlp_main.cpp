@@ -166,9 +166,7 @@ int run(Cli& c) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   km::cli::ignore_file_size_signal();
   Cli c;
   CLI::App app{"mlp: trains a multilayer perceptron on Fashion-MNIST, every product through one GEMM kernel", "mlp"};
@@ -225,6 +223,10 @@ int main(int argc, char** argv) {
     km::mlp::validate_options(c.o);  // before the data is read
     c.o.backend.kernel = c.kernel.empty() ? (km::gpu_info().present ? "cublas" : "cpu-blas") : c.kernel;
     c.o.backend.phases = !c.no_phases;
+    if (c.tile != 4 && c.tile != 8 && c.tile != 16 && c.tile != 32)  // (as gemm: before the casts)
+      throw km::UsageError(km::strprintf("--tile=%lld: use 4, 8, 16 or 32", c.tile));
+    if (c.mma != 0 && c.mma != 884 && c.mma != 1684 && c.mma != 1688)
+      throw km::UsageError(km::strprintf("--mma=%lld: use 884, 1684 or 1688", c.mma));
     c.o.backend.gpu.tile = static_cast<int>(c.tile);
     c.o.backend.gpu.allow_tf32 = c.allow_tf32;
     c.o.backend.gpu.mma = static_cast<int>(c.mma);
@@ -241,3 +243,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return km::cli::stdout_status("mlp", run_main(argc, argv)); }

@@ -1,12 +1,16 @@
-// What both command lines (kmeans, gemm) share: strict number options and the thread cap.
+// What the command lines (kmeans, gemm, mlp) share: strict number options, the thread cap and
+// the check that the report reached standard output.
 #pragma once
 
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <string>
 
 #include "kmeans/params.hpp"
@@ -40,6 +44,19 @@ inline CLI::Validator decimal_integer(bool negative = true) {
 // temporary files; ignored, the write fails with EFBIG and ends as one error line that removes
 // them, like a full disk. Called first in every main.
 inline void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
+
+// main's status, once standard output has taken everything written to it; else (a full disk,
+// /dev/full, a closed descriptor) one line on stderr and 1: a report that was lost must not
+// pass for one that was written. Every main returns through it.
+inline int stdout_status(const char* program, int status) {
+  errno = 0;
+  std::cout.flush();
+  const bool lost = std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail();
+  if (!lost) return status;
+  std::fprintf(stderr, "%s: error: the report could not be written to standard output%s%s%s\n", program,
+               errno ? " (" : "", errno ? std::strerror(errno) : "", errno ? ")" : "");
+  return status ? status : 1;
+}
 
 // OMP_NUM_THREADS above the cap would crash libgomp at the first parallel region: clamp it
 // (and say so) before any parallel work.

@@ -61,7 +61,7 @@ GemmReport run_typed(const RunOptions& o, const KernelInfo& info) {
     r.device = "cpu";
     if (o.gpu.reps < 1) throw UsageError(strprintf("--reps=%d must be at least 1", o.gpu.reps));
   }
-  if (o.cpu_fraction && (*o.cpu_fraction < 0 || *o.cpu_fraction > 1))
+  if (o.cpu_fraction && !(*o.cpu_fraction >= 0 && *o.cpu_fraction <= 1))  // (NaN too)
     throw UsageError(strprintf("--cpu-fraction=%g must be in [0, 1]", *o.cpu_fraction));
 
   const Problem<T> p = make_problem<T>(o.op, o.m, o.n, o.k, o.seed);

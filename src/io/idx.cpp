@@ -55,10 +55,17 @@ class GzFile {
     read(b, 4, what);
     return (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
   }
-  // Whether anything follows (trailing garbage makes the sizes suspect).
+  // Whether anything follows (trailing garbage makes the sizes suspect). At the end of a gzip
+  // stream zlib checks its CRC: a damaged file fails here, where its data was already read.
   bool more() {
     unsigned char b;
-    return gzread(f_, &b, 1) == 1;
+    const int got = gzread(f_, &b, 1);
+    if (got < 0) {
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      throw InputError(strprintf("'%s': corrupt data (%s)", path_.c_str(), msg));
+    }
+    return got == 1;
   }
   const std::string& path() const { return path_; }
 
