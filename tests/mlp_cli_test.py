@@ -95,6 +95,22 @@ with tempfile.TemporaryDirectory() as d:
         base = [a for a in common + ["--kernel=cpu-blas"] if a.split("=")[0] not in given]
         one_line_error(run(*base, *args), 2, needle, " ".join(args))
 
+    for args, needle in ((["--tile=7"], "--tile=7: use 4, 8, 16 or 32"),
+                         (["--mma=5"], "--mma=5: use 884, 1684 or 1688"),
+                         (["--mma=4294968980"], "--mma=4294968980: use 884")):  # (not truncated to 1684)
+        one_line_error(run(*common, "--kernel=cpu-blas", *args), 2, needle, " ".join(args))
+    # A network too big for the host: refused before it is allocated, not killed by the kernel.
+    r = subprocess.run([MLP, "--quiet", *common[:1], "--hidden=20000,20000", "--batch=50", "--epochs=1",
+                        "--kernel=cpu-blas"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, KMEANS_HOST_MEMORY="1G"))
+    one_line_error(r, 1, "the network of --hidden=20000,20000 and --batch=50", "network memory")
+    # A report standard output cannot take: an error, not a silent success.
+    with open(os.devnull if not os.path.exists("/dev/full") else "/dev/full", "w") as full:
+        r = subprocess.run([MLP, "--quiet", *common, "--kernel=cpu-blas"], stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=300)
+    if os.path.exists("/dev/full"):
+        one_line_error(r, 1, "could not be written to standard output", "report to /dev/full")
+
     # Options are refused before the data is read.
     one_line_error(run(f"--data={d}/none", "--epochs=1000001"), 2, "--epochs=1000001", "epochs before the data")
     one_line_error(run(f"--data={d}/none", "--threads=1025"), 2, "--threads=1025", "threads before the data")
@@ -113,6 +129,13 @@ with tempfile.TemporaryDirectory() as d:
     with gzip.open(path, "wb") as f:
         f.write(raw[:-500])
     one_line_error(run(*common, "--kernel=cpu-blas"), 1, "truncated", "truncated")
+    # Damaged inside (its CRC no longer matches): zlib says so at the stream's end, after the
+    # data was read, and that is an error, not the end of the file.
+    write_set(d, "t10k", 100)
+    raw = bytearray(open(path, "rb").read())
+    raw[-8] ^= 0xFF  # the CRC-32 of the uncompressed data
+    open(path, "wb").write(bytes(raw))
+    one_line_error(run(*common, "--kernel=cpu-blas"), 1, "corrupt data", "CRC mismatch")
     # A header declaring far more images than the file holds: refused from the file's size,
     # before anything is allocated or read (it was zero-filled to the declared size first).
     for gz in (False, True):

@@ -1,11 +1,16 @@
 #include "common/host_memory.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include <unistd.h>
 
@@ -26,12 +31,70 @@ std::size_t resident_bytes() {
   return got == 2 && page > 0 ? static_cast<std::size_t>(resident * static_cast<unsigned long long>(page)) : 0;
 }
 
+// A file's first line as a number of bytes; false for "max", a missing file or anything else.
+bool read_bytes(const std::string& path, unsigned long long& out) {
+  std::ifstream f(path);
+  std::string word;
+  if (!(f >> word) || word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoull(word.c_str(), &end, 10);
+  return errno == 0 && *end == '\0';
+}
+
+// The value of `key` in a memory.stat file, 0 when absent.
+unsigned long long stat_value(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
+  std::string name;
+  unsigned long long v = 0;
+  while (f >> name >> v)
+    if (name == key) return v;
+  return 0;
+}
+
+// The least room over `dir` (a cgroup's folder under `mount`, "/" its root) and its ancestors.
+std::size_t room_up_from(const std::string& mount, std::string dir, const char* limit_file, const char* usage_file,
+                         const char* inactive_key) {
+  std::size_t room = SIZE_MAX;
+  while (true) {
+    const std::string at = mount + (dir == "/" ? "" : dir);
+    unsigned long long limit = 0, usage = 0;
+    if (read_bytes(at + "/" + limit_file, limit) && limit < (1ull << 62) && read_bytes(at + "/" + usage_file, usage)) {
+      const unsigned long long inactive = stat_value(at + "/memory.stat", inactive_key);
+      const unsigned long long held = usage > inactive ? usage - inactive : 0;
+      room = std::min<std::size_t>(room, limit > held ? static_cast<std::size_t>(limit - held) : 0);
+    }
+    if (dir.empty() || dir == "/") return room;
+    const std::size_t slash = dir.find_last_of('/');
+    dir = slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+  }
+}
+
 // "1.50 GiB", or below a GiB "12.3 MiB".
 std::string amount(double bytes) {
   return bytes >= 1073741824.0 ? strprintf("%.2f GiB", bytes / 1073741824.0) : strprintf("%.1f MiB", bytes / 1048576.0);
 }
 
 }  // namespace
+
+std::size_t cgroup_room(const std::string& proc_cgroup, const std::string& root) {
+  std::size_t room = SIZE_MAX;
+  std::istringstream lines(proc_cgroup);
+  std::string line;
+  while (std::getline(lines, line)) {  // "id:controllers:path"
+    const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",", path = line.substr(b + 1);
+    if (controllers == ",,") {  // v2: the unified hierarchy
+      for (const char* under : {"", "/unified"})
+        room = std::min(room, room_up_from(root + under, path, "memory.max", "memory.current", "inactive_file"));
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      room = std::min(room, room_up_from(root + "/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                                         "total_inactive_file"));
+    }
+  }
+  return room;
+}
 
 std::size_t available_host_memory() {
   if (const char* env = std::getenv("KMEANS_HOST_MEMORY")) {
@@ -58,8 +121,14 @@ std::size_t available_host_memory() {
     const std::size_t held = resident_bytes();  // the whole budget: less what this process already holds
     return v > held ? static_cast<std::size_t>(v - held) : 0;
   }
+  std::size_t room = SIZE_MAX;
+  if (std::ifstream cgroups{"/proc/self/cgroup"}) {
+    std::ostringstream text;
+    text << cgroups.rdbuf();
+    room = cgroup_room(text.str());
+  }
   std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return SIZE_MAX;
+  if (!f) return room;
   unsigned long long available_kb = 0, swap_kb = 0;
   bool found = false;
   char line[256];
@@ -73,7 +142,7 @@ std::size_t available_host_memory() {
     }
   }
   std::fclose(f);
-  return found ? static_cast<std::size_t>((available_kb + swap_kb) * 1024ull) : SIZE_MAX;
+  return found ? std::min(room, static_cast<std::size_t>((available_kb + swap_kb) * 1024ull)) : room;
 }
 
 void check_host_memory(double bytes, const std::string& what) {

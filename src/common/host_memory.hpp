@@ -8,11 +8,21 @@
 
 namespace km {
 
-// Bytes this process can still use: MemAvailable + SwapFree from /proc/meminfo, or the
+// Bytes this process can still use: MemAvailable + SwapFree from /proc/meminfo, or less where a
+// memory cgroup (a container's limit: docker --memory) leaves less (cgroup_room); or the
 // environment's KMEANS_HOST_MEMORY (bytes: the whole budget, less what this process already
-// holds resident) where the kernel's figure misleads (virtual machines whose memory grows as
+// holds resident) where the kernel's figures mislead (virtual machines whose memory grows as
 // it is used). SIZE_MAX when unknown.
 std::size_t available_host_memory();
+
+// The room the memory cgroups of this process leave it: the least, over its cgroup and that
+// cgroup's ancestors with a limit, of the limit less the usage that cannot be reclaimed (the
+// usage less the inactive file cache); cgroup v2 (memory.max, memory.current, memory.stat's
+// inactive_file) and v1 (memory.limit_in_bytes, memory.usage_in_bytes, total_inactive_file).
+// `proc_cgroup`: /proc/self/cgroup's text; `root`: where the hierarchies are mounted
+// (/sys/fs/cgroup: v2 there or under unified/, v1's memory controller under memory/). SIZE_MAX
+// when no limit applies or none can be read.
+std::size_t cgroup_room(const std::string& proc_cgroup, const std::string& root = "/sys/fs/cgroup");
 
 // Throws InputError "<what> needs X GiB of host memory but Y GiB are available" (MiB below
 // a GiB) when

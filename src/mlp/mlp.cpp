@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
+#include "cuda/device.hpp"
 #include "io/generate.hpp"
 #include "timing/timer.hpp"
 
@@ -134,14 +138,45 @@ struct Trainer<T>::Impl {
   }
 };
 
+namespace {
+
+// The network's memory, checked before any of it is allocated (a CPU kernel's on the host, a GPU
+// kernel's on the device): each layer's weights, momentum and gradients (in x out and out each),
+// a batch's activations and their gradients, the batch's input and a zero buffer; and on the host
+// the largest layer's initial weights in double and in T while they go in.
+void check_network_memory(const std::vector<int>& sizes, std::size_t batch, std::size_t elem, bool on_host) {
+  double values = static_cast<double>(batch) * sizes[0], transient = 0;
+  int widest = 0;
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
+    const double in = sizes[l], out = sizes[l + 1];
+    values += 3 * (in * out + out) + 2 * static_cast<double>(batch) * out;
+    transient = std::max(transient, in * out * static_cast<double>(sizeof(double) + elem));
+    widest = std::max({widest, sizes[l], sizes[l + 1]});
+  }
+  values += static_cast<double>(batch) * widest;
+  std::string hidden;
+  for (std::size_t l = 1; l + 1 < sizes.size(); ++l) hidden += (l > 1 ? "," : "") + std::to_string(sizes[l]);
+  const std::string what = "the network of --hidden=" + hidden + " and --batch=" + std::to_string(batch) +
+                           " (weights, momentum, gradients, a batch's activations)";
+  if (on_host) {
+    check_host_memory(values * static_cast<double>(elem) + transient, what);
+    return;
+  }
+  check_host_memory(transient, what);
+  check_device_memory(static_cast<std::size_t>(values) * elem, what, "use smaller --hidden layers or --batch");
+}
+
+}  // namespace
+
 template <class T>
 Trainer<T>::Trainer(const Options& o, std::size_t d, int classes) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.o = o;
-  m.be = make_backend<T>(o.backend);
   sizes_ = m.sizes = layer_sizes(o, d, classes);
-  m.layers = static_cast<int>(m.sizes.size()) - 1;
   const std::size_t batch = static_cast<std::size_t>(o.batch);
+  m.be = make_backend<T>(o.backend);  // (refuses a hybrid kernel, a GPU kernel without a GPU)
+  check_network_memory(m.sizes, batch, sizeof(T), m.be->device() == "cpu");
+  m.layers = static_cast<int>(m.sizes.size()) - 1;
   int widest = 0;
   for (int s : m.sizes) widest = std::max(widest, s);
   m.act.push_back(m.be->alloc(batch * d));
