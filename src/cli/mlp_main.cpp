@@ -19,6 +19,7 @@
 #include "gemm/registry.hpp"
 #include "io/idx.hpp"
 #include "io/write.hpp"
+#include "mlp/backend.hpp"
 #include "mlp/mlp.hpp"
 #include "report/report.hpp"
 
@@ -109,27 +110,43 @@ void write_table(std::ostream& out, const Cli& c, const std::string& device, con
   if (!c.o.backend.phases) out << "(phases not timed: --no-phases)\n";
 }
 
-// Initial weights, biases, batch order and normalisation as .npy, for the PyTorch reference.
+// Initial weights, batch order and normalisation as .npy, for the PyTorch reference. Everything
+// is made before the first file is written, and a failed write removes the files already
+// written: the folder gets the whole set or none of it.
 void dump(const Cli& c, const std::vector<int>& sizes, std::size_t train_n, km::mlp::Normalisation norm) {
   std::error_code ec;
   if (!std::filesystem::is_directory(c.dump, ec))
     throw km::UsageError("--dump-init=" + c.dump + ": not an existing folder");
-  km::check_host_memory(double(c.o.epochs) * double(train_n) * sizeof(std::int32_t),
-                        km::strprintf("--dump-init's batch order of %d epochs", c.o.epochs));
-  for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
-    const auto w = km::mlp::initial_weights(c.o.seed, static_cast<int>(l), sizes[l], sizes[l + 1]);
-    km::write_npy_file(c.dump + "/w" + std::to_string(l) + ".npy", "<f8",
-                       {std::size_t(sizes[l]), std::size_t(sizes[l + 1])}, w.data(), w.size() * sizeof(double));
-  }
+  double bytes = double(c.o.epochs) * double(train_n) * sizeof(std::int32_t);
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l) bytes += double(sizes[l]) * sizes[l + 1] * sizeof(double);
+  km::check_host_memory(bytes, km::strprintf("--dump-init's weights and batch order of %d epochs", c.o.epochs));
+  std::vector<std::vector<double>> weights;
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l)
+    weights.push_back(km::mlp::initial_weights(c.o.seed, static_cast<int>(l), sizes[l], sizes[l + 1]));
   std::vector<std::int32_t> order;
+  order.reserve(std::size_t(c.o.epochs) * train_n);
   for (int e = 1; e <= c.o.epochs; ++e) {
     const auto o = km::mlp::epoch_order(c.o.seed, e, train_n);
     order.insert(order.end(), o.begin(), o.end());
   }
-  km::write_npy_file(c.dump + "/order.npy", "<i4", {std::size_t(c.o.epochs), train_n}, order.data(),
-                     order.size() * sizeof(std::int32_t));
   const double n[2] = {norm.mean, norm.std};
-  km::write_npy_file(c.dump + "/norm.npy", "<f8", {2}, n, sizeof n);
+  std::vector<std::string> written;
+  try {
+    for (std::size_t l = 0; l < weights.size(); ++l) {
+      written.push_back(c.dump + "/w" + std::to_string(l) + ".npy");
+      km::write_npy_file(written.back(), "<f8", {std::size_t(sizes[l]), std::size_t(sizes[l + 1])},
+                         weights[l].data(), weights[l].size() * sizeof(double));
+    }
+    written.push_back(c.dump + "/order.npy");
+    km::write_npy_file(written.back(), "<i4", {std::size_t(c.o.epochs), train_n}, order.data(),
+                       order.size() * sizeof(std::int32_t));
+    written.push_back(c.dump + "/norm.npy");
+    km::write_npy_file(written.back(), "<f8", {2}, n, sizeof n);
+  } catch (...) {
+    written.pop_back();  // (the one that failed left nothing: write_npy_file writes through a temporary)
+    for (const std::string& path : written) std::filesystem::remove(path, ec);
+    throw;
+  }
 }
 
 template <class T>
@@ -230,7 +247,7 @@ int run_main(int argc, char** argv) {
     c.o.backend.gpu.tile = static_cast<int>(c.tile);
     c.o.backend.gpu.allow_tf32 = c.allow_tf32;
     c.o.backend.gpu.mma = static_cast<int>(c.mma);
-    km::gemm::find_kernel(c.o.backend.kernel);  // an unknown name fails before the data is read
+    km::mlp::require_runnable(c.o.backend);  // an unknown name, or no GPU for it, fails before the data is read
     return c.precision == "double" ? run<double>(c) : run<float>(c);
   } catch (const km::UsageError& e) {
     std::fprintf(stderr, "mlp: error: %s\n", e.what());

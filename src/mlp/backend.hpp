@@ -71,6 +71,10 @@ struct BackendOptions {
   bool phases = true;   // GPU: time each operation (events between them); off: only the totals
 };
 
+// UsageError unless o.kernel can run here (a hybrid kernel never; a GPU kernel only with a usable
+// GPU): make_backend's own refusals, which the command line makes before it reads the data.
+void require_runnable(const BackendOptions& o);
+
 // Throws UsageError for hybrid, an unknown kernel or options the kernel refuses here.
 template <class T>
 std::unique_ptr<Backend<T>> make_backend(const BackendOptions& o);

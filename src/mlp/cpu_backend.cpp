@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "cuda/device.hpp"
 #include "gemm/registry.hpp"
 #include "kernels/mlp/softmax_row.hpp"
 #include "mlp/backend.hpp"
@@ -136,14 +137,21 @@ std::unique_ptr<Backend<T>> make_cpu_backend(const BackendOptions& o) {
   return std::make_unique<CpuBackend<T>>(k, o.threads);
 }
 
-template <class T>
-std::unique_ptr<Backend<T>> make_backend(const BackendOptions& o) {
+void require_runnable(const BackendOptions& o) {
   const gemm::KernelInfo& k = gemm::find_kernel(o.kernel);
   if (k.where == gemm::Where::hybrid)
     throw UsageError("--kernel=" + o.kernel +
                      " splits each product between the GPU and the CPU with its own transfers; the MLP takes a GPU "
                      "kernel (weights stay on the device) or a CPU kernel");
-  return k.where == gemm::Where::cpu ? make_cpu_backend<T>(o) : make_gpu_backend<T>(o);
+  if (k.where == gemm::Where::gpu && !gpu_info().present)
+    throw UsageError("--kernel=" + o.kernel + " needs a CUDA GPU, but none is usable (" + gpu_info().why_absent +
+                     "); use --kernel=cpu-blas, cpu-blocked or cpu-omp");
+}
+
+template <class T>
+std::unique_ptr<Backend<T>> make_backend(const BackendOptions& o) {
+  require_runnable(o);
+  return gemm::find_kernel(o.kernel).where == gemm::Where::cpu ? make_cpu_backend<T>(o) : make_gpu_backend<T>(o);
 }
 
 template std::unique_ptr<Backend<float>> make_backend(const BackendOptions&);

@@ -205,10 +205,8 @@ template <class T>
 std::unique_ptr<Backend<T>> make_gpu_backend(const BackendOptions& o) {
   const gemm::KernelInfo& info = gemm::find_kernel(o.kernel);
   if (info.where != gemm::Where::gpu) throw UsageError("--kernel=" + o.kernel + " is not a GPU kernel");
+  require_runnable(o);
   const GpuInfo& gpu = gpu_info();
-  if (!gpu.present)
-    throw UsageError("--kernel=" + o.kernel + " needs a CUDA GPU, but none is usable (" + gpu.why_absent +
-                     "); use --kernel=cpu-blas, cpu-blocked or cpu-omp");
   gemm::check_gpu_options(o.kernel, sizeof(T) == 8, o.gpu);
   if (info.supports) {
     const Support s = info.supports(sizeof(T) == 8, o.gpu, gpu);
