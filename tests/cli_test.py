@@ -392,7 +392,8 @@ def test_outputs_refused_and_values_named():
         expect(os.path.isdir(os.path.join(lab, "r.labels.csv")) and os.listdir(lab) == ["r.labels.csv"],
                "the directory stays, nothing is written beside it")
         # Past the file-size limit: one line, exit 1, no temporaries, no output (not SIGXFSZ).
-        for name, words in (("fsize.csv", ["fsize", "too large"]), ("fsize.h5", ["fsize", "failed to write"])):
+        for name, words in (("fsize.csv", ["fsize", "too large"]),
+                            ("fsize.h5", ["'" + os.path.join(tmp, "fsize.h5") + "': failed to write", "too large"])):
             one_error(["--objects=20000", "--clusters=2", f"--output={os.path.join(tmp, name)}", "--quiet"], 1, words,
                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
         expect(not [n for n in os.listdir(tmp) if n.startswith(("fsize", ".fsize"))], "nothing left by the fsize run")

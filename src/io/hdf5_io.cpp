@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 
 #include "io/load.hpp"
@@ -488,11 +489,20 @@ Dataset<T> load_hdf5(const std::string& path, const std::string& dataset_name, i
 }
 
 template <class T>
-void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
+void write_hdf5_file(const std::string& path, const ResultView<T>& r, const std::string& shown_as) {
   silence_hdf5();
+  const std::string& shown = shown_as.empty() ? path : shown_as;
+  // (HDF5 leaves the system's reason in errno: a full disk, the file-size limit, permissions.)
+  auto reason = [] {
+    const int e = errno;
+    return e ? strprintf(": %s%s", std::strerror(e), e == ENOSPC ? " (disk full?)" : "") : std::string();
+  };
+  errno = 0;
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.ok()) throw InputError(strprintf("cannot create '%s'", path.c_str()));
-  auto fail = [&](const char* what) { throw InputError(strprintf("'%s': failed to write %s", path.c_str(), what)); };
+  if (!file.ok()) throw InputError(strprintf("cannot create '%s'%s", shown.c_str(), reason().c_str()));
+  auto fail = [&](const char* what) {
+    throw InputError(strprintf("'%s': failed to write %s%s", shown.c_str(), what, reason().c_str()));
+  };
 
   // No modification times in the object headers: the same result gives the same bytes.
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
@@ -524,7 +534,7 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r) {
 
 template Dataset<float> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*, std::size_t*);
 template Dataset<double> load_hdf5(const std::string&, const std::string&, int, int, RowSplit*, std::size_t*);
-template void write_hdf5_file(const std::string&, const ResultView<float>&);
-template void write_hdf5_file(const std::string&, const ResultView<double>&);
+template void write_hdf5_file(const std::string&, const ResultView<float>&, const std::string&);
+template void write_hdf5_file(const std::string&, const ResultView<double>&, const std::string&);
 
 }  // namespace km

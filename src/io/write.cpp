@@ -210,7 +210,7 @@ void write_result(const std::string& path, const ResultView<T>& r) {
   const Format format = format_from_path(path);
   TemporaryFile tmp(temporary_path_for(path));
   if (format == Format::hdf5) {
-    write_hdf5_file(tmp.path(), r);
+    write_hdf5_file(tmp.path(), r, path);
     tmp.commit_to(path);
     sync_directory_of(path);
     return;

@@ -80,9 +80,10 @@ std::string labels_path_for(const std::string& path);
 template <class T>
 void write_result(const std::string& path, const ResultView<T>& result);
 
-// Implemented in hdf5_io.cpp; writes to exactly `path` (the caller handles the rename).
+// Implemented in hdf5_io.cpp; writes to exactly `path` (the caller handles the rename); errors
+// name `shown`, the file the user asked for (path when empty).
 template <class T>
-void write_hdf5_file(const std::string& path, const ResultView<T>& result);
+void write_hdf5_file(const std::string& path, const ResultView<T>& result, const std::string& shown = {});
 
 // A temporary name in the same directory, so the final rename is atomic.
 std::string temporary_path_for(const std::string& path);
