@@ -90,7 +90,9 @@ with tempfile.TemporaryDirectory() as d:
                          (["--threads=2147483647"], "--threads=2147483647 must be in 0..1024"),
                          (["--threads=-1"], "--threads=-1 must be in 0..1024"),
                          (["--epochs=2147483647"], "--epochs=2147483647: must be in 1..1000000"),
-                         (["--epochs=0"], "--epochs=0: must be in 1..1000000")):
+                         (["--epochs=0"], "--epochs=0: must be in 1..1000000"),
+                         (["--batch=2147483648"], "--batch=2147483648: must be in 1..65536"),
+                         (["--epochs=9223372036854775807"], "--epochs=9223372036854775807: must be in 1..")):
         given = {a.split("=")[0] for a in args}
         base = [a for a in common + ["--kernel=cpu-blas"] if a.split("=")[0] not in given]
         one_line_error(run(*base, *args), 2, needle, " ".join(args))

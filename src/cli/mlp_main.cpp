@@ -30,7 +30,7 @@ constexpr int kClasses = 10;
 struct Cli {
   std::string kernel, precision = "float", data = "/usr/share/datasets/fashion-mnist", report = "table", hidden = "512,256";
   std::string dump;
-  long long train_limit = 0, test_limit = 0, tile = 16, mma = 0;
+  long long train_limit = 0, test_limit = 0, tile = 16, mma = 0, batch = 128, epochs = 10;  // (cast once checked)
   bool allow_tf32 = false, no_phases = false, quiet = false, list = false;
   km::mlp::Options o;
 };
@@ -194,8 +194,8 @@ int run_main(int argc, char** argv) {
   app.add_option("--precision", c.precision, "float or double")->check(CLI::IsMember({"float", "double"}));
   app.add_option("--data", c.data, "folder of the IDX files (train-*, t10k-*; plain or .gz)");
   app.add_option("--hidden", c.hidden, "hidden layer sizes, comma-separated");
-  app.add_option("--batch", c.o.batch, "mini-batch size")->transform(integer);
-  app.add_option("--epochs", c.o.epochs, "epochs")->transform(integer);
+  app.add_option("--batch", c.batch, "mini-batch size")->transform(integer);
+  app.add_option("--epochs", c.epochs, "epochs")->transform(integer);
   app.add_option("--lr", c.o.lr, "learning rate");
   app.add_option("--momentum", c.o.momentum, "SGD momentum");
   app.add_option("--seed", c.o.seed, "seed of the initial weights and the batch order")
@@ -240,6 +240,12 @@ int run_main(int argc, char** argv) {
     km::mlp::validate_options(c.o);  // before the data is read
     c.o.backend.kernel = c.kernel.empty() ? (km::gpu_info().present ? "cublas" : "cpu-blas") : c.kernel;
     c.o.backend.phases = !c.no_phases;
+    if (c.batch < 1 || c.batch > (1 << 16))  // (validate_options' ranges, before the casts)
+      throw km::UsageError(km::strprintf("--batch=%lld: must be in 1..65536", c.batch));
+    if (c.epochs < 1 || c.epochs > km::mlp::kMaxEpochs)
+      throw km::UsageError(km::strprintf("--epochs=%lld: must be in 1..%d", c.epochs, km::mlp::kMaxEpochs));
+    c.o.batch = static_cast<int>(c.batch);
+    c.o.epochs = static_cast<int>(c.epochs);
     if (c.tile != 4 && c.tile != 8 && c.tile != 16 && c.tile != 32)  // (as gemm: before the casts)
       throw km::UsageError(km::strprintf("--tile=%lld: use 4, 8, 16 or 32", c.tile));
     if (c.mma != 0 && c.mma != 884 && c.mma != 1684 && c.mma != 1688)
