@@ -24,7 +24,8 @@ class GzFile {
   explicit GzFile(const std::string& path) : path_(path) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
-      throw InputError(strprintf("'%s': no such file (an IDX file, plain or .gz)", path.c_str()));
+      throw InputError(strprintf("'%s': %s (an IDX file, plain or .gz, is needed)", path.c_str(),
+                                 std::filesystem::is_directory(path, ec) ? "a folder, not a file" : "no such file"));
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) throw InputError(strprintf("cannot open '%s': %s", path.c_str(), std::strerror(errno)));
   }
