@@ -80,6 +80,16 @@ with tempfile.TemporaryDirectory() as d:
         w0, order, norm = (np.load(os.path.join(out, n)) for n in ("w0.npy", "order.npy", "norm.npy"))
         check(w0.shape == (784, 32) and order.shape == (2, 300) and norm.shape == (2,), "dump shapes")
         check(sorted(order[1]) == list(range(300)), "order is a permutation")
+        # A dump that cannot complete leaves the folder as it was (no file replaced, no staging left).
+        os.remove(os.path.join(out, "order.npy"))
+        os.mkdir(os.path.join(out, "order.npy"))
+        before = {n: open(os.path.join(out, n), "rb").read() for n in ("w0.npy", "w1.npy", "norm.npy")}
+        one_line_error(run(*[a for a in common if not a.startswith("--hidden")], "--hidden=64", f"--dump-init={out}"), 1,
+                       "order.npy' exists and is not a file",
+                       "dump over a folder")
+        check(all(open(os.path.join(out, n), "rb").read() == b for n, b in before.items())
+              and sorted(os.listdir(out)) == ["norm.npy", "order.npy", "w0.npy", "w1.npy", "w2.npy"],
+              f"the earlier dump is left as it was: {sorted(os.listdir(out))}")
 
     # Options.
     for args, needle in ((["--kernel=nope"], "is not one of"), (["--kernel=hybrid"], "splits each product"),

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "cli/options.hpp"
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
@@ -111,8 +113,8 @@ void write_table(std::ostream& out, const Cli& c, const std::string& device, con
 }
 
 // Initial weights, batch order and normalisation as .npy, for the PyTorch reference. Everything
-// is made before the first file is written, and a failed write removes the files already
-// written: the folder gets the whole set or none of it.
+// is made, and written into a temporary folder inside the target, before the first file takes
+// its place: a failure leaves the folder as it was.
 void dump(const Cli& c, const std::vector<int>& sizes, std::size_t train_n, km::mlp::Normalisation norm) {
   std::error_code ec;
   if (!std::filesystem::is_directory(c.dump, ec))
@@ -130,23 +132,32 @@ void dump(const Cli& c, const std::vector<int>& sizes, std::size_t train_n, km::
     order.insert(order.end(), o.begin(), o.end());
   }
   const double n[2] = {norm.mean, norm.std};
-  std::vector<std::string> written;
+  const std::string staging = c.dump + "/.mlp-dump.tmp." + std::to_string(::getpid());
+  std::vector<std::string> names;
   try {
+    if (!std::filesystem::create_directory(staging, ec) || ec)
+      throw km::InputError("--dump-init=" + c.dump + ": cannot create a folder in it: " + ec.message());
     for (std::size_t l = 0; l < weights.size(); ++l) {
-      written.push_back(c.dump + "/w" + std::to_string(l) + ".npy");
-      km::write_npy_file(written.back(), "<f8", {std::size_t(sizes[l]), std::size_t(sizes[l + 1])},
+      names.push_back("w" + std::to_string(l) + ".npy");
+      km::write_npy_file(staging + "/" + names.back(), "<f8", {std::size_t(sizes[l]), std::size_t(sizes[l + 1])},
                          weights[l].data(), weights[l].size() * sizeof(double));
     }
-    written.push_back(c.dump + "/order.npy");
-    km::write_npy_file(written.back(), "<i4", {std::size_t(c.o.epochs), train_n}, order.data(),
+    names.push_back("order.npy");
+    km::write_npy_file(staging + "/order.npy", "<i4", {std::size_t(c.o.epochs), train_n}, order.data(),
                        order.size() * sizeof(std::int32_t));
-    written.push_back(c.dump + "/norm.npy");
-    km::write_npy_file(written.back(), "<f8", {2}, n, sizeof n);
+    names.push_back("norm.npy");
+    km::write_npy_file(staging + "/norm.npy", "<f8", {2}, n, sizeof n);
+    for (const std::string& name : names) {  // (every rename can happen before the first is made)
+      const std::string to = c.dump + "/" + name;
+      if (std::filesystem::exists(to, ec) && !std::filesystem::is_regular_file(to, ec))
+        throw km::InputError("--dump-init: '" + to + "' exists and is not a file");
+    }
+    for (const std::string& name : names) std::filesystem::rename(staging + "/" + name, c.dump + "/" + name);
   } catch (...) {
-    written.pop_back();  // (the one that failed left nothing: write_npy_file writes through a temporary)
-    for (const std::string& path : written) std::filesystem::remove(path, ec);
+    std::filesystem::remove_all(staging, ec);
     throw;
   }
+  std::filesystem::remove(staging, ec);
 }
 
 template <class T>

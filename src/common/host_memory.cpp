@@ -53,15 +53,17 @@ unsigned long long stat_value(const std::string& path, const std::string& key) {
 }
 
 // The least room over `dir` (a cgroup's folder under `mount`, "/" its root) and its ancestors.
+// The page cache (`cache_key` of memory.stat) is not counted as held: the kernel reclaims it
+// under the limit, as MemAvailable counts it available.
 std::size_t room_up_from(const std::string& mount, std::string dir, const char* limit_file, const char* usage_file,
-                         const char* inactive_key) {
+                         const char* cache_key) {
   std::size_t room = SIZE_MAX;
   while (true) {
     const std::string at = mount + (dir == "/" ? "" : dir);
     unsigned long long limit = 0, usage = 0;
     if (read_bytes(at + "/" + limit_file, limit) && limit < (1ull << 62) && read_bytes(at + "/" + usage_file, usage)) {
-      const unsigned long long inactive = stat_value(at + "/memory.stat", inactive_key);
-      const unsigned long long held = usage > inactive ? usage - inactive : 0;
+      const unsigned long long cache = stat_value(at + "/memory.stat", cache_key);
+      const unsigned long long held = usage > cache ? usage - cache : 0;
       room = std::min<std::size_t>(room, limit > held ? static_cast<std::size_t>(limit - held) : 0);
     }
     if (dir.empty() || dir == "/") return room;
@@ -87,10 +89,10 @@ std::size_t cgroup_room(const std::string& proc_cgroup, const std::string& root)
     const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",", path = line.substr(b + 1);
     if (controllers == ",,") {  // v2: the unified hierarchy
       for (const char* under : {"", "/unified"})
-        room = std::min(room, room_up_from(root + under, path, "memory.max", "memory.current", "inactive_file"));
+        room = std::min(room, room_up_from(root + under, path, "memory.max", "memory.current", "file"));
     } else if (controllers.find(",memory,") != std::string::npos) {
       room = std::min(room, room_up_from(root + "/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes",
-                                         "total_inactive_file"));
+                                         "total_cache"));
     }
   }
   return room;

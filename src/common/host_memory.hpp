@@ -16,9 +16,10 @@ namespace km {
 std::size_t available_host_memory();
 
 // The room the memory cgroups of this process leave it: the least, over its cgroup and that
-// cgroup's ancestors with a limit, of the limit less the usage that cannot be reclaimed (the
-// usage less the inactive file cache); cgroup v2 (memory.max, memory.current, memory.stat's
-// inactive_file) and v1 (memory.limit_in_bytes, memory.usage_in_bytes, total_inactive_file).
+// cgroup's ancestors with a limit, of the limit less the usage other than page cache (which the
+// kernel reclaims under the limit); cgroup v2 (memory.max, memory.current, memory.stat's file)
+// and v1 (memory.limit_in_bytes, memory.usage_in_bytes, total_cache). Swap the cgroup may use
+// is not counted (a stricter figure than /proc/meminfo's).
 // `proc_cgroup`: /proc/self/cgroup's text; `root`: where the hierarchies are mounted
 // (/sys/fs/cgroup: v2 there or under unified/, v1's memory controller under memory/). SIZE_MAX
 // when no limit applies or none can be read.

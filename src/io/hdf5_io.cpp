@@ -500,6 +500,7 @@ void write_hdf5_file(const std::string& path, const ResultView<T>& r, const std:
   errno = 0;
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) throw InputError(strprintf("cannot create '%s'%s", shown.c_str(), reason().c_str()));
+  errno = 0;  // (a successful create leaves ENOENT from its probe: not a reason for what follows)
   auto fail = [&](const char* what) {
     throw InputError(strprintf("'%s': failed to write %s%s", shown.c_str(), what, reason().c_str()));
   };

@@ -61,11 +61,11 @@ class GzFile {
   bool more() {
     unsigned char b;
     const int got = gzread(f_, &b, 1);
-    if (got < 0) {
-      int code = 0;
-      const char* msg = gzerror(f_, &code);
-      throw InputError(strprintf("'%s': corrupt data (%s)", path_.c_str(), msg));
-    }
+    int code = Z_OK;
+    const char* msg = gzerror(f_, &code);
+    if (got < 0) throw InputError(strprintf("'%s': corrupt data (%s)", path_.c_str(), msg));
+    if (got == 0 && code == Z_BUF_ERROR)  // (a gzip stream cut short: its CRC and size never came)
+      throw InputError(strprintf("'%s': truncated: %s", path_.c_str(), msg));
     return got == 1;
   }
   const std::string& path() const { return path_; }

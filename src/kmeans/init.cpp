@@ -34,9 +34,10 @@ std::vector<std::size_t> random_rows(std::size_t n, std::size_t k, Uniform& u) {
   return order;
 }
 
-// Each row of length 0 among the drawn `rows` (their values in `out`) replaced by a uniform draw
-// from the rows not drawn yet that are not zero (init_detail.hpp: draw_nonzero_row). Drawn rows
-// stay drawn, so the set is uniform over the rows that are not zero.
+// Each row of length 0 among the drawn `rows` (their values in `out`) replaced by a draw from
+// the rows not drawn yet that are not zero (init_detail.hpp: draw_nonzero_row). Drawn rows stay
+// drawn, so the set is uniform over the rows that are not zero (but for data almost all zero,
+// where draw_nonzero_row falls back to its scan).
 template <class T>
 void replace_zero_rows(const Dataset<T>& local, const RowSplit& split, Team& team, Uniform& u,
                        std::vector<std::size_t>& rows, std::vector<T>& out) {
@@ -68,8 +69,8 @@ bool parallel_verbose() { return g_parallel_verbose.load(std::memory_order_relax
 void set_parallel_verbose(bool on) { g_parallel_verbose.store(on, std::memory_order_relaxed); }
 
 void init_detail::no_direction(const char* init) {
-  throw InputError(strprintf("--init=%s: no row has both a non-zero length and a positive weight; the cosine and "
-                             "dot metrics need initial centroids with a direction",
+  throw InputError(strprintf("--init=%s: every row has length 0 (or, with sample weights, weight 0); the cosine "
+                             "and dot metrics need initial centroids with a direction",
                              init));
 }
 

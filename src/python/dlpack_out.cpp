@@ -8,9 +8,11 @@
 
 #include <cuda_runtime.h>
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -39,7 +41,7 @@ struct DLTensor {
   std::int32_t ndim;
   DLDataType dtype;
   std::int64_t* shape;
-  std::int64_t* strides;  // null: C-contiguous
+  std::int64_t* strides;  // in elements
   std::uint64_t byte_offset;
 };
 struct DLManagedTensor {
@@ -55,7 +57,7 @@ constexpr const char* kCapsule = "dltensor";
 struct Owned {
   void* data = nullptr;
   int device = 0;
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape, strides;  // (strides in elements, C order)
   DLManagedTensor tensor{};
 };
 
@@ -96,6 +98,8 @@ class DeviceResult {
     auto owned = std::make_unique<Owned>();
     owned->device = device;
     owned->shape.assign(c.shape(), c.shape() + c.ndim());
+    owned->strides.assign(owned->shape.size(), 1);
+    for (std::size_t i = owned->shape.size(); i-- > 1;) owned->strides[i - 1] = owned->strides[i] * owned->shape[i];
     const DLDataType type = dl_type(c.dtype());
     const auto bytes = static_cast<std::size_t>(c.nbytes());
     int before = 0;
@@ -117,7 +121,7 @@ class DeviceResult {
     t.ndim = static_cast<std::int32_t>(c.ndim());
     t.dtype = type;
     t.shape = owned->shape.data();
-    t.strides = nullptr;
+    t.strides = owned->strides.data();
     t.byte_offset = 0;
     owned->tensor.manager_ctx = owned.get();
     owned->tensor.deleter = free_owned;
@@ -131,8 +135,16 @@ class DeviceResult {
 
   py::tuple dlpack_device() const { return py::make_tuple(kDLCUDA, device_); }
 
-  // The values, once: the capsule's consumer owns them from then on.
-  py::capsule dlpack() {
+  // The values, once: the capsule's consumer owns them from then on. `dl_device` (the array API's
+  // argument), where given, must be where they are: no copy elsewhere is made.
+  py::capsule dlpack(const py::object& dl_device) {
+    if (!dl_device.is_none()) {
+      const auto asked = dl_device.cast<std::pair<int, int>>();
+      if (asked.first != kDLCUDA || asked.second != device_)
+        throw py::buffer_error(km::strprintf("DeviceResult: its values are on CUDA device %d; device (%d, %d) was "
+                                             "asked for",
+                                             device_, asked.first, asked.second));
+    }
     if (!owned_) throw py::buffer_error("DeviceResult: its values were already handed over through __dlpack__");
     PyObject* capsule = PyCapsule_New(&owned_->tensor, kCapsule, free_unconsumed);
     if (!capsule) throw py::error_already_set();
@@ -154,7 +166,9 @@ void add_dlpack_out(py::module_& m) {
       .def("__dlpack_device__", &DeviceResult::dlpack_device)
       .def(
           "__dlpack__",
-          [](DeviceResult& self, const py::args&, const py::kwargs&) { return self.dlpack(); },
+          [](DeviceResult& self, const py::args&, const py::kwargs& kw) {
+            return self.dlpack(kw.contains("dl_device") ? py::object(kw["dl_device"]) : py::object(py::none()));
+          },
           "A 'dltensor' capsule of the values (any stream: the copy has finished).");
 }
 

@@ -362,8 +362,8 @@ TEST(TextReaders, ParallelPartsReadEveryRowInPlace) {
 }
 
 // The room a memory cgroup leaves (a container's limit, which /proc/meminfo does not show): the
-// least over the cgroup and its ancestors of the limit less the usage that is not inactive file
-// cache, v1 and v2, an unlimited level ("max", v1's huge number) skipped, nothing readable SIZE_MAX.
+// least over the cgroup and its ancestors of the limit less the usage that is not page cache,
+// v1 and v2, an unlimited level ("max", v1's huge number) skipped, nothing readable SIZE_MAX.
 TEST(HostMemory, CgroupRoom) {
   const std::filesystem::path root = std::filesystem::temp_directory_path() / ("km_cgroup_" + std::to_string(getpid()));
   auto put = [&](const std::string& file, const std::string& text) {
@@ -372,13 +372,13 @@ TEST(HostMemory, CgroupRoom) {
   };
   put("memory/a/memory.limit_in_bytes", "1000000\n");  // v1: 1e6 less (400000 - 100000)
   put("memory/a/memory.usage_in_bytes", "400000\n");
-  put("memory/a/memory.stat", "cache 5\ntotal_inactive_file 100000\n");
+  put("memory/a/memory.stat", "cache 5\ntotal_cache 100000\n");
   put("memory/a/b/memory.limit_in_bytes", "9223372036854771712\n");
   put("memory/a/b/memory.usage_in_bytes", "1\n");
   put("x/memory.max", "max\n");  // v2: 5e6 less (2e6 - 5e5) at x/y
   put("x/y/memory.max", "5000000\n");
   put("x/y/memory.current", "2000000\n");
-  put("x/y/memory.stat", "anon 7\ninactive_file 500000\n");
+  put("x/y/memory.stat", "anon 7\nfile 500000\ninactive_file 3\n");
   put("full/memory.max", "100\n");  // v2, usage past the limit: no room
   put("full/memory.current", "200\n");
   const std::string r = root.string();

@@ -87,6 +87,8 @@ def test_output_device_through_dlpack():
     assert tensor.is_cuda and np.array_equal(tensor.cpu().numpy(), values)
     with pytest.raises(BufferError, match="already handed over"):
         result.__dlpack__()
+    with pytest.raises(BufferError, match=r"device \(1, 0\) was asked for"):  # (no copy to the host is made)
+        _core.DeviceResult(values, 0).__dlpack__(dl_device=(1, 0))
     capsule = _core.DeviceResult(np.zeros(5, np.int32), 0).__dlpack__()
     del capsule  # (a capsule nobody consumed frees its memory)
 
