@@ -86,7 +86,9 @@ std::size_t cgroup_room(const std::string& proc_cgroup, const std::string& root)
   while (std::getline(lines, line)) {  // "id:controllers:path"
     const std::size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",", path = line.substr(b + 1);
+    std::string controllers = ",";  // (appended, not "," + ...: GCC 12's -Wrestrict false alarm)
+    controllers.append(line, a + 1, b - a - 1).append(",");
+    const std::string path = line.substr(b + 1);
     if (controllers == ",,") {  // v2: the unified hierarchy
       for (const char* under : {"", "/unified"})
         room = std::min(room, room_up_from(root + under, path, "memory.max", "memory.current", "file"));

@@ -155,7 +155,7 @@ void check_network_memory(const std::vector<int>& sizes, std::size_t batch, std:
   }
   values += static_cast<double>(batch) * widest;
   std::string hidden;
-  for (std::size_t l = 1; l + 1 < sizes.size(); ++l) hidden += (l > 1 ? "," : "") + std::to_string(sizes[l]);
+  for (std::size_t l = 1; l + 1 < sizes.size(); ++l) hidden.append(l > 1 ? "," : "").append(std::to_string(sizes[l]));
   const std::string what = "the network of --hidden=" + hidden + " and --batch=" + std::to_string(batch) +
                            " (weights, momentum, gradients, a batch's activations)";
   if (on_host) {
