@@ -78,7 +78,7 @@ std::size_t walk_chunk(const double* closest, std::size_t n, std::size_t chunk, 
 
 // The GPU's steps (src/kmeans/gpu/kmeanspp.cu): the data on the device for the duration
 // (device_rows, when given, else their own upload). skip_zero: rows of length 0 get no share of
-// the potential (cosine and dot: init_detail.hpp, kZeroRedraws).
+// the potential (cosine and dot: init_detail.hpp, skips_zero_rows).
 template <class T>
 std::unique_ptr<PlusPlusSteps> gpu_plusplus_steps(const Dataset<T>& data, std::size_t max_trials,
                                                   const T* device_rows = nullptr, bool skip_zero = false);

@@ -110,6 +110,17 @@ std::size_t draw_nonzero_row(std::size_t n, std::size_t d, Uniform& u, const std
   return n;
 }
 
+// A duplicate draw (the D^2 draws' fallback once every object sits on a centre): u.below(n), or
+// under skip_zero, where that row has length 0, one of `taken` (the rows already chosen) again.
+template <class T, class Fetch>
+std::size_t draw_duplicate(std::size_t n, std::size_t d, Uniform& u, bool skip_zero,
+                           const std::vector<std::size_t>& taken, Fetch&& fetch, std::vector<T>& row) {
+  const std::size_t t = u.below(n);
+  if (!skip_zero) return t;
+  fetch(std::vector<std::size_t>{t}, row);
+  return zero_row(row.data(), d) ? taken[u.below(taken.size())] : t;
+}
+
 // The error for data whose every row has length 0 (or zero weight), under cosine and dot.
 [[noreturn]] void no_direction(const char* init);
 

@@ -245,7 +245,7 @@ template <class T>
 class CpuParallel final : public ParallelSteps {
  public:
   // skip_zero: rows of length 0 get closest 0 and nearest -1, so they are never drawn and weigh
-  // for no candidate (init_detail.hpp: kZeroRedraws).
+  // for no candidate (init_detail.hpp: skips_zero_rows).
   CpuParallel(const Dataset<T>& local, const RowSplit& split, Team& team, bool skip_zero)
       : data_(local), split_(split), team_(team), skip_zero_(skip_zero), closest_(local.n), nearest_(local.n) {}
 
@@ -370,14 +370,7 @@ void pick_kmeans_parallel(std::size_t n, std::size_t d, std::size_t k, const Par
   if (cands.size() <= k) {
     // Every candidate is a centre. Fewer than K only when every object sits on one (fewer distinct
     // objects than K: duplicates are unavoidable, as in k-means++) or the rounds ran out.
-    while (cands.size() < k) {
-      std::size_t t = u.below(n);
-      if (skip_zero) {  // (a row of length 0: a candidate again)
-        fetch(std::vector<std::size_t>{t}, row);
-        if (init_detail::zero_row(row.data(), d)) t = cands[u.below(cands.size())];
-      }
-      cands.push_back(t);
-    }
+    while (cands.size() < k) cands.push_back(init_detail::draw_duplicate(n, d, u, skip_zero, cands, fetch, row));
     fetch_out(cands);
     return;
   }

@@ -140,7 +140,7 @@ namespace {
 template <class T>
 class CpuPlusPlus final : public PlusPlusSteps {
  public:
-  // skip_zero: rows of length 0 get no share (init_detail.hpp: kZeroRedraws).
+  // skip_zero: rows of length 0 get no share (init_detail.hpp: skips_zero_rows).
   CpuPlusPlus(const Dataset<T>& local, const RowSplit& split, Team& team, bool skip_zero)
       : data_(local), split_(split), team_(team), skip_zero_(skip_zero), closest_(local.n) {}
 
@@ -318,12 +318,7 @@ void pick_kmeanspp(std::size_t n, std::size_t d, std::size_t k, std::uint64_t se
     // Draw candidates with probability proportional to the squared distance: the chunk here,
     // the object within it by the steps' walk.
     if (potential <= 0) {  // every object sits on a chosen centre: duplicates are unavoidable
-      for (auto& cand : candidates) {
-        cand = u.below(n);
-        if (!skip_zero) continue;
-        fetch(std::vector<std::size_t>{cand}, row);  // (a row of length 0: a chosen centre again)
-        if (init_detail::zero_row(row.data(), d)) cand = chosen[u.below(chosen.size())];
-      }
+      for (auto& cand : candidates) cand = init_detail::draw_duplicate(n, d, u, skip_zero, chosen, fetch, row);
     } else {
       draw(trials, potential);
       for (std::size_t t = 0; t < trials; ++t) candidates[t] = draws[t].cand;
