@@ -14,6 +14,8 @@ the exact ones (the fp16 data converted exactly, distances in float64; for cosin
 cosine).
 
 Usage: bench_batch.py --bin build --flash DIR [--csv out.csv] [--loops 100] [--quick]
+                      [--variant NAME=ARGS]...  (ours again with ARGS, e.g.
+                      --variant nomovers=--fused-config=movers_after=0)
 Without --flash it times ours alone."""
 import argparse
 import json
@@ -32,10 +34,10 @@ GRID_K = (100, 1000)
 D = 128
 
 
-def ours(kmeans, path, k, loops, metric):
+def ours(kmeans, path, k, loops, metric, extra=()):
     p = subprocess.run([kmeans, "--impl=fused", f"--input={path}", f"--clusters={k}", f"--loops={loops}",
                         "--init=first", f"--metric={'euclidean' if metric == 'euclid' else metric}",
-                        "--report=json", "--quiet"], capture_output=True, text=True)
+                        "--report=json", "--quiet", *extra], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(p.stderr.strip())
     report = json.loads(p.stdout)
@@ -43,7 +45,11 @@ def ours(kmeans, path, k, loops, metric):
     if not report["together"]:
         raise RuntimeError("the batch's iterations did not run together")
     setup = sum(r["seconds"]["setup"] + r["seconds"]["init"] + r["seconds"]["finish"] for r in problems)
-    return report["seconds_per_iteration"], setup, sum(r["iterations"] for r in problems) / len(problems)
+    # the mean over the batch's iterations (the graphs' captures included): the longest problem
+    # ran in every one of them
+    longest = max(problems, key=lambda r: r["iterations"])
+    mean = longest["seconds"]["loop"] / max(longest["iterations"], 1)
+    return report["seconds_per_iteration"], mean, setup, sum(r["iterations"] for r in problems) / len(problems)
 
 
 def flash_time(fn, x, k, loops):
@@ -87,7 +93,11 @@ def main():
     ap.add_argument("--csv", default=None)
     ap.add_argument("--loops", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="B = 8, N = 16384 and 131072 only")
+    ap.add_argument("--points", default=None, metavar="B:N,...", help="only these (B, N) of the grid")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                    help="also time ours with these options (space-separated), as columns ours_NAME_*")
     a = ap.parse_args()
+    variants = [(name, args.split()) for name, _, args in (v.partition("=") for v in a.variant)]
     import numpy as np
     import torch
     kmeans = os.path.join(a.bin, "kmeans")
@@ -100,6 +110,8 @@ def main():
     grid = [(b, n) for b in GRID_B for n in GRID_N]
     if a.quick:
         grid = [(8, 16384), (8, 131072)]
+    if a.points:
+        grid = [tuple(int(v) for v in p.split(":")) for p in a.points.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         for b, n in grid:
             g = torch.Generator(device="cuda").manual_seed(b * 1000003 + n)
@@ -109,9 +121,11 @@ def main():
             for k in GRID_K:
                 for metric in ("euclid", "cosine"):
                     row = dict(meta, B=b, N=n, d=D, K=k, metric=metric, loops=a.loops)
-                    row["ours_ms_per_iter"], row["ours_setup_s"], row["ours_iterations"] = ours(
-                        kmeans, path, k, a.loops, metric)
-                    row["ours_ms_per_iter"] *= 1e3
+                    for name, extra in [("", [])] + variants:
+                        key = f"ours_{name}_" if name else "ours_"
+                        per, mean, row[key + "setup_s"], row[key + "iterations"] = ours(
+                            kmeans, path, k, a.loops, metric, extra)
+                        row[key + "ms_per_iter"], row[key + "mean_ms_per_iter"] = 1e3 * per, 1e3 * mean
                     if a.flash:
                         row["flash_ms_per_iter"] = 1e3 * flash_time(fns[metric], x, k, a.loops)
                         row["flash_wrong_labels"] = flash_label_errors(fns[metric], x, k, metric)

@@ -71,9 +71,8 @@ template <class T>
 bool fit_together(const Implementation& impl, const Dataset<T>& data, std::size_t batch, std::size_t n,
                   const std::vector<Params>& given, const BatchObserver& observer, BatchResult<T>& out) {
   std::vector<Params> params = given;
-  for (Params& p : params) {  // the tensor path without the movers' scheme: no step on the host
+  for (Params& p : params) {  // the tensor path: no step on the host within an iteration
     p.fused.path = FusedConfig::Path::tensor;
-    p.fused.movers_after = 0.0;
     p.fused.share = static_cast<int>(batch);
   }
   std::vector<Dataset<T>> views;

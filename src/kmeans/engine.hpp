@@ -39,6 +39,11 @@ struct Partials {
   void* stream = nullptr;
 };
 
+// Engine::requeue: `required`, the queued iteration no longer fits the engine's state (the
+// batch's graph is captured again before the next iteration); `preferred`, another would be
+// faster (fused's movers' scheme switched on or off), taken when the graph is captured again.
+enum class Requeue { none, preferred, required };
+
 template <class T>
 class Engine {
  public:
@@ -123,6 +128,8 @@ class Engine {
   virtual void queue_iteration() {}
   // After the graph ran: the iteration's changed, shift, inertia and counts, as iterate() gives.
   virtual void collect_iteration(IterationStats&) {}
+  // After collect_iteration: whether the next iteration should be queued afresh (Requeue).
+  virtual Requeue requeue() const { return Requeue::none; }
 };
 
 }  // namespace km

@@ -40,10 +40,11 @@ km::Dataset<T> problem(const km::Dataset<T>& all, std::size_t b, std::size_t n) 
 }
 
 // The batch of `ran` (all's rows, on the host or the device) against the separate fits of all's
-// problems.
+// problems. same_schemes: each iteration also summed the same objects (fused's movers' scheme
+// switched at the same iterations), as where the batch's switches cannot be put off.
 template <class T>
 void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const std::vector<km::Params>& params,
-                          const km::Dataset<T>* ran = nullptr) {
+                          const km::Dataset<T>* ran = nullptr, bool same_schemes = false) {
   const km::Implementation& fused = km::find_implementation("fused");
   const km::BatchResult<T> got = km::run_batch(fused, ran ? *ran : all, batch, params);
   EXPECT_TRUE(got.together);
@@ -63,6 +64,9 @@ void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const st
     for (std::size_t i = 0; i < r.per_iteration.size(); ++i) {
       EXPECT_EQ(r.per_iteration[i].changed, want.per_iteration[i].changed) << "iteration " << i + 1;
       EXPECT_EQ(r.per_iteration[i].shift, want.per_iteration[i].shift) << "iteration " << i + 1;
+      if (same_schemes) {
+        EXPECT_EQ(r.per_iteration[i].summed, want.per_iteration[i].summed) << "iteration " << i + 1;
+      }
     }
     longest = std::max<std::size_t>(longest, static_cast<std::size_t>(r.iterations));
   }
@@ -108,6 +112,39 @@ TEST(GpuBatch, FromDeviceEqualsSeparateFits) {
   check_batches<float>(km::Metric::cosine, true);
   check_batches<double>(km::Metric::dot, true);
 }
+
+// fused's movers' scheme inside a batch's graph (Requeue): problems 0-2 take it from the second
+// iteration (movers_after = 1), problem 2 with guard 0, so that its algebraic inertia "fails" there
+// and it sums every object from then on (a capture the batch cannot put off); problem 3 never
+// takes it. Three of four asking, the batch switches when the separate fits do, so each
+// iteration sums the same objects as the separate fit, and problem 0's movers went alone.
+template <class T>
+void check_batch_movers() {
+  if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
+  for (const SplitShape& s : {SplitShape{3001, 64, 100}, SplitShape{2003, 128, 40}})
+    for (int kind : {0, 2, 3}) {
+      SCOPED_TRACE("d=" + std::to_string(s.d) + " " + metric_data_name(kind));
+      const std::size_t batch = 4;
+      const auto all = batch_data<T>(kind, batch, s);
+      std::vector<km::Params> params(batch);
+      for (std::size_t b = 0; b < batch; ++b) {
+        params[b].k = s.k;
+        params[b].loops = 25;
+        params[b].fused.movers_after = b == 3 ? 0.0 : 1.0;
+        if (b == 2) params[b].fused.guard = 0;
+      }
+      expect_separate_fits<T>(all, batch, params, nullptr, true);
+      const km::BatchResult<T> got = km::run_batch(km::find_implementation("fused"), all, batch, params);
+      ASSERT_EQ(got.problems.size(), batch);
+      bool fewer = false;
+      for (const auto& it : got.problems[0].per_iteration) fewer = fewer || it.summed < static_cast<std::int64_t>(s.n);
+      EXPECT_TRUE(fewer) << "problem 0's movers never went alone";
+      for (const auto& it : got.problems[3].per_iteration) EXPECT_EQ(it.summed, static_cast<std::int64_t>(s.n));
+    }
+}
+
+TEST(GpuBatch, MoversSchemeFloat) { check_batch_movers<float>(); }
+TEST(GpuBatch, MoversSchemeDouble) { check_batch_movers<double>(); }
 
 // Given initial centroids, different for each problem, and a problem that stops at the second
 // iteration (nothing moves: its objects are its 8 centroids repeated) beside ones that run on.

@@ -242,7 +242,7 @@ class GpuPlusPlus final : public PlusPlusSteps, GpuDistances<T> {
 template <class T>
 class GpuParallel final : public ParallelSteps, GpuDistances<T> {
   using B = GpuDistances<T>;
-  using B::closest_, B::d_, B::data_, B::lap, B::n_, B::stream_, B::verbose_, B::x_;
+  using B::closest_, B::d_, B::lap, B::n_, B::stream_, B::verbose_, B::x_;
   static constexpr std::size_t kGemmBytes = std::size_t{256} << 20;  // the GEMM's tile of scores
   static constexpr std::size_t kBlock = 4096;                          // candidates a GEMM at most
 
@@ -323,24 +323,28 @@ class GpuParallel final : public ParallelSteps, GpuDistances<T> {
       blas_ = std::make_unique<cuda::CublasHandle>(stream_);
       lap("cuBLAS handle made");
     }
-    // The candidates' rows in T (the GEMM's operand) and in double (the re-check's), their
-    // squared norms (in double, for the scores) and, per block, the largest norm.
-    // (copy_row: data only on the device has no host rows to read.)
+    // The candidates' rows in T (the GEMM's operand) and in double (the re-check's), gathered
+    // from the device's copy (data only on the device has no host rows; a cudaMemcpy a row cost
+    // about 0.5 K copies a round), and their squared norms (in double, for the scores) from
+    // the T rows brought back in one copy.
+    if (cand_t_.size() < m * d) {
+      cand_t_ = DeviceBuffer<T>(m * d);
+      cand_norms_ = DeviceBuffer<double>(m);
+    }
+    B::upload_rows(cands);  // centres_: the rows in double; row_index_: their indices
+    kernels::gather_rows<T, T><<<static_cast<unsigned>(m), 128, 0, stream_>>>(x_, B::row_index_.get(),
+                                                                              static_cast<int>(d), cand_t_.get());
+    CUDA_CHECK_LAUNCH();
     rows_t_.resize(m * d);
     norms_.resize(m);
+    CUDA_CHECK(cudaMemcpyAsync(rows_t_.data(), cand_t_.get(), m * d * sizeof(T), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (std::size_t t = 0; t < m; ++t) {
-      copy_row(data_, cands[t], rows_t_.data() + t * d);
       double s = 0;
       for (std::size_t j = 0; j < d; ++j)
         s += static_cast<double>(rows_t_[t * d + j]) * static_cast<double>(rows_t_[t * d + j]);
       norms_[t] = s;
     }
-    if (cand_t_.size() < m * d) {
-      cand_t_ = DeviceBuffer<T>(m * d);
-      cand_norms_ = DeviceBuffer<double>(m);
-    }
-    B::upload_rows(cands);  // centres_: the rows in double
-    CUDA_CHECK(cudaMemcpyAsync(cand_t_.get(), rows_t_.data(), m * d * sizeof(T), cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(cand_norms_.get(), norms_.data(), m * sizeof(double), cudaMemcpyHostToDevice, stream_));
     const std::size_t tile =
         std::max<std::size_t>(1, std::min(n_, kGemmBytes / (std::min(m, kBlock) * sizeof(T))));

@@ -81,6 +81,7 @@ class FusedEngine final : public Engine<T> {
   void* graph_stream() override { return path_ ? path_->graph_stream() : nullptr; }
   void queue_iteration() override { path_->queue_iteration(); }
   void collect_iteration(IterationStats& stats) override { path_->collect_iteration(stats); }
+  Requeue requeue() const override { return path_ ? path_->requeue() : Requeue::none; }
   void read_centroids(std::vector<T>& out) override { path_->read_centroids(out); }
   void final_labels(std::vector<std::int32_t>& out) override { path_->final_labels(out); }
   bool final_inertia(const std::vector<T>& centroids, double& inertia) override {

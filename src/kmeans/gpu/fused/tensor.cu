@@ -94,20 +94,14 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   // (movers_inertia). Otherwise, and in parts (several GPUs) or out of core, every object is
   // summed afresh each iteration.
   void iterate(IterationStats& stats) override {
-    if (movers_after_ <= 0 || !object_q_.get() || this->whole_.n != this->n_) {
+    if (!movers_scheme()) {
       movers_ = false;
       DeviceUpdateEngine<T>::iterate(stats);
       stats.summed = static_cast<std::int64_t>(this->whole_.n);
       return;
     }
-    movers_ = held_ && static_cast<double>(last_changed_) <= movers_after_ * static_cast<double>(this->n_);
-    this->keep_sums_ = true;
-    if (!movers_) {  // summed afresh from every object, q sums included
-      const std::size_t k = this->k_;
-      CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, k * this->d_ * sizeof(unsigned long long), this->stream_));
-      CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
-      CUDA_CHECK(cudaMemsetAsync(q_sums_.get(), 0, k * sizeof(unsigned long long), this->stream_));
-    }
+    movers_ = movers_wanted();
+    queue_sums_reset();
     DeviceUpdateEngine<T>::iterate(stats);
     held_ = true;
     last_changed_ = stats.changed;
@@ -116,31 +110,28 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
 
   void finish_update(IterationStats& stats) override {
     DeviceUpdateEngine<T>::finish_update(stats);  // waits for the stream, so the count is here
-    const auto& counters = *this->counters_host_.get();  // read back with the change count
-    stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
-    stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
-    if (movers_ && counters.inertia == kernels::kInertiaUnsure) {
-      // The algebraic inertia's bound failed (clusters far tighter than their distance from
-      // the mean): this iteration's from the objects, and every object summed from here on.
-      std::vector<T> previous(this->k_ * this->d_);
-      CUDA_CHECK(cudaMemcpy(previous.data(), previous_.get(), previous.size() * sizeof(T), cudaMemcpyDeviceToHost));
-      if (!this->device_inertia(previous, stats.inertia))
-        throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
-      held_ = false;
-      movers_after_ = 0;
-      this->keep_sums_ = false;
-      // the update kept the sums: cleared for the next iteration, which sums every object
-      CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, this->k_ * this->d_ * sizeof(unsigned long long), this->stream_));
-      CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
-    }
+    take_counters(stats);
   }
 
-  void collect_iteration(IterationStats& stats) override {  // a batch's graph: the movers' scheme is off
+  // A batch's graph (batch_graph.cu): the iteration iterate() would run, with the movers' scheme
+  // as movers_wanted() says when the graph is captured; requeue() asks for another capture when
+  // that changes.
+  void queue_iteration() override {
+    movers_ = movers_scheme() && movers_wanted();
+    if (movers_scheme()) queue_sums_reset();
+    DeviceUpdateEngine<T>::queue_iteration();
+  }
+  void collect_iteration(IterationStats& stats) override {
     DeviceUpdateEngine<T>::collect_iteration(stats);
-    const auto& counters = *this->counters_host_.get();
-    stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
-    stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
-    stats.summed = static_cast<std::int64_t>(this->n_);
+    take_counters(stats);
+    if (movers_scheme()) {
+      held_ = true;
+      last_changed_ = stats.changed;
+    }
+  }
+  Requeue requeue() const override {
+    if (!movers_scheme()) return movers_ ? Requeue::required : Requeue::none;  // take_counters turned it off
+    return movers_wanted() != movers_ ? Requeue::preferred : Requeue::none;
   }
 
   std::string path() const override {  // the report's "path": "tensor, wgmma" when that kernel runs
@@ -204,8 +195,43 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
   }
 
  private:
-  // Without the movers' scheme every iteration is the same launches (iterate's first branch).
-  bool graphable() const override { return movers_after_ <= 0 && !this->streamed() && this->whole_.n == this->n_; }
+  // Every iteration of the whole problem in memory is one of two fixed sequences of launches
+  // (with the movers' scheme or summing every object), so a batch can capture it.
+  bool graphable() const override { return !this->streamed() && this->whole_.n == this->n_; }
+  // Whether the movers' scheme can run (iterate), and whether the next iteration should take it.
+  bool movers_scheme() const { return movers_after_ > 0 && object_q_.get() && this->whole_.n == this->n_; }
+  bool movers_wanted() const {
+    return held_ && static_cast<double>(last_changed_) <= movers_after_ * static_cast<double>(this->n_);
+  }
+  // The sums kept across iterations; cleared before an iteration that sums every object.
+  void queue_sums_reset() {
+    this->keep_sums_ = true;
+    if (movers_) return;
+    const std::size_t k = this->k_;
+    CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, k * this->d_ * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(q_sums_.get(), 0, k * sizeof(unsigned long long), this->stream_));
+  }
+  // The iteration's re-check counts, and where the movers' algebraic inertia's bound failed
+  // (clusters far tighter than their distance from the mean), this iteration's inertia from the
+  // objects and every object summed from here on (the scheme off).
+  void take_counters(IterationStats& stats) {
+    const auto& counters = *this->counters_host_.get();  // read back with the change count
+    stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
+    stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
+    stats.summed = movers_ ? stats.changed : static_cast<std::int64_t>(this->n_);
+    if (!movers_ || counters.inertia != kernels::kInertiaUnsure) return;
+    std::vector<T> previous(this->k_ * this->d_);
+    CUDA_CHECK(cudaMemcpy(previous.data(), previous_.get(), previous.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    if (!this->device_inertia(previous, stats.inertia))
+      throw DeviceError("--impl=fused: the device no longer holds the data for the iteration's inertia");
+    held_ = false;
+    movers_after_ = 0;
+    this->keep_sums_ = false;
+    // the update kept the sums: cleared for the next iteration, which sums every object
+    CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, this->k_ * this->d_ * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
+  }
   // The multiprocessors this problem's grid-stride kernels cover: all, or its share of a batch's.
   unsigned sms() const {
     return static_cast<unsigned>(std::max(1, multiprocessor_count() / std::max(1, this->params_.fused.share)));
