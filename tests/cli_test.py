@@ -108,6 +108,9 @@ def test_outputs_and_inputs():
 
 def test_help_and_list():
     p = run("--help")
+    v = run("--version")
+    expect(re.fullmatch(r"kmeans \(kmeans-gpu \d+\.\d+(\.\d+)?\)\n", v.stdout) is not None and "--version" in p.stdout,
+           f"--version: {v.stdout!r}")
     registry = json.loads(run("--list").stdout)
     names = [e["name"] for e in registry]
     expect(names[:2] == ["seq", "omp"] and "fused" in names, f"--list is the ladder, got {names}")

@@ -43,6 +43,11 @@ p = run("--kernel=cpu-blas", "--size=16", "--no-check")
 if p.returncode != 0 or "not checked" not in p.stdout:
     failures.append(f"--no-check must say so: {p.stdout!r}")
 
+# --version: one line, exit 0.
+p = run("--version")
+if p.returncode != 0 or not p.stdout.startswith("gemm (kmeans-gpu ") or p.stdout.count("\n") != 1:
+    failures.append(f"--version: {p.returncode} {p.stdout!r}")
+
 # --list: the registry as JSON, in ladder order, the same names --help shows.
 p = run("--list")
 kernels = json.loads(p.stdout) if p.returncode == 0 else []

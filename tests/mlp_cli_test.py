@@ -53,6 +53,10 @@ def one_line_error(r, code, needle, what):
           f"{what}: stderr {r.stderr!r} should be one line with {needle!r}")
 
 
+v = run("--version")
+check(v.returncode == 0 and v.stdout.startswith("mlp (kmeans-gpu ") and v.stdout.count("\n") == 1,
+      f"--version: {v.returncode} {v.stdout!r}")
+
 with tempfile.TemporaryDirectory() as d:
     write_set(d, "train", 300)
     write_set(d, "t10k", 100, gz=False)

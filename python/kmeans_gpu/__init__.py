@@ -51,6 +51,8 @@ from . import _core, _input
 from ._core import DeviceError
 from ._input import host_array as _host_array
 
+__version__ = _core.__version__
+
 __all__ = ["KMeans", "DeviceError", "batch_kmeans", "implementations", "gpu_available", "last_report"]
 
 #: The JSON report of the last fit or predict in this process, as a dict: the CLI's

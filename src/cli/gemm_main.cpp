@@ -50,6 +50,7 @@ int run_main(int argc, char** argv) {
       ->transform(km::cli::decimal_integer(false));
   app.add_flag("--no-check", no_check, "skip the validation (the report says so)");
   app.add_option("--report", report, "table, json or csv");
+  km::cli::add_version_flag(app, "gemm");
   app.add_flag("--list", list, "print the kernels as JSON (name, description, where, order) and exit");
   so->excludes(mo)->excludes(no)->excludes(ko);
 
@@ -57,6 +58,8 @@ int run_main(int argc, char** argv) {
     km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "gemm: error: " << e.what() << "\n";

@@ -255,6 +255,8 @@ int run_main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     status = 2, why = std::string(e.what()) + " (see --help)";
   }

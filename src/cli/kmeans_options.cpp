@@ -132,6 +132,7 @@ void add_kmeans_options(CLI::App& app, KmeansOptions& o) {
   app.add_option("--fused-config", o.fused_config, "fused's tuning: name=value,... (docs/configuration.md)")
       ->group("");
   app.add_flag("--init-timings", o.init_timings, "k-means||: its phases' times on stderr")->group("");
+  add_version_flag(app, "kmeans");
   app.add_flag("--list", o.list, "print the implementations as JSON (name, description, where, order) and exit; "
                                  "with --coords and --clusters (and --precision) also whether each runs that "
                                  "shape here, the path it takes and fused's whole plan (\"plan\": the path and "

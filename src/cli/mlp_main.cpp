@@ -223,11 +223,14 @@ int run_main(int argc, char** argv) {
                  "write the initial weights, the batch order of every epoch and the normalisation as .npy "
                  "into this folder (for scripts/mlp_torch.py), then exit");
   app.add_flag("--quiet", c.quiet, "no progress line");
+  km::cli::add_version_flag(app, "mlp");
   app.add_flag("--list", c.list, "print the GEMM kernels as JSON and exit");
   try {
     km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "mlp: error: %s (see --help)\n", e.what());

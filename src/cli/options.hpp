@@ -40,6 +40,12 @@ inline CLI::Validator decimal_integer(bool negative = true) {
       "INTEGER");
 }
 
+// --version: "PROGRAM (kmeans-gpu VERSION)" on stdout, exit 0.
+inline void add_version_flag(CLI::App& app, const char* program) {
+  app.set_version_flag("--version", std::string(program) + " (kmeans-gpu " KMEANS_GPU_VERSION ")",
+                       "print the version and exit");
+}
+
 // A write past the file-size limit (ulimit -f) would kill the program by SIGXFSZ, leaving its
 // temporary files; ignored, the write fails with EFBIG and ends as one error line that removes
 // them, like a full disk. Called first in every main.

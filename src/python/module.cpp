@@ -592,6 +592,7 @@ void add_device(py::module_& m) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "kmeans-gpu's engines (use kmeans_gpu.KMeans)";
+  m.attr("__version__") = KMEANS_GPU_VERSION;
 
   static py::exception<km::DeviceError> device_error(m, "DeviceError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {

@@ -64,6 +64,13 @@ def test_estimator_checks(estimator, check):
         check(estimator)
 
 
+def test_version_is_the_package_version():
+    import re
+    assert re.fullmatch(r"\d+\.\d+(\.\d+)?", kmeans_gpu.__version__)
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as f:
+        assert f'version = "{kmeans_gpu.__version__}"' in f.read()
+
+
 def test_params_roundtrip():
     km = KMeans(5, init="random", max_iter=7, tol=0.5, threshold=0.1, n_init=2, random_state=3, impl="seq",
                 precision="float", block=64, n_threads=1)
