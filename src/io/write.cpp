@@ -111,8 +111,9 @@ extern "C" void remove_temporaries_and_reraise(int sig) {
   std::raise(sig);
 }
 
-// The renames that commit a pair, as one step for SIGINT, SIGTERM and SIGHUP: one that comes
-// meanwhile takes effect (temporaries removed, the program ended) when the window closes.
+// The renames that commit a pair, as one step for the signals of install_signal_handlers: one
+// that comes meanwhile takes effect (temporaries removed, the program ended) when the window
+// closes.
 class CommitWindow {
  public:
   CommitWindow() {
@@ -146,17 +147,18 @@ void sync_directory_of(const std::string& path) {
     throw InputError(strprintf("cannot sync directory '%s': %s", dir.c_str(), std::strerror(err)));
 }
 
+// The handler for every signal whose default ends the program, where that default is in force:
+// a signal the caller ignores stays ignored (nohup's SIGHUP, a shell's SIGPIPE), one it handles
+// stays handled. Checked again for each temporary, so that a disposition set meanwhile counts.
 void install_signal_handlers() {
-  static const bool installed = [] {
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-      struct sigaction sa {};
-      sa.sa_handler = remove_temporaries_and_reraise;
-      sigemptyset(&sa.sa_mask);
-      ::sigaction(sig, &sa, nullptr);
-    }
-    return true;
-  }();
-  (void)installed;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, SIGXCPU, SIGVTALRM, SIGPROF}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = remove_temporaries_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 // Writes `path` (a temporary) through body; errors name `shown`, the file the user asked for.

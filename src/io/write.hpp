@@ -41,8 +41,9 @@ inline void check_output_path(const std::string& path, const std::string& input 
   check_output_path(path, input.empty() ? std::vector<ReadFile>{} : std::vector<ReadFile>{{"the input file", input}});
 }
 
-// A temporary file that is removed unless committed, also when SIGINT, SIGTERM or SIGHUP
-// ends the program while it exists (the handler removes it, then lets the signal act).
+// A temporary file that is removed unless committed, also when a signal ends the program while
+// it exists (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, the timers' and the user signals, where
+// their default is in force: the handler removes it, then lets the signal act).
 class TemporaryFile {
  public:
   explicit TemporaryFile(std::string path);

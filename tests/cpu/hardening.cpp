@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,10 +188,13 @@ TEST(Hardening, CsvPairIsCommittedTogether) {
 TEST(Hardening, SignalsRemoveTemporaries) {
   TempDir dir;
   const std::string tmp = dir.file(".r.h5.tmp.test");
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1}) {
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+      const struct rlimit no_core {0, 0};
+      ::setrlimit(RLIMIT_CORE, &no_core);  // SIGQUIT's default dumps core
+      std::signal(sig, SIG_DFL);           // as a program starts (the runner may ignore some)
       km::TemporaryFile t(tmp);
       kmtest::write_text(t.path(), "partial");
       std::raise(sig);
@@ -201,6 +205,22 @@ TEST(Hardening, SignalsRemoveTemporaries) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "the signal still ends the program";
     EXPECT_FALSE(std::filesystem::exists(tmp)) << "signal " << sig << " left the temporary";
   }
+}
+
+// A signal the caller ignores (nohup's SIGHUP) stays ignored: the run goes on.
+TEST(Hardening, IgnoredSignalsStayIgnored) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGHUP, SIG_IGN);
+    km::TemporaryFile t(dir.file(".r.h5.tmp.test"));
+    std::raise(SIGHUP);
+    std::_Exit(7);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << "SIGHUP, ignored, ended the run";
 }
 
 TEST(Hardening, CpuRunsAreBitReproducible) {
