@@ -228,9 +228,11 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     held_ = false;
     movers_after_ = 0;
     this->keep_sums_ = false;
-    // the update kept the sums: cleared for the next iteration, which sums every object
+    // the update kept the sums: cleared for the next iteration, which sums every object (done
+    // before it: a batch's graph runs on another stream)
     CUDA_CHECK(cudaMemsetAsync(this->sums_.get(), 0, this->k_ * this->d_ * sizeof(unsigned long long), this->stream_));
     CUDA_CHECK(cudaMemsetAsync(this->counts_.get(), 0, this->k_ * sizeof(unsigned long long), this->stream_));
+    CUDA_CHECK(cudaStreamSynchronize(this->stream_));
   }
   // The multiprocessors this problem's grid-stride kernels cover: all, or its share of a batch's.
   unsigned sms() const {
