@@ -246,7 +246,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                               ensure_min_samples=0, **{_FINITE: False})
 
     @staticmethod
-    def _int(name, value, minimum, option, maximum=_INT_MAX):
+    def _int(name, value, minimum, maximum=_INT_MAX):
         """value as a Python int, at least minimum; above maximum, the CLI's message for its
         option (the engines take C ints: larger values must not reach them)."""
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -255,11 +255,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if value < minimum:
             raise ValueError(f"{name}={value}: must be at least {minimum}")
         if value > maximum:
-            raise ValueError(f"{option}={value} is out of range")
+            raise ValueError(f"{name}={value} is out of range")
         return value
 
     def _block(self):
-        return 0 if self.block is None else self._int("block", self.block, 1, "--block")
+        return 0 if self.block is None else self._int("block", self.block, 1)
 
     def _seed_given(self):
         """Whether random_state is the seed itself (else _seed draws one)."""
@@ -270,7 +270,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             if self.random_state < 0:
                 raise ValueError(f"random_state={self.random_state}: must be non-negative")
             if self.random_state > _UINT64_MAX:
-                raise ValueError(f"--seed: '{int(self.random_state)}' is out of range")
+                raise ValueError(f"random_state: '{int(self.random_state)}' is out of range")
             return int(self.random_state)
         return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
@@ -282,17 +282,17 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _threads(self):
         if self.n_threads is None:
             return 0
-        threads = self._int("n_threads", self.n_threads, 1, "--threads", maximum=np.inf)
+        threads = self._int("n_threads", self.n_threads, 1, maximum=np.inf)
         if threads > _core.max_threads:  # the CLI's cap and message
-            raise ValueError(f"--threads={threads} must be in 0..{_core.max_threads} (0: all cores)")
+            raise ValueError(f"n_threads={threads} must be in 0..{_core.max_threads} (0: all cores)")
         return threads
 
     def _device_memory(self):
         if self.device_memory is None:
             return 0
-        memory = self._int("device_memory", self.device_memory, 1, "--device-memory", maximum=np.inf)
+        memory = self._int("device_memory", self.device_memory, 1, maximum=np.inf)
         if memory > _MAX_BYTES:  # the CLI's limit and message
-            raise ValueError(f"--device-memory={memory}: give bytes, or a number with K, M, G or T (e.g. 8G)")
+            raise ValueError(f"device_memory={memory}: give bytes, or a number with K, M, G or T (e.g. 8G)")
         return memory
 
     @contextlib.contextmanager
@@ -378,9 +378,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _problem(self, n_features, stacklevel):
         """The problem's checked parameters (k, loops, ...) by name, as _core.fit takes them, for
         data of n_features columns."""
-        k = self._int("n_clusters", self.n_clusters, 1, "--clusters")
-        loops = self._int("max_iter", self.max_iter, 1, "--loops")
-        n_init = self._int("n_init", self.n_init, 1, "--n-init")
+        k = self._int("n_clusters", self.n_clusters, 1)
+        loops = self._int("max_iter", self.max_iter, 1)
+        n_init = self._int("n_init", self.n_init, 1)
         if not isinstance(self.tol, numbers.Real) or not np.isfinite(_float(self.tol)) or self.tol < 0:
             raise ValueError(f"tol={self.tol!r}: must be a finite number >= 0")
         if not isinstance(self.threshold, numbers.Real):
@@ -411,7 +411,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _engine_arguments(self):
         """How the engines run: _core.fit's impl, seed, block, threads, gpus and device_memory."""
         return dict(impl=self._impl(), seed=self._seed(), block=self._block(), threads=self._threads(),
-                    gpus=self._int("n_gpus", self.n_gpus, 1, "--gpus"), device_memory=self._device_memory())
+                    gpus=self._int("n_gpus", self.n_gpus, 1), device_memory=self._device_memory())
 
     def _tol(self, mean_variance):
         """The raw tol for data of this mean column variance: mean_variance(unit), called only when

@@ -37,6 +37,7 @@
 #include "kmeans/metric.hpp"
 #include "kmeans/registry.hpp"
 #include "python/dlpack_out.hpp"
+#include "python/messages.hpp"
 #include "python/py_team.hpp"
 #include "report/report.hpp"
 
@@ -593,15 +594,17 @@ void add_device(py::module_& m) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "kmeans-gpu's engines (use kmeans_gpu.KMeans)";
   m.attr("__version__") = KMEANS_GPU_VERSION;
+  m.def("python_names", &kmpy::python_names, py::arg("message"),
+        "A core message with the command line's option names as KMeans's parameters' (--clusters -> n_clusters)");
 
   static py::exception<km::DeviceError> device_error(m, "DeviceError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const km::UsageError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, kmpy::python_names(e.what()).c_str());
     } catch (const km::InputError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, kmpy::python_names(e.what()).c_str());
     } catch (const km::DeviceError& e) {
       PyErr_SetString(device_error.ptr(), e.what());
     }

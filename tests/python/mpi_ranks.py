@@ -183,7 +183,7 @@ def errors():
                  lambda: fit(mine, random_state=int(rank == last)))
     text = np.array([["a", "b", "c"]] * 4) if rank == last else mine
     expect_raise("X of text on one rank", ValueError, f"rank {last}: ", lambda: fit(text))
-    expect_raise("every rank alike", ValueError, "--clusters=6000", lambda: fit(mine, n_clusters=6000))
+    expect_raise("every rank alike", ValueError, "n_clusters=6000", lambda: fit(mine, n_clusters=6000))
     ones = np.ones(len(mine))
     expect_raise("weights on one rank only", ValueError, f"rank {last} has sample_weight=True and rank 0",
                  lambda: fit(mine, sample_weight=ones if rank == last else None))

@@ -20,7 +20,7 @@ class OnDevice:
 def test_refused_where_it_cannot_be_read():
     X = OnDevice((500, 4))
     for impl in ("seq", "omp"):
-        with pytest.raises(ValueError, match=f"--impl={impl} cannot read data on the GPU"):
+        with pytest.raises(ValueError, match=f"^impl={impl} cannot read data on the GPU"):
             KMeans(3, impl=impl, tol=0).fit(X)
     with pytest.raises(ValueError, match="sample weights need the data on the host"):
         KMeans(3, impl="omp", tol=0).fit(X, sample_weight=np.ones(500))
@@ -137,7 +137,7 @@ class OnDevice3(OnDevice):
 
 def test_batch_of_device_arrays_is_checked_before_it_is_read():
     # the whole batch goes to the device batch, which omp cannot read
-    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
+    with pytest.raises(ValueError, match="^impl=omp cannot read data on the GPU"):
         kmeans_gpu.batch_kmeans(OnDevice3((3, 500, 4)), 3, impl="omp")
     with pytest.raises(ValueError, match=r"has shape \(500, 4\); a 3-D \(B, N, d\) array is needed"):
         kmeans_gpu.batch_kmeans(OnDevice3((500, 4)), 3)
@@ -180,9 +180,9 @@ def test_dlpack_only_arrays_are_read_in_place():
     batch = _input.device_array(DLPackOnly(X.reshape(5, 100, 4)), dims=3)
     assert (batch.batch, batch.n, batch.d) == (5, 100, 4)
     # the device path, not a copy to the host (the stand-in has no __array__)
-    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
+    with pytest.raises(ValueError, match="^impl=omp cannot read data on the GPU"):
         KMeans(3, impl="omp", tol=0).fit(DLPackOnly(X))
-    with pytest.raises(ValueError, match="--impl=omp cannot read data on the GPU"):
+    with pytest.raises(ValueError, match="^impl=omp cannot read data on the GPU"):
         kmeans_gpu.batch_kmeans(DLPackOnly(X.reshape(5, 100, 4)), 3, impl="omp", tol=0)
     with pytest.raises(ValueError, match="not C-contiguous"):
         KMeans(3, tol=0).fit(DLPackOnly(X[:, ::2]))

@@ -202,7 +202,7 @@ class _DlpackDevice:
 # cannot, and says so; one whose interface refuses (a torch tensor that requires grad) and
 # DLPack-only device memory are one TypeError each; transform reads host arrays only.
 @pytest.mark.parametrize("X,kind,words", [
-    (_CupyLike(), ValueError, "--impl=omp cannot read data on the GPU"),
+    (_CupyLike(), ValueError, "impl=omp cannot read data on the GPU"),
     (_TorchCudaLike(), TypeError, "pass X.detach()"),
     (_DlpackDevice(), TypeError, "in GPU memory; kmeans_gpu reads host arrays: copy it to the host")],
     ids=["cupy", "torch", "dlpack"])

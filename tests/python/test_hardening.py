@@ -12,17 +12,20 @@ import time
 
 import pytest
 
+import kmeans_gpu
+
 KMEANS_BIN = os.environ.get("KMEANS_BIN", os.path.join(os.path.dirname(__file__), "../../build/kmeans"))
 
 
 def cli_message(*args, env=None):
     """The CLI's one-line message for these options, without 'kmeans: error: ' (and without the
-    ' (see --help)' that its parse errors add: the module has no --help)."""
+    ' (see --help)' that its parse errors add: the module has no --help), its option names as
+    the module's parameters (--clusters=8 -> n_clusters=8)."""
     r = subprocess.run([KMEANS_BIN, "--quiet", *args], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode != 0, r.stdout
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("kmeans: error: "), line
-    return line[len("kmeans: error: "):].removesuffix(" (see --help)")
+    return kmeans_gpu._core.python_names(line[len("kmeans: error: "):].removesuffix(" (see --help)"))
 
 
 def python(code, env=None, timeout=120):
@@ -65,7 +68,7 @@ def test_threads_beyond_the_cap_give_the_cli_message(threads):
     assert got["error"] == "ValueError", got
     # Beyond 64 bits the CLI's parser words it otherwise; the module keeps the one message.
     expected = cli_message(f"--threads={threads}") if threads < 2**63 else \
-        f"--threads={threads} must be in 0..1024 (0: all cores)"
+        f"n_threads={threads} must be in 0..1024 (0: all cores)"
     assert got["message"] == expected
 
 

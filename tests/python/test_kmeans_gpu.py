@@ -34,12 +34,13 @@ def blobs(n=3000, d=8, k=6, dtype=np.float64, seed=0):
 
 
 def cli_error(*args):
-    """The CLI's one-line message for these options (without 'kmeans: error: ')."""
+    """The CLI's one-line message for these options (without 'kmeans: error: '), its option names
+    as the module's parameters (--clusters=8 -> n_clusters=8)."""
     r = subprocess.run([KMEANS_BIN, "--quiet", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0, r.stdout
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("kmeans: error: "), line
-    return line[len("kmeans: error: "):]
+    return kmeans_gpu._core.python_names(line[len("kmeans: error: "):])
 
 
 # -- scikit-learn's conventions ---------------------------------------------------------------
@@ -331,6 +332,22 @@ def test_more_clusters_than_objects_gives_the_cli_message():
     assert str(e.value) == cli_error("--objects=5", "--clusters=8", "--impl=omp")
 
 
+@pytest.mark.parametrize("message,want", [
+    ("--clusters=8: must be between 1 and the number of objects (n_samples = 5)",
+     "n_clusters=8: must be between 1 and the number of objects (n_samples = 5)"),
+    ("--impl=omp cannot read data on the GPU", "impl=omp cannot read data on the GPU"),
+    ("--loops=0 and --n-init=0, --seed: 'x', --device-memory=1 --weights --threads=2 --gpus=3",
+     "max_iter=0 and n_init=0, random_state: 'x', device_memory=1 sample_weight n_threads=2 n_gpus=3"),
+    ("--init-rounds=0, --fused-config=x, --input, a--clusters, --clustersx", None),
+])
+def test_messages_name_the_parameters(message, want):
+    """The core's messages name the command line's options; the module shows its parameters."""
+    assert kmeans_gpu._core.python_names(message) == (message if want is None else want)
+    with pytest.raises(ValueError) as e:
+        KMeans(8, impl="omp").fit(blobs()[:5])
+    assert "n_clusters=8" in str(e.value) and "--" not in str(e.value)
+
+
 @pytest.mark.parametrize("params,exc,match", [
     (dict(n_clusters=0), ValueError, "n_clusters=0"),
     (dict(n_clusters=2.5), TypeError, "n_clusters"),
@@ -348,7 +365,7 @@ def test_more_clusters_than_objects_gives_the_cli_message():
     (dict(random_state=-1), ValueError, "random_state"),
     (dict(n_gpus=0), ValueError, "n_gpus=0"),
     (dict(n_gpus=1.5), TypeError, "n_gpus"),
-    (dict(n_gpus=2), ValueError, "--impl=omp runs on the CPU"),
+    (dict(n_gpus=2), ValueError, "n_gpus=2: impl=omp runs on the CPU"),
     (dict(device_memory=0), ValueError, "device_memory=0"),
     (dict(device_memory="8G"), TypeError, "device_memory"),
 ])
