@@ -145,6 +145,13 @@ with tempfile.TemporaryDirectory() as d:
     with gzip.open(path, "wb") as f:
         f.write(raw[:-500])
     one_line_error(run(*common, "--kernel=cpu-blas"), 1, "truncated", "truncated")
+    # Cut before its trailer (CRC and size) or inside it: all the data is there, yet the file is
+    # short (zlib did not look past a read that ended exactly at the data's end).
+    for cut in (8, 4, 1):
+        write_set(d, "t10k", 100)
+        raw = open(path, "rb").read()
+        open(path, "wb").write(raw[:-cut])
+        one_line_error(run(*common, "--kernel=cpu-blas"), 1, "truncated", f"cut {cut} bytes before the end")
     # Damaged inside (its CRC no longer matches): zlib says so at the stream's end, after the
     # data was read, and that is an error, not the end of the file.
     write_set(d, "t10k", 100)

@@ -35,11 +35,17 @@ class GzFile {
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
 
-  // Exactly `bytes` bytes, or InputError saying what was being read.
+  // Exactly `bytes` bytes, or InputError saying what was being read. A gzip file's last 4 KB
+  // of a read go in requests smaller than zlib's buffer: a request that reaches exactly the
+  // end of the data straight into `out` stops short of the stream's trailer, and then a file
+  // cut before its CRC and size (or inside them) reads as whole; through zlib's buffer it
+  // inflates on into the trailer.
   void read(void* out, std::size_t bytes, const char* what) {
     auto* p = static_cast<unsigned char*>(out);
+    const std::size_t tail = gzdirect(f_) ? 0 : 4096;
     while (bytes > 0) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 30));
+      const std::size_t want = bytes > tail ? bytes - tail : bytes;
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(want, 1u << 30));
       const int got = gzread(f_, p, chunk);
       if (got < 0) {
         int code = 0;
