@@ -23,7 +23,8 @@ echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long)
 out="$build/fuzz"
 mkdir -p "$out/obj"
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fopenmp=libgomp -fsanitize=fuzzer-no-link,address,undefined
-       -fno-sanitize-recover=undefined -I"$root/src" -I"$root" -I/usr/include/hdf5/serial)
+       -fno-sanitize-recover=undefined -I"$root/src" -I"$root" -I/usr/include/hdf5/serial
+       "-DKMEANS_GPU_VERSION=\"$(sed -n 's/^project(kmeans_gpu VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")\"")
 io=(src/common/errors.cpp src/common/host_memory.cpp src/common/progress.cpp src/io/dataset.cpp src/io/text_reader.cpp src/io/load.cpp
     src/io/hdf5_io.cpp src/io/write.cpp src/dist/team.cpp)
 # Rebuilt when any source or header of the project is newer than what was built.
