@@ -30,11 +30,11 @@ struct FixedScales {
   double weight = 1, inv_weight = 1;    // the counts (weight totals): 1 unweighted
 };
 
-// A centroid is an initial one (an empty cluster keeps it) or a mean of objects, so |x - c| is at
-// most max|x| + max(max|x|, max|c0|): the inertia's bound counts initial centroids far from the
-// data (an --init file, Python's init=), which with max|x| alone overflowed the first iteration's
-// fixed-point sum. Where the initial centroids lie within the data's range (every initialisation
-// that picks objects or means), the bound and so the bits are those of (2 max|x|)^2.
+// An object's distance to its nearest centroid is at most max|x| + max(max|x|, r0) a coordinate,
+// r0 the initial centroids' reach (centroid_reach): the inertia's bound counts initial centroids
+// far from the data (an --init file, Python's init=), which with max|x| alone overflowed the first
+// iteration's fixed-point sum. Where an initial centroid lies within the data's range (every
+// initialisation that picks objects or means), the bound and so the bits are those of (2 max|x|)^2.
 // max_weight: 0 unweighted, else the largest sample weight (Whole::max_weight), min_weight the
 // smallest positive one.
 //
@@ -77,11 +77,20 @@ double max_abs_of(const T* v, std::size_t count) {
   return m;
 }
 
-// The largest |c| any centroid of the run can have, for fixed_scales: the initial centroids
-// or, with unit-length centroids (the cosine and dot metrics), at least 1.
+// The initial centroids' share of fixed_scales' inertia bound. Each object's distance to its
+// nearest centroid is what the inertia sums: in the first iteration that is at most its distance
+// to the initial centroid whose largest |c_j| is smallest, and after it at most its distance to
+// a centroid that is a mean of objects (one cluster at least has members), within max|x|. So the
+// smallest over the k centroids of their largest |c_j|, not the largest of all: one centroid far
+// from the data (an --init file's) made the scale so coarse that the inertia rounded to 0, or
+// overflowed it. With unit-length centroids (the cosine and dot metrics), at least 1.
 template <class T>
-double centroid_reach(const T* initial, std::size_t count, bool unit) {
-  const double m = max_abs_of(initial, count);
+double centroid_reach(const T* initial, std::size_t k, std::size_t d, bool unit) {
+  double m = 0;
+  for (std::size_t c = 0; c < k; ++c) {
+    const double reach = max_abs_of(initial + c * d, d);
+    m = c == 0 ? reach : std::fmin(m, reach);
+  }
   return unit ? std::fmax(m, 1.0) : m;
 }
 

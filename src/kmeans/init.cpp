@@ -8,7 +8,9 @@
 #include <unordered_set>
 
 #include "common/errors.hpp"
+#include "kmeans/fixed_point.hpp"
 #include "kmeans/init_detail.hpp"
+#include "kmeans/registry.hpp"
 
 namespace km {
 
@@ -121,6 +123,9 @@ std::vector<T> initial_centroids(const Dataset<T>& local, const RowSplit& split,
               std::isfinite(params.given_centroids[i]) ? "is outside float's range (fit in double precision)"
                                                        : "is not a finite number"));
       }
+      // Some centroid must be within reach of every object (its distances finite in T): then
+      // a distance that overflows is truly not the nearest, and the labels stay exact.
+      check_arithmetic_range<T>(centroid_reach(out.data(), k, d, false), n, d, 0, "every initial centroid's values");
       break;
   }
   return out;

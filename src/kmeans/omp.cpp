@@ -182,8 +182,8 @@ class OmpEngine final : public Engine<T> {
       const WeightRange w = check_weights(data);
       whole_ = {data.n, max_abs_value(data), w.max, w.min};
     }
-    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, centroid_reach(initial.data(), initial.size(), unit_),
-                           whole_.max_weight, whole_.min_weight);
+    const double reach = centroid_reach(initial.data(), initial.size() / d_, d_, unit_);
+    scales_ = fixed_scales(whole_.max_abs, whole_.n, d_, reach, whole_.max_weight, whole_.min_weight);
     // below 2^51 after rounding: to_fixed_small (weighted: the addends are w x)
     small_addends_ = whole_.max_abs * std::fmax(whole_.max_weight, 1.0) * scales_.sum < 0x1p50;
     centroids_ = initial;

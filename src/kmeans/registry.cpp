@@ -128,7 +128,7 @@ double weights_with_mass(double largest_weight, bool weighted) {
 }  // namespace
 
 template <class T>
-void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight) {
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight, const char* what) {
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
   // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
@@ -141,20 +141,20 @@ void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double
   const double d_max = std::log2(std::numeric_limits<double>::max());
   if (2 * lg + ld >= t_max) {
     if constexpr (sizeof(T) == 4)
-      throw InputError(strprintf("the data's values (up to %.3g) are too large for float: squared distances over "
+      throw InputError(strprintf("%s (up to %.3g) are too large for float: squared distances over "
                                  "%zu coordinates would overflow; use --precision=double or rescale the data",
-                                 largest, d));
-    throw InputError(strprintf("the data's values (up to %.3g) are too large: squared distances over %zu "
+                                 what, largest, d));
+    throw InputError(strprintf("%s (up to %.3g) are too large: squared distances over %zu "
                                "coordinates would overflow double; rescale the data",
-                               largest, d));
+                               what, largest, d));
   }
   if (lg + ln >= d_max || 2 * lg + ld + ln >= d_max)
-    throw InputError(strprintf("the data's values (up to %.3g) are too large: the sums over %zu objects would "
+    throw InputError(strprintf("%s (up to %.3g) are too large: the sums over %zu objects would "
                                "overflow double; rescale the data",
-                               largest, n));
+                               what, largest, n));
 }
-template void check_arithmetic_range<float>(double, std::size_t, std::size_t, double);
-template void check_arithmetic_range<double>(double, std::size_t, std::size_t, double);
+template void check_arithmetic_range<float>(double, std::size_t, std::size_t, double, const char*);
+template void check_arithmetic_range<double>(double, std::size_t, std::size_t, double, const char*);
 
 static int host_threads(const Params& params) { return params.threads > 0 ? params.threads : omp_get_max_threads(); }
 

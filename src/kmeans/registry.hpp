@@ -63,9 +63,12 @@ bool partable(const Implementation& impl);
 
 // Throws InputError when values up to `largest` (finite) over n objects of d coordinates
 // would overflow T's squared distances or the double sums (each addend scaled by at most
-// max_weight, the largest sample weight).
+// max_weight, the largest sample weight). `what` names the values in the message. Given
+// initial centroids pass it too, with the smallest of their largest |c_j| (centroid_reach):
+// each object's distance to that centroid, at most d (max|x| + r)^2, then stays finite.
 template <class T>
-void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight = 0);
+void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight = 0,
+                            const char* what = "the data's values");
 
 // Data already on the device (Dataset::device_values): the fits that take it -- the rungs that
 // keep the whole loop on the GPU (offload, offload-block, fused), one GPU, one process, the

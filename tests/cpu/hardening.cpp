@@ -223,6 +223,40 @@ TEST(Hardening, IgnoredSignalsStayIgnored) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << "SIGHUP, ignored, ended the run";
 }
 
+// An initial centroid far from the data (an --init file's): omp's fixed-point inertia took its
+// scale from the farthest centroid, so it rounded to 0 (1e100) or wrapped (1e200); it now comes
+// from the nearest one, and every iteration's inertia is seq's. Centroids all so far that every
+// distance overflows would tie at infinity (wrong labels): refused.
+TEST(Hardening, FarInitialCentroids) {
+  const auto data = kmtest::make_data<double>(false, 100, 3, 3, 5);
+  for (double far : {1e100, 1e200}) {
+    km::Params p;
+    p.k = 3;
+    p.loops = 3;
+    p.init = km::Init::given;
+    p.given_d = 3;
+    p.given_centroids.assign(data.row(0), data.row(0) + 9);
+    for (int j = 6; j < 9; ++j) p.given_centroids[j] *= far;
+    const auto seq = km::run(km::find_implementation("seq"), data, p);
+    const auto omp = km::run(km::find_implementation("omp"), data, p);
+    ASSERT_EQ(omp.per_iteration.size(), seq.per_iteration.size());
+    for (std::size_t i = 0; i < seq.per_iteration.size(); ++i)
+      EXPECT_NEAR(omp.per_iteration[i].inertia, seq.per_iteration[i].inertia, 1e-12 * seq.per_iteration[i].inertia)
+          << "far centroid " << far << ", iteration " << i + 1;
+    EXPECT_EQ(omp.labels, seq.labels);
+  }
+  const auto floats = kmtest::make_data<float>(false, 100, 2, 2, 5);
+  km::Params p;
+  p.k = 2;
+  p.init = km::Init::given;
+  p.given_d = 2;
+  p.given_centroids = {1e20, 1e20, -3e19, -3e19};
+  for (const char* impl : {"seq", "omp"}) {
+    EXPECT_THROW(km::predict(km::find_implementation(impl), floats, p), km::InputError) << impl;
+    EXPECT_THROW(km::run(km::find_implementation(impl), floats, p), km::InputError) << impl;
+  }
+}
+
 TEST(Hardening, CpuRunsAreBitReproducible) {
   const auto data = kmtest::make_data<double>(true, 20000, 8, 12, 3);
   km::Params p;

@@ -93,7 +93,7 @@ void DeviceUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& 
     whole_ = {data.n, largest, w.max, w.min};
   }
   const FixedScales scales = fixed_scales(whole_.max_abs, whole_.n, d,
-                                          centroid_reach(initial.data(), initial.size(), this->unit()),
+                                          centroid_reach(initial.data(), initial.size() / d, d, this->unit()),
                                           whole_.max_weight, whole_.min_weight);
   scale_ = scales.sum;
   inv_scale_ = scales.inv_sum;
