@@ -339,6 +339,36 @@ def test_init_predict_ninit_npy():
             expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")
 
 
+def test_hdf5_values_outside_the_file():
+    """External raw files (a short one read as zeros, a FIFO blocked the run) and virtual datasets
+    keep their values outside the checks on the input file: one line, exit 1."""
+    try:
+        import h5py
+        import numpy as np
+    except ImportError:
+        print("skip: no h5py")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        x = np.random.default_rng(1).random((100, 4))
+        with open(os.path.join(tmp, "raw.bin"), "wb") as f:
+            f.write(x[:10].tobytes())
+        os.mkfifo(os.path.join(tmp, "fifo"))
+        for name, raw in (("short", "raw.bin"), ("fifo", "fifo")):
+            with h5py.File(os.path.join(tmp, f"{name}.h5"), "w") as f:
+                f.create_dataset("data", shape=(100, 4), dtype="<f8",
+                                 external=[(os.path.join(tmp, raw), 0, h5py.h5f.UNLIMITED)])
+        with h5py.File(os.path.join(tmp, "src.h5"), "w") as f:
+            f["data"] = x
+        layout = h5py.VirtualLayout(shape=(100, 4), dtype="<f8")
+        layout[:] = h5py.VirtualSource(os.path.join(tmp, "src.h5"), "data", shape=(100, 4))
+        with h5py.File(os.path.join(tmp, "virtual.h5"), "w") as f:
+            f.create_virtual_dataset("data", layout)
+        for name, needle in (("short", "external files"), ("fifo", "external files"), ("virtual", "virtual dataset")):
+            p = run(f"--input={os.path.join(tmp, name + '.h5')}", "--impl=seq", "--clusters=3", check=False)
+            lines = p.stderr.strip().splitlines()
+            expect(p.returncode == 1 and len(lines) == 1 and needle in lines[0], f"{name}.h5: {p.returncode} {p.stderr!r}")
+
+
 def test_damaged_hdf5():
     # Files found by the fuzzer: one on which HDF5 1.10 itself segfaults, one whose metadata
     # makes it allocate without bound (24 GB and an OOM kill before the cap), one on which it
@@ -690,7 +720,8 @@ def test_gpu_impl_without_gpu():
 for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_reports, test_outputs_and_inputs,
              test_help_and_list, test_progress_on_a_terminal, test_progress_nowhere_else, test_bad_inputs,
              test_strict_options, test_init_predict_ninit_npy,
-             test_damaged_hdf5, test_outputs_refused_and_values_named, test_gpu_impl_without_gpu,
+             test_damaged_hdf5, test_hdf5_values_outside_the_file, test_outputs_refused_and_values_named,
+             test_gpu_impl_without_gpu,
              test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics,
              test_batch_input, test_weights]:
     print("run:", test.__name__)

@@ -301,8 +301,20 @@ hsize_t check_storage(hid_t ds, const hsize_t* dims, int rank, std::size_t type_
   for (int i = 0; i < rank; ++i) declared *= static_cast<double>(dims[i]);
   Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
   if (!dcpl.ok()) throw InputError(strprintf("'%s': cannot read the layout of '%s'", path.c_str(), name.c_str()));
+  // Values kept outside the file (external raw files, a virtual dataset's sources) escape the
+  // checks here and on the input file: a short raw file reads as zeros, a FIFO blocks, a device
+  // reads as data. Refused.
+  if (H5Pget_external_count(dcpl.get()) != 0)
+    throw InputError(strprintf("'%s': dataset '%s' keeps its values in external files; write them into the HDF5 file "
+                               "(or use .npy)",
+                               path.c_str(), name.c_str()));
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_VIRTUAL)
+    throw InputError(strprintf("'%s': dataset '%s' is a virtual dataset (its values in other datasets or files); "
+                               "write a copy of it into the HDF5 file (or use .npy)",
+                               path.c_str(), name.c_str()));
   hsize_t chunk[3] = {0, 0, 0};
-  if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+  if (layout == H5D_CHUNKED) {
     if (H5Pget_chunk(dcpl.get(), rank, chunk) != rank)
       throw InputError(strprintf("'%s': dataset '%s' has a damaged chunk layout", path.c_str(), name.c_str()));
     double chunk_bytes = static_cast<double>(type_size);
