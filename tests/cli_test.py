@@ -108,6 +108,10 @@ def test_outputs_and_inputs():
 
 def test_help_and_list():
     p = run("--help")
+    bad = run("--list", "--clusters=-1", "--coords=3", check=False)
+    expect(bad.returncode == 2 and "--clusters=-1" in bad.stderr and not bad.stdout, f"--list, bad shape: {bad}")
+    bad = run("--threshold=1.0000001", check=False)
+    expect(bad.returncode == 2 and "--threshold=1.0000001:" in bad.stderr, f"the value as given: {bad.stderr!r}")
     v = run("--version")
     expect(re.fullmatch(r"kmeans \(kmeans-gpu \d+\.\d+(\.\d+)?\)\n", v.stdout) is not None and "--version" in p.stdout,
            f"--version: {v.stdout!r}")

@@ -140,9 +140,16 @@ def implementations(n_clusters=None, n_features=None, precision="double"):
     the CLI's ``--list``. Given a shape, also whether each runs it here ("runs", and "reason"
     when not), the path it takes ("path") and, for fused, its whole plan ("plan": the path and
     why, the kernel's variant, launch shape and each feature on or off)."""
-    elem = 4 if _PRECISIONS.get(precision) == np.float32 else 8
+    if precision not in _PRECISIONS or precision is None:
+        raise ValueError(f"precision={precision!r}: must be 'double' or 'float'")
+    elem = 4 if _PRECISIONS[precision] == np.float32 else 8
     if n_clusters is None or n_features is None:
         return json.loads(_core.implementations_json())
+    for name, value in (("n_clusters", n_clusters), ("n_features", n_features)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name}={value!r}: must be an integer")
+        if not 1 <= value <= _INT_MAX:
+            raise ValueError(f"{name}={value}: must be in 1..{_INT_MAX}")
     return json.loads(_core.implementations_json(int(n_clusters), int(n_features), elem))
 
 

@@ -289,7 +289,13 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "kmeans: error: %s\n", e.what());
       return 2;
     }
-    const bool shape = app.count("--coords") && app.count("--clusters") && o.coords > 0 && o.clusters > 0;
+    for (const auto& [option, value] : {std::pair<const char*, long long>{"--clusters", o.clusters},
+                                        std::pair<const char*, long long>{"--coords", o.coords}})
+      if (app.count(option) && value < 1) {
+        std::fprintf(stderr, "kmeans: error: %s=%lld: --list takes a shape of at least 1\n", option, value);
+        return 2;
+      }
+    const bool shape = app.count("--coords") && app.count("--clusters");
     std::printf("%s\n", km::registry_json(shape ? static_cast<std::size_t>(o.clusters) : 0,
                                           shape ? static_cast<std::size_t>(o.coords) : 0,
                                           o.precision == "float" ? 4 : 8, config)

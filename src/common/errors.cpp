@@ -1,5 +1,6 @@
 #include "common/errors.hpp"
 
+#include <charconv>
 #include <cstdarg>
 #include <cstdio>
 #include <vector>
@@ -21,6 +22,12 @@ std::string strprintf(const char* fmt, ...) {
   }
   va_end(args);
   return out;
+}
+
+std::string shortest(double v) {
+  char text[64];
+  const auto r = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, r.ptr);
 }
 
 }  // namespace km

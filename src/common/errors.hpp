@@ -27,5 +27,8 @@ class DeviceError : public std::runtime_error {
 
 // Formats like printf into a std::string (GCC 12 has no <format>).
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// v as the shortest text that reads back as v ("1.0000001", not %g's "1"), for messages that
+// quote a value the user gave.
+std::string shortest(double v);
 
 }  // namespace km

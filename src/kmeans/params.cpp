@@ -45,17 +45,17 @@ void validate(const Params& p) {
   if (p.k < 1) throw UsageError(strprintf("--clusters=%d: need at least 1 cluster", p.k));
   if (p.loops < 1) throw UsageError(strprintf("--loops=%d: need at least 1 loop", p.loops));
   if (!(p.threshold >= 0 && p.threshold <= 1))
-    throw UsageError(strprintf("--threshold=%g: must be a fraction in [0, 1]", p.threshold));
+    throw UsageError(strprintf("--threshold=%s: must be a fraction in [0, 1]", shortest(p.threshold).c_str()));
   if (p.tol && !(*p.tol >= 0 && std::isfinite(*p.tol)))
-    throw UsageError(strprintf("--tol=%g: must be finite and >= 0", *p.tol));
+    throw UsageError(strprintf("--tol=%s: must be finite and >= 0", shortest(*p.tol).c_str()));
   if (p.block < 32 || p.block > 1024 || p.block % 32 != 0)
     throw UsageError(strprintf("--block=%d: must be a multiple of 32 in 32..1024", p.block));
   if (p.threads < 0) throw UsageError(strprintf("--threads=%d: must be positive", p.threads));
   if (p.gpus < 1) throw UsageError(strprintf("--gpus=%d: must be at least 1", p.gpus));
   if (p.n_init < 1) throw UsageError(strprintf("--n-init=%d: need at least 1 initialisation", p.n_init));
   if (!(p.oversampling > 0 && p.oversampling <= 1e6))
-    throw UsageError(strprintf("--oversampling=%g: must be positive (k-means|| draws about that times K objects a "
-                               "round), at most 1e6", p.oversampling));
+    throw UsageError(strprintf("--oversampling=%s: must be positive (k-means|| draws about that times K objects a "
+                               "round), at most 1e6", shortest(p.oversampling).c_str()));
   if (p.init_rounds < 1 || p.init_rounds > kMaxInitRounds)
     throw UsageError(strprintf("--init-rounds=%d: must be in 1..%d", p.init_rounds, kMaxInitRounds));
   if (p.n_init > 1 && p.init != Init::random && p.init != Init::kmeanspp && p.init != Init::kmeans_parallel)

@@ -4,6 +4,7 @@ implementation. Run by ctest (PYTHONPATH=build/python, KMEANS_BIN=build/kmeans).
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,16 @@ def test_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=FutureWarning)
         check(estimator)
+
+
+@pytest.mark.parametrize("kwargs,exc,words", [
+    (dict(n_clusters=-1, n_features=3), ValueError, "n_clusters=-1"),
+    (dict(n_clusters=4, n_features=2**31), ValueError, "n_features=2147483648"),
+    (dict(n_clusters=4.5, n_features=3), TypeError, "n_clusters=4.5"),
+    (dict(precision="half"), ValueError, "precision='half'")])
+def test_implementations_refuses_bad_arguments(kwargs, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        kmeans_gpu.implementations(**kwargs)
 
 
 def test_version_is_the_package_version():
