@@ -66,6 +66,7 @@ void expect_separate_fits(const km::Dataset<T>& all, std::size_t batch, const st
       EXPECT_EQ(r.per_iteration[i].shift, want.per_iteration[i].shift) << "iteration " << i + 1;
       if (same_schemes) {
         EXPECT_EQ(r.per_iteration[i].summed, want.per_iteration[i].summed) << "iteration " << i + 1;
+        EXPECT_EQ(r.per_iteration[i].inertia, want.per_iteration[i].inertia) << "iteration " << i + 1;
       }
     }
     longest = std::max<std::size_t>(longest, static_cast<std::size_t>(r.iterations));
@@ -116,8 +117,9 @@ TEST(GpuBatch, FromDeviceEqualsSeparateFits) {
 // fused's movers' scheme inside a batch's graph (Requeue): problems 0-2 take it from the second
 // iteration (movers_after = 1), problem 2 with guard 0, so that its algebraic inertia "fails" there
 // and it sums every object from then on (a capture the batch cannot put off); problem 3 never
-// takes it. Three of four asking, the batch switches when the separate fits do, so each
-// iteration sums the same objects as the separate fit, and problem 0's movers went alone.
+// takes it. With four problems one asking is a quarter, so the batch switches when the separate
+// fits do: each iteration sums the same objects and has the same inertia as the separate fit's,
+// and problem 0's movers went alone. Then five problems, one asking: its switch is put off.
 template <class T>
 void check_batch_movers() {
   if (!km::gpu_info().present) GTEST_SKIP() << "no usable GPU: " << km::gpu_info().why_absent;
@@ -140,6 +142,12 @@ void check_batch_movers() {
       for (const auto& it : got.problems[0].per_iteration) fewer = fewer || it.summed < static_cast<std::int64_t>(s.n);
       EXPECT_TRUE(fewer) << "problem 0's movers never went alone";
       for (const auto& it : got.problems[3].per_iteration) EXPECT_EQ(it.summed, static_cast<std::int64_t>(s.n));
+      // Five problems, one asking: its switch is put off (1 of 5 is under a quarter) until a
+      // problem stops; the results are its separate fit's all the same.
+      const auto five = batch_data<T>(kind, 5, s);
+      std::vector<km::Params> one_asks(5, params[3]);
+      one_asks[0] = params[0];
+      expect_separate_fits<T>(five, 5, one_asks);
     }
 }
 

@@ -219,7 +219,7 @@ class FusedTensor final : public DeviceUpdateEngine<T> {
     const auto& counters = *this->counters_host_.get();  // read back with the change count
     stats.rechecked = static_cast<std::int64_t>(counters.queued[0] + counters.queued[1]);
     stats.rechecked_all = static_cast<std::int64_t>(counters.queued[1]);
-    stats.summed = movers_ ? stats.changed : static_cast<std::int64_t>(this->n_);
+    stats.summed = movers_ ? stats.changed : static_cast<std::int64_t>(this->whole_.n);  // (all ranks' rows)
     if (!movers_ || counters.inertia != kernels::kInertiaUnsure) return;
     std::vector<T> previous(this->k_ * this->d_);
     CUDA_CHECK(cudaMemcpy(previous.data(), previous_.get(), previous.size() * sizeof(T), cudaMemcpyDeviceToHost));
