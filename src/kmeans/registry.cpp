@@ -131,8 +131,8 @@ template <class T>
 void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight, const char* what) {
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
-  // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
-  // (both in double).
+  // d * (2 max|x|)^2 (in T), a centroid sum (of offsets from the first object: add_to_cluster) n * 2 max|x|
+  // and the inertia n * d * (2 max|x|)^2 (both in double).
   // (Sample weights scale the sums and the inertia by at most their largest.)
   const double lg = std::log2(largest) + 1,
                ln = std::log2(static_cast<double>(n)) + (max_weight > 1 ? std::log2(max_weight) : 0.0),

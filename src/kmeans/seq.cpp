@@ -42,11 +42,11 @@ class SeqEngine final : public Engine<T> {
       inertia += w * static_cast<double>(distance);
       if (label != labels_[i]) ++changed;
       labels_[i] = label;
-      add_to_cluster(x, w, d, &sums_[label * d], counts_[label]);
+      add_to_cluster(x, data_->row(0), w, d, &sums_[label * d], counts_[label]);
     }
     stats.changed = changed;
     stats.inertia = inertia;
-    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, centroids_.data(), unit_);
+    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, data_->row(0), centroids_.data(), unit_);
   }
 
   void read_centroids(std::vector<T>& out) override { out = centroids_; }

@@ -214,6 +214,43 @@ void check_far_initial_centroids() {
 TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaDouble) { check_far_initial_centroids<double>(); }
 TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaFloat) { check_far_initial_centroids<float>(); }
 
+// Data far from 0 with a small spread (1e8 plus noise of 1e-4, in double): seq's sums of offsets
+// from an origin (add_to_cluster) give each mean to within an ulp of the exact one, computed
+// here in long double from the same labels. Plain sums of x, the mean their total over the count,
+// are many ulps away on this data (checked below, so that the data can tell the two apart).
+TEST(Seq, MeansStayExactOnOffsetData) {
+  const std::size_t n = 200000, d = 2;
+  auto data = km::generate_uniform<double>(n, d, 3);
+  for (std::size_t i = 0; i < n * d; ++i) data.values[i] = 1e8 + 1e-4 * data.values[i];
+  km::Params p;
+  p.k = 4;
+  p.loops = 1;
+  p.init = km::Init::kmeanspp;
+  p.seed = 3;
+  const auto one = run_impl("seq", data, p);
+  const auto init = km::initial_centroids(data, p);
+  const std::size_t k = static_cast<std::size_t>(p.k);
+  std::vector<long double> sum(k * d, 0.0L), count(k, 0.0L);
+  std::vector<double> plain(k * d, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<std::size_t>(km::nearest_centroid(data.row(i), init.data(), k, d));
+    count[c] += 1;
+    for (std::size_t j = 0; j < d; ++j) {
+      sum[c * d + j] += data.row(i)[j] - 1e8L;  // exact in long double
+      plain[c * d + j] += data.row(i)[j];
+    }
+  }
+  const double ulp = std::nextafter(1e8, 2e8) - 1e8;
+  double plain_worst = 0;
+  for (std::size_t c = 0; c < k; ++c)
+    for (std::size_t j = 0; j < d; ++j) {
+      const double exact = static_cast<double>(1e8L + sum[c * d + j] / count[c]);
+      EXPECT_LE(std::fabs(one.centroids[c * d + j] - exact), ulp) << "centroid " << c << " coordinate " << j;
+      plain_worst = std::max(plain_worst, std::fabs(plain[c * d + j] / static_cast<double>(count[c]) - exact) / ulp);
+    }
+  EXPECT_GT(plain_worst, 10) << "plain sums are as good here: the data does not test the offsets";
+}
+
 TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
   EXPECT_EQ(km::to_fixed(2.5, 1.0), 2);  // ties to even, as __double2ll_rn
   EXPECT_EQ(km::to_fixed(3.5, 1.0), 4);
@@ -250,15 +287,19 @@ TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
   EXPECT_EQ(cols[3], -1) << "padding columns untouched";
   km::from_coord_major(cols.data(), k, d, stride, back.data());
   EXPECT_EQ(back, rows);
+  // add_to_cluster sums offsets from an origin (row 0 here); finalize_centroids adds their mean back.
   std::vector<double> sums(d, 0);
   double count = 0;
-  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), count);
-  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, rows.data(), 1.0, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, rows.data(), 1.0, d, sums.data(), count);
   EXPECT_EQ(count, 2);
-  EXPECT_EQ(sums[4], 2 * rows[d + 4]);
-  km::add_to_cluster(rows.data() + d, 0.5, d, sums.data(), count);  // a weighted object: w x, and w
+  EXPECT_EQ(sums[4], 2 * (rows[d + 4] - rows[4]));
+  km::add_to_cluster(rows.data() + d, rows.data(), 0.5, d, sums.data(), count);  // weighted: w (x - o), and w
   EXPECT_EQ(count, 2.5);
-  EXPECT_EQ(sums[4], 2.5 * rows[d + 4]);
+  EXPECT_EQ(sums[4], 2.5 * (rows[d + 4] - rows[4]));
+  std::vector<double> centroid(d, -7);
+  km::finalize_centroids(sums.data(), &count, 1, d, rows.data(), centroid.data());
+  for (std::size_t j = 0; j < d; ++j) EXPECT_EQ(centroid[j], rows[d + j]) << "the mean of one object, repeated";
   // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
   const std::size_t n = 3 * km::kSumChunk + 17;
   std::vector<double> chunks;
