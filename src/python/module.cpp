@@ -589,6 +589,60 @@ void add_device(py::module_& m) {
       "mean_variance of n x d values in CUDA memory, from a host copy (arrays without a library of their own).");
 }
 
+// The module's small queries and switches: the registry, the GPU's presence, progress lines, the
+// calling-overhead baseline.
+void add_utilities(py::module_& m) {
+  m.def(
+      "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
+      "The address the engines would read X from (the zero-copy test compares it with X's).");
+  m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
+        py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
+  m.attr("max_threads") = km::cli::kMaxThreads;  // the CLI's cap on --threads (n_threads)
+  m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
+  m.def(
+      "release_device_memory",
+      [] {
+        if (km::gpu_info().present) km::cuda::trim_device_pools();
+      },
+      "Hands the device memory that earlier fits left in the pool back to the driver.");
+  m.def(
+      "show_progress",
+      [](bool on) {
+        if (on) km::progress::enable("kmeans_gpu");
+        else km::progress::disable();
+      },
+      py::arg("on"),
+      "Progress lines on stderr from this thread's fits and predictions when it is a terminal (verbose), or none.");
+  m.def("gpu_why_absent", [] { return km::gpu_info().why_absent; }, "Why no GPU is usable ('' when one is).");
+  m.def("default_implementation", [] { return km::default_implementation(km::gpu_info().present); },
+        "fused with a GPU, else omp.");
+  m.def(
+      "time_cpp_fit",
+      [](const py::array& x, const std::string& impl, int k, int loops, int repeats) {
+        // The same fit through the C++ API, timed in C++: the baseline for the calling overhead.
+        clamp_openmp_threads();
+        Options o = options(impl, k, loops, 0, std::nullopt, "first", 0, 128, 0, 1, std::nullopt);
+        std::vector<double> seconds;
+        const auto time = [&](auto tag) {
+          using T = decltype(tag);
+          const km::Dataset<T> data = view<T>(x);
+          const km::Params params = params_of(o, data.d);
+          const km::Implementation& impl_ = implementation(o.impl);
+          py::gil_scoped_release release;
+          for (int r = 0; r < repeats; ++r) {
+            km::Stopwatch watch;
+            const auto result = km::run(impl_, data, params);
+            seconds.push_back(watch.seconds());
+          }
+        };
+        if (py::isinstance<py::array_t<float>>(x)) time(float{});
+        else time(double{});
+        return seconds;
+      },
+      py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("repeats"),
+      "Seconds of each of `repeats` fits (first-K init) through the C++ API, timed in C++.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -702,53 +756,5 @@ PYBIND11_MODULE(_core, m) {
   add_device(m);
   kmpy::add_dlpack_out(m);
   add_parted(m);
-  m.def(
-      "data_address", [](const py::array& x) { return reinterpret_cast<std::uintptr_t>(x.data()); }, py::arg("X"),
-      "The address the engines would read X from (the zero-copy test compares it with X's).");
-  m.def("implementations_json", [](std::size_t k, std::size_t d, std::size_t elem) { return km::registry_json(k, d, elem); },
-        py::arg("k") = 0, py::arg("d") = 0, py::arg("elem") = 8, "The registry as the CLI's --list JSON.");
-  m.attr("max_threads") = km::cli::kMaxThreads;  // the CLI's cap on --threads (n_threads)
-  m.def("gpu_available", [] { return km::gpu_info().present; }, "Whether a usable CUDA GPU is present.");
-  m.def(
-      "release_device_memory",
-      [] {
-        if (km::gpu_info().present) km::cuda::trim_device_pools();
-      },
-      "Hands the device memory that earlier fits left in the pool back to the driver.");
-  m.def(
-      "show_progress",
-      [](bool on) {
-        if (on) km::progress::enable("kmeans_gpu");
-        else km::progress::disable();
-      },
-      py::arg("on"),
-      "Progress lines on stderr from this thread's fits and predictions when it is a terminal (verbose), or none.");
-  m.def("gpu_why_absent", [] { return km::gpu_info().why_absent; }, "Why no GPU is usable ('' when one is).");
-  m.def("default_implementation", [] { return km::default_implementation(km::gpu_info().present); },
-        "fused with a GPU, else omp.");
-  m.def(
-      "time_cpp_fit",
-      [](const py::array& x, const std::string& impl, int k, int loops, int repeats) {
-        // The same fit through the C++ API, timed in C++: the baseline for the calling overhead.
-        clamp_openmp_threads();
-        Options o = options(impl, k, loops, 0, std::nullopt, "first", 0, 128, 0, 1, std::nullopt);
-        std::vector<double> seconds;
-        const auto time = [&](auto tag) {
-          using T = decltype(tag);
-          const km::Dataset<T> data = view<T>(x);
-          const km::Params params = params_of(o, data.d);
-          const km::Implementation& impl_ = implementation(o.impl);
-          py::gil_scoped_release release;
-          for (int r = 0; r < repeats; ++r) {
-            km::Stopwatch watch;
-            const auto result = km::run(impl_, data, params);
-            seconds.push_back(watch.seconds());
-          }
-        };
-        if (py::isinstance<py::array_t<float>>(x)) time(float{});
-        else time(double{});
-        return seconds;
-      },
-      py::arg("X"), py::arg("impl"), py::arg("k"), py::arg("loops"), py::arg("repeats"),
-      "Seconds of each of `repeats` fits (first-K init) through the C++ API, timed in C++.");
+  add_utilities(m);
 }
