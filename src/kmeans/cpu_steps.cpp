@@ -8,14 +8,12 @@
 namespace km {
 
 template <class T>
-double finalize_centroids(const double* sums, const double* counts, std::size_t k, std::size_t d,
-                          const T* origin, T* centroids, bool unit) {
+double finalize_centroids(const double* sums, const double* carries, const double* counts, std::size_t k,
+                          std::size_t d, T* centroids, bool unit) {
   std::vector<T> mean(d);
   return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
     if (counts[c] == 0) return false;  // empty cluster keeps its previous centroid
-    const double inv = 1.0 / counts[c];
-    for (std::size_t j = 0; j < d; ++j)
-      m[j] = static_cast<T>(static_cast<double>(origin[j]) + sums[c * d + j] * inv);
+    for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>((sums[c * d + j] + carries[c * d + j]) / counts[c]);
     return true;
   });
 }
@@ -117,9 +115,9 @@ double max_abs_value(const Dataset<T>& data) {
 
 template double max_abs_value(const Dataset<float>&);
 template double max_abs_value(const Dataset<double>&);
-template double finalize_centroids(const double*, const double*, std::size_t, std::size_t, const float*, float*,
+template double finalize_centroids(const double*, const double*, const double*, std::size_t, std::size_t, float*,
                                    bool);
-template double finalize_centroids(const double*, const double*, std::size_t, std::size_t, const double*, double*,
+template double finalize_centroids(const double*, const double*, const double*, std::size_t, std::size_t, double*,
                                    bool);
 template double inertia(const Dataset<float>&, const float*, const std::int32_t*);
 template double inertia(const Dataset<double>&, const double*, const std::int32_t*);

@@ -131,8 +131,8 @@ template <class T>
 void check_arithmetic_range(double largest, std::size_t n, std::size_t d, double max_weight, const char* what) {
   if (largest == 0) return;
   // Bounds in log2, so that the check itself cannot overflow: a squared distance is at most
-  // d * (2 max|x|)^2 (in T), a centroid sum (of offsets from the first object: add_to_cluster) n * 2 max|x|
-  // and the inertia n * d * (2 max|x|)^2 (both in double).
+  // d * (2 max|x|)^2 (in T), a centroid sum n * max|x| and the inertia n * d * (2 max|x|)^2
+  // (both in double).
   // (Sample weights scale the sums and the inertia by at most their largest.)
   const double lg = std::log2(largest) + 1,
                ln = std::log2(static_cast<double>(n)) + (max_weight > 1 ? std::log2(max_weight) : 0.0),
@@ -182,9 +182,9 @@ double host_bytes(const Implementation& impl, std::size_t n, std::size_t d, std:
                                            static_cast<double>(k));
     init = 16 * objects + m * static_cast<double>(d) * e + (trials + 2) * m * 8 + trials * static_cast<double>(d) * 8;
   }
-  // A GPU engine's host side: its labels read back, the centroids, their sums and staging.
+  // A GPU engine's host side: its labels read back, the centroids, their sums (with carries) and staging.
   const double engine = impl.host_bytes ? impl.host_bytes(n, k, d, elem, host_threads(params))
-                                        : labels + kd * (2 * e + 8) + 8.0 * static_cast<double>(k);
+                                        : labels + kd * (2 * e + 16) + 8.0 * static_cast<double>(k);
   // The run's working memory beyond its buffers (the libraries' pages it touches, each
   // thread's stack and malloc arena): measured at 20 MiB beside a tiny run's on 1 to 4 threads.
   const double runtime = 32.0 * 1048576 + host_threads(params) * 262144.0;

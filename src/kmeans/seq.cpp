@@ -23,6 +23,7 @@ class SeqEngine final : public Engine<T> {
     centroids_ = initial;
     labels_.assign(data.n, -1);  // so the first iteration counts every object as changed
     sums_.assign(k_ * data.d, 0.0);
+    carries_.assign(k_ * data.d, 0.0);
     counts_.assign(k_, 0);
   }
 
@@ -30,6 +31,7 @@ class SeqEngine final : public Engine<T> {
     HostPhase phase(stats.cpu);
     const std::size_t n = data_->n, d = data_->d;
     std::fill(sums_.begin(), sums_.end(), 0.0);
+    std::fill(carries_.begin(), carries_.end(), 0.0);
     std::fill(counts_.begin(), counts_.end(), 0);
     std::int64_t changed = 0;
     double inertia = 0;
@@ -42,11 +44,11 @@ class SeqEngine final : public Engine<T> {
       inertia += w * static_cast<double>(distance);
       if (label != labels_[i]) ++changed;
       labels_[i] = label;
-      add_to_cluster(x, data_->row(0), w, d, &sums_[label * d], counts_[label]);
+      add_to_cluster(x, w, d, &sums_[label * d], &carries_[label * d], counts_[label]);
     }
     stats.changed = changed;
     stats.inertia = inertia;
-    stats.shift = finalize_centroids(sums_.data(), counts_.data(), k_, d, data_->row(0), centroids_.data(), unit_);
+    stats.shift = finalize_centroids(sums_.data(), carries_.data(), counts_.data(), k_, d, centroids_.data(), unit_);
   }
 
   void read_centroids(std::vector<T>& out) override { out = centroids_; }
@@ -66,13 +68,14 @@ class SeqEngine final : public Engine<T> {
   std::vector<T> centroids_;
   std::vector<std::int32_t> labels_;
   std::vector<double> sums_;
+  std::vector<double> carries_;  // the sums' rounding errors (add_to_cluster)
   std::vector<double> counts_;  // weight totals (object counts unweighted)
 };
 
-// SeqEngine's buffers: centroids, labels, double sums and the counts.
+// SeqEngine's buffers: centroids, labels, double sums, their carries and the counts.
 double seq_host_bytes(std::size_t n, std::size_t k, std::size_t d, std::size_t elem, int) {
   const double kd = static_cast<double>(k) * static_cast<double>(d);
-  return kd * static_cast<double>(elem + sizeof(double)) + 4.0 * static_cast<double>(n) + 8.0 * static_cast<double>(k);
+  return kd * static_cast<double>(elem + 2 * sizeof(double)) + 4.0 * static_cast<double>(n) + 8.0 * static_cast<double>(k);
 }
 
 }  // namespace

@@ -103,15 +103,13 @@ void check_unit_update() {
   }
   EXPECT_DOUBLE_EQ(shift, want_shift);
   for (std::size_t j = d; j < k * d; ++j) EXPECT_EQ(centroids[j], before[j]) << "an empty or zero-length mean moved";
-  // seq's update (double sums of the offsets from an origin) normalises the same way.
-  const T origin[d] = {1, 2, 0, -1};
-  std::vector<double> dsums(k * d);
+  // seq's update (compensated double sums) normalises the same way.
+  std::vector<double> dsums(k * d), carries(k * d, 0.0);
   for (std::size_t c = 0; c < k; ++c)
-    for (std::size_t j = 0; j < d; ++j)
-      dsums[c * d + j] = (means[c][j] - static_cast<double>(origin[j])) * static_cast<double>(counts[c]);
+    for (std::size_t j = 0; j < d; ++j) dsums[c * d + j] = means[c][j] * static_cast<double>(counts[c]);
   std::vector<T> seq_centroids = before;
   const std::vector<double> dcounts(counts.begin(), counts.end());
-  km::finalize_centroids(dsums.data(), dcounts.data(), k, d, origin, seq_centroids.data(), true);
+  km::finalize_centroids(dsums.data(), carries.data(), dcounts.data(), k, d, seq_centroids.data(), true);
   EXPECT_EQ(seq_centroids, centroids);
 }
 

@@ -214,10 +214,10 @@ void check_far_initial_centroids() {
 TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaDouble) { check_far_initial_centroids<double>(); }
 TEST(Omp, FarInitialCentroidsKeepTheFirstInertiaFloat) { check_far_initial_centroids<float>(); }
 
-// Data far from 0 with a small spread (1e8 plus noise of 1e-4, in double): seq's sums of offsets
-// from an origin (add_to_cluster) give each mean to within an ulp of the exact one, computed
-// here in long double from the same labels. Plain sums of x, the mean their total over the count,
-// are many ulps away on this data (checked below, so that the data can tell the two apart).
+// Data far from 0 with a small spread (1e8 plus noise of 1e-4, in double): seq's compensated sums
+// (add_to_cluster) give each mean to within an ulp of the exact one, computed here in long double
+// from the same labels. Plain sums of x, the mean their total over the count, are many ulps away on
+// this data (checked below, so that the data can tell the two apart).
 TEST(Seq, MeansStayExactOnOffsetData) {
   const std::size_t n = 200000, d = 2;
   auto data = km::generate_uniform<double>(n, d, 3);
@@ -249,6 +249,31 @@ TEST(Seq, MeansStayExactOnOffsetData) {
       plain_worst = std::max(plain_worst, std::fabs(plain[c * d + j] / static_cast<double>(count[c]) - exact) / ulp);
     }
   EXPECT_GT(plain_worst, 10) << "plain sums are as good here: the data does not test the offsets";
+}
+
+// A first object far from the rest (1e12 beside values in [0.1, 0.7]) leaves the other cluster's
+// mean within an ulp of the exact one; and a cosine cluster whose objects cancel exactly (+-(1, 1)) has a mean of length 0,
+// so it keeps its centroid in seq as in omp, whose fixed-point sums are exact.
+TEST(Seq, MeansOfFarAndCancellingObjects) {
+  km::Dataset<double> far(8, 1);
+  const double values[8] = {1e12, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7};
+  std::copy(values, values + 8, far.values.data());
+  km::Params p;
+  p.k = 2;
+  const auto r = run_impl("seq", far, p);
+  EXPECT_EQ(r.centroids[0], 1e12);
+  long double exact = 0;  // the seven doubles' sum, exact in long double's 64 bits
+  for (int i = 1; i < 8; ++i) exact += static_cast<long double>(values[i]);
+  const double mean = static_cast<double>(exact / 7);  // (the sum rounded, then the quotient: within an ulp)
+  EXPECT_LE(std::fabs(r.centroids[1] - mean), std::nextafter(mean, 1.0) - mean);
+  km::Dataset<double> pm(20, 2);
+  for (std::size_t i = 0; i < 20; ++i) pm.row(i)[0] = pm.row(i)[1] = i < 10 ? 1.0 : -1.0;
+  p.metric = km::Metric::cosine;
+  p.loops = 20;
+  const auto seq = run_impl("seq", pm, p), omp = run_impl("omp", pm, p);
+  EXPECT_EQ(seq.labels, omp.labels);
+  EXPECT_EQ(seq.centroids, omp.centroids);
+  EXPECT_EQ(seq.inertia, omp.inertia);
 }
 
 TEST(FixedPoint, RoundsLikeTheGpuAndUpdatesLikeUpdateCentroids) {
@@ -287,19 +312,29 @@ TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
   EXPECT_EQ(cols[3], -1) << "padding columns untouched";
   km::from_coord_major(cols.data(), k, d, stride, back.data());
   EXPECT_EQ(back, rows);
-  // add_to_cluster sums offsets from an origin (row 0 here); finalize_centroids adds their mean back.
-  std::vector<double> sums(d, 0);
+  // add_to_cluster: the sums with their rounding errors carried beside them; finalize_centroids
+  // takes (sum + carry) / count.
+  std::vector<double> sums(d, 0), carries(d, 0);
   double count = 0;
-  km::add_to_cluster(rows.data() + d, rows.data(), 1.0, d, sums.data(), count);
-  km::add_to_cluster(rows.data() + d, rows.data(), 1.0, d, sums.data(), count);
+  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), carries.data(), count);
+  km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), carries.data(), count);
   EXPECT_EQ(count, 2);
-  EXPECT_EQ(sums[4], 2 * (rows[d + 4] - rows[4]));
-  km::add_to_cluster(rows.data() + d, rows.data(), 0.5, d, sums.data(), count);  // weighted: w (x - o), and w
+  EXPECT_EQ(sums[4], 2 * rows[d + 4]);
+  km::add_to_cluster(rows.data() + d, 0.5, d, sums.data(), carries.data(), count);  // weighted: w x, and w
   EXPECT_EQ(count, 2.5);
-  EXPECT_EQ(sums[4], 2.5 * (rows[d + 4] - rows[4]));
+  EXPECT_EQ(sums[4], 2.5 * rows[d + 4]);
   std::vector<double> centroid(d, -7);
-  km::finalize_centroids(sums.data(), &count, 1, d, rows.data(), centroid.data());
+  km::finalize_centroids(sums.data(), carries.data(), &count, 1, d, centroid.data());
   for (std::size_t j = 0; j < d; ++j) EXPECT_EQ(centroid[j], rows[d + j]) << "the mean of one object, repeated";
+  // The carry holds what the sum lost: 1 + 2^-60 + ... (2^10 times 2^-60) is 1 in a plain sum.
+  const double unit = 1, tiny = 0x1p-60;
+  std::fill(sums.begin(), sums.end(), 0.0);
+  std::fill(carries.begin(), carries.end(), 0.0);
+  count = 0;
+  km::add_to_cluster(&unit, 1.0, 1, sums.data(), carries.data(), count);
+  for (int i = 0; i < 1024; ++i) km::add_to_cluster(&tiny, 1.0, 1, sums.data(), carries.data(), count);
+  EXPECT_EQ(sums[0], 1.0);
+  EXPECT_EQ(carries[0], 0x1p-50);
   // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
   const std::size_t n = 3 * km::kSumChunk + 17;
   std::vector<double> chunks;

@@ -16,6 +16,7 @@ void HostUpdateEngine<T>::setup(const Dataset<T>& data, const std::vector<T>& in
   host_labels_ = PinnedBuffer<std::int32_t>(this->n_);
   staged_ = PinnedBuffer<T>(initial.size());
   sums_.assign(initial.size(), 0.0);
+  carries_.assign(initial.size(), 0.0);
   counts_.assign(k, 0);
 }
 
@@ -34,20 +35,20 @@ void HostUpdateEngine<T>::iterate(IterationStats& stats) {
   HostPhase cpu(stats.cpu);
   // The lab's CPU update: one pass over the objects in their labels' clusters.
   std::fill(sums_.begin(), sums_.end(), 0.0);
+  std::fill(carries_.begin(), carries_.end(), 0.0);
   std::fill(counts_.begin(), counts_.end(), 0);
   const std::int32_t* labels = host_labels_.get();
   const std::size_t d = this->d_;
-  const T* origin = this->data_->row(0);  // the sums' origin (add_to_cluster)
   double inertia = 0;  // in the same pass: the distance to the centroid the GPU chose, in seq's arithmetic
   for (std::size_t i = 0; i < this->n_; ++i) {
     const T* x = this->data_->row(i);
     const std::size_t label = static_cast<std::size_t>(labels[i]);
     const double w = static_cast<double>(this->data_->weight(i));
     inertia += w * static_cast<double>(squared_distance(x, &centroids_[label * d], d));
-    add_to_cluster(x, origin, w, d, &sums_[label * d], counts_[label]);
+    add_to_cluster(x, w, d, &sums_[label * d], &carries_[label * d], counts_[label]);
   }
   stats.inertia = inertia;
-  stats.shift = finalize_centroids(sums_.data(), counts_.data(), this->k_, d, origin, centroids_.data(),
+  stats.shift = finalize_centroids(sums_.data(), carries_.data(), counts_.data(), this->k_, d, centroids_.data(),
                                    this->params_.metric != Metric::euclidean);
 }
 
