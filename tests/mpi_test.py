@@ -182,6 +182,20 @@ def test_errors():
         expect(json.loads(p.stdout)["inertia"] == json.loads(one.stdout)["inertia"], "a rank without rows: same inertia")
 
 
+def test_answers_and_shared_errors(tmp):
+    # --version on every rank: printed once, every rank ends with 0.
+    p = run(2, "--version")
+    expect(p.returncode == 0 and p.stdout.count("kmeans (kmeans-gpu") == 1, f"--version on 2 ranks: {p.stdout!r}")
+    # A value too large for the arithmetic in one rank's rows: the ranks find it together (from
+    # the largest over the ranks), so one line says it and they end without MPI_Abort.
+    path = os.path.join(tmp, "huge.csv")
+    with open(path, "w") as f:
+        f.write("\n".join("1e300,0" if i == 30000 else f"{i % 5},{i % 3}" for i in range(40000)) + "\n")
+    p = run(3, "--impl=omp", f"--input={path}", "--clusters=3", "--quiet")
+    expect(p.returncode == 1 and p.stderr.count("kmeans: error:") == 1 and "too large" in p.stderr
+           and "MPI_ABORT" not in p.stderr, f"a range error found by every rank: {p.stderr!r}")
+
+
 def mpmd(first, second, dirs=None, timeout=60):
     """Two ranks started with different command lines (mpirun's MPMD form), or in different
     working directories (dirs), as on two nodes."""
@@ -202,6 +216,8 @@ def test_rank_disagreement(tmp):
         ("--tol on rank 1 only", base, [*base, "--tol=1e-3"], "other options than rank 0"),
         ("--init differs", [*base, "--init=random"], [*base, "--init=kmeans++"], "other options than rank 0"),
         ("--precision differs", base, [*base, "--precision=float"], "other options than rank 0"),
+        ("--help on rank 1 only", base, [*base, "--help"], "other options than rank 0"),
+        ("--version on rank 0 only", [*base, "--version"], base, "other options than rank 0"),
     ]
     for what, first, second, words in cases:
         try:
@@ -235,6 +251,7 @@ def main():
         test_equal_bits(tmp)
         test_gpu(tmp)
         test_rank_disagreement(tmp)
+        test_answers_and_shared_errors(tmp)
     test_errors()
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -250,19 +250,23 @@ int run_main(int argc, char** argv) {
   // before any collective (settle), so that an error or a difference on one rank ends them all.
   int status = 0;
   std::string why;
+  // --help and --version: at once in one process; under mpirun once the ranks agree (a rank that
+  // alone was given one differs from rank 0, which says so), and then printed by rank 0 alone.
+  std::function<int()> answer;
   try {
     km::cli::reject_empty_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    answer = [&app, e] { return app.exit(e); };
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    answer = [&app, e] { return app.exit(e); };
   } catch (const CLI::ParseError& e) {
     status = 2, why = std::string(e.what()) + " (see --help)";
   }
+  if (answer && team.size() == 1) return answer();
   km::Params params;
   const km::Implementation* impl = nullptr;
-  if (status == 0 && !o.list) {
+  if (status == 0 && !o.list && !answer) {
     status = outcome(
         [&] {
           km::cli::clamp_openmp_threads("kmeans");
@@ -279,6 +283,7 @@ int run_main(int argc, char** argv) {
                          v.differing_rank);
   };
   if (const int code = settle(team, status, why, {command_digest(argc, argv)}, differ, 2)) return code;
+  if (answer) return root ? answer() : 0;
 
   if (o.list && !root) return 0;
   if (o.list) {  // with --coords and --clusters: whether each runs that shape here, its path and plan
@@ -315,6 +320,9 @@ int run_main(int argc, char** argv) {
     // waits for another: rank 0 says it, and every rank ends normally.
     if (root) std::fprintf(stderr, "kmeans: error: %s\n", e.what());
     return 2;
+  } catch (const km::SharedInputError& e) {  // every rank met it alike: rank 0 says it
+    if (root) std::fprintf(stderr, "kmeans: error: %s\n", e.what());
+    return 1;
   } catch (const std::bad_alloc&) {
     fail(team, "out of host memory; use fewer objects, coordinates or clusters");
   } catch (const std::exception& e) {

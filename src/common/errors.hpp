@@ -13,6 +13,13 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An InputError every rank of a team meets alike, from values the ranks share (a reduction's
+// result): the ranks end together, without an abort, and rank 0 alone says it.
+class SharedInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // The options are inconsistent: --clusters larger than the data, --block out of range...
 class UsageError : public std::runtime_error {
  public:

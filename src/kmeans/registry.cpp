@@ -365,8 +365,13 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
   team.max(largest, 5);
   if (largest[2] > 0 && largest[3] > 0)
     throw UsageError("sample weights were given on some ranks but not on others: give every rank its rows' weights");
-  const double max_weight = weights_with_mass(largest[1], local.weighted());
-  check_arithmetic_range<T>(largest[0], split.total, local.d, max_weight);
+  double max_weight = 0;
+  try {  // (from the reduced values: every rank alike)
+    max_weight = weights_with_mass(largest[1], local.weighted());
+    check_arithmetic_range<T>(largest[0], split.total, local.d, max_weight);
+  } catch (const InputError& e) {
+    throw SharedInputError(e.what());
+  }
   const Whole whole{split.total, largest[0], max_weight, max_weight > 0 ? -largest[4] : 0.0};
   // The GPU rungs: this rank's GPU (its rank on the node, modulo the node's GPUs), the partials
   // summed on the device with NCCL; omp: on the host with MPI.
