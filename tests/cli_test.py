@@ -566,6 +566,40 @@ def test_metrics():
             expect(p.returncode == code and len(lines) == 1 and needle in lines[0], f"{args}: {p.returncode} {p.stderr!r}")
 
 
+def test_edges_of_the_arithmetic():
+    """Values cosine normalises away are predicted as they are fitted; a double beyond float's range
+    read as float is named as such; a bad KMEANS_HOST_MEMORY is refused however small the run."""
+    try:
+        import numpy as np
+    except ImportError:
+        print("skip: no numpy")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        x = np.random.default_rng(0).standard_normal((200, 3))
+        x[:50] *= 1e200
+        x[50:100] *= 1e-200
+        path, out, again = (os.path.join(tmp, f) for f in ("x.npy", "c.npy", "again.npy"))
+        np.save(path, x)
+        run("--impl=omp", f"--input={path}", "--clusters=4", "--metric=cosine", f"--output={out}", "--quiet")
+        p = run("--impl=omp", f"--input={path}", f"--predict={out}", "--metric=cosine", f"--output={again}",
+                "--quiet", check=False)
+        same = p.returncode == 0 and np.array_equal(np.load(again[:-4] + ".labels.npy"),
+                                                    np.load(out[:-4] + ".labels.npy"))
+        expect(same, f"cosine --predict on rows of length 1e200 and 1e-200: the fit's labels: {p.stderr!r}")
+        x = np.random.default_rng(0).random((100, 3))
+        x[7, 1] = 1e39
+        np.save(path, x)
+        p = run("--impl=omp", f"--input={path}", "--clusters=3", "--precision=float", check=False)
+        lines = p.stderr.strip().splitlines()
+        expect(p.returncode == 1 and len(lines) == 1 and "beyond float's range at object 7, coordinate 1" in lines[0]
+               and "--precision=double" in lines[0], f"1e39 read as float: {p.stderr!r}")
+    p = subprocess.run([KMEANS, "--impl=omp", "--objects=100", "--clusters=3"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, KMEANS_HOST_MEMORY="abc"))
+    lines = p.stderr.strip().splitlines()
+    expect(p.returncode == 2 and len(lines) == 1 and "KMEANS_HOST_MEMORY=abc" in lines[0],
+           f"KMEANS_HOST_MEMORY=abc on a small run: {p.returncode} {p.stderr!r}")
+
+
 def test_batch_input():
     """A 3-D .npy is B problems: each problem's centroids, labels and inertia are those of its rows
     fitted alone, byte for byte."""
@@ -726,7 +760,7 @@ for test in [test_json_contract, test_seq_and_omp_agree, test_csv_and_table_repo
              test_strict_options, test_init_predict_ninit_npy,
              test_damaged_hdf5, test_hdf5_values_outside_the_file, test_outputs_refused_and_values_named,
              test_gpu_impl_without_gpu,
-             test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics,
+             test_host_memory_estimate, test_cpu_run_in_small_address_space, test_metrics, test_edges_of_the_arithmetic,
              test_batch_input, test_weights]:
     print("run:", test.__name__)
     test()

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -100,30 +101,36 @@ std::size_t cgroup_room(const std::string& proc_cgroup, const std::string& root)
   return room;
 }
 
+// KMEANS_HOST_MEMORY's bytes, or nothing when it is not set: digits, optionally followed by one
+// of K, M, G, T (powers of 1024, either case); anything else, or more than 64 bits, is refused,
+// not ignored.
+static std::optional<unsigned long long> host_memory_setting() {
+  const char* env = std::getenv("KMEANS_HOST_MEMORY");
+  if (!env) return std::nullopt;
+  const char* end = env;
+  unsigned long long v = 0;
+  bool ok = *env >= '0' && *env <= '9';
+  for (; ok && *end >= '0' && *end <= '9'; ++end) {
+    const unsigned digit = static_cast<unsigned>(*end - '0');
+    ok = v <= (ULLONG_MAX - digit) / 10;
+    v = v * 10 + digit;
+  }
+  if (ok && *end != '\0') {
+    const char* units = "KMGT";
+    const char* unit = std::strchr(units, std::toupper(static_cast<unsigned char>(*end)));
+    const int shift = unit ? 10 * static_cast<int>(unit - units + 1) : 0;
+    ok = unit && end[1] == '\0' && v <= (ULLONG_MAX >> shift);
+    if (ok) v <<= shift;
+  }
+  if (!ok)
+    throw UsageError(strprintf("KMEANS_HOST_MEMORY=%s: must be a number of bytes, optionally with K, M, G or T", env));
+  return v;
+}
+
 std::size_t available_host_memory() {
-  if (const char* env = std::getenv("KMEANS_HOST_MEMORY")) {
-    // digits, optionally followed by one of K, M, G, T (powers of 1024, either case); anything
-    // else, or more than 64 bits, is refused, not ignored
-    const char* end = env;
-    unsigned long long v = 0;
-    bool ok = *env >= '0' && *env <= '9';
-    for (; ok && *end >= '0' && *end <= '9'; ++end) {
-      const unsigned digit = static_cast<unsigned>(*end - '0');
-      ok = v <= (ULLONG_MAX - digit) / 10;
-      v = v * 10 + digit;
-    }
-    if (ok && *end != '\0') {
-      const char* units = "KMGT";
-      const char* unit = std::strchr(units, std::toupper(static_cast<unsigned char>(*end)));
-      const int shift = unit ? 10 * static_cast<int>(unit - units + 1) : 0;
-      ok = unit && end[1] == '\0' && v <= (ULLONG_MAX >> shift);
-      if (ok) v <<= shift;
-    }
-    if (!ok)
-      throw UsageError(strprintf("KMEANS_HOST_MEMORY=%s: must be a number of bytes, optionally with K, M, G or T",
-                                 env));
+  if (const auto v = host_memory_setting()) {
     const std::size_t held = resident_bytes();  // the whole budget: less what this process already holds
-    return v > held ? static_cast<std::size_t>(v - held) : 0;
+    return *v > held ? static_cast<std::size_t>(*v - held) : 0;
   }
   std::size_t room = SIZE_MAX;
   if (std::ifstream cgroups{"/proc/self/cgroup"}) {
@@ -150,7 +157,10 @@ std::size_t available_host_memory() {
 }
 
 void check_host_memory(double bytes, const std::string& what) {
-  if (bytes < 64.0 * 1048576) return;  // not worth a read of /proc/meminfo
+  if (bytes < 64.0 * 1048576) {  // not worth a read of /proc/meminfo; a bad setting is refused still
+    host_memory_setting();
+    return;
+  }
   const std::size_t available = available_host_memory();
   if (available != SIZE_MAX && bytes > static_cast<double>(available))
     throw InputError(strprintf("%s needs %s of host memory but %s are available", what.c_str(), amount(bytes).c_str(),

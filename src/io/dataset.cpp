@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
@@ -47,8 +48,12 @@ void check_finite(const Dataset<T>& data, const std::string& what, std::size_t f
     const std::size_t obj = first_object + first_bad / data.d, coord = first_bad % data.d;
     const std::string where = problem_rows ? strprintf("problem %zu, object %zu", obj / problem_rows, obj % problem_rows)
                                            : strprintf("object %zu", obj);
-    throw InputError(strprintf("%s: value %s at %s, coordinate %zu (NaN/Inf are not allowed)", what.c_str(),
-                               std::isnan(v[first_bad]) ? "NaN" : "Inf", where.c_str(), coord));
+    // A double or a text value beyond float's range reads as Inf in float: say so.
+    const bool narrowed = std::is_same_v<T, float> && (data.element == "float64" || data.element == "text") &&
+                          !std::isnan(v[first_bad]);
+    throw InputError(strprintf("%s: value %s at %s, coordinate %zu (NaN/Inf are not allowed%s)", what.c_str(),
+                               std::isnan(v[first_bad]) ? "NaN" : narrowed ? "Inf or beyond float's range" : "Inf",
+                               where.c_str(), coord, narrowed ? "; for larger values use --precision=double" : ""));
   }
 }
 

@@ -315,12 +315,16 @@ template <class T>
 Result<T> predict(const Implementation& impl, const Dataset<T>& given, const Params& params) {
   check_device_data(impl, given, params);
   const WeightRange weights = check_weights(given);
-  const Whole whole{given.n, check_problem(impl, given, params, false), weights.max, weights.min};
+  const bool cosine = params.metric == Metric::cosine;
+  // (cosine: the range checked is the normalised rows', as a fit's: run)
+  double largest = check_problem(impl, given, params, false, !cosine);
   if (params.init != Init::given) throw UsageError("predict needs the centroids (--predict=PATH)");
   Dataset<T> unit;
   cuda::DeviceBuffer<T> held;  // (the unit rows of data on the device)
-  if (params.metric == Metric::cosine) unit = given.on_device() ? gpu::unit_rows_on_device(given, held) : unit_rows(given);
-  const Dataset<T>& data = params.metric == Metric::cosine ? unit : given;
+  if (cosine) unit = given.on_device() ? gpu::unit_rows_on_device(given, held) : unit_rows(given);
+  const Dataset<T>& data = cosine ? unit : given;
+  if (cosine) largest = check_data_range(data, weights.max);
+  const Whole whole{given.n, largest, weights.max, weights.min};
   Result<T> result;
   Stopwatch watch;
   result.centroids = initial_centroids(data, params);
