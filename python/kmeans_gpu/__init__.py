@@ -289,9 +289,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def _threads(self):
         if self.n_threads is None:
             return 0
-        threads = self._int("n_threads", self.n_threads, 1, maximum=np.inf)
-        if threads > _core.max_threads:  # the CLI's cap and message
-            raise ValueError(f"n_threads={threads} must be in 0..{_core.max_threads} (0: all cores)")
+        threads = self._int("n_threads", self.n_threads, -np.inf, maximum=np.inf)
+        if not 1 <= threads <= _core.max_threads:  # the CLI's cap (its 0, all cores, is None here)
+            raise ValueError(f"n_threads={threads}: must be in 1..{_core.max_threads} (None: all cores)")
         return threads
 
     def _device_memory(self):
@@ -401,7 +401,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         elif callable(self.init):
             raise TypeError("init: a callable is not supported; pass 'k-means++', 'random', 'first' or an array")
         else:
-            if np.asarray(self.init).dtype.kind == "V":  # (NumPy cannot read it as numbers)
+            kind = "" if self.init is None else np.asarray(self.init).dtype.kind
+            if self.init is None or kind == "c":  # (scikit-learn's check words these over several lines)
+                raise TypeError(f"init={'None' if self.init is None else 'a complex array'}: pass 'k-means++', "
+                                f"'k-means||', 'random', 'first' or a real array of shape (n_clusters, n_features)")
+            if kind == "V":  # (NumPy cannot read it as numbers)
                 raise TypeError(f"init: dtype {np.asarray(self.init).dtype} is not a number type; convert it to float "
                                 f"(a bfloat16 array: its float32 conversion)")
             centroids = check_array(self.init, dtype=np.float64, order="C", input_name="init", **{_FINITE: True})

@@ -193,6 +193,14 @@ def test_initial_centroids_beyond_float_range_are_refused():
     assert np.isfinite(KMeans(3, init=init, n_init=1, impl="omp").fit(X.astype(np.float64)).cluster_centers_).all()
 
 
+@pytest.mark.parametrize("init", [None, np.ones((3, 4), dtype=complex)])
+def test_init_neither_a_name_nor_real_values_is_one_line(init):
+    """scikit-learn's check said init=None was "Expected 2D array, got scalar array", over lines."""
+    with pytest.raises(TypeError) as e:
+        KMeans(3, init=init, impl="omp").fit(np.random.default_rng(1).random((40, 4)))
+    assert "\n" not in str(e.value) and "pass 'k-means++'" in str(e.value)
+
+
 def test_batch_kmeans_reads_a_contiguous_batch_in_place(monkeypatch):
     X = np.random.default_rng(2).random((3, 200, 4))
     seen = []
