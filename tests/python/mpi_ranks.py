@@ -190,7 +190,7 @@ def errors():
     negative = ones.copy()
     if rank == last:
         negative[2] = -1
-    expect_raise("a negative weight on one rank", ValueError, f"sample weight {cuts[last] + 2} is -1",
+    expect_raise("a negative weight on one rank", ValueError, f"rank {last}: sample weight 2 is -1",
                  lambda: fit(mine, sample_weight=negative))
     # In the engines, on one rank: run_parted's range check finds the NaN this rank's part holds
     # (the estimator's own check bypassed) before the first collective, which the others wait in.
