@@ -194,6 +194,15 @@ def test_answers_and_shared_errors(tmp):
     p = run(3, "--impl=omp", f"--input={path}", "--clusters=3", "--quiet")
     expect(p.returncode == 1 and p.stderr.count("kmeans: error:") == 1 and "too large" in p.stderr
            and "MPI_ABORT" not in p.stderr, f"a range error found by every rank: {p.stderr!r}")
+    # Weights too spread for the fixed-point sums (n max w / min w above 2^32), likewise.
+    data, weights = os.path.join(tmp, "x.csv"), os.path.join(tmp, "w.csv")
+    with open(data, "w") as f:
+        f.write("\n".join(f"{i % 5},{i % 3}" for i in range(40000)) + "\n")
+    with open(weights, "w") as f:
+        f.write("\n".join("1e-6" if i == 30000 else "1" for i in range(40000)) + "\n")
+    p = run(2, "--impl=omp", f"--input={data}", f"--weights={weights}", "--clusters=3", "--quiet")
+    expect(p.returncode == 1 and p.stderr.count("kmeans: error:") == 1 and "2^32" in p.stderr
+           and "MPI_ABORT" not in p.stderr, f"weights too spread, found by every rank: {p.stderr!r}")
 
 
 def mpmd(first, second, dirs=None, timeout=60):

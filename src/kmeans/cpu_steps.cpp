@@ -13,7 +13,7 @@ double finalize_centroids(const double* sums, const double* carries, const doubl
   std::vector<T> mean(d);
   return finish_update(k, d, centroids, unit, mean.data(), [&](std::size_t c, T* m) {
     if (counts[c] == 0) return false;  // empty cluster keeps its previous centroid
-    for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>((sums[c * d + j] - carries[c * d + j]) / counts[c]);
+    for (std::size_t j = 0; j < d; ++j) m[j] = static_cast<T>((sums[c * d + j] + carries[c * d + j]) / counts[c]);
     return true;
   });
 }

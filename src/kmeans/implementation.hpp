@@ -33,7 +33,7 @@ struct Implementation {
                                                            const FusedConfig& config) = nullptr;
   // The host bytes its engine allocates for n objects, K clusters of d coordinates of `elem`
   // bytes on `threads` CPU threads, beside the data and the driver's own (registry.cpp:
-  // host_bytes); nullptr: a GPU engine's staging (labels, centroids, sums).
+  // host_bytes); nullptr: a GPU engine's staging (labels, centroids, sums and their carries).
   double (*host_bytes)(std::size_t n, std::size_t k, std::size_t d, std::size_t elem, int threads) = nullptr;
 
   bool needs_gpu() const { return where == Where::gpu; }

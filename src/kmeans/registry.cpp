@@ -12,6 +12,7 @@
 #include "kmeans/cpu_steps.hpp"
 #include "kmeans/init.hpp"
 #include "kmeans/driver.hpp"
+#include "kmeans/fixed_point.hpp"
 #include "kmeans/gpu/unit_rows.hpp"
 #include "kmeans/metric.hpp"
 #include "kmeans/multi_gpu.hpp"
@@ -373,6 +374,9 @@ Result<T> run_parted(const Implementation& impl, const Dataset<T>& given, const 
   try {  // (from the reduced values: every rank alike)
     max_weight = weights_with_mass(largest[1], local.weighted());
     check_arithmetic_range<T>(largest[0], split.total, local.d, max_weight);
+    // the weights' spread the fixed-point sums of every partable engine take (fixed_scales refuses
+    // it in the engine's set-up otherwise, on every rank)
+    if (max_weight > 0) fixed_scales(largest[0], split.total, local.d, 0, max_weight, -largest[4]);
   } catch (const InputError& e) {
     throw SharedInputError(e.what());
   }

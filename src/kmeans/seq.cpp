@@ -68,7 +68,7 @@ class SeqEngine final : public Engine<T> {
   std::vector<T> centroids_;
   std::vector<std::int32_t> labels_;
   std::vector<double> sums_;
-  std::vector<double> carries_;  // what the sums lost (add_to_cluster)
+  std::vector<double> carries_;  // the sums' rounding errors (add_to_cluster)
   std::vector<double> counts_;  // weight totals (object counts unweighted)
 };
 

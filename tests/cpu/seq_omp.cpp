@@ -248,7 +248,7 @@ TEST(Seq, MeansStayExactOnOffsetData) {
       EXPECT_LE(std::fabs(one.centroids[c * d + j] - exact), ulp) << "centroid " << c << " coordinate " << j;
       plain_worst = std::max(plain_worst, std::fabs(plain[c * d + j] / static_cast<double>(count[c]) - exact) / ulp);
     }
-  EXPECT_GT(plain_worst, 10) << "plain sums are as good here: the data does not test the offsets";
+  EXPECT_GT(plain_worst, 10) << "plain sums are as good here: the data does not test the compensation";
 }
 
 // A first object far from the rest (1e12 beside values in [0.1, 0.7]) leaves the other cluster's
@@ -312,8 +312,8 @@ TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
   EXPECT_EQ(cols[3], -1) << "padding columns untouched";
   km::from_coord_major(cols.data(), k, d, stride, back.data());
   EXPECT_EQ(back, rows);
-  // add_to_cluster: the sums with what they lost carried beside them; finalize_centroids takes
-  // (sum - carry) / count.
+  // add_to_cluster: the sums with their rounding errors carried beside them; finalize_centroids
+  // takes (sum + carry) / count.
   std::vector<double> sums(d, 0), carries(d, 0);
   double count = 0;
   km::add_to_cluster(rows.data() + d, 1.0, d, sums.data(), carries.data(), count);
@@ -333,7 +333,18 @@ TEST(CpuSteps, TransposesRoundTripAndAccumulate) {
   count = 0;
   km::add_to_cluster(&unit, 1.0, 1, sums.data(), carries.data(), count);
   for (int i = 0; i < 1024; ++i) km::add_to_cluster(&tiny, 1.0, 1, sums.data(), carries.data(), count);
-  EXPECT_EQ(sums[0] - carries[0], 1 + 0x1p-50);
+  EXPECT_EQ(sums[0] + carries[0], 1 + 0x1p-50);
+  // Addends of 0 (weight 0, a zero coordinate) change neither the sum nor its carry.
+  const double values[3] = {-0.035, 0.294, -0.68}, zero = 0;
+  std::vector<double> with(2, 0.0), without(2, 0.0);
+  double count_with = 0, count_without = 0;
+  for (double v : values) {
+    km::add_to_cluster(&v, 1.0, 1, &without[0], &without[1], count_without);
+    km::add_to_cluster(&v, 1.0, 1, &with[0], &with[1], count_with);
+    km::add_to_cluster(&zero, 1.0, 1, &with[0], &with[1], count_with);
+    km::add_to_cluster(&v, 0.0, 1, &with[0], &with[1], count_with);
+  }
+  EXPECT_EQ(with, without);
   // chunked_sum: the same bits for any thread count, and each chunk's sum reported.
   const std::size_t n = 3 * km::kSumChunk + 17;
   std::vector<double> chunks;

@@ -155,8 +155,9 @@ TEST(Weights, OmpSameBitsOnAnyThreadCount) {
   }
 }
 
-// Objects of weight 0 (here far outliers) move no centroid: seq adds 0 x and 0 exactly, so the
-// fit is the fit without them, bit for bit, and their labels are still their nearest centroids.
+// Objects of weight 0 (here far outliers) move no centroid: seq's addends 0 x and 0 change neither
+// its sums nor their carries (add_to_cluster), so the fit is the fit without them, bit for bit, and
+// their labels are still their nearest centroids.
 TEST(Weights, ZeroWeightObjectsChangeNothing) {
   const auto base = kmtest::make_data<double>(true, 3000, 4, 5, 6);
   km::Dataset<double> with(base.n + 50, base.d, "with outliers");

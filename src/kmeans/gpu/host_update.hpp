@@ -35,7 +35,7 @@ class HostUpdateEngine : public GpuEngine<T> {
   PinnedBuffer<std::int32_t> host_labels_;
   PinnedBuffer<T> staged_;
   std::vector<double> sums_;
-  std::vector<double> carries_;  // what the sums lost (add_to_cluster)
+  std::vector<double> carries_;  // the sums' rounding errors (add_to_cluster)
   std::vector<double> counts_;  // weight totals (object counts unweighted)
 };
 
