@@ -249,6 +249,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         # features (its estimator checks ask for it); no objects and non-finite values are the
         # engines' to refuse, with the CLI's messages.
         X = _host_array(X)[0]
+        if np.iscomplexobj(X):  # (scikit-learn's words, without the array it prints after them)
+            raise ValueError("Complex data not supported")
         return _validate_data(self, X, reset=reset, accept_sparse=False, dtype=dtype, order="C",
                               ensure_min_samples=0, **{_FINITE: False})
 
@@ -403,8 +405,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         else:
             kind = "" if self.init is None else np.asarray(self.init).dtype.kind
             if self.init is None or kind == "c":  # (scikit-learn's check words these over several lines)
-                raise TypeError(f"init={'None' if self.init is None else 'a complex array'}: pass 'k-means++', "
-                                f"'k-means||', 'random', 'first' or a real array of shape (n_clusters, n_features)")
+                raise (TypeError if self.init is None else ValueError)(
+                    f"init={'None' if self.init is None else 'a complex array'}: pass 'k-means++', 'k-means||', "
+                    f"'random', 'first' or a real array of shape (n_clusters, n_features)")
             if kind == "V":  # (NumPy cannot read it as numbers)
                 raise TypeError(f"init: dtype {np.asarray(self.init).dtype} is not a number type; convert it to float "
                                 f"(a bfloat16 array: its float32 conversion)")

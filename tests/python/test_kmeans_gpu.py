@@ -193,12 +193,18 @@ def test_initial_centroids_beyond_float_range_are_refused():
     assert np.isfinite(KMeans(3, init=init, n_init=1, impl="omp").fit(X.astype(np.float64)).cluster_centers_).all()
 
 
-@pytest.mark.parametrize("init", [None, np.ones((3, 4), dtype=complex)])
-def test_init_neither_a_name_nor_real_values_is_one_line(init):
+@pytest.mark.parametrize("init, kind", [(None, TypeError), (np.ones((3, 4), dtype=complex), ValueError)])
+def test_init_neither_a_name_nor_real_values_is_one_line(init, kind):
     """scikit-learn's check said init=None was "Expected 2D array, got scalar array", over lines."""
-    with pytest.raises(TypeError) as e:
+    with pytest.raises(kind) as e:
         KMeans(3, init=init, impl="omp").fit(np.random.default_rng(1).random((40, 4)))
     assert "\n" not in str(e.value) and "pass 'k-means++'" in str(e.value)
+
+
+def test_complex_data_is_one_line():
+    with pytest.raises(ValueError) as e:
+        KMeans(2, impl="omp").fit(np.zeros((8, 2), dtype=complex))
+    assert str(e.value) == "Complex data not supported"
 
 
 def test_batch_kmeans_reads_a_contiguous_batch_in_place(monkeypatch):
