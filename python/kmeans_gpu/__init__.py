@@ -251,6 +251,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         X = _host_array(X)[0]
         if np.iscomplexobj(X):  # (scikit-learn's words, without the array it prints after them)
             raise ValueError("Complex data not supported")
+        if dtype is np.float32 and isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.size:
+            # a finite value beyond float's range would read as Inf once cast: named here (max and min
+            # read X without a copy; NaN or Inf among the values leave it to the engines' check)
+            top = float(np.finfo(np.float32).max)
+            if top < max(X.max(), -X.min()) < np.inf:
+                big = np.flatnonzero(np.isfinite(X) & (np.abs(X) > top))
+                i, j = divmod(int(big[0]), X.shape[1])
+                raise ValueError(f"X: value {X.flat[big[0]]:g} at object {i}, coordinate {j} is beyond float's "
+                                 f"range; use precision='double'")
         return _validate_data(self, X, reset=reset, accept_sparse=False, dtype=dtype, order="C",
                               ensure_min_samples=0, **{_FINITE: False})
 

@@ -201,6 +201,15 @@ def test_init_neither_a_name_nor_real_values_is_one_line(init, kind):
     assert "\n" not in str(e.value) and "pass 'k-means++'" in str(e.value)
 
 
+def test_double_beyond_float_range_is_named_in_float():
+    X = np.random.default_rng(1).random((40, 3))
+    X[7, 1] = -1e39
+    with pytest.raises(ValueError, match="X: value -1e\\+39 at object 7, coordinate 1 is beyond float's range; "
+                                         "use precision='double'"):
+        KMeans(3, impl="omp", precision="float").fit(X)
+    assert np.isfinite(KMeans(3, impl="omp").fit(X).inertia_)
+
+
 def test_complex_data_is_one_line():
     with pytest.raises(ValueError) as e:
         KMeans(2, impl="omp").fit(np.zeros((8, 2), dtype=complex))
