@@ -236,10 +236,7 @@ def _fit(est, X, team, sample_weight=None):
     weights = args["sample_weight"]
     _core.check_finite(X)  # here, where the row it names is the caller's
     if weights is not None:  # likewise (the engines see them after the rows move between ranks)
-        bad = np.flatnonzero(~((weights >= 0) & (weights <= 2.0 ** 64)))  # (NaN fails both)
-        if bad.size:
-            raise ValueError(f"sample weight {bad[0]} is {float(weights[bad[0]]):g}: weights must be finite, at "
-                             f"least 0 and at most 2^64")
+        _core.check_weights(X, weights)
     engine = est._engine_arguments()
     name, parted, on_gpu = _core.resolve_implementation(engine["impl"])
     centroids = args["centroids"]

@@ -490,6 +490,20 @@ void add_parted(py::module_& m) {
       },
       py::arg("X"), "Raises ValueError naming X's first NaN or infinity.");
   m.def(
+      "check_weights",
+      [](const py::array& x, const py::array& w) {  // (w: C-contiguous, X's dtype, one per row: _sample_weight)
+        const auto run = [&](auto tag) {
+          using T = decltype(tag);
+          auto data = view<T>(x, false, true);
+          const auto* weights = static_cast<const T*>(w.data());
+          data.weights = km::HostBuffer<T>::borrow(weights, static_cast<std::size_t>(w.size()));
+          py::gil_scoped_release release;
+          km::check_weights(data);
+        };
+        py::isinstance<py::array_t<float>>(x) ? run(float{}) : run(double{});
+      },
+      py::arg("X"), py::arg("sample_weight"), "Raises ValueError naming the first bad weight of X's rows.");
+  m.def(
       "split_rows",
       [](std::size_t total, int rank, int ranks) {
         if (ranks < 1 || rank < 0 || rank >= ranks) throw km::UsageError("split_rows: need 0 <= rank < ranks");
